@@ -1,0 +1,27 @@
+// The composition root's second half: the HTTP application for the configured ROLE.
+import type { FastifyInstance } from "fastify";
+import { migrationsApplied } from "./db/migrate.ts";
+import { buildHttpServer } from "./http/server.ts";
+import { metadataRoutes } from "./rest/metadata-routes.ts";
+import type { Services } from "./services.ts";
+
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  const app = await buildHttpServer({
+    config: services.config,
+    logger: services.logger,
+    readiness: async () => {
+      const checks: Record<string, string> = {};
+      try {
+        await services.db.query("SELECT 1");
+        checks.database = "ok";
+      } catch (err) {
+        checks.database = `unreachable: ${err instanceof Error ? err.message : String(err)}`;
+      }
+      checks.migrations =
+        checks.database === "ok" && (await migrationsApplied(services.db)) ? "ok" : "pending";
+      return checks;
+    },
+  });
+  await app.register(metadataRoutes, { services });
+  return app;
+}

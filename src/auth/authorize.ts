@@ -1,0 +1,101 @@
+// Authorization, one module for every route (REST and GraphQL): the layers of spec 5.8 with
+// decisions.md §6. Resolvers call these; no adapter decides access on its own.
+import { BadRequestError, PermissionDeniedError } from "../errors.ts";
+import { fieldConfig } from "../metadata/build.ts";
+import type {
+  Access,
+  DimensionDef,
+  FieldDef,
+  Flag,
+  Grant,
+  MenuNode,
+  MetadataModel,
+  Operation,
+  Principal,
+  RequestContext,
+} from "../types.ts";
+
+interface Requirement {
+  operations: Operation[];
+  level: number;
+}
+
+export const REQUIREMENTS: Record<Access, Requirement> = {
+  read: { operations: ["read"], level: 1 },
+  create: { operations: ["write"], level: 2 },
+  update: { operations: ["write"], level: 2 },
+  delete: { operations: ["write"], level: 3 },
+  force_delete: { operations: ["write", "force_delete"], level: 3 },
+  metadata: { operations: ["write"], level: 4 },
+};
+
+function describeGrants(grants: Grant[]) {
+  return grants.map((g) => ({ COD_MENU: g.COD_MENU, OPERATIONS: g.OPERATIONS, LEVEL: g.LEVEL }));
+}
+
+export function grantCovers(grant: Grant, node: MenuNode): boolean {
+  return grant.NLEFT <= node.nleft && node.nright <= grant.NRIGHT;
+}
+
+/**
+ * Checks that the caller may perform `access` on dimension `dimCode` through the request's source.
+ * Throws 400 MISSING_PARAMETER without a source, 403 INSUFFICIENT_PERMISSIONS otherwise.
+ * Returns the grants that cover the source (the most permissive decides).
+ */
+export function authorize(ctx: RequestContext, model: MetadataModel, dimCode: string | null, access: Access): Grant[] {
+  const { principal } = ctx;
+  if (!ctx.source) {
+    throw new BadRequestError("MISSING_PARAMETER", "The query parameter source is required.", { field: "source" });
+  }
+  const deny = (message: string, required: unknown): never => {
+    throw new PermissionDeniedError(message, {
+      extra: { required_grant: required, user_grants: describeGrants(principal.grants) },
+    });
+  };
+  const node = model.menuByCode.get(ctx.source);
+  if (!node) return deny(`Source ${ctx.source} is not a security area (TB_MENU).`, ctx.source);
+  const covering = principal.grants.filter((g) => grantCovers(g, node));
+  if (!covering.length) return deny(`No grant covers source ${ctx.source}.`, ctx.source);
+  if (dimCode !== null && node.dim && node.dim !== dimCode) {
+    return deny(`Source ${ctx.source} serves dimension ${node.dim}, not ${dimCode}.`, node.dim);
+  }
+  const req = REQUIREMENTS[access];
+  const missingOp = req.operations.find((op) => !covering.some((g) => g.OPERATIONS.includes(op)));
+  if (missingOp) return deny(`The operation ${missingOp} is not granted on ${ctx.source}.`, missingOp);
+  const level = Math.max(
+    ...covering.filter((g) => req.operations.every((op) => g.OPERATIONS.includes(op))).map((g) => g.LEVEL),
+    -1,
+  );
+  if (level < req.level) {
+    return deny(`Level ${req.level} is required for ${access} on ${ctx.source}; the grant gives ${level}.`, req.level);
+  }
+  return covering;
+}
+
+/** The highest level the caller holds on the request's source (0 when none). */
+export function sourceLevel(ctx: RequestContext, model: MetadataModel): number {
+  const node = ctx.source ? model.menuByCode.get(ctx.source) : undefined;
+  if (!node) return 0;
+  return Math.max(0, ...ctx.principal.grants.filter((g) => grantCovers(g, node)).map((g) => g.LEVEL));
+}
+
+/** peso against COD_UTENTE (spec 5.8.6): visible when the weight is null or >= the user's peso. */
+export function pesoAllows(principal: Principal, codUtente: number | null): boolean {
+  return codUtente === null || codUtente >= principal.peso;
+}
+
+/** Whether `field` carries `flag` for this caller (COD_ON_OFF in the center_dett context, then peso). */
+export function fieldAllows(ctx: RequestContext, field: FieldDef, flag: Flag): boolean {
+  const cfg = fieldConfig(field, ctx.centerDett);
+  return cfg.flags.has(flag) && pesoAllows(ctx.principal, cfg.codUtente);
+}
+
+/** Whether the caller may know the field exists at all (a field hidden by peso is unknown). */
+export function fieldKnown(ctx: RequestContext, field: FieldDef): boolean {
+  return pesoAllows(ctx.principal, fieldConfig(field, ctx.centerDett).codUtente);
+}
+
+/** The fields of `dim` that carry `flag` for this caller, in NUM_VAR order. */
+export function visibleFields(ctx: RequestContext, dim: DimensionDef, flag: Flag): FieldDef[] {
+  return dim.fields.filter((f) => fieldAllows(ctx, f, flag));
+}

@@ -1,0 +1,191 @@
+// Reads and validates the environment into a typed Config. A bad value stops start-up with a
+// message that names the variable (ConfigError).
+import path from "node:path";
+import { z } from "zod";
+import type { Config, Role } from "./types.ts";
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+const ROLES = ["all", "gateway", "read", "write", "auth", "relay", "webhooks"] as const;
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === "" ? null : v.trim()));
+
+const url = (protocols: string[]) =>
+  optionalString.refine(
+    (v) => {
+      if (v === null) return true;
+      try {
+        return protocols.includes(new URL(v).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { message: `must be a URL (${protocols.join(" or ")})` },
+  );
+
+const nonNegativeInt = (fallback: number) =>
+  optionalString.transform((v, ctx) => {
+    if (v === null) return fallback;
+    if (!/^\d+$/.test(v)) {
+      ctx.addIssue({ code: "custom", message: `must be a whole number >= 0, got "${v}"` });
+      return z.NEVER;
+    }
+    return Number(v);
+  });
+
+const bool = (fallback: boolean) =>
+  optionalString.transform((v, ctx) => {
+    if (v === null) return fallback;
+    const s = v.toLowerCase();
+    if (["1", "true", "yes", "on"].includes(s)) return true;
+    if (["0", "false", "no", "off"].includes(s)) return false;
+    ctx.addIssue({ code: "custom", message: `must be true or false, got "${v}"` });
+    return z.NEVER;
+  });
+
+const jsonRoutes = optionalString.transform((v, ctx) => {
+  if (v === null) return {} as Record<string, string>;
+  try {
+    const parsed: unknown = JSON.parse(v);
+    const routes = z.record(z.string(), z.string().url()).parse(parsed);
+    return routes;
+  } catch {
+    ctx.addIssue({ code: "custom", message: 'must be a JSON object of name to URL, e.g. {"orders":"http://..."}' });
+    return z.NEVER;
+  }
+});
+
+const envSchema = z.object({
+  NODE_ENV: optionalString.transform((v) => v ?? "production"),
+  HOST: optionalString.transform((v) => v ?? "0.0.0.0"),
+  PORT: nonNegativeInt(8080).refine((n) => n <= 65535, { message: "must be a port number (0-65535)" }),
+  LOG_LEVEL: optionalString
+    .transform((v) => v ?? "info")
+    .refine((v) => ["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(v), {
+      message: "must be one of fatal, error, warn, info, debug, trace, silent",
+    }),
+  DATA_DIR: optionalString.transform((v) => path.resolve(v ?? "./data")),
+  DATABASE_URL: url(["postgres:", "postgresql:"]),
+  DATABASE_READ_URL: url(["postgres:", "postgresql:"]),
+  AMQP_URL: url(["amqp:", "amqps:"]),
+  REDIS_URL: url(["redis:", "rediss:"]),
+  EVENTS_EXCHANGE: optionalString.transform((v) => v ?? "dimensio.events"),
+  S3_ENDPOINT: url(["http:", "https:"]),
+  S3_BUCKET: optionalString,
+  S3_REGION: optionalString.transform((v) => v ?? "us-east-1"),
+  S3_ACCESS_KEY_ID: optionalString,
+  S3_SECRET_ACCESS_KEY: optionalString,
+  S3_FORCE_PATH_STYLE: bool(false),
+  JWT_SECRET: optionalString.refine((v) => v === null || v.length >= 32, {
+    message: "must be at least 32 characters (an HS256 key)",
+  }),
+  JWT_ISSUER: optionalString.transform((v) => v ?? "dimensio"),
+  JWT_AUDIENCE: optionalString,
+  JWT_PUBLIC_KEYS: optionalString,
+  RATE_LIMIT_USER_PER_SECOND: nonNegativeInt(10),
+  RATE_LIMIT_USER_PER_MINUTE: nonNegativeInt(100),
+  RATE_LIMIT_USER_PER_HOUR: nonNegativeInt(1000),
+  RATE_LIMIT_TENANT_PER_MINUTE: nonNegativeInt(1000),
+  RATE_LIMIT_TENANT_PER_HOUR: nonNegativeInt(10000),
+  ACCESS_TOKEN_ACTIVE_S: nonNegativeInt(900),
+  ACCESS_TOKEN_RENEWABLE_S: nonNegativeInt(3600),
+  REFRESH_TOKEN_TTL_S: nonNegativeInt(2592000),
+  WEBHOOK_RETRY_BASE_MS: nonNegativeInt(1000),
+  WEBHOOK_ALLOW_PRIVATE: bool(false),
+  ROLE: optionalString
+    .transform((v) => (v ?? "all") as Role)
+    .refine((v) => (ROLES as readonly string[]).includes(v), { message: `must be one of ${ROLES.join(", ")}` }),
+  READ_BACKEND_URL: url(["http:", "https:"]),
+  WRITE_BACKEND_URL: url(["http:", "https:"]),
+  AUTH_BACKEND_URL: url(["http:", "https:"]),
+  CANARY_READ_URL: url(["http:", "https:"]),
+  CANARY_WRITE_URL: url(["http:", "https:"]),
+  MICROSERVICE_ROUTES: jsonRoutes,
+  DEVELOPER_ROUTES: jsonRoutes,
+  GATEWAY_SECRET: optionalString,
+  CORS_ORIGINS: optionalString.transform((v) =>
+    v === null || v === "*" ? (true as const) : v.split(",").map((s) => s.trim()),
+  ),
+  DEMO_DATA: bool(true),
+  MAX_BATCH_SIZE: nonNegativeInt(500).refine((n) => n >= 1, { message: "must be at least 1" }),
+  BODY_LIMIT_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, { message: "must be at least 1024" }),
+});
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`));
+  }
+  const e = parsed.data;
+  const problems: string[] = [];
+  if (e.ROLE === "gateway") {
+    for (const key of ["READ_BACKEND_URL", "WRITE_BACKEND_URL", "AUTH_BACKEND_URL"] as const) {
+      if (!e[key]) problems.push(`${key}: required when ROLE=gateway`);
+    }
+  }
+  if (e.ROLE !== "all" && !e.GATEWAY_SECRET) problems.push("GATEWAY_SECRET: required when ROLE is not all");
+  if (e.S3_ENDPOINT && !e.S3_BUCKET) problems.push("S3_BUCKET: required when S3_ENDPOINT is set");
+  if (problems.length) throw new ConfigError(problems);
+
+  return {
+    nodeEnv: e.NODE_ENV,
+    host: e.HOST,
+    port: e.PORT,
+    logLevel: e.LOG_LEVEL,
+    dataDir: e.DATA_DIR,
+    databaseUrl: e.DATABASE_URL,
+    databaseReadUrl: e.DATABASE_READ_URL,
+    amqpUrl: e.AMQP_URL,
+    redisUrl: e.REDIS_URL,
+    eventsExchange: e.EVENTS_EXCHANGE,
+    s3: {
+      endpoint: e.S3_ENDPOINT,
+      bucket: e.S3_BUCKET,
+      region: e.S3_REGION,
+      accessKeyId: e.S3_ACCESS_KEY_ID,
+      secretAccessKey: e.S3_SECRET_ACCESS_KEY,
+      forcePathStyle: e.S3_FORCE_PATH_STYLE,
+    },
+    jwt: {
+      secret: e.JWT_SECRET,
+      issuer: e.JWT_ISSUER,
+      audience: e.JWT_AUDIENCE,
+      publicKeysPath: e.JWT_PUBLIC_KEYS,
+    },
+    rateLimit: {
+      userPerSecond: e.RATE_LIMIT_USER_PER_SECOND,
+      userPerMinute: e.RATE_LIMIT_USER_PER_MINUTE,
+      userPerHour: e.RATE_LIMIT_USER_PER_HOUR,
+      tenantPerMinute: e.RATE_LIMIT_TENANT_PER_MINUTE,
+      tenantPerHour: e.RATE_LIMIT_TENANT_PER_HOUR,
+    },
+    accessTokenActiveS: e.ACCESS_TOKEN_ACTIVE_S,
+    accessTokenRenewableS: e.ACCESS_TOKEN_RENEWABLE_S,
+    refreshTokenTtlS: e.REFRESH_TOKEN_TTL_S,
+    webhookRetryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
+    webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
+    role: e.ROLE,
+    gateway: {
+      readBackendUrl: e.READ_BACKEND_URL,
+      writeBackendUrl: e.WRITE_BACKEND_URL,
+      authBackendUrl: e.AUTH_BACKEND_URL,
+      canaryReadUrl: e.CANARY_READ_URL,
+      canaryWriteUrl: e.CANARY_WRITE_URL,
+      microserviceRoutes: e.MICROSERVICE_ROUTES,
+      developerRoutes: e.DEVELOPER_ROUTES,
+      secret: e.GATEWAY_SECRET,
+    },
+    corsOrigins: e.CORS_ORIGINS,
+    loadDemoData: e.DEMO_DATA,
+    maxBatchSize: e.MAX_BATCH_SIZE,
+    bodyLimitBytes: e.BODY_LIMIT_BYTES,
+  };
+}

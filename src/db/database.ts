@@ -1,0 +1,150 @@
+// The Database seam: parameterised SQL and transactions over PostgreSQL (pg) or the embedded
+// PGlite. Both run the same SQL; result types are normalised the same way (int8 and numeric as
+// JS numbers, so that INTEGER and DECIMAL fields come back as JSON numbers).
+import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
+import pg from "pg";
+import type { Database, Queryable, QueryResult } from "../types.ts";
+
+const INT8 = 20;
+const NUMERIC = 1700;
+
+function parseBigintish(v: string): number | string {
+  const n = Number(v);
+  return Number.isSafeInteger(n) ? n : v;
+}
+
+const parseNumeric = (v: string): number => Number(v);
+
+/** Runs a multi-statement script (migrations). */
+export interface ScriptRunner {
+  exec(sql: string): Promise<void>;
+}
+
+export type TxQueryable = Queryable & ScriptRunner;
+
+interface HandleBase extends Omit<Database, "transaction">, ScriptRunner {
+  transaction<T>(fn: (tx: TxQueryable) => Promise<T>): Promise<T>;
+}
+
+export type DatabaseHandle = HandleBase &
+  (
+    | { readonly kind: "pglite"; readonly pglite: PGlite }
+    | { readonly kind: "postgres"; readonly pool: pg.Pool; readonly connectionString: string }
+  );
+
+// ---------------------------------------------------------------- PostgreSQL
+
+const pgTypes = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === INT8) return parseBigintish;
+    if (oid === NUMERIC) return parseNumeric;
+    // biome-ignore lint/suspicious/noExplicitAny: pg's own overloads
+    return (pg.types.getTypeParser as any)(oid, format);
+  },
+};
+
+function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner {
+  return {
+    async query<R>(text: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+      const res = await client.query({ text, values: params as unknown[], types: pgTypes });
+      return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
+    },
+    async exec(sql: string) {
+      await client.query(sql);
+    },
+  };
+}
+
+export function openPostgres(connectionString: string, opts: { max?: number } = {}): DatabaseHandle {
+  const pool = new pg.Pool({ connectionString, max: opts.max ?? 10, application_name: "dimensio" });
+  // An idle client that loses its connection must not crash the process.
+  pool.on("error", () => {});
+  const base = pgQueryable(pool);
+  return {
+    kind: "postgres",
+    pool,
+    connectionString,
+    query: base.query,
+    exec: base.exec,
+    async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      try {
+        await client.query("BEGIN");
+        const result = await fn(pgQueryable(client));
+        await client.query("COMMIT");
+        return result;
+      } catch (err) {
+        await client.query("ROLLBACK").catch(() => {});
+        throw err;
+      } finally {
+        client.release();
+      }
+    },
+    async listen(channel, onPayload) {
+      const client = await pool.connect();
+      const handler = (msg: pg.Notification) => {
+        if (msg.channel === channel) onPayload(msg.payload ?? "");
+      };
+      client.on("notification", handler);
+      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      return async () => {
+        client.off("notification", handler);
+        await client.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
+        client.release();
+      };
+    },
+    async close() {
+      await pool.end();
+    },
+  };
+}
+
+// ---------------------------------------------------------------- PGlite
+
+const pgliteParsers = {
+  [INT8]: parseBigintish,
+  [NUMERIC]: parseNumeric,
+  [pgliteTypes.TIMESTAMPTZ]: (v: string) => new Date(v),
+};
+
+interface PgliteLike {
+  query<T>(q: string, p?: unknown[], o?: object): Promise<{ rows: T[]; affectedRows?: number }>;
+  exec(q: string): Promise<unknown>;
+}
+
+function pgliteQueryable(db: PgliteLike): Queryable & ScriptRunner {
+  return {
+    async query<R>(text: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+      const res = await db.query<R>(text, params as unknown[], { parsers: pgliteParsers });
+      return { rows: res.rows, rowCount: res.affectedRows || res.rows.length };
+    },
+    async exec(sql: string) {
+      await db.exec(sql);
+    },
+  };
+}
+
+/** dataDir null: an in-memory database (tests). */
+export async function openPglite(dataDir: string | null): Promise<DatabaseHandle> {
+  const pglite = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+  const base = pgliteQueryable(pglite);
+  return {
+    kind: "pglite",
+    pglite,
+    query: base.query,
+    exec: base.exec,
+    transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
+      // PGlite serialises: while this runs, every other query on the instance waits.
+      return pglite.transaction((tx) => fn(pgliteQueryable(tx)));
+    },
+    async listen(channel, onPayload) {
+      const unlisten = await pglite.listen(channel, onPayload);
+      return async () => {
+        await unlisten();
+      };
+    },
+    async close() {
+      if (!pglite.closed) await pglite.close();
+    },
+  };
+}

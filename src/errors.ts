@@ -1,0 +1,143 @@
+// Typed errors. Every module throws these; src/http/error-handler.ts and the GraphQL layer map
+// them to responses once. `toErrorBody` gives the standard body of spec 7.2.
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+export interface ErrorBody {
+  error: string;
+  message: string;
+  code: string;
+  status: number;
+  field?: string;
+  details?: Record<string, unknown>;
+  errors?: FieldError[];
+  [extra: string]: unknown;
+}
+
+export interface ApiErrorOptions {
+  field?: string;
+  details?: Record<string, unknown>;
+  errors?: FieldError[];
+  /** Members added to the body top-level (required_grant, retry_after, expired_at...). */
+  extra?: Record<string, unknown>;
+  headers?: Record<string, string>;
+  cause?: unknown;
+}
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly errorType: string;
+  readonly field: string | undefined;
+  readonly details: Record<string, unknown> | undefined;
+  readonly errors: FieldError[] | undefined;
+  readonly extra: Record<string, unknown> | undefined;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(status: number, code: string, errorType: string, message: string, opts: ApiErrorOptions = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = errorType;
+    this.status = status;
+    this.code = code;
+    this.errorType = errorType;
+    this.field = opts.field;
+    this.details = opts.details;
+    this.errors = opts.errors;
+    this.extra = opts.extra;
+    this.headers = opts.headers;
+  }
+
+  toBody(): ErrorBody {
+    const body: ErrorBody = {
+      error: this.errorType,
+      message: this.message,
+      code: this.code,
+      status: this.status,
+    };
+    if (this.field !== undefined) body.field = this.field;
+    if (this.details !== undefined) body.details = this.details;
+    if (this.errors !== undefined) body.errors = this.errors;
+    if (this.extra) Object.assign(body, this.extra);
+    return body;
+  }
+}
+
+export class ValidationError extends ApiError {
+  constructor(code: string, message: string, opts: ApiErrorOptions = {}, status = 400) {
+    super(status, code, "ValidationError", message, opts);
+  }
+}
+
+export class BadRequestError extends ApiError {
+  constructor(code: string, message: string, opts: ApiErrorOptions = {}) {
+    super(400, code, "BadRequest", message, opts);
+  }
+}
+
+export class NotFoundError extends ApiError {
+  constructor(code: string, message: string, opts: ApiErrorOptions = {}) {
+    super(404, code, "NotFound", message, opts);
+  }
+}
+
+export class AuthenticationError extends ApiError {
+  constructor(code: string, message: string, opts: ApiErrorOptions = {}) {
+    super(401, code, "AuthenticationError", message, opts);
+  }
+}
+
+export class PermissionDeniedError extends ApiError {
+  constructor(message: string, opts: ApiErrorOptions = {}) {
+    super(403, "INSUFFICIENT_PERMISSIONS", "PermissionDenied", message, opts);
+  }
+}
+
+export class RateLimitError extends ApiError {
+  constructor(message: string, opts: ApiErrorOptions = {}) {
+    super(429, "RATE_LIMIT_EXCEEDED", "RateLimitExceeded", message, opts);
+  }
+}
+
+export class ConflictError extends ApiError {
+  constructor(code: string, message: string, opts: ApiErrorOptions = {}) {
+    super(409, code, "Conflict", message, opts);
+  }
+}
+
+/** Metadata or a fixture that breaks the rules: every problem listed. */
+export class MetadataError extends ApiError {
+  constructor(message: string, problems: ReadonlyArray<{ path: string; message: string }>) {
+    super(400, "INVALID_METADATA", "ValidationError", message, {
+      errors: problems.map((p) => ({ field: p.path, message: p.message })),
+    });
+  }
+}
+
+/** A schema change that would lose data (dropping or narrowing a column that holds values). */
+export class UnsafeSchemaChangeError extends ApiError {
+  constructor(message: string, problems: ReadonlyArray<{ path: string; message: string }>) {
+    super(409, "UNSAFE_SCHEMA_CHANGE", "Conflict", message, {
+      errors: problems.map((p) => ({ field: p.path, message: p.message })),
+    });
+  }
+}
+
+export class ServiceUnavailableError extends ApiError {
+  constructor(code: string, message: string, opts: ApiErrorOptions = {}) {
+    super(503, code, "ServiceUnavailable", message, opts);
+  }
+}
+
+export function internalErrorBody(requestId?: string): ErrorBody {
+  return {
+    error: "InternalError",
+    message: requestId
+      ? `An unexpected error occurred; quote request id ${requestId} when reporting it.`
+      : "An unexpected error occurred.",
+    code: "INTERNAL_ERROR",
+    status: 500,
+  };
+}

@@ -1,0 +1,68 @@
+// Maps every error to the standard body of spec 7.2, once, for all HTTP routes.
+import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { ApiError, type ErrorBody, internalErrorBody } from "../errors.ts";
+
+export interface MappedError {
+  status: number;
+  body: ErrorBody;
+  headers?: Record<string, string>;
+}
+
+function fastifyClientError(err: FastifyError): MappedError | null {
+  const status = err.statusCode;
+  if (!status || status < 400 || status >= 500) return null;
+  if (status === 413)
+    return {
+      status,
+      body: { error: "PayloadTooLarge", message: "The request body is too large.", code: "PAYLOAD_TOO_LARGE", status },
+    };
+  if (status === 415)
+    return {
+      status,
+      body: {
+        error: "UnsupportedMediaType",
+        message: `Unsupported Content-Type; send application/json.`,
+        code: "UNSUPPORTED_MEDIA_TYPE",
+        status,
+      },
+    };
+  const invalidJson = err.code?.startsWith("FST_ERR_CTP") || err instanceof SyntaxError;
+  return {
+    status: 400,
+    body: {
+      error: "BadRequest",
+      message: invalidJson ? `The request body is not valid JSON: ${err.message}` : err.message,
+      code: invalidJson ? "INVALID_JSON" : "INVALID_REQUEST",
+      status: 400,
+    },
+  };
+}
+
+export function mapError(err: unknown, requestId?: string): MappedError {
+  if (err instanceof ApiError) {
+    return { status: err.status, body: err.toBody(), ...(err.headers ? { headers: err.headers } : {}) };
+  }
+  const fe = err as FastifyError;
+  if (fe && typeof fe === "object" && typeof fe.statusCode === "number") {
+    const mapped = fastifyClientError(fe);
+    if (mapped) return mapped;
+  }
+  return { status: 500, body: internalErrorBody(requestId) };
+}
+
+export function errorHandler(err: unknown, request: FastifyRequest, reply: FastifyReply) {
+  const mapped = mapError(err, request.id);
+  if (mapped.status >= 500) request.log.error({ err }, "request failed");
+  else request.log.info({ code: mapped.body.code, status: mapped.status }, "request refused");
+  if (mapped.headers) reply.headers(mapped.headers);
+  return reply.status(mapped.status).send(mapped.body);
+}
+
+export function notFoundHandler(request: FastifyRequest, reply: FastifyReply) {
+  return reply.status(404).send({
+    error: "NotFound",
+    message: `No route for ${request.method} ${request.url.split("?")[0]}`,
+    code: "NOT_FOUND",
+    status: 404,
+  } satisfies ErrorBody);
+}

@@ -1,0 +1,74 @@
+// The Fastify instance every role shares: request ids, logging, CORS, error bodies, health.
+// Feature routes are encapsulated plugins registered by src/app.ts.
+import { randomUUID } from "node:crypto";
+import cors from "@fastify/cors";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { Logger } from "pino";
+import type { Config } from "../types.ts";
+import { errorHandler, notFoundHandler } from "./error-handler.ts";
+
+const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export interface HttpServerOptions {
+  config: Config;
+  logger: Logger;
+  /** Readiness probe: resolves to named checks; any not "ok" makes /readyz answer 503. */
+  readiness: () => Promise<Record<string, string>>;
+}
+
+export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: opts.logger as unknown as FastifyBaseLogger,
+    bodyLimit: opts.config.bodyLimitBytes,
+    disableRequestLogging: false,
+    return503OnClosing: true,
+    genReqId(req) {
+      const given = req.headers["x-request-id"];
+      return typeof given === "string" && REQUEST_ID_RE.test(given) ? given : randomUUID();
+    },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+  });
+
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("X-Request-ID", request.id);
+  });
+
+  await app.register(cors, {
+    origin: opts.config.corsOrigins,
+    methods: ["GET", "POST", "PUT", "PATCH", "DELETE"],
+    allowedHeaders: ["Authorization", "Content-Type", "X-Request-ID", "canary-mode", "developer", "microservice"],
+    exposedHeaders: [
+      "X-Request-ID",
+      "X-Access-Token",
+      "X-RateLimit-Limit",
+      "X-RateLimit-Remaining",
+      "X-RateLimit-Reset",
+      "Retry-After",
+    ],
+    maxAge: 86400,
+  });
+
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler(notFoundHandler);
+
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_request, reply) => {
+    let checks: Record<string, string>;
+    try {
+      checks = await opts.readiness();
+    } catch (err) {
+      checks = { error: err instanceof Error ? err.message : String(err) };
+    }
+    const ready = Object.values(checks).every((v) => v === "ok");
+    if (ready) return { status: "ready", checks };
+    return reply.status(503).send({
+      error: "ServiceUnavailable",
+      message: "The service is not ready.",
+      code: "NOT_READY",
+      status: 503,
+      details: checks,
+    });
+  });
+
+  return app;
+}

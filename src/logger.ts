@@ -1,0 +1,22 @@
+import pino, { type Logger } from "pino";
+
+export type { Logger };
+
+/** Structured JSON logs; secrets never reach them. */
+export function createLogger(level: string): Logger {
+  return pino({
+    level,
+    redact: {
+      paths: [
+        "req.headers.authorization",
+        "req.headers.cookie",
+        "headers.authorization",
+        "*.password",
+        "*.refresh_token",
+        "*.access_token",
+        "password",
+      ],
+      censor: "[redacted]",
+    },
+  });
+}

@@ -1,0 +1,102 @@
+import type { AuditStyle, DataType, Flag } from "../types.ts";
+
+const SYNONYMS: Record<string, DataType> = {
+  STRING: "STRING",
+  VARCHAR: "STRING",
+  CHAR: "STRING",
+  TEXT: "TEXT",
+  INTEGER: "INTEGER",
+  INT: "INTEGER",
+  BIGINT: "INTEGER",
+  DECIMAL: "DECIMAL",
+  NUMBER: "DECIMAL",
+  NUMERIC: "DECIMAL",
+  FLOAT: "DECIMAL",
+  BOOLEAN: "BOOLEAN",
+  BOOL: "BOOLEAN",
+  DATE: "DATE",
+  TIMESTAMP: "TIMESTAMP",
+  DATETIME: "TIMESTAMP",
+  JSON: "JSON",
+  MEDIA: "MEDIA",
+};
+
+/** DATA_TYPE of TB_VAR, case-insensitive with the synonyms of decisions.md section 3. */
+export function normalizeDataType(declared: string): DataType | null {
+  return SYNONYMS[declared.trim().toUpperCase()] ?? null;
+}
+
+export const FLAG_LETTERS: readonly Flag[] = ["L", "D", "N", "M", "R"];
+
+export function parseFlags(codOnOff: string): Set<Flag> {
+  const flags = new Set<Flag>();
+  for (const ch of codOnOff.toUpperCase()) if ((FLAG_LETTERS as string[]).includes(ch)) flags.add(ch as Flag);
+  return flags;
+}
+
+export const DEFAULT_STRING_LENGTH = 255;
+export const DEFAULT_DECIMAL_PRECISION = 18;
+export const DEFAULT_DECIMALS = 2;
+
+/** The audit fields each AUDIT_STYLE adds to a dimension table, with their types. */
+export const AUDIT_FIELDS: Record<AuditStyle, ReadonlyArray<{ code: string; type: DataType; length: number }>> = {
+  TREC: [
+    { code: "TREC", type: "STRING", length: 1 },
+    { code: "CDATA", type: "TIMESTAMP", length: 14 },
+    { code: "OWNER", type: "STRING", length: 100 },
+    { code: "LDATA", type: "TIMESTAMP", length: 14 },
+    { code: "LOWNER", type: "STRING", length: 100 },
+  ],
+  CREATED: [
+    { code: "TREC", type: "STRING", length: 1 },
+    { code: "CREATED_BY", type: "STRING", length: 100 },
+    { code: "CREATED_AT", type: "TIMESTAMP", length: 14 },
+    { code: "UPDATED_BY", type: "STRING", length: 100 },
+    { code: "UPDATED_AT", type: "TIMESTAMP", length: 14 },
+    { code: "DELETED_BY", type: "STRING", length: 100 },
+    { code: "DELETED_AT", type: "TIMESTAMP", length: 14 },
+  ],
+};
+
+export const TENANT_COLUMN = "TENANT_ID";
+
+/** Column names a TB_VAR row may not use: they belong to the system. */
+export const RESERVED_COLUMNS: ReadonlySet<string> = new Set([
+  TENANT_COLUMN,
+  ...AUDIT_FIELDS.TREC.map((f) => f.code),
+  ...AUDIT_FIELDS.CREATED.map((f) => f.code),
+]);
+
+/** Tables of the service itself: a TB_DIM may not claim them. */
+export const FIXED_TABLES: ReadonlySet<string> = new Set([
+  "TB_DIM",
+  "TB_VAR",
+  "TB_COST",
+  "TB_OBJECT",
+  "TB_MENU",
+  "TB_SORT",
+  "TB_DOCUMENT",
+  "TB_META_STATE",
+  "TB_TENANT",
+  "TB_USER",
+  "TB_USER_GRANT",
+  "TB_ANAG_SESSIONS00",
+  "TB_REFRESH_TOKEN",
+  "TB_ANAG_OUTBOX00",
+  "TB_WEBHOOK",
+  "TB_WEBHOOK_LOG",
+  "TB_SEQUENCE",
+  "TB_IMPORT_LEDGER",
+  "_dimensio_migrations",
+]);
+
+/** Dimension codes that name metadata endpoints rather than data dimensions. */
+export const METADATA_DIMENSIONS: ReadonlySet<string> = new Set([
+  "DIM",
+  "VAR",
+  "COST",
+  "OBJECT",
+  "MENU",
+  "SORT",
+  "DOCUMENT",
+]);

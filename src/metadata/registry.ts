@@ -1,0 +1,67 @@
+// Holds the current MetadataModel of the database. Rebuilt when the metadata version moves:
+// at once after this process's own metadata writes (refresh()), and on NOTIFY from others.
+import type { PrismaClient } from "../db/prisma.ts";
+import type { Database, MetadataModel } from "../types.ts";
+import { buildModel } from "./build.ts";
+import { METADATA_CHANNEL, readMetadataRows, readMetadataVersion } from "./store.ts";
+
+export interface MetadataRegistry {
+  /** The current model. Throws before start(). */
+  current(): MetadataModel;
+  /** Reloads when the stored version differs from the one held (or always, with force). */
+  refresh(force?: boolean): Promise<MetadataModel>;
+  onChange(listener: (model: MetadataModel) => void): () => void;
+  start(): Promise<MetadataModel>;
+  stop(): Promise<void>;
+}
+
+export function createMetadataRegistry(deps: { prisma: PrismaClient; db: Database }): MetadataRegistry {
+  let model: MetadataModel | null = null;
+  let inFlight: Promise<MetadataModel> | null = null;
+  let unlisten: (() => Promise<void>) | null = null;
+  const listeners = new Set<(m: MetadataModel) => void>();
+
+  async function load(force: boolean): Promise<MetadataModel> {
+    const version = await readMetadataVersion(deps.prisma);
+    if (!force && model && model.version === version) return model;
+    const rows = await readMetadataRows(deps.prisma);
+    const next = buildModel(rows, version);
+    const changed = !model || model.version !== next.version || force;
+    model = next;
+    if (changed) for (const l of listeners) l(next);
+    return next;
+  }
+
+  function refresh(force = false): Promise<MetadataModel> {
+    // Single flight: concurrent callers share one reload.
+    if (!inFlight) {
+      inFlight = load(force).finally(() => {
+        inFlight = null;
+      });
+      return inFlight;
+    }
+    return inFlight.then((m) => (force ? load(true) : m));
+  }
+
+  return {
+    current() {
+      if (!model) throw new Error("metadata registry not started");
+      return model;
+    },
+    refresh,
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async start() {
+      unlisten = await deps.db.listen(METADATA_CHANNEL, () => {
+        refresh().catch(() => {});
+      });
+      return refresh(true);
+    },
+    async stop() {
+      if (unlisten) await unlisten();
+      unlisten = null;
+    },
+  };
+}

@@ -1,0 +1,193 @@
+// Checks metadata rows against the rules of the spec and decisions.md §2-3, listing every
+// problem. Used by the fixture importer and by metadata writes, before anything is written.
+import { isValidIdentifier } from "../db/sql.ts";
+import type { MetadataRows, Problem } from "../types.ts";
+import { FIXED_TABLES, METADATA_DIMENSIONS, normalizeDataType, RESERVED_COLUMNS } from "./data-types.ts";
+import { parseTemplate, TemplateSyntaxError } from "./template.ts";
+
+const DIM_CODE_MAX = 30;
+
+function splitCodes(list: string | null | undefined): string[] {
+  return (list ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+export function validateMetadata(rows: MetadataRows): Problem[] {
+  const problems: Problem[] = [];
+  const add = (path: string, message: string) => problems.push({ path, message });
+
+  // ---- TB_DIM
+  const dims = new Map<string, MetadataRows["TB_DIM"][number]>();
+  const tables = new Set<string>();
+  rows.TB_DIM.forEach((d, i) => {
+    const p = `TB_DIM[${i}]`;
+    if (!isValidIdentifier(d.COD_DIM, DIM_CODE_MAX)) {
+      add(`${p}.COD_DIM`, `"${d.COD_DIM}" is not a valid code (letters, digits, underscore; up to ${DIM_CODE_MAX})`);
+    } else if (METADATA_DIMENSIONS.has(d.COD_DIM) || d.COD_DIM.toLowerCase() === "vars" || d.COD_DIM === "batch") {
+      add(`${p}.COD_DIM`, `"${d.COD_DIM}" is reserved for an endpoint`);
+    }
+    if (dims.has(d.COD_DIM)) add(`${p}.COD_DIM`, `duplicate dimension ${d.COD_DIM}`);
+    dims.set(d.COD_DIM, d);
+    if (!isValidIdentifier(d.TABLE_NAME)) add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is not a valid table name`);
+    else if (FIXED_TABLES.has(d.TABLE_NAME) || d.TABLE_NAME.startsWith("_"))
+      add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is a table of the service itself`);
+    if (tables.has(d.TABLE_NAME)) add(`${p}.TABLE_NAME`, `table ${d.TABLE_NAME} is used by two dimensions`);
+    tables.add(d.TABLE_NAME);
+    if (d.AUDIT_STYLE != null && !["TREC", "CREATED"].includes(d.AUDIT_STYLE))
+      add(`${p}.AUDIT_STYLE`, `must be TREC or CREATED, got "${d.AUDIT_STYLE}"`);
+  });
+  rows.TB_DIM.forEach((d, i) => {
+    for (const col of ["CASCADE_DELETE", "INSERT_CASCADE", "UPDATE_CASCADE"] as const) {
+      for (const code of splitCodes(d[col])) {
+        if (!dims.has(code)) add(`TB_DIM[${i}].${col}`, `names dimension ${code}, which does not exist`);
+      }
+    }
+  });
+
+  // ---- TB_VAR
+  const vars = new Map<string, Map<string, MetadataRows["TB_VAR"][number]>>();
+  rows.TB_VAR.forEach((v, i) => {
+    const p = `TB_VAR[${i}]`;
+    if (!dims.has(v.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${v.COD_DIM} does not exist in TB_DIM`);
+    if (!isValidIdentifier(v.COD_VAR)) add(`${p}.COD_VAR`, `"${v.COD_VAR}" is not a valid field code`);
+    else if (RESERVED_COLUMNS.has(v.COD_VAR.toUpperCase()))
+      add(`${p}.COD_VAR`, `"${v.COD_VAR}" is a system field (audit or tenant) and cannot be declared`);
+    const byDim = vars.get(v.COD_DIM) ?? new Map();
+    if (byDim.has(v.COD_VAR)) add(`${p}.COD_VAR`, `duplicate field ${v.COD_DIM}.${v.COD_VAR}`);
+    byDim.set(v.COD_VAR, v);
+    vars.set(v.COD_DIM, byDim);
+    if (!Number.isInteger(v.NUM_VAR)) add(`${p}.NUM_VAR`, "must be an integer");
+    const type = typeof v.DATA_TYPE === "string" ? normalizeDataType(v.DATA_TYPE) : null;
+    if (!type) add(`${p}.DATA_TYPE`, `unknown DATA_TYPE "${v.DATA_TYPE}"`);
+    if (v.LENGTH != null && (!Number.isInteger(v.LENGTH) || v.LENGTH < 1 || v.LENGTH > 10485760))
+      add(`${p}.LENGTH`, "must be a positive integer");
+    if (type === "DECIMAL") {
+      const precision = v.LENGTH ?? 18;
+      const scale = v.DECIMALS ?? 2;
+      if (precision > 1000) add(`${p}.LENGTH`, "DECIMAL precision must be at most 1000");
+      if (!Number.isInteger(scale) || scale < 0 || scale > precision)
+        add(`${p}.DECIMALS`, `must be an integer between 0 and LENGTH (${precision})`);
+    }
+    if (v.TIPO_CAMPO === "AC" || v.TIPO_CAMPO === "VARS") {
+      if (!v.TIPO_VAR) add(`${p}.TIPO_VAR`, `a ${v.TIPO_CAMPO} field needs TIPO_VAR (its destination dimension)`);
+      else if (!dims.has(v.TIPO_VAR)) add(`${p}.TIPO_VAR`, `destination dimension ${v.TIPO_VAR} does not exist`);
+    }
+  });
+  rows.TB_DIM.forEach((d, i) => {
+    const idVar = vars.get(d.COD_DIM)?.get(d.ID_FIELD);
+    if (!idVar) add(`TB_DIM[${i}].ID_FIELD`, `${d.ID_FIELD} has no TB_VAR row in ${d.COD_DIM}`);
+    else {
+      const t = normalizeDataType(idVar.DATA_TYPE);
+      if (t && t !== "INTEGER" && t !== "STRING")
+        add(`TB_DIM[${i}].ID_FIELD`, `the id field must be INTEGER or STRING, ${d.ID_FIELD} is ${idVar.DATA_TYPE}`);
+    }
+  });
+  const fieldExists = (dim: string, field: string) =>
+    vars.get(dim)?.has(field) === true || RESERVED_COLUMNS.has(field);
+
+  // ---- TB_COST
+  const costKeys = new Set<string>();
+  const costContexts = new Set<string>();
+  rows.TB_COST.forEach((c, i) => {
+    const p = `TB_COST[${i}]`;
+    if (!dims.has(c.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${c.COD_DIM} does not exist in TB_DIM`);
+    else if (!vars.get(c.COD_DIM)?.has(c.COD_VAR))
+      add(`${p}.COD_VAR`, `field ${c.COD_DIM}.${c.COD_VAR} does not exist in TB_VAR`);
+    const key = `${c.COD_DIM}/${c.NUM_COST}`;
+    if (costKeys.has(key)) add(`${p}.NUM_COST`, `duplicate NUM_COST ${c.NUM_COST} in ${c.COD_DIM}`);
+    costKeys.add(key);
+    const ctxKey = `${c.COD_DIM}/${c.COD_VAR}/${c.CENTER_DETT ?? ""}`;
+    if (costContexts.has(ctxKey))
+      add(`${p}.COD_VAR`, `two TB_COST rows for ${c.COD_DIM}.${c.COD_VAR} in context ${c.CENTER_DETT ?? "(all)"}`);
+    costContexts.add(ctxKey);
+    if (c.COD_ON_OFF != null && !/^[LDNMR]*$/i.test(c.COD_ON_OFF))
+      add(`${p}.COD_ON_OFF`, `"${c.COD_ON_OFF}" has letters other than L, D, N, M, R`);
+    if (c.COD_UTENTE != null && (!Number.isInteger(c.COD_UTENTE) || c.COD_UTENTE < 0))
+      add(`${p}.COD_UTENTE`, "must be a whole number (a peso level)");
+    if (c.VALUE_TEMP) {
+      try {
+        for (const part of parseTemplate(c.VALUE_TEMP)) {
+          if (part.kind === "field" && !vars.get(c.COD_DIM)?.has(part.field))
+            add(`${p}.VALUE_TEMP`, `{field:${part.field}} names a field not in ${c.COD_DIM}`);
+        }
+      } catch (err) {
+        if (err instanceof TemplateSyntaxError) add(`${p}.VALUE_TEMP`, err.message);
+        else throw err;
+      }
+    }
+  });
+
+  // ---- TB_OBJECT
+  const objectKeys = new Set<string>();
+  rows.TB_OBJECT.forEach((o, i) => {
+    const p = `TB_OBJECT[${i}]`;
+    if (!dims.has(o.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${o.COD_DIM} does not exist in TB_DIM`);
+    else if (!vars.get(o.COD_DIM)?.has(o.COD_VAR))
+      add(`${p}.COD_VAR`, `field ${o.COD_DIM}.${o.COD_VAR} does not exist in TB_VAR`);
+    if (!dims.has(o.COD_DIM_OBJ)) add(`${p}.COD_DIM_OBJ`, `destination dimension ${o.COD_DIM_OBJ} does not exist`);
+    else {
+      if (!vars.get(o.COD_DIM_OBJ)?.has(o.COD_VAR_OBJ))
+        add(`${p}.COD_VAR_OBJ`, `field ${o.COD_DIM_OBJ}.${o.COD_VAR_OBJ} does not exist in TB_VAR`);
+      if (o.COD_VAR_DESC && !fieldExists(o.COD_DIM_OBJ, o.COD_VAR_DESC))
+        add(`${p}.COD_VAR_DESC`, `field ${o.COD_DIM_OBJ}.${o.COD_VAR_DESC} does not exist`);
+    }
+    if (o.REL_NAME != null && !isValidIdentifier(o.REL_NAME)) add(`${p}.REL_NAME`, `"${o.REL_NAME}" is not a valid name`);
+    const key = `${o.COD_DIM}/${o.COD_VAR}`;
+    if (objectKeys.has(key)) add(`${p}.COD_VAR`, `two TB_OBJECT rows for ${key}`);
+    objectKeys.add(key);
+  });
+
+  // ---- TB_MENU (nested sets must nest: two nodes are disjoint or one holds the other)
+  const menuCodes = new Set<string>();
+  rows.TB_MENU.forEach((m, i) => {
+    const p = `TB_MENU[${i}]`;
+    if (typeof m.COD_MENU !== "string" || !/^[A-Za-z0-9_.-]{1,60}$/.test(m.COD_MENU))
+      add(`${p}.COD_MENU`, `"${m.COD_MENU}" is not a valid menu code`);
+    if (menuCodes.has(m.COD_MENU)) add(`${p}.COD_MENU`, `duplicate menu ${m.COD_MENU}`);
+    menuCodes.add(m.COD_MENU);
+    if (!Number.isInteger(m.NLEFT) || !Number.isInteger(m.NRIGHT) || m.NLEFT >= m.NRIGHT)
+      add(`${p}.NLEFT`, `NLEFT (${m.NLEFT}) must be an integer below NRIGHT (${m.NRIGHT})`);
+    if (m.COD_DIM && !dims.has(m.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${m.COD_DIM} does not exist`);
+  });
+  for (let i = 0; i < rows.TB_MENU.length; i++) {
+    for (let j = i + 1; j < rows.TB_MENU.length; j++) {
+      const a = rows.TB_MENU[i]!;
+      const b = rows.TB_MENU[j]!;
+      const disjoint = a.NRIGHT < b.NLEFT || b.NRIGHT < a.NLEFT;
+      const aHoldsB = a.NLEFT < b.NLEFT && b.NRIGHT < a.NRIGHT;
+      const bHoldsA = b.NLEFT < a.NLEFT && a.NRIGHT < b.NRIGHT;
+      if (!disjoint && !aHoldsB && !bHoldsA)
+        add(
+          `TB_MENU[${j}]`,
+          `${b.COD_MENU} [${b.NLEFT},${b.NRIGHT}] overlaps ${a.COD_MENU} [${a.NLEFT},${a.NRIGHT}] without nesting`,
+        );
+    }
+  }
+
+  // ---- TB_SORT
+  rows.TB_SORT.forEach((s, i) => {
+    const p = `TB_SORT[${i}]`;
+    if (!dims.has(s.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${s.COD_DIM} does not exist`);
+    if (typeof s.SORT_KEY !== "string" || !/^[A-Za-z0-9_-]{1,60}$/.test(s.SORT_KEY))
+      add(`${p}.SORT_KEY`, `"${s.SORT_KEY}" is not a valid sort key`);
+    for (const term of (s.SORT_EXPR ?? "").split(",")) {
+      const field = term.trim().replace(/^-/, "");
+      if (!field || (dims.has(s.COD_DIM) && !fieldExists(s.COD_DIM, field)))
+        add(`${p}.SORT_EXPR`, `"${term.trim()}" is not a field of ${s.COD_DIM}`);
+    }
+  });
+
+  // ---- TB_DOCUMENT
+  rows.TB_DOCUMENT.forEach((d, i) => {
+    const p = `TB_DOCUMENT[${i}]`;
+    if (typeof d.DOC_NAME !== "string" || !/^[A-Za-z0-9_-]{1,60}$/.test(d.DOC_NAME))
+      add(`${p}.DOC_NAME`, `"${d.DOC_NAME}" is not a valid document name`);
+    if (!dims.has(d.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${d.COD_DIM} does not exist`);
+    if (d.DEFINITION === null || typeof d.DEFINITION !== "object" || Array.isArray(d.DEFINITION))
+      add(`${p}.DEFINITION`, "must be a JSON object");
+  });
+
+  return problems;
+}

@@ -1,0 +1,304 @@
+// Types shared across modules. Everything that crosses a module boundary is declared here.
+
+// ---------------------------------------------------------------- configuration
+
+export type Role = "all" | "gateway" | "read" | "write" | "auth" | "relay" | "webhooks";
+
+export interface RateLimitConfig {
+  userPerSecond: number;
+  userPerMinute: number;
+  userPerHour: number;
+  tenantPerMinute: number;
+  tenantPerHour: number;
+}
+
+export interface Config {
+  nodeEnv: string;
+  host: string;
+  port: number;
+  logLevel: string;
+  dataDir: string;
+  databaseUrl: string | null;
+  databaseReadUrl: string | null;
+  amqpUrl: string | null;
+  redisUrl: string | null;
+  eventsExchange: string;
+  s3: {
+    endpoint: string | null;
+    bucket: string | null;
+    region: string;
+    accessKeyId: string | null;
+    secretAccessKey: string | null;
+    forcePathStyle: boolean;
+  };
+  jwt: {
+    secret: string | null;
+    issuer: string;
+    audience: string | null;
+    publicKeysPath: string | null;
+  };
+  rateLimit: RateLimitConfig;
+  accessTokenActiveS: number;
+  accessTokenRenewableS: number;
+  refreshTokenTtlS: number;
+  webhookRetryBaseMs: number;
+  webhookAllowPrivate: boolean;
+  role: Role;
+  gateway: {
+    readBackendUrl: string | null;
+    writeBackendUrl: string | null;
+    authBackendUrl: string | null;
+    canaryReadUrl: string | null;
+    canaryWriteUrl: string | null;
+    microserviceRoutes: Record<string, string>;
+    developerRoutes: Record<string, string>;
+    secret: string | null;
+  };
+  corsOrigins: string[] | true;
+  loadDemoData: boolean;
+  maxBatchSize: number;
+  bodyLimitBytes: number;
+}
+
+// ---------------------------------------------------------------- database
+
+export interface QueryResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+/** Something that runs parameterised SQL: the database itself or an open transaction. */
+export interface Queryable {
+  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface Database extends Queryable {
+  readonly kind: "pglite" | "postgres";
+  /** Runs fn in one transaction: commit when it resolves, rollback when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Subscribes to a NOTIFY channel; resolves to an unsubscribe function. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------- metadata
+
+export const DATA_TYPES = [
+  "STRING",
+  "TEXT",
+  "INTEGER",
+  "DECIMAL",
+  "BOOLEAN",
+  "DATE",
+  "TIMESTAMP",
+  "JSON",
+  "MEDIA",
+] as const;
+export type DataType = (typeof DATA_TYPES)[number];
+
+/** COD_ON_OFF letters: L list, D detail, N create, M modify, R search. */
+export type Flag = "L" | "D" | "N" | "M" | "R";
+export type AuditStyle = "TREC" | "CREATED";
+
+/** One TB_COST row as it applies to a field in one center_dett context. */
+export interface FieldConfig {
+  readonly numCost: number | null;
+  readonly codOnOff: string;
+  readonly flags: ReadonlySet<Flag>;
+  readonly required: boolean;
+  readonly renderHint: string | null;
+  readonly groupName: string | null;
+  readonly valueTemp: string | null;
+  /** Field weight: visible to users whose peso is <= this value; null = everyone. */
+  readonly codUtente: number | null;
+}
+
+export interface FieldDef {
+  readonly dim: string;
+  readonly code: string;
+  readonly numVar: number;
+  readonly description: string | null;
+  readonly dataType: DataType;
+  /** DATA_TYPE as written in TB_VAR (before synonym resolution). */
+  readonly declaredType: string;
+  readonly length: number | null;
+  readonly decimals: number;
+  readonly nullable: boolean;
+  /** TB_VAR.TIPO_CAMPO as written (AC, VARS, or another kind). */
+  readonly kind: string | null;
+  /** AC or VARS: a foreign key whose destination is in TB_OBJECT. */
+  readonly fkKind: "AC" | "VARS" | null;
+  /** TB_VAR.TIPO_VAR: destination dimension code. */
+  readonly targetDim: string | null;
+  readonly isId: boolean;
+  /** Audit fields and the like: not in TB_VAR, never writable. */
+  readonly system: boolean;
+  /** The TB_COST row with CENTER_DETT null (or a synthetic one for system fields). */
+  readonly config: FieldConfig;
+  /** TB_COST rows bound to one center_dett value, replacing `config` in that context. */
+  readonly contextConfigs: ReadonlyMap<string, FieldConfig>;
+}
+
+export interface Relation {
+  /** Name under which $expand embeds it. */
+  readonly name: string;
+  /** The dimension holding the foreign key. */
+  readonly fromDim: string;
+  readonly fromField: string;
+  /** The dimension the key points at. */
+  readonly toDim: string;
+  readonly toField: string;
+  /** Display field of the destination (vars lookups). */
+  readonly descField: string | null;
+}
+
+export interface SortDef {
+  readonly key: string;
+  readonly description: string | null;
+  readonly expr: string;
+}
+
+export interface DimensionDef {
+  readonly code: string;
+  readonly description: string | null;
+  readonly tableName: string;
+  readonly idField: string;
+  readonly idType: "INTEGER" | "STRING";
+  readonly auditStyle: AuditStyle;
+  readonly cascadeDelete: readonly string[];
+  readonly insertCascade: readonly string[];
+  readonly updateCascade: readonly string[];
+  /** TB_VAR fields by NUM_VAR, then the system (audit) fields. TENANT_ID is not among them. */
+  readonly fields: readonly FieldDef[];
+  readonly fieldsByCode: ReadonlyMap<string, FieldDef>;
+  /** Relations where this dimension holds the foreign key (expand gives one object). */
+  readonly relations: readonly Relation[];
+  /** Relations where another dimension points here (expand gives an array, named by the child code). */
+  readonly reverseRelations: readonly Relation[];
+  readonly sorts: ReadonlyMap<string, SortDef>;
+}
+
+export interface MenuNode {
+  readonly code: string;
+  readonly nleft: number;
+  readonly nright: number;
+  readonly description: string | null;
+  readonly dim: string | null;
+}
+
+export interface DocumentDef {
+  readonly name: string;
+  readonly rootDim: string;
+  readonly definition: unknown;
+}
+
+/** The immutable metadata of one database, as loaded at one metadata version. */
+export interface MetadataModel {
+  readonly version: number;
+  readonly dimensions: ReadonlyMap<string, DimensionDef>;
+  readonly menu: readonly MenuNode[];
+  readonly menuByCode: ReadonlyMap<string, MenuNode>;
+  readonly documents: ReadonlyMap<string, DocumentDef>;
+}
+
+/** Raw metadata rows, as stored in the metadata tables and written in fixtures. */
+export interface MetadataRows {
+  TB_DIM: Array<{
+    COD_DIM: string;
+    DESC_DIM?: string | null;
+    TABLE_NAME: string;
+    ID_FIELD: string;
+    CASCADE_DELETE?: string | null;
+    INSERT_CASCADE?: string | null;
+    UPDATE_CASCADE?: string | null;
+    AUDIT_STYLE?: string | null;
+  }>;
+  TB_VAR: Array<{
+    COD_DIM: string;
+    NUM_VAR: number;
+    COD_VAR: string;
+    DESC_VAR?: string | null;
+    DATA_TYPE: string;
+    LENGTH?: number | null;
+    DECIMALS?: number | null;
+    NULLABLE?: boolean | null;
+    TIPO_CAMPO?: string | null;
+    TIPO_VAR?: string | null;
+  }>;
+  TB_COST: Array<{
+    COD_DIM: string;
+    NUM_COST: number;
+    COD_VAR: string;
+    COD_ON_OFF?: string | null;
+    REQUIRED?: boolean | null;
+    RENDER_HINT?: string | null;
+    GROUP_NAME?: string | null;
+    VALUE_TEMP?: string | null;
+    COD_UTENTE?: number | null;
+    CENTER_DETT?: string | null;
+  }>;
+  TB_OBJECT: Array<{
+    COD_DIM: string;
+    COD_VAR: string;
+    COD_DIM_OBJ: string;
+    COD_VAR_OBJ: string;
+    REL_NAME?: string | null;
+    COD_VAR_DESC?: string | null;
+  }>;
+  TB_MENU: Array<{
+    COD_MENU: string;
+    NLEFT: number;
+    NRIGHT: number;
+    DESC_MENU?: string | null;
+    COD_DIM?: string | null;
+  }>;
+  TB_SORT: Array<{ COD_DIM: string; SORT_KEY: string; DESC_SORT?: string | null; SORT_EXPR: string }>;
+  TB_DOCUMENT: Array<{ DOC_NAME: string; COD_DIM: string; DEFINITION: unknown }>;
+}
+
+/** A problem found while validating metadata or a fixture. */
+export interface Problem {
+  /** Where: e.g. `TB_VAR[3].DATA_TYPE`. */
+  readonly path: string;
+  readonly message: string;
+}
+
+// ---------------------------------------------------------------- identity and access
+
+export type Operation = "read" | "write" | "force_delete";
+
+/** A grant as held in the session: a TB_MENU node with its nested-set bounds. */
+export interface Grant {
+  COD_MENU: string;
+  NLEFT: number;
+  NRIGHT: number;
+  OPERATIONS: Operation[];
+  LEVEL: number;
+}
+
+/** Who is calling and in which context: what every resolver receives. */
+export interface Principal {
+  userId: string;
+  tenantId: string;
+  sessionId: string;
+  /** 1 admin, 2 manager, 3 user. */
+  peso: number;
+  centroDett: string | null;
+  ambiente: string | null;
+  lingua: string | null;
+  grants: Grant[];
+}
+
+/** The kind of access a request asks for on a dimension. */
+export type Access = "read" | "create" | "update" | "delete" | "force_delete" | "metadata";
+
+/** The context of one request, independent of the HTTP or GraphQL adapter that built it. */
+export interface RequestContext {
+  principal: Principal;
+  /** The request's `source` (a TB_MENU node code). */
+  source: string | null;
+  /** The request's `center_dett` (field visibility context); defaults to the user's. */
+  centerDett: string | null;
+  requestId: string;
+  now: () => Date;
+}
