@@ -2,7 +2,11 @@
 import type { FastifyInstance } from "fastify";
 import { migrationsApplied } from "./db/migrate.ts";
 import { buildHttpServer } from "./http/server.ts";
+import { createAuth } from "./auth/service.ts";
+import { authRoutes } from "./rest/auth-routes.ts";
 import { metadataRoutes } from "./rest/metadata-routes.ts";
+import { readRoutes } from "./rest/read-routes.ts";
+import { writeRoutes } from "./rest/write-routes.ts";
 import type { Services } from "./services.ts";
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
@@ -22,6 +26,12 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
       return checks;
     },
   });
-  await app.register(metadataRoutes, { services });
+  const auth = await createAuth(services);
+  app.addHook("onClose", async () => auth.close());
+  const deps = { services, auth };
+  await app.register(authRoutes, deps);
+  await app.register(metadataRoutes, deps);
+  await app.register(readRoutes, deps);
+  await app.register(writeRoutes, deps);
   return app;
 }

@@ -58,7 +58,10 @@ const jsonRoutes = optionalString.transform((v, ctx) => {
     const routes = z.record(z.string(), z.string().url()).parse(parsed);
     return routes;
   } catch {
-    ctx.addIssue({ code: "custom", message: 'must be a JSON object of name to URL, e.g. {"orders":"http://..."}' });
+    ctx.addIssue({
+      code: "custom",
+      message: 'must be a JSON object of name to URL, e.g. {"orders":"http://..."}',
+    });
     return z.NEVER;
   }
 });
@@ -102,7 +105,9 @@ const envSchema = z.object({
   WEBHOOK_ALLOW_PRIVATE: bool(false),
   ROLE: optionalString
     .transform((v) => (v ?? "all") as Role)
-    .refine((v) => (ROLES as readonly string[]).includes(v), { message: `must be one of ${ROLES.join(", ")}` }),
+    .refine((v) => (ROLES as readonly string[]).includes(v), {
+      message: `must be one of ${ROLES.join(", ")}`,
+    }),
   READ_BACKEND_URL: url(["http:", "https:"]),
   WRITE_BACKEND_URL: url(["http:", "https:"]),
   AUTH_BACKEND_URL: url(["http:", "https:"]),
@@ -116,7 +121,9 @@ const envSchema = z.object({
   ),
   DEMO_DATA: bool(true),
   MAX_BATCH_SIZE: nonNegativeInt(500).refine((n) => n >= 1, { message: "must be at least 1" }),
-  BODY_LIMIT_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, { message: "must be at least 1024" }),
+  BODY_LIMIT_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
+    message: "must be at least 1024",
+  }),
 });
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {

@@ -42,10 +42,17 @@ export function grantCovers(grant: Grant, node: MenuNode): boolean {
  * Throws 400 MISSING_PARAMETER without a source, 403 INSUFFICIENT_PERMISSIONS otherwise.
  * Returns the grants that cover the source (the most permissive decides).
  */
-export function authorize(ctx: RequestContext, model: MetadataModel, dimCode: string | null, access: Access): Grant[] {
+export function authorize(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dimCode: string | null,
+  access: Access,
+): Grant[] {
   const { principal } = ctx;
   if (!ctx.source) {
-    throw new BadRequestError("MISSING_PARAMETER", "The query parameter source is required.", { field: "source" });
+    throw new BadRequestError("MISSING_PARAMETER", "The query parameter source is required.", {
+      field: "source",
+    });
   }
   const deny = (message: string, required: unknown): never => {
     throw new PermissionDeniedError(message, {
@@ -67,7 +74,10 @@ export function authorize(ctx: RequestContext, model: MetadataModel, dimCode: st
     -1,
   );
   if (level < req.level) {
-    return deny(`Level ${req.level} is required for ${access} on ${ctx.source}; the grant gives ${level}.`, req.level);
+    return deny(
+      `Level ${req.level} is required for ${access} on ${ctx.source}; the grant gives ${level}.`,
+      req.level,
+    );
   }
   return covering;
 }

@@ -7,7 +7,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DatabaseHandle } from "./database.ts";
 
-export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../prisma/migrations");
+export const MIGRATIONS_DIR = path.resolve(
+  path.dirname(fileURLToPath(import.meta.url)),
+  "../../prisma/migrations",
+);
 const LOCK_KEY = 724_461_001; // arbitrary, constant: identifies Dimensio's migration lock
 
 export interface Migration {
@@ -17,7 +20,9 @@ export interface Migration {
 }
 
 export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
-  const entries = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
+  const entries = (await readdir(dir, { withFileTypes: true }))
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name);
   entries.sort();
   const out: Migration[] = [];
   for (const name of entries) {
@@ -44,12 +49,17 @@ export async function migrate(db: DatabaseHandle, dir = MIGRATIONS_DIR): Promise
       const prior = doneByName.get(m.name);
       if (prior !== undefined) {
         if (prior !== m.checksum) {
-          throw new Error(`Migration ${m.name} was changed after it was applied; add a new migration instead.`);
+          throw new Error(
+            `Migration ${m.name} was changed after it was applied; add a new migration instead.`,
+          );
         }
         continue;
       }
       await tx.exec(m.sql);
-      await tx.query(`INSERT INTO "_dimensio_migrations" ("name", "checksum") VALUES ($1, $2)`, [m.name, m.checksum]);
+      await tx.query(`INSERT INTO "_dimensio_migrations" ("name", "checksum") VALUES ($1, $2)`, [
+        m.name,
+        m.checksum,
+      ]);
       applied.push(m.name);
     }
     return { applied };

@@ -9,6 +9,7 @@ export function isValidIdentifier(name: unknown, maxLength = MAX_IDENTIFIER_LENG
 
 /** Double-quotes a validated identifier. Throws on anything else: a bug, never user input. */
 export function ident(name: string): string {
-  if (!isValidIdentifier(name, 63)) throw new Error(`Refusing to quote invalid identifier ${JSON.stringify(name)}`);
+  if (!isValidIdentifier(name, 63))
+    throw new Error(`Refusing to quote invalid identifier ${JSON.stringify(name)}`);
   return `"${name}"`;
 }

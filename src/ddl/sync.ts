@@ -37,7 +37,14 @@ export interface TablePlan {
 }
 
 export function columnSpec(field: FieldDef, dim: DimensionDef): ColumnSpec {
-  const base = { name: field.code, nullable: field.nullable, identity: false, length: null, precision: null, scale: null };
+  const base = {
+    name: field.code,
+    nullable: field.nullable,
+    identity: false,
+    length: null,
+    precision: null,
+    scale: null,
+  };
   switch (field.dataType) {
     case "STRING":
     case "DATE":
@@ -102,7 +109,9 @@ export function indexName(table: string, suffix: string): string {
 export function tableIndexes(dim: DimensionDef): Array<{ name: string; columns: string[] }> {
   const fkFields = new Set(dim.relations.map((r) => r.fromField));
   for (const f of dim.fields) if (f.fkKind) fkFields.add(f.code);
-  return [...fkFields].sort().map((f) => ({ name: indexName(dim.tableName, f), columns: [TENANT_COLUMN, f] }));
+  return [...fkFields]
+    .sort()
+    .map((f) => ({ name: indexName(dim.tableName, f), columns: [TENANT_COLUMN, f] }));
 }
 
 export function createTableSql(dim: DimensionDef): string[] {
@@ -111,7 +120,8 @@ export function createTableSql(dim: DimensionDef): string[] {
   return [
     `CREATE TABLE ${ident(dim.tableName)} (\n  ${[...cols, pk].join(",\n  ")}\n)`,
     ...tableIndexes(dim).map(
-      (ix) => `CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${ident(dim.tableName)} (${ix.columns.map(ident).join(", ")})`,
+      (ix) =>
+        `CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${ident(dim.tableName)} (${ix.columns.map(ident).join(", ")})`,
     ),
   ];
 }
@@ -120,6 +130,7 @@ export function createTableSql(dim: DimensionDef): string[] {
 export async function planAlter(
   dim: DimensionDef,
   existing: ExistingColumn[],
+  existingIndexes: ReadonlySet<string>,
   data: {
     holdsValues(column: string): Promise<boolean>;
     maxLength(column: string): Promise<number>;
@@ -130,7 +141,8 @@ export async function planAlter(
   const table = ident(dim.tableName);
   const statements: string[] = [];
   const problems: Problem[] = [];
-  const refuse = (column: string, message: string) => problems.push({ path: `${dim.code}.${column}`, message });
+  const refuse = (column: string, message: string) =>
+    problems.push({ path: `${dim.code}.${column}`, message });
   const wanted = tableColumns(dim);
   const have = new Map(existing.map((c) => [c.name, c]));
 
@@ -139,7 +151,10 @@ export async function planAlter(
     const col = ident(want.name);
     if (!cur) {
       if (!want.nullable && (await data.rowCount()) > 0 && want.name !== "TREC") {
-        refuse(want.name, `cannot add NOT NULL column ${want.name} to ${dim.tableName}, which holds rows: declare it NULLABLE`);
+        refuse(
+          want.name,
+          `cannot add NOT NULL column ${want.name} to ${dim.tableName}, which holds rows: declare it NULLABLE`,
+        );
         continue;
       }
       statements.push(`ALTER TABLE ${table} ADD COLUMN ${columnDdl(want)}`);
@@ -148,15 +163,23 @@ export async function planAlter(
     const sameFamily = cur.family === want.family;
     if (!sameFamily) {
       if (await data.holdsValues(want.name)) {
-        refuse(want.name, `changing ${want.name} from ${cur.family} to ${want.family} would lose the values it holds`);
+        refuse(
+          want.name,
+          `changing ${want.name} from ${cur.family} to ${want.family} would lose the values it holds`,
+        );
         continue;
       }
-      statements.push(`ALTER TABLE ${table} ALTER COLUMN ${col} TYPE ${want.sqlType.replace(/ GENERATED.*/, "")} USING NULL`);
+      statements.push(
+        `ALTER TABLE ${table} ALTER COLUMN ${col} TYPE ${want.sqlType.replace(/ GENERATED.*/, "")} USING NULL`,
+      );
     } else if (want.family === "varchar" && cur.length !== want.length) {
       if (cur.length !== null && want.length !== null && want.length < cur.length) {
         const longest = await data.maxLength(want.name);
         if (longest > want.length) {
-          refuse(want.name, `narrowing ${want.name} to ${want.length} characters would cut values of up to ${longest}`);
+          refuse(
+            want.name,
+            `narrowing ${want.name} to ${want.length} characters would cut values of up to ${longest}`,
+          );
           continue;
         }
       }
@@ -166,7 +189,10 @@ export async function planAlter(
         (cur.precision ?? 0) - (cur.scale ?? 0) > (want.precision ?? 0) - (want.scale ?? 0) ||
         (cur.scale ?? 0) > (want.scale ?? 0);
       if (narrower && (await data.holdsValues(want.name))) {
-        refuse(want.name, `narrowing ${want.name} to NUMERIC(${want.precision}, ${want.scale}) could change the values it holds`);
+        refuse(
+          want.name,
+          `narrowing ${want.name} to NUMERIC(${want.precision}, ${want.scale}) could change the values it holds`,
+        );
         continue;
       }
       statements.push(`ALTER TABLE ${table} ALTER COLUMN ${col} TYPE ${want.sqlType}`);
@@ -191,7 +217,10 @@ export async function planAlter(
     statements.push(`ALTER TABLE ${table} DROP COLUMN ${ident(cur.name)}`);
   }
   for (const ix of tableIndexes(dim)) {
-    statements.push(`CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${table} (${ix.columns.map(ident).join(", ")})`);
+    if (existingIndexes.has(ix.name)) continue;
+    statements.push(
+      `CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${table} (${ix.columns.map(ident).join(", ")})`,
+    );
   }
   return { table: dim.tableName, statements, problems };
 }
@@ -256,13 +285,19 @@ export async function syncTables(tx: Queryable, dims: Iterable<DimensionDef>): P
       continue;
     }
     const t = ident(dim.tableName);
-    const plan = await planAlter(dim, existing, {
+    const indexes = await tx.query<{ indexname: string }>(
+      "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1",
+      [dim.tableName],
+    );
+    const plan = await planAlter(dim, existing, new Set(indexes.rows.map((r) => r.indexname)), {
       holdsValues: async (c) =>
         (await tx.query(`SELECT 1 FROM ${t} WHERE ${ident(c)} IS NOT NULL LIMIT 1`)).rows.length > 0,
-      hasNulls: async (c) => (await tx.query(`SELECT 1 FROM ${t} WHERE ${ident(c)} IS NULL LIMIT 1`)).rows.length > 0,
+      hasNulls: async (c) =>
+        (await tx.query(`SELECT 1 FROM ${t} WHERE ${ident(c)} IS NULL LIMIT 1`)).rows.length > 0,
       maxLength: async (c) =>
         Number(
-          (await tx.query<{ m: number | null }>(`SELECT max(length(${ident(c)}::text)) AS m FROM ${t}`)).rows[0]?.m ?? 0,
+          (await tx.query<{ m: number | null }>(`SELECT max(length(${ident(c)}::text)) AS m FROM ${t}`))
+            .rows[0]?.m ?? 0,
         ),
       rowCount: async () => (await tx.query(`SELECT 1 FROM ${t} LIMIT 1`)).rows.length,
     });
@@ -276,9 +311,8 @@ export async function syncTables(tx: Queryable, dims: Iterable<DimensionDef>): P
   for (const p of plans) {
     for (const s of p.statements) await tx.query(s);
     result.statements.push(...p.statements);
-    const changedColumns = p.statements.some((s) => !s.startsWith("CREATE INDEX"));
     if (p.create) result.created.push(p.dim.tableName);
-    else if (changedColumns) result.altered.push(p.dim.tableName);
+    else if (p.statements.length) result.altered.push(p.dim.tableName);
   }
   return result;
 }

@@ -14,7 +14,12 @@ function fastifyClientError(err: FastifyError): MappedError | null {
   if (status === 413)
     return {
       status,
-      body: { error: "PayloadTooLarge", message: "The request body is too large.", code: "PAYLOAD_TOO_LARGE", status },
+      body: {
+        error: "PayloadTooLarge",
+        message: "The request body is too large.",
+        code: "PAYLOAD_TOO_LARGE",
+        status,
+      },
     };
   if (status === 415)
     return {

@@ -36,7 +36,14 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
   await app.register(cors, {
     origin: opts.config.corsOrigins,
     methods: ["GET", "POST", "PUT", "PATCH", "DELETE"],
-    allowedHeaders: ["Authorization", "Content-Type", "X-Request-ID", "canary-mode", "developer", "microservice"],
+    allowedHeaders: [
+      "Authorization",
+      "Content-Type",
+      "X-Request-ID",
+      "canary-mode",
+      "developer",
+      "microservice",
+    ],
     exposedHeaders: [
       "X-Request-ID",
       "X-Access-Token",

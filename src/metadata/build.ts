@@ -114,7 +114,8 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
         const base = costs.find((c) => c.CENTER_DETT == null);
         const idDefault = dataType === "INTEGER" ? "LDR" : "LDRN";
         const contextConfigs = new Map<string, FieldConfig>();
-        for (const c of costs) if (c.CENTER_DETT != null) contextConfigs.set(c.CENTER_DETT, configFromCost(c));
+        for (const c of costs)
+          if (c.CENTER_DETT != null) contextConfigs.set(c.CENTER_DETT, configFromCost(c));
         const fkKind = v.TIPO_CAMPO === "AC" || v.TIPO_CAMPO === "VARS" ? v.TIPO_CAMPO : null;
         return Object.freeze({
           dim: d.COD_DIM,
@@ -160,7 +161,10 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
     const idVar = rows.TB_VAR.find((v) => v.COD_DIM === d.COD_DIM && v.COD_VAR === d.ID_FIELD);
     const sorts = new Map<string, SortDef>();
     for (const s of rows.TB_SORT.filter((s) => s.COD_DIM === d.COD_DIM)) {
-      sorts.set(s.SORT_KEY, Object.freeze({ key: s.SORT_KEY, description: s.DESC_SORT ?? null, expr: s.SORT_EXPR }));
+      sorts.set(
+        s.SORT_KEY,
+        Object.freeze({ key: s.SORT_KEY, description: s.DESC_SORT ?? null, expr: s.SORT_EXPR }),
+      );
     }
     const forward = relations
       .filter((r) => r.fromDim === d.COD_DIM)

@@ -39,7 +39,10 @@ export const DEFAULT_DECIMAL_PRECISION = 18;
 export const DEFAULT_DECIMALS = 2;
 
 /** The audit fields each AUDIT_STYLE adds to a dimension table, with their types. */
-export const AUDIT_FIELDS: Record<AuditStyle, ReadonlyArray<{ code: string; type: DataType; length: number }>> = {
+export const AUDIT_FIELDS: Record<
+  AuditStyle,
+  ReadonlyArray<{ code: string; type: DataType; length: number }>
+> = {
   TREC: [
     { code: "TREC", type: "STRING", length: 1 },
     { code: "CDATA", type: "TIMESTAMP", length: 14 },

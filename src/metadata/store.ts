@@ -53,7 +53,18 @@ const TABLES: TableSpec[] = [
   {
     table: "TB_VAR",
     key: ["COD_DIM", "COD_VAR"],
-    columns: ["COD_DIM", "COD_VAR", "NUM_VAR", "DESC_VAR", "DATA_TYPE", "LENGTH", "DECIMALS", "NULLABLE", "TIPO_CAMPO", "TIPO_VAR"],
+    columns: [
+      "COD_DIM",
+      "COD_VAR",
+      "NUM_VAR",
+      "DESC_VAR",
+      "DATA_TYPE",
+      "LENGTH",
+      "DECIMALS",
+      "NULLABLE",
+      "TIPO_CAMPO",
+      "TIPO_VAR",
+    ],
   },
   {
     table: "TB_COST",
@@ -77,11 +88,25 @@ const TABLES: TableSpec[] = [
     columns: ["COD_DIM", "COD_VAR", "COD_DIM_OBJ", "COD_VAR_OBJ", "REL_NAME", "COD_VAR_DESC"],
   },
   { table: "TB_MENU", key: ["COD_MENU"], columns: ["COD_MENU", "NLEFT", "NRIGHT", "DESC_MENU", "COD_DIM"] },
-  { table: "TB_SORT", key: ["COD_DIM", "SORT_KEY"], columns: ["COD_DIM", "SORT_KEY", "DESC_SORT", "SORT_EXPR"] },
-  { table: "TB_DOCUMENT", key: ["DOC_NAME"], columns: ["DOC_NAME", "COD_DIM", "DEFINITION"], json: ["DEFINITION"] },
+  {
+    table: "TB_SORT",
+    key: ["COD_DIM", "SORT_KEY"],
+    columns: ["COD_DIM", "SORT_KEY", "DESC_SORT", "SORT_EXPR"],
+  },
+  {
+    table: "TB_DOCUMENT",
+    key: ["DOC_NAME"],
+    columns: ["DOC_NAME", "COD_DIM", "DEFINITION"],
+    json: ["DEFINITION"],
+  },
 ];
 
-const DEFAULTS: Record<string, unknown> = { AUDIT_STYLE: "TREC", NULLABLE: true, COD_ON_OFF: "", REQUIRED: false };
+const DEFAULTS: Record<string, unknown> = {
+  AUDIT_STYLE: "TREC",
+  NULLABLE: true,
+  COD_ON_OFF: "",
+  REQUIRED: false,
+};
 
 /** Upserts rows by key. Returns how many rows were inserted or actually changed. */
 export async function upsertMetadataRows(tx: Queryable, rows: Partial<MetadataRows>): Promise<number> {

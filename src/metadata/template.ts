@@ -7,7 +7,17 @@ export type TemplatePart =
   | { kind: "field"; field: string }
   | { kind: "seq"; name: string; width: number | null };
 
-const SIMPLE = new Set(["now", "today", "year", "user", "tenant", "source", "centro_dett", "ambiente", "uuid"]);
+const SIMPLE = new Set([
+  "now",
+  "today",
+  "year",
+  "user",
+  "tenant",
+  "source",
+  "centro_dett",
+  "ambiente",
+  "uuid",
+]);
 const NAME_RE = /^[A-Za-z][A-Za-z0-9_]{0,59}$/;
 
 export class TemplateSyntaxError extends Error {}

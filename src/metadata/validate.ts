@@ -24,13 +24,21 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
   rows.TB_DIM.forEach((d, i) => {
     const p = `TB_DIM[${i}]`;
     if (!isValidIdentifier(d.COD_DIM, DIM_CODE_MAX)) {
-      add(`${p}.COD_DIM`, `"${d.COD_DIM}" is not a valid code (letters, digits, underscore; up to ${DIM_CODE_MAX})`);
-    } else if (METADATA_DIMENSIONS.has(d.COD_DIM) || d.COD_DIM.toLowerCase() === "vars" || d.COD_DIM === "batch") {
+      add(
+        `${p}.COD_DIM`,
+        `"${d.COD_DIM}" is not a valid code (letters, digits, underscore; up to ${DIM_CODE_MAX})`,
+      );
+    } else if (
+      METADATA_DIMENSIONS.has(d.COD_DIM) ||
+      d.COD_DIM.toLowerCase() === "vars" ||
+      d.COD_DIM === "batch"
+    ) {
       add(`${p}.COD_DIM`, `"${d.COD_DIM}" is reserved for an endpoint`);
     }
     if (dims.has(d.COD_DIM)) add(`${p}.COD_DIM`, `duplicate dimension ${d.COD_DIM}`);
     dims.set(d.COD_DIM, d);
-    if (!isValidIdentifier(d.TABLE_NAME)) add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is not a valid table name`);
+    if (!isValidIdentifier(d.TABLE_NAME))
+      add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is not a valid table name`);
     else if (FIXED_TABLES.has(d.TABLE_NAME) || d.TABLE_NAME.startsWith("_"))
       add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is a table of the service itself`);
     if (tables.has(d.TABLE_NAME)) add(`${p}.TABLE_NAME`, `table ${d.TABLE_NAME} is used by two dimensions`);
@@ -71,8 +79,10 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
         add(`${p}.DECIMALS`, `must be an integer between 0 and LENGTH (${precision})`);
     }
     if (v.TIPO_CAMPO === "AC" || v.TIPO_CAMPO === "VARS") {
-      if (!v.TIPO_VAR) add(`${p}.TIPO_VAR`, `a ${v.TIPO_CAMPO} field needs TIPO_VAR (its destination dimension)`);
-      else if (!dims.has(v.TIPO_VAR)) add(`${p}.TIPO_VAR`, `destination dimension ${v.TIPO_VAR} does not exist`);
+      if (!v.TIPO_VAR)
+        add(`${p}.TIPO_VAR`, `a ${v.TIPO_CAMPO} field needs TIPO_VAR (its destination dimension)`);
+      else if (!dims.has(v.TIPO_VAR))
+        add(`${p}.TIPO_VAR`, `destination dimension ${v.TIPO_VAR} does not exist`);
     }
   });
   rows.TB_DIM.forEach((d, i) => {
@@ -81,7 +91,10 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     else {
       const t = normalizeDataType(idVar.DATA_TYPE);
       if (t && t !== "INTEGER" && t !== "STRING")
-        add(`TB_DIM[${i}].ID_FIELD`, `the id field must be INTEGER or STRING, ${d.ID_FIELD} is ${idVar.DATA_TYPE}`);
+        add(
+          `TB_DIM[${i}].ID_FIELD`,
+          `the id field must be INTEGER or STRING, ${d.ID_FIELD} is ${idVar.DATA_TYPE}`,
+        );
     }
   });
   const fieldExists = (dim: string, field: string) =>
@@ -100,7 +113,10 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     costKeys.add(key);
     const ctxKey = `${c.COD_DIM}/${c.COD_VAR}/${c.CENTER_DETT ?? ""}`;
     if (costContexts.has(ctxKey))
-      add(`${p}.COD_VAR`, `two TB_COST rows for ${c.COD_DIM}.${c.COD_VAR} in context ${c.CENTER_DETT ?? "(all)"}`);
+      add(
+        `${p}.COD_VAR`,
+        `two TB_COST rows for ${c.COD_DIM}.${c.COD_VAR} in context ${c.CENTER_DETT ?? "(all)"}`,
+      );
     costContexts.add(ctxKey);
     if (c.COD_ON_OFF != null && !/^[LDNMR]*$/i.test(c.COD_ON_OFF))
       add(`${p}.COD_ON_OFF`, `"${c.COD_ON_OFF}" has letters other than L, D, N, M, R`);
@@ -126,14 +142,16 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     if (!dims.has(o.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${o.COD_DIM} does not exist in TB_DIM`);
     else if (!vars.get(o.COD_DIM)?.has(o.COD_VAR))
       add(`${p}.COD_VAR`, `field ${o.COD_DIM}.${o.COD_VAR} does not exist in TB_VAR`);
-    if (!dims.has(o.COD_DIM_OBJ)) add(`${p}.COD_DIM_OBJ`, `destination dimension ${o.COD_DIM_OBJ} does not exist`);
+    if (!dims.has(o.COD_DIM_OBJ))
+      add(`${p}.COD_DIM_OBJ`, `destination dimension ${o.COD_DIM_OBJ} does not exist`);
     else {
       if (!vars.get(o.COD_DIM_OBJ)?.has(o.COD_VAR_OBJ))
         add(`${p}.COD_VAR_OBJ`, `field ${o.COD_DIM_OBJ}.${o.COD_VAR_OBJ} does not exist in TB_VAR`);
       if (o.COD_VAR_DESC && !fieldExists(o.COD_DIM_OBJ, o.COD_VAR_DESC))
         add(`${p}.COD_VAR_DESC`, `field ${o.COD_DIM_OBJ}.${o.COD_VAR_DESC} does not exist`);
     }
-    if (o.REL_NAME != null && !isValidIdentifier(o.REL_NAME)) add(`${p}.REL_NAME`, `"${o.REL_NAME}" is not a valid name`);
+    if (o.REL_NAME != null && !isValidIdentifier(o.REL_NAME))
+      add(`${p}.REL_NAME`, `"${o.REL_NAME}" is not a valid name`);
     const key = `${o.COD_DIM}/${o.COD_VAR}`;
     if (objectKeys.has(key)) add(`${p}.COD_VAR`, `two TB_OBJECT rows for ${key}`);
     objectKeys.add(key);

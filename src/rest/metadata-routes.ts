@@ -1,9 +1,9 @@
 // Metadata reads under /api/v4/core: DIM/{dim} (and, with the reads issue, VAR and COST).
 import type { FastifyPluginAsync } from "fastify";
 import { NotFoundError } from "../errors.ts";
-import type { Services } from "../services.ts";
+import type { RouteDeps } from "./deps.ts";
 
-export const metadataRoutes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
+export const metadataRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
   app.get<{ Params: { dim: string } }>("/api/v4/core/DIM/:dim", async (request) => {
     const model = services.metadata.current();
     const dim = model.dimensions.get(request.params.dim);

@@ -1,0 +1,95 @@
+// Evaluates pre-insert templates (TB_COST.VALUE_TEMP, decisions.md §4).
+import { randomUUID } from "node:crypto";
+import { parseTemplate, type TemplatePart } from "../../metadata/template.ts";
+import type { Queryable, RequestContext } from "../../types.ts";
+import { compactTimestamp } from "./values.ts";
+
+const parsedCache = new Map<string, TemplatePart[]>();
+
+function parts(template: string): TemplatePart[] {
+  let p = parsedCache.get(template);
+  if (!p) {
+    p = parseTemplate(template);
+    if (parsedCache.size > 1000) parsedCache.clear();
+    parsedCache.set(template, p);
+  }
+  return p;
+}
+
+/**
+ * The next value of a per-tenant counter. The row stays locked until the transaction ends, so
+ * concurrent writers queue, and a rollback gives the number back: no duplicates, no gaps.
+ */
+export async function nextSequenceValue(tx: Queryable, tenantId: string, name: string): Promise<number> {
+  const res = await tx.query<{ VALUE: number }>(
+    `INSERT INTO "TB_SEQUENCE" ("TENANT_ID", "SEQ_NAME", "VALUE") VALUES ($1, $2, 1)
+     ON CONFLICT ("TENANT_ID", "SEQ_NAME") DO UPDATE SET "VALUE" = "TB_SEQUENCE"."VALUE" + 1
+     RETURNING "VALUE"`,
+    [tenantId, name],
+  );
+  return Number(res.rows[0]!.VALUE);
+}
+
+export interface TemplateScope {
+  tx: Queryable;
+  ctx: RequestContext;
+  now: Date;
+  /** Values of the record being built (for {field:X}). */
+  record: Record<string, unknown>;
+}
+
+/** Whether the template is a placeholder-free literal (its value is the text itself). */
+export function isLiteralTemplate(template: string): boolean {
+  return parts(template).every((p) => p.kind === "text");
+}
+
+export async function renderTemplate(template: string, scope: TemplateScope): Promise<string> {
+  const { ctx, now } = scope;
+  const stamp = compactTimestamp(now);
+  let out = "";
+  for (const part of parts(template)) {
+    switch (part.kind) {
+      case "text":
+        out += part.text;
+        break;
+      case "now":
+        out += stamp;
+        break;
+      case "today":
+        out += stamp.slice(0, 8);
+        break;
+      case "year":
+        out += stamp.slice(0, 4);
+        break;
+      case "user":
+        out += ctx.principal.userId;
+        break;
+      case "tenant":
+        out += ctx.principal.tenantId;
+        break;
+      case "source":
+        out += ctx.source ?? "";
+        break;
+      case "centro_dett":
+        out += ctx.centerDett ?? ctx.principal.centroDett ?? "";
+        break;
+      case "ambiente":
+        out += ctx.principal.ambiente ?? "";
+        break;
+      case "uuid":
+        out += randomUUID();
+        break;
+      case "field": {
+        const v = scope.record[part.field];
+        out += v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+        break;
+      }
+      case "seq": {
+        const n = await nextSequenceValue(scope.tx, ctx.principal.tenantId, part.name);
+        out += part.width ? String(n).padStart(part.width, "0") : String(n);
+        break;
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,93 @@
+// Values in and out of dimension tables: checking a body value against its field's type and
+// length (decisions.md §3), and turning a table row into a response record.
+import { ValidationError } from "../../errors.ts";
+import { TENANT_COLUMN } from "../../metadata/data-types.ts";
+import type { DimensionDef, FieldDef } from "../../types.ts";
+
+const DATE_RE = /^\d{8}$/;
+const TIMESTAMP_RE = /^\d{14}$/;
+
+function invalid(field: FieldDef, message: string): never {
+  throw new ValidationError("INVALID_FIELD_VALUE", `${field.code}: ${message}`, { field: field.code });
+}
+
+function validCalendar(v: string): boolean {
+  const y = Number(v.slice(0, 4));
+  const m = Number(v.slice(4, 6));
+  const d = Number(v.slice(6, 8));
+  const date = new Date(Date.UTC(y, m - 1, d));
+  if (date.getUTCFullYear() !== y || date.getUTCMonth() !== m - 1 || date.getUTCDate() !== d) return false;
+  if (v.length === 14) {
+    const hh = Number(v.slice(8, 10));
+    const mm = Number(v.slice(10, 12));
+    const ss = Number(v.slice(12, 14));
+    return hh < 24 && mm < 60 && ss < 60;
+  }
+  return true;
+}
+
+/** Checks a JSON body value for `field` and returns the SQL parameter to store (null stays null). */
+export function toColumnValue(field: FieldDef, value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  switch (field.dataType) {
+    case "STRING":
+    case "TEXT": {
+      if (typeof value !== "string") invalid(field, `expected a string, got ${typeof value}`);
+      if (field.dataType === "STRING" && field.length !== null && [...value].length > field.length)
+        invalid(field, `longer than ${field.length} characters`);
+      if (value.includes("\u0000")) invalid(field, "contains a NUL character");
+      return value;
+    }
+    case "INTEGER": {
+      if (typeof value !== "number" || !Number.isSafeInteger(value))
+        invalid(field, "expected a whole number");
+      if (field.length !== null && String(Math.abs(value)).length > Math.max(field.length, 1) && !field.isId)
+        invalid(field, `more than ${field.length} digits`);
+      return value;
+    }
+    case "DECIMAL": {
+      if (typeof value !== "number" || !Number.isFinite(value)) invalid(field, "expected a number");
+      const precision = field.length ?? 18;
+      const scale = Math.min(field.decimals, precision);
+      const intDigits = Math.trunc(Math.abs(value)).toString().length;
+      if (Math.trunc(Math.abs(value)) !== 0 && intDigits > precision - scale)
+        invalid(field, `more than ${precision - scale} digits before the decimal point`);
+      return value;
+    }
+    case "BOOLEAN":
+      if (typeof value !== "boolean") invalid(field, "expected true or false");
+      return value;
+    case "DATE":
+      if (typeof value !== "string" || !DATE_RE.test(value) || !validCalendar(value))
+        invalid(field, "expected a date as 8 digits YYYYMMDD");
+      return value;
+    case "TIMESTAMP":
+      if (typeof value !== "string" || !TIMESTAMP_RE.test(value) || !validCalendar(value))
+        invalid(field, "expected a timestamp as 14 digits YYYYMMDDHHmmss");
+      return value;
+    case "JSON":
+      return JSON.stringify(value);
+    case "MEDIA":
+      if (typeof value !== "object" || Array.isArray(value)) invalid(field, "expected a media object");
+      return JSON.stringify(value);
+  }
+}
+
+/** A table row as a record: TENANT_ID left out, JSON columns as they are, the rest unchanged. */
+export function rowToRecord(dim: DimensionDef, row: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const f of dim.fields) {
+    if (f.code in row) out[f.code] = row[f.code];
+  }
+  return out;
+}
+
+export function hideTenant(row: Record<string, unknown>): Record<string, unknown> {
+  const { [TENANT_COLUMN]: _t, ...rest } = row;
+  return rest;
+}
+
+/** 14-digit compact UTC timestamp YYYYMMDDHHmmss. */
+export function compactTimestamp(d: Date): string {
+  return d.toISOString().replace(/[-:T]/g, "").slice(0, 14);
+}

@@ -1,0 +1,122 @@
+// Test environments: a fresh database per call, on PGlite (always) and on the real PostgreSQL
+// of TEST_DATABASE_URL (when set; .ci/run sets it). No mocks: the same services as production.
+import { randomBytes } from "node:crypto";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { FastifyInstance } from "fastify";
+import pg from "pg";
+import { buildApp } from "../../src/app.ts";
+import { loadConfig } from "../../src/config.ts";
+import { type DatabaseHandle, openPglite, openPostgres } from "../../src/db/database.ts";
+import { importFixture, readFixtureFile } from "../../src/fixtures/import.ts";
+import { createLogger } from "../../src/logger.ts";
+import { openServices, type Services } from "../../src/services.ts";
+
+export type Backend = "pglite" | "postgres";
+
+export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL || null;
+export const TEST_AMQP_URL = process.env.TEST_AMQP_URL || null;
+export const TEST_REDIS_URL = process.env.TEST_REDIS_URL || null;
+
+/** PGlite always; PostgreSQL too when TEST_DATABASE_URL names one. */
+export const BACKENDS: Backend[] = TEST_DATABASE_URL ? ["pglite", "postgres"] : ["pglite"];
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const SAMPLE_FIXTURE = path.resolve(here, "../../../shared/fixtures/sample.json");
+export const DEMO_FIXTURE = path.resolve(here, "../../src/demo/demo-fixture.json");
+
+export const TEST_JWT_SECRET = "test-secret-test-secret-test-secret-0123456789";
+
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/** A new, empty database. Closing it drops it (PostgreSQL) or discards it (PGlite, in memory). */
+export async function createTestDatabase(backend: Backend): Promise<DatabaseHandle> {
+  if (backend === "pglite") return openPglite(null);
+  if (!TEST_DATABASE_URL) throw new Error("TEST_DATABASE_URL is not set");
+  const name = `dimensio_t_${process.pid}_${randomBytes(4).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE "${name}"`);
+  await admin.end();
+  const db = openPostgres(withDatabase(TEST_DATABASE_URL, name), { max: 10 });
+  const close = db.close;
+  return Object.assign(db, {
+    async close() {
+      await close();
+      const a = new pg.Client({ connectionString: TEST_DATABASE_URL! });
+      await a.connect();
+      await a.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await a.end();
+    },
+  });
+}
+
+export interface TestEnvOptions {
+  /** "sample" (shared/fixtures/sample.json), "demo", a fixture object, or none. */
+  fixture?: "sample" | "demo" | Record<string, unknown>;
+  env?: Record<string, string>;
+  clock?: () => Date;
+}
+
+export async function createTestServices(backend: Backend, opts: TestEnvOptions = {}): Promise<Services> {
+  const config = loadConfig({
+    LOG_LEVEL: "silent",
+    JWT_SECRET: TEST_JWT_SECRET,
+    DEMO_DATA: "false",
+    ...opts.env,
+  });
+  const db = await createTestDatabase(backend);
+  const services = await openServices(config, {
+    db,
+    logger: createLogger("silent"),
+    ...(opts.clock ? { clock: opts.clock } : {}),
+  });
+  if (opts.fixture) {
+    const fixture =
+      opts.fixture === "sample"
+        ? await readFixtureFile(SAMPLE_FIXTURE)
+        : opts.fixture === "demo"
+          ? await readFixtureFile(DEMO_FIXTURE)
+          : opts.fixture;
+    await importFixture(services, fixture);
+  }
+  return services;
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  services: Services;
+  close(): Promise<void>;
+}
+
+export async function createTestApp(backend: Backend, opts: TestEnvOptions = {}): Promise<TestApp> {
+  const services = await createTestServices(backend, opts);
+  const app = await buildApp(services);
+  await app.ready();
+  return {
+    app,
+    services,
+    async close() {
+      await app.close();
+      await services.close();
+    },
+  };
+}
+
+/** A clock tests move by hand (idle expiry, token renewal) instead of sleeping. */
+export function manualClock(start = new Date("2026-11-21T10:00:00Z")) {
+  let now = start.getTime();
+  const clock = () => new Date(now);
+  return Object.assign(clock, {
+    advance(ms: number) {
+      now += ms;
+    },
+    set(d: Date) {
+      now = d.getTime();
+    },
+  });
+}
