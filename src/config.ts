@@ -126,21 +126,29 @@ const envSchema = z.object({
   }),
 });
 
-export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`));
-  }
-  const e = parsed.data;
+/** Rules between variables, read from the raw environment so they are listed with the others. */
+function crossProblems(env: Record<string, string | undefined>): string[] {
+  const given = (name: string) => (env[name] ?? "").trim() !== "";
+  const role = (env.ROLE ?? "").trim() || "all";
   const problems: string[] = [];
-  if (e.ROLE === "gateway") {
-    for (const key of ["READ_BACKEND_URL", "WRITE_BACKEND_URL", "AUTH_BACKEND_URL"] as const) {
-      if (!e[key]) problems.push(`${key}: required when ROLE=gateway`);
+  if (role === "gateway") {
+    for (const key of ["READ_BACKEND_URL", "WRITE_BACKEND_URL", "AUTH_BACKEND_URL"]) {
+      if (!given(key)) problems.push(`${key}: required when ROLE=gateway`);
     }
   }
-  if (e.ROLE !== "all" && !e.GATEWAY_SECRET) problems.push("GATEWAY_SECRET: required when ROLE is not all");
-  if (e.S3_ENDPOINT && !e.S3_BUCKET) problems.push("S3_BUCKET: required when S3_ENDPOINT is set");
-  if (problems.length) throw new ConfigError(problems);
+  if (role !== "all" && (ROLES as readonly string[]).includes(role) && !given("GATEWAY_SECRET"))
+    problems.push("GATEWAY_SECRET: required when ROLE is not all");
+  if (given("S3_ENDPOINT") && !given("S3_BUCKET"))
+    problems.push("S3_BUCKET: required when S3_ENDPOINT is set");
+  return problems;
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+  problems.push(...crossProblems(env));
+  if (!parsed.success || problems.length) throw new ConfigError(problems);
+  const e = parsed.data;
 
   return {
     nodeEnv: e.NODE_ENV,

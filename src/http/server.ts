@@ -20,7 +20,6 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
   const app = Fastify({
     loggerInstance: opts.logger as unknown as FastifyBaseLogger,
     bodyLimit: opts.config.bodyLimitBytes,
-    disableRequestLogging: false,
     return503OnClosing: true,
     genReqId(req) {
       const given = req.headers["x-request-id"];

@@ -1,0 +1,231 @@
+// Configuration (decisions.md §1): every variable's embedded default, and each kind of bad value
+// refused with a ConfigError whose message names the variable.
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.ts";
+
+function refusal(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(env)}`);
+}
+
+describe("loadConfig defaults", () => {
+  const config = loadConfig({});
+
+  it("serves on PORT 8080 with an embedded database in ./data, ROLE all", () => {
+    expect(config.port).toBe(8080);
+    expect(config.dataDir).toBe(path.resolve("./data"));
+    expect(config.role).toBe("all");
+    expect(config.nodeEnv).toBe("production");
+  });
+
+  it("leaves every real component unset (embedded defaults replace them)", () => {
+    expect(config.databaseUrl).toBeNull();
+    expect(config.databaseReadUrl).toBeNull();
+    expect(config.amqpUrl).toBeNull();
+    expect(config.redisUrl).toBeNull();
+    expect(config.s3).toEqual({
+      endpoint: null,
+      bucket: null,
+      region: "us-east-1",
+      accessKeyId: null,
+      secretAccessKey: null,
+      forcePathStyle: false,
+    });
+    expect(config.eventsExchange).toBe("dimensio.events");
+  });
+
+  it("token settings: no JWT_SECRET (generated later), issuer dimensio", () => {
+    expect(config.jwt).toEqual({ secret: null, issuer: "dimensio", audience: null, publicKeysPath: null });
+    expect(config.accessTokenActiveS).toBe(900);
+    expect(config.accessTokenRenewableS).toBe(3600);
+    expect(config.refreshTokenTtlS).toBe(2592000);
+  });
+
+  it("limits: the rate-limit windows, webhook retry base and private-address switch", () => {
+    expect(config.rateLimit).toEqual({
+      userPerSecond: 10,
+      userPerMinute: 100,
+      userPerHour: 1000,
+      tenantPerMinute: 1000,
+      tenantPerHour: 10000,
+    });
+    expect(config.webhookRetryBaseMs).toBe(1000);
+    expect(config.webhookAllowPrivate).toBe(false);
+  });
+
+  it("gateway settings are empty", () => {
+    expect(config.gateway).toEqual({
+      readBackendUrl: null,
+      writeBackendUrl: null,
+      authBackendUrl: null,
+      canaryReadUrl: null,
+      canaryWriteUrl: null,
+      microserviceRoutes: {},
+      developerRoutes: {},
+      secret: null,
+    });
+  });
+
+  it("an empty variable counts as unset", () => {
+    const c = loadConfig({ PORT: "", DATABASE_URL: "  ", ROLE: "" });
+    expect(c.port).toBe(8080);
+    expect(c.databaseUrl).toBeNull();
+    expect(c.role).toBe("all");
+  });
+});
+
+describe("loadConfig with values", () => {
+  it("takes every kind of value", () => {
+    const c = loadConfig({
+      PORT: "9090",
+      DATA_DIR: "/tmp/dimensio-x",
+      DATABASE_URL: "postgres://u:p@db:5432/app",
+      DATABASE_READ_URL: "postgresql://replica/app",
+      AMQP_URL: "amqp://guest:guest@mq:5672",
+      REDIS_URL: "redis://cache:6379/0",
+      S3_ENDPOINT: "http://s3.local:9000",
+      S3_BUCKET: "media",
+      S3_FORCE_PATH_STYLE: "true",
+      JWT_SECRET: "x".repeat(32),
+      JWT_ISSUER: "issuer-x",
+      JWT_AUDIENCE: "aud-x",
+      RATE_LIMIT_USER_PER_SECOND: "0",
+      WEBHOOK_RETRY_BASE_MS: "5",
+      WEBHOOK_ALLOW_PRIVATE: "yes",
+      ROLE: "read",
+      GATEWAY_SECRET: "shared",
+      MICROSERVICE_ROUTES: '{"orders":"http://orders:8080"}',
+    });
+    expect(c.port).toBe(9090);
+    expect(c.dataDir).toBe("/tmp/dimensio-x");
+    expect(c.databaseUrl).toBe("postgres://u:p@db:5432/app");
+    expect(c.databaseReadUrl).toBe("postgresql://replica/app");
+    expect(c.amqpUrl).toBe("amqp://guest:guest@mq:5672");
+    expect(c.redisUrl).toBe("redis://cache:6379/0");
+    expect(c.s3.endpoint).toBe("http://s3.local:9000");
+    expect(c.s3.forcePathStyle).toBe(true);
+    expect(c.jwt.secret).toBe("x".repeat(32));
+    expect(c.jwt.issuer).toBe("issuer-x");
+    expect(c.rateLimit.userPerSecond).toBe(0);
+    expect(c.webhookRetryBaseMs).toBe(5);
+    expect(c.webhookAllowPrivate).toBe(true);
+    expect(c.role).toBe("read");
+    expect(c.gateway.microserviceRoutes).toEqual({ orders: "http://orders:8080" });
+  });
+
+  it("ROLE=gateway with its backend URLs and secret is accepted", () => {
+    const c = loadConfig({
+      ROLE: "gateway",
+      READ_BACKEND_URL: "http://read:8080",
+      WRITE_BACKEND_URL: "http://write:8080",
+      AUTH_BACKEND_URL: "http://auth:8080",
+      GATEWAY_SECRET: "s",
+    });
+    expect(c.gateway.readBackendUrl).toBe("http://read:8080");
+  });
+});
+
+describe("loadConfig refuses bad values, naming the variable", () => {
+  it.each([
+    ["PORT", "abc"],
+    ["PORT", "80.5"],
+    ["PORT", "-1"],
+    ["PORT", "70000"],
+    ["RATE_LIMIT_USER_PER_MINUTE", "ten"],
+    ["ACCESS_TOKEN_ACTIVE_S", "1e3"],
+  ])("%s=%s (not a number in range)", (name, value) => {
+    const err = refusal({ [name]: value });
+    expect(err.message).toContain(name);
+    expect(err.problems.every((p) => p.startsWith(`${name}:`))).toBe(true);
+  });
+
+  it.each([
+    ["DATABASE_URL", "not a url"],
+    ["DATABASE_URL", "mysql://db/app"],
+    ["DATABASE_READ_URL", "http://db/app"],
+    ["AMQP_URL", "localhost:5672"],
+    ["AMQP_URL", "http://mq"],
+    ["REDIS_URL", "::::"],
+    ["REDIS_URL", "postgres://db"],
+    ["S3_ENDPOINT", "s3.local"],
+  ])("%s=%s (not a URL of the right kind)", (name, value) => {
+    const err = refusal({ [name]: value, S3_BUCKET: "media" });
+    expect(err.problems).toHaveLength(1);
+    expect(err.problems[0]).toMatch(new RegExp(`^${name}: must be a URL`));
+  });
+
+  it("ROLE outside the list", () => {
+    const err = refusal({ ROLE: "database" });
+    expect(err.problems).toEqual([expect.stringMatching(/^ROLE: must be one of all, gateway, read/)]);
+  });
+
+  it("JWT_SECRET shorter than 32 characters", () => {
+    const err = refusal({ JWT_SECRET: "short-secret" });
+    expect(err.problems).toEqual([expect.stringMatching(/^JWT_SECRET: must be at least 32 characters/)]);
+  });
+
+  it.each([
+    ["WEBHOOK_ALLOW_PRIVATE", "maybe"],
+    ["S3_FORCE_PATH_STYLE", "2"],
+    ["DEMO_DATA", "yesno"],
+  ])("%s=%s (not a boolean)", (name, value) => {
+    const err = refusal({ [name]: value });
+    expect(err.problems).toEqual([`${name}: must be true or false, got "${value}"`]);
+  });
+
+  it("ROLE=gateway without backend URLs names each missing one", () => {
+    const err = refusal({ ROLE: "gateway", GATEWAY_SECRET: "s" });
+    expect(err.problems).toEqual([
+      "READ_BACKEND_URL: required when ROLE=gateway",
+      "WRITE_BACKEND_URL: required when ROLE=gateway",
+      "AUTH_BACKEND_URL: required when ROLE=gateway",
+    ]);
+    expect(err.message).toContain("READ_BACKEND_URL");
+  });
+
+  it("ROLE=gateway with only some backend URLs names the missing ones", () => {
+    const err = refusal({ ROLE: "gateway", GATEWAY_SECRET: "s", READ_BACKEND_URL: "http://read" });
+    expect(err.problems).toEqual([
+      "WRITE_BACKEND_URL: required when ROLE=gateway",
+      "AUTH_BACKEND_URL: required when ROLE=gateway",
+    ]);
+  });
+
+  it("a backend role without GATEWAY_SECRET", () => {
+    const err = refusal({ ROLE: "write" });
+    expect(err.problems).toEqual(["GATEWAY_SECRET: required when ROLE is not all"]);
+  });
+
+  it("MICROSERVICE_ROUTES that is not a JSON object of URLs", () => {
+    expect(refusal({ MICROSERVICE_ROUTES: "{bad" }).problems[0]).toMatch(/^MICROSERVICE_ROUTES:/);
+    expect(refusal({ DEVELOPER_ROUTES: '{"a":"not a url"}' }).problems[0]).toMatch(/^DEVELOPER_ROUTES:/);
+  });
+
+  it("S3_ENDPOINT without S3_BUCKET", () => {
+    expect(refusal({ S3_ENDPOINT: "http://s3.local" }).problems).toEqual([
+      "S3_BUCKET: required when S3_ENDPOINT is set",
+    ]);
+  });
+
+  it("BODY_LIMIT_BYTES below 1024", () => {
+    expect(refusal({ BODY_LIMIT_BYTES: "10" }).problems).toEqual(["BODY_LIMIT_BYTES: must be at least 1024"]);
+  });
+
+  it("lists every bad variable at once", () => {
+    const err = refusal({ PORT: "x", AMQP_URL: "nope", ROLE: "bogus", JWT_SECRET: "s" });
+    const names = err.problems.map((p) => p.split(":")[0]);
+    expect(names.sort()).toEqual(["AMQP_URL", "JWT_SECRET", "PORT", "ROLE"]);
+  });
+
+  it("lists a bad value and a missing gateway URL together", () => {
+    const err = refusal({ ROLE: "gateway", GATEWAY_SECRET: "s", PORT: "x" });
+    const names = err.problems.map((p) => p.split(":")[0]);
+    expect(names.sort()).toEqual(["AUTH_BACKEND_URL", "PORT", "READ_BACKEND_URL", "WRITE_BACKEND_URL"]);
+  });
+});
