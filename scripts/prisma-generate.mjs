@@ -5,5 +5,7 @@ import { existsSync } from "node:fs";
 
 const env = { ...process.env };
 if (!env.PRISMA_SCHEMA_ENGINE_BINARY) env.PRISMA_SCHEMA_ENGINE_BINARY = process.execPath;
-if (!existsSync("prisma/schema.prisma")) process.exit(0);
-execFileSync(process.execPath, ["node_modules/prisma/build/index.js", "generate"], { stdio: "inherit", env });
+const cli = "node_modules/prisma/build/index.js";
+// `npm install --package-lock-only` runs this script with nothing installed: nothing to generate.
+if (!existsSync("prisma/schema.prisma") || !existsSync(cli)) process.exit(0);
+execFileSync(process.execPath, [cli, "generate"], { stdio: "inherit", env });
