@@ -302,3 +302,110 @@ export interface RequestContext {
   requestId: string;
   now: () => Date;
 }
+
+// ---------------------------------------------------------------- writes (issue 5: write pipeline)
+
+/**
+ * The named steps of the write pipeline, in the order a create passes them. WriteContext.onStep
+ * is told each one (tests inject failures there; production passes no hook).
+ */
+export type WriteStep =
+  | "authorize"
+  | "metadata"
+  | "load"
+  | "templates"
+  | "field_rules"
+  | "types"
+  | "required"
+  | "foreign_keys"
+  | "record"
+  | "outbox"
+  | "cascades"
+  | "commit";
+
+export type WriteAction = "created" | "updated" | "deleted";
+
+/** One record changed by a write: the direct one or one changed by a cascade. */
+export interface RecordChange {
+  dim: string;
+  action: WriteAction;
+  recordId: string | number;
+  /** The stored record after the change (for a force delete: as it was); TENANT_ID left out. */
+  record: Record<string, unknown>;
+  /** OUTBOX_ID of the change's event, as a string. */
+  eventId: string;
+  /** True for a physical (force) delete. */
+  force: boolean;
+}
+
+export interface WriteResult extends RecordChange {
+  /** Records created by the insert cascade (child records in the create body), in body order. */
+  children: WriteResult[];
+  /** Records changed by delete and update cascades, in the order they were changed. */
+  cascaded: RecordChange[];
+}
+
+/** The error of one failed record of a batch: the standard error body's members. */
+export interface BatchItemError {
+  error: string;
+  code: string;
+  message: string;
+  status: number;
+  field?: string;
+}
+
+export interface BatchItemResult {
+  index: number;
+  /** The record id (null when a create failed before one was known). */
+  id: string | number | null;
+  status: "created" | "updated" | "deleted" | "failed";
+  result?: WriteResult;
+  error?: BatchItemError;
+}
+
+export interface BatchResult {
+  success: number;
+  failed: number;
+  results: BatchItemResult[];
+}
+
+/** One operation of POST /api/v4/core/batch (docs/decisions.md, "Writes"). */
+export interface CoreBatchOperation {
+  method: "POST" | "PUT" | "PATCH" | "DELETE";
+  dim: string;
+  id?: string | number;
+  data?: Record<string, unknown>;
+  force?: boolean;
+  /** Name later operations use to refer to this one's record: "@{ref}" or "@{ref.FIELD}". */
+  ref?: string;
+  /** Security area for this operation; the request's source when absent. */
+  source?: string;
+}
+
+export interface CoreBatchOperationResult {
+  index: number;
+  ref: string | null;
+  method: CoreBatchOperation["method"];
+  dim: string;
+  result: WriteResult;
+}
+
+/** Metadata tables writable through /api/v4/core/{code} (level 4). */
+export type MetadataCode = "DIM" | "VAR" | "COST" | "OBJECT" | "MENU" | "SORT" | "DOCUMENT";
+
+/** One metadata row changed by a metadata write (rows removed along with a DIM or VAR included). */
+export interface MetadataChange {
+  code: MetadataCode;
+  action: WriteAction;
+  /** Key columns joined with "/", e.g. "CUST/EMAIL" (the event's AGGREGATE_ID). */
+  key: string;
+  row: Record<string, unknown>;
+  eventId: string;
+}
+
+export interface MetadataWriteResult extends MetadataChange {
+  /** The metadata version after the write. */
+  version: number;
+  /** Rows created or removed along with the row (a new DIM's fields; a removed DIM's or VAR's rows). */
+  related: MetadataChange[];
+}

@@ -16,21 +16,30 @@ import type {
 } from "../types.ts";
 
 interface Requirement {
-  operations: Operation[];
+  /** The operation a covering grant must hold, with at least `level`. */
+  operation: Operation;
   level: number;
+  /** Force delete: a covering grant must also hold this operation (the separate grant of spec 5.8). */
+  extra?: Operation;
 }
 
 export const REQUIREMENTS: Record<Access, Requirement> = {
-  read: { operations: ["read"], level: 1 },
-  create: { operations: ["write"], level: 2 },
-  update: { operations: ["write"], level: 2 },
-  delete: { operations: ["write"], level: 3 },
-  force_delete: { operations: ["write", "force_delete"], level: 3 },
-  metadata: { operations: ["write"], level: 4 },
+  read: { operation: "read", level: 1 },
+  create: { operation: "write", level: 2 },
+  update: { operation: "write", level: 2 },
+  delete: { operation: "write", level: 3 },
+  force_delete: { operation: "write", level: 3, extra: "force_delete" },
+  metadata: { operation: "write", level: 4 },
 };
 
 function describeGrants(grants: Grant[]) {
-  return grants.map((g) => ({ COD_MENU: g.COD_MENU, OPERATIONS: g.OPERATIONS, LEVEL: g.LEVEL }));
+  return grants.map((g) => ({
+    COD_MENU: g.COD_MENU,
+    NLEFT: g.NLEFT,
+    NRIGHT: g.NRIGHT,
+    OPERATIONS: g.OPERATIONS,
+    LEVEL: g.LEVEL,
+  }));
 }
 
 export function grantCovers(grant: Grant, node: MenuNode): boolean {
@@ -38,9 +47,21 @@ export function grantCovers(grant: Grant, node: MenuNode): boolean {
 }
 
 /**
- * Checks that the caller may perform `access` on dimension `dimCode` through the request's source.
- * Throws 400 MISSING_PARAMETER without a source, 403 INSUFFICIENT_PERMISSIONS otherwise.
- * Returns the grants that cover the source (the most permissive decides).
+ * Whether the source node serves the dimension: a node with COD_DIM serves that one; a grouping
+ * node serves the dimensions of the nodes below it, and dimensions no node serves at all.
+ */
+export function sourceServes(model: MetadataModel, node: MenuNode, dimCode: string): boolean {
+  if (node.dim) return node.dim === dimCode;
+  const servers = model.menu.filter((m) => m.dim === dimCode);
+  return servers.length === 0 || servers.some((m) => node.nleft <= m.nleft && m.nright <= node.nright);
+}
+
+/**
+ * Checks that the caller may perform `access` on dimension `dimCode` through the request's source
+ * (spec 5.8 with decisions.md §6, in order: source given, a grant covering it, the source serving
+ * the dimension, operation and level, the force-delete grant). Throws 400 MISSING_PARAMETER without
+ * a source, 403 INSUFFICIENT_PERMISSIONS otherwise. Returns the grants that cover the source.
+ * Tenant isolation is not decided here: every query filters on ctx.principal.tenantId.
  */
 export function authorize(
   ctx: RequestContext,
@@ -63,21 +84,28 @@ export function authorize(
   if (!node) return deny(`Source ${ctx.source} is not a security area (TB_MENU).`, ctx.source);
   const covering = principal.grants.filter((g) => grantCovers(g, node));
   if (!covering.length) return deny(`No grant covers source ${ctx.source}.`, ctx.source);
-  if (dimCode !== null && node.dim && node.dim !== dimCode) {
-    return deny(`Source ${ctx.source} serves dimension ${node.dim}, not ${dimCode}.`, node.dim);
+  if (dimCode !== null && !sourceServes(model, node, dimCode)) {
+    return deny(
+      node.dim
+        ? `Source ${ctx.source} serves dimension ${node.dim}, not ${dimCode}.`
+        : `Source ${ctx.source} does not serve dimension ${dimCode}.`,
+      node.dim ?? ctx.source,
+    );
   }
   const req = REQUIREMENTS[access];
-  const missingOp = req.operations.find((op) => !covering.some((g) => g.OPERATIONS.includes(op)));
-  if (missingOp) return deny(`The operation ${missingOp} is not granted on ${ctx.source}.`, missingOp);
-  const level = Math.max(
-    ...covering.filter((g) => req.operations.every((op) => g.OPERATIONS.includes(op))).map((g) => g.LEVEL),
-    -1,
-  );
+  const withOperation = covering.filter((g) => g.OPERATIONS.includes(req.operation));
+  if (!withOperation.length) {
+    return deny(`The operation ${req.operation} is not granted on ${ctx.source}.`, req.operation);
+  }
+  const level = Math.max(...withOperation.map((g) => g.LEVEL));
   if (level < req.level) {
     return deny(
       `Level ${req.level} is required for ${access} on ${ctx.source}; the grant gives ${level}.`,
       req.level,
     );
+  }
+  if (req.extra && !covering.some((g) => g.OPERATIONS.includes(req.extra!))) {
+    return deny(`A ${req.extra} grant is required on ${ctx.source}.`, req.extra);
   }
   return covering;
 }

@@ -1,8 +1,20 @@
-// The authentication service every protected route uses. (Identity issue: tokens, sessions.)
+// The authentication service every protected route uses (deps.auth): built once per app from the
+// services, it holds the keys, the token service and the rate-limit counters (memory or Redis).
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { AuthenticationError } from "../errors.ts";
+import { Redis } from "ioredis";
+import { createRateLimits } from "../ratelimit/limits.ts";
 import type { Services } from "../services.ts";
 import type { RequestContext } from "../types.ts";
+import { type AuthDeps, type AuthOptions, DEFAULT_AUTH_OPTIONS } from "./deps.ts";
+import { loadPublicKeys, loadSigningSecret } from "./keys.ts";
+import { type LoginRequest, type LoginResult, login, type RefreshResult, refresh } from "./login.ts";
+import { authenticateRequest, type VerifiedSession, verifySession } from "./session-auth.ts";
+import { deleteSession } from "./sessions.ts";
+import { createTokenService } from "./tokens.ts";
+
+export type { AuthOptions } from "./deps.ts";
+export type { LoginRequest, LoginResult, LoginUser, RefreshResult } from "./login.ts";
+export type { VerifiedSession } from "./session-auth.ts";
 
 export interface Auth {
   /**
@@ -11,14 +23,57 @@ export interface Auth {
    * Throws AuthenticationError (401) / RateLimitError (429).
    */
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<RequestContext>;
+  /** Token and session checks alone (no rate limit, no activity mark): the token validator. */
+  verify(request: FastifyRequest, opts?: { allowIdle?: boolean }): Promise<VerifiedSession>;
+  /** Login limits (per IP and username) apply first; their X-RateLimit-* headers go on `reply`. */
+  login(input: LoginRequest, request: FastifyRequest, reply: FastifyReply): Promise<LoginResult>;
+  /** Counts against the IP's login limit too. */
+  refresh(refreshToken: string, request: FastifyRequest, reply: FastifyReply): Promise<RefreshResult>;
+  /** Deletes the session of the request's token (and its refresh tokens); idle sessions too. */
+  logout(request: FastifyRequest): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function createAuth(_services: Services): Promise<Auth> {
+export async function createAuth(services: Services, overrides: Partial<AuthOptions> = {}): Promise<Auth> {
+  const options: AuthOptions = { ...DEFAULT_AUTH_OPTIONS, ...overrides };
+  const { config } = services;
+  const redis = config.redisUrl
+    ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
+    : null;
+  // An unreachable Redis is logged, not fatal: the limits fall back to memory meanwhile.
+  redis?.on("error", (err) => services.logger.warn({ err: err.message }, "redis error (rate limits)"));
+  const deps: AuthDeps = {
+    db: services.db,
+    clock: services.clock,
+    config,
+    metadata: services.metadata,
+    tokens: createTokenService({
+      secret: await loadSigningSecret(config),
+      publicKeys: await loadPublicKeys(config),
+      issuer: config.jwt.issuer,
+      audience: config.jwt.audience,
+      lifetimeS: config.accessTokenActiveS + config.accessTokenRenewableS,
+      clock: services.clock,
+    }),
+    limits: createRateLimits({
+      config: config.rateLimit,
+      login: options.login,
+      redis,
+      prefix: options.rateLimitPrefix,
+    }),
+    options,
+  };
   return {
-    async authenticate() {
-      throw new AuthenticationError("TOKEN_MISSING", "Authentication is not available yet.");
+    authenticate: (request, reply) => authenticateRequest(deps, request, reply),
+    verify: (request, opts) => verifySession(deps, request, opts),
+    login: (input, request, reply) => login(deps, input, request, reply),
+    refresh: (token, request, reply) => refresh(deps, token, request, reply),
+    async logout(request) {
+      const { session } = await verifySession(deps, request, { allowIdle: true });
+      await deleteSession(deps.db, session.sessionId);
     },
-    async close() {},
+    async close() {
+      if (redis) await redis.quit().catch(() => redis.disconnect());
+    },
   };
 }

@@ -68,10 +68,12 @@ export function createTokenService(opts: TokenServiceOptions): TokenService {
     } catch {
       throw invalid("The token header is malformed.");
     }
-    if (alg !== "HS256" && alg !== "RS256") throw invalid(`The token algorithm ${String(alg)} is not accepted.`);
+    if (alg !== "HS256" && alg !== "RS256")
+      throw invalid(`The token algorithm ${String(alg)} is not accepted.`);
     if (!allowed.includes(alg)) throw invalid(`The token algorithm ${alg} is not accepted here.`);
     const publicKeys = opts.publicKeys;
-    if (alg === "RS256" && !publicKeys) throw invalid("RS256 tokens are not accepted: no public keys are set.");
+    if (alg === "RS256" && !publicKeys)
+      throw invalid("RS256 tokens are not accepted: no public keys are set.");
 
     let payloadBytes: Uint8Array;
     try {

@@ -55,11 +55,90 @@ function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner 
   };
 }
 
+/**
+ * One LISTEN subscription on a pool client of its own. When that connection breaks, the client is
+ * dropped and the subscription re-established with backoff; `onPayload("")` then tells the
+ * subscriber that notifications may have been missed meanwhile.
+ */
+async function subscribe(
+  pool: pg.Pool,
+  channel: string,
+  onPayload: (payload: string) => void,
+): Promise<() => Promise<void>> {
+  let client: pg.PoolClient | null = null;
+  let active = true;
+  let retry: NodeJS.Timeout | null = null;
+  const handler = (msg: pg.Notification) => {
+    if (msg.channel === channel) onPayload(msg.payload ?? "");
+  };
+  const detach = (c: pg.PoolClient) => {
+    c.off("notification", handler);
+    c.off("error", onError);
+  };
+  function onError(err: Error) {
+    const c = client;
+    client = null;
+    if (c) {
+      detach(c);
+      c.release(err);
+    }
+    if (active) reconnectLater(250);
+  }
+  async function connect(): Promise<void> {
+    const c = await pool.connect();
+    c.on("notification", handler);
+    c.on("error", onError);
+    try {
+      await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    } catch (err) {
+      detach(c);
+      c.release(err as Error);
+      throw err;
+    }
+    client = c;
+  }
+  function reconnectLater(delay: number) {
+    retry = setTimeout(async () => {
+      retry = null;
+      if (!active) return;
+      try {
+        await connect();
+      } catch {
+        if (active) reconnectLater(Math.min(delay * 2, 10_000));
+        return;
+      }
+      if (!active) return void unlistenClient();
+      onPayload("");
+    }, delay);
+    retry.unref();
+  }
+  async function unlistenClient() {
+    const c = client;
+    client = null;
+    if (!c) return;
+    detach(c);
+    // A client that stops listening goes back to the pool in a clean state.
+    c.on("error", () => {});
+    await c.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
+    c.release();
+  }
+  await connect();
+  return async () => {
+    if (!active) return;
+    active = false;
+    if (retry) clearTimeout(retry);
+    retry = null;
+    await unlistenClient();
+  };
+}
+
 export function openPostgres(connectionString: string, opts: { max?: number } = {}): DatabaseHandle {
   const pool = new pg.Pool({ connectionString, max: opts.max ?? 10, application_name: "dimensio" });
   // An idle client that loses its connection must not crash the process.
   pool.on("error", () => {});
   const base = pgQueryable(pool);
+  const subscriptions = new Set<() => Promise<void>>();
+  let closing: Promise<void> | null = null;
   return {
     kind: "postgres",
     pool,
@@ -81,20 +160,21 @@ export function openPostgres(connectionString: string, opts: { max?: number } = 
       }
     },
     async listen(channel, onPayload) {
-      const client = await pool.connect();
-      const handler = (msg: pg.Notification) => {
-        if (msg.channel === channel) onPayload(msg.payload ?? "");
+      const stop = await subscribe(pool, channel, onPayload);
+      const unlisten = async () => {
+        subscriptions.delete(unlisten);
+        await stop();
       };
-      client.on("notification", handler);
-      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      return async () => {
-        client.off("notification", handler);
-        await client.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
-        client.release();
-      };
+      subscriptions.add(unlisten);
+      return unlisten;
     },
-    async close() {
-      await pool.end();
+    close() {
+      // The pool ends only when every client is back: listening clients are returned first.
+      closing ??= (async () => {
+        await Promise.all([...subscriptions].map((u) => u()));
+        await pool.end();
+      })();
+      return closing;
     },
   };
 }

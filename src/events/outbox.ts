@@ -1,27 +1,37 @@
-// Outbox rows (TB_ANAG_OUTBOX00), written in the same transaction as the change they describe.
+// Outbox rows (TB_ANAG_OUTBOX00), written in the same transaction as the change they describe
+// (spec 2.8, decisions.md §8). PUBLISHED_AT stays null until the relay has published the row.
 import type { Queryable } from "../types.ts";
 
 export type EventKind = "Created" | "Updated" | "Deleted";
 
 export interface OutboxEvent {
+  /** AGGREGATE_TYPE: a dimension code, or a metadata table code (DIM, VAR, COST, …). */
   dim: string;
   kind: EventKind;
   recordId: string | number;
   tenantId: string;
   payload: Record<string, unknown>;
+  /** CREATED_AT; the database clock when absent. */
+  createdAt?: Date;
+}
+
+/** `<COD_DIM>Created`, `<COD_DIM>Updated`, `<COD_DIM>Deleted`. */
+export function eventType(dim: string, kind: EventKind): string {
+  return `${dim}${kind}`;
 }
 
 /** Inserts one event row; returns its OUTBOX_ID as a string (the response's event_id). */
 export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Promise<string> {
   const res = await tx.query<{ OUTBOX_ID: number | string }>(
-    `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID")
-     VALUES ($1, $2, $3, $4, $5) RETURNING "OUTBOX_ID"`,
+    `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
+     VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now())) RETURNING "OUTBOX_ID"`,
     [
-      `${event.dim}${event.kind}`,
+      eventType(event.dim, event.kind),
       event.dim,
       String(event.recordId),
       JSON.stringify(event.payload),
       event.tenantId,
+      event.createdAt ? event.createdAt.toISOString() : null,
     ],
   );
   return String(res.rows[0]!.OUTBOX_ID);

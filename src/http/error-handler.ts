@@ -8,6 +8,16 @@ export interface MappedError {
   headers?: Record<string, string>;
 }
 
+/** 4xx statuses of the framework (or a library) that keep their status; any other 4xx is a 400. */
+const OTHER_CLIENT_ERRORS: Record<number, { error: string; code: string }> = {
+  404: { error: "NotFound", code: "NOT_FOUND" },
+  405: { error: "MethodNotAllowed", code: "METHOD_NOT_ALLOWED" },
+  406: { error: "NotAcceptable", code: "NOT_ACCEPTABLE" },
+  408: { error: "RequestTimeout", code: "REQUEST_TIMEOUT" },
+  429: { error: "RateLimitExceeded", code: "RATE_LIMIT_EXCEEDED" },
+  431: { error: "HeadersTooLarge", code: "HEADERS_TOO_LARGE" },
+};
+
 function fastifyClientError(err: FastifyError): MappedError | null {
   const status = err.statusCode;
   if (!status || status < 400 || status >= 500) return null;
@@ -30,6 +40,12 @@ function fastifyClientError(err: FastifyError): MappedError | null {
         code: "UNSUPPORTED_MEDIA_TYPE",
         status,
       },
+    };
+  const other = OTHER_CLIENT_ERRORS[status];
+  if (other)
+    return {
+      status,
+      body: { error: other.error, message: err.message || other.error, code: other.code, status },
     };
   const invalidJson = err.code?.startsWith("FST_ERR_CTP") || err instanceof SyntaxError;
   return {

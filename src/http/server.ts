@@ -26,10 +26,26 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
       return typeof given === "string" && REQUEST_ID_RE.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    // Errors raised before routing (a malformed URL) get the standard body too.
+    frameworkErrors(error, request, reply) {
+      reply.header("X-Request-ID", request.id);
+      return errorHandler(error, request, reply);
+    },
   });
 
   app.addHook("onRequest", async (request, reply) => {
     reply.header("X-Request-ID", request.id);
+  });
+
+  // Graceful shutdown: close() waits for requests in flight; their responses close the
+  // connection, so that a keep-alive client does not hold the server open until it times out.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", async (_request, reply, payload) => {
+    if (closing) reply.header("Connection", "close");
+    return payload;
   });
 
   await app.register(cors, {
@@ -53,6 +69,10 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
     ],
     maxAge: 86400,
   });
+
+  // Bodies are JSON (spec 4.1): a text/plain body is a 415 like any other type, not a string.
+  // A plugin that takes another type (multipart uploads, a proxy) registers its own parser.
+  app.removeContentTypeParser("text/plain");
 
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);

@@ -32,15 +32,31 @@ export function createMetadataRegistry(deps: { prisma: PrismaClient; db: Databas
     return next;
   }
 
+  function run(force: boolean): Promise<MetadataModel> {
+    inFlight = load(force).finally(() => {
+      inFlight = null;
+    });
+    return inFlight;
+  }
+
+  // A reload already running may have read the version before the change that prompted this
+  // call: queue one more reload after it (shared by every caller that arrives meanwhile).
+  let queued: Promise<MetadataModel> | null = null;
+  let queuedForce = false;
   function refresh(force = false): Promise<MetadataModel> {
-    // Single flight: concurrent callers share one reload.
-    if (!inFlight) {
-      inFlight = load(force).finally(() => {
-        inFlight = null;
-      });
-      return inFlight;
+    if (!inFlight) return run(force);
+    if (queued) {
+      queuedForce ||= force;
+      return queued;
     }
-    return inFlight.then((m) => (force ? load(true) : m));
+    queuedForce = force;
+    queued = inFlight
+      .catch(() => undefined)
+      .then(() => {
+        queued = null;
+        return run(queuedForce);
+      });
+    return queued;
   }
 
   return {

@@ -1,23 +1,63 @@
-// Metadata reads under /api/v4/core: DIM/{dim} (and, with the reads issue, VAR and COST).
-import type { FastifyPluginAsync } from "fastify";
-import { NotFoundError } from "../errors.ts";
+// Metadata reads under /api/v4/core: DIM/{dim}, VAR?filter[COD_DIM]=, COST?filter[COD_DIM]=.
+// Authenticated, and limited like record reads: the source must grant read on the dimension.
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { BadRequestError, ValidationError } from "../errors.ts";
+import type { QueryParams } from "../query/rest-params.ts";
+import {
+  createReadContext,
+  describeDimension,
+  listFieldConfigurations,
+  listFieldDefinitions,
+  type ReadContext,
+} from "../resolvers/read/index.ts";
 import type { RouteDeps } from "./deps.ts";
 
-export const metadataRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
-  app.get<{ Params: { dim: string } }>("/api/v4/core/DIM/:dim", async (request) => {
-    const model = services.metadata.current();
-    const dim = model.dimensions.get(request.params.dim);
-    if (!dim) {
-      throw new NotFoundError("DIMENSION_NOT_FOUND", `Dimension ${request.params.dim} does not exist.`);
+const DIM_FILTER_KEYS = new Set(["filter[COD_DIM]", "filter[COD_DIM][$eq]", "filter[COD_DIM][eq]"]);
+
+/** The dimension named by filter[COD_DIM] (required; no other filter is offered). */
+function dimensionFilter(query: QueryParams): string {
+  let dim: string | undefined;
+  for (const key of Object.keys(query)) {
+    if (!key.startsWith("filter")) continue;
+    if (!DIM_FILTER_KEYS.has(key)) {
+      throw new ValidationError(
+        "INVALID_FIELD",
+        `Only filter[COD_DIM] is accepted here; got ${key.slice(0, 60)}.`,
+        {
+          field: key.slice(0, 60),
+        },
+      );
     }
-    return {
-      data: {
-        COD_DIM: dim.code,
-        DESC_DIM: dim.description,
-        TABLE_NAME: dim.tableName,
-        ID_FIELD: dim.idField,
-        CASCADE_DELETE: dim.cascadeDelete.length ? dim.cascadeDelete.join(",") : null,
-      },
-    };
+    const v = query[key];
+    if (typeof v === "string" && v.trim() !== "") dim = v.trim();
+  }
+  if (!dim) {
+    throw new BadRequestError("MISSING_PARAMETER", "The query parameter filter[COD_DIM] is required.", {
+      field: "filter[COD_DIM]",
+    });
+  }
+  return dim;
+}
+
+export const metadataRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
+  const readContext = async (request: FastifyRequest, reply: FastifyReply): Promise<ReadContext> =>
+    createReadContext(
+      { db: services.db, metadata: services.metadata },
+      await auth.authenticate(request, reply),
+    );
+
+  app.get<{ Params: { dim: string } }>("/api/v4/core/DIM/:dim", async (request, reply) => {
+    const rc = await readContext(request, reply);
+    return { data: await describeDimension(rc, request.params.dim) };
+  });
+
+  app.get("/api/v4/core/VAR", async (request, reply) => {
+    const rc = await readContext(request, reply);
+    return { data: await listFieldDefinitions(rc, dimensionFilter(request.query as QueryParams)) };
+  });
+
+  app.get("/api/v4/core/COST", async (request, reply) => {
+    const rc = await readContext(request, reply);
+    return { data: await listFieldConfigurations(rc, dimensionFilter(request.query as QueryParams)) };
   });
 };

@@ -1,4 +1,68 @@
-import type { FastifyPluginAsync } from "fastify";
+// REST read endpoints of spec 4.2 under /api/v4/core. Each route authenticates, turns the query
+// string into the query model, calls a read resolver and serialises its result; nothing else.
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { parseListParams, parseRecordParams, type QueryParams } from "../query/rest-params.ts";
+import {
+  countRecords,
+  createReadContext,
+  describeFields,
+  getRecord,
+  listRecords,
+  listRecordsBySort,
+  type ReadContext,
+} from "../resolvers/read/index.ts";
 import type { RouteDeps } from "./deps.ts";
+import { createReadSerializers } from "./response/serializers.ts";
 
-export const readRoutes: FastifyPluginAsync<RouteDeps> = async (_app, _deps) => {};
+type DimParams = { Params: { dim: string } };
+
+function sendJson(reply: FastifyReply, body: string) {
+  return reply.type("application/json; charset=utf-8").send(body);
+}
+
+export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
+  const serializers = createReadSerializers();
+  const readContext = async (request: FastifyRequest, reply: FastifyReply): Promise<ReadContext> =>
+    createReadContext(
+      { db: services.db, metadata: services.metadata },
+      await auth.authenticate(request, reply),
+    );
+  const query = (request: FastifyRequest) => request.query as QueryParams;
+
+  app.get<DimParams>("/api/v4/core/:dim", async (request, reply) => {
+    const rc = await readContext(request, reply);
+    const result = await listRecords(rc, request.params.dim, parseListParams(query(request)));
+    return sendJson(reply, serializers.list(rc.model.version, result));
+  });
+
+  app.get<DimParams>("/api/v4/core/:dim/count", async (request, reply) => {
+    const rc = await readContext(request, reply);
+    return countRecords(rc, request.params.dim, parseListParams(query(request)));
+  });
+
+  app.get<DimParams>("/api/v4/core/:dim/fields", async (request, reply) => {
+    const rc = await readContext(request, reply);
+    return { data: await describeFields(rc, request.params.dim) };
+  });
+
+  app.get<{ Params: { dim: string; sortKey: string } }>(
+    "/api/v4/core/:dim/sort/:sortKey",
+    async (request, reply) => {
+      const rc = await readContext(request, reply);
+      const params = parseListParams(query(request));
+      const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
+      return sendJson(reply, serializers.list(rc.model.version, result));
+    },
+  );
+
+  app.get<{ Params: { dim: string; id: string } }>("/api/v4/core/:dim/:id", async (request, reply) => {
+    const rc = await readContext(request, reply);
+    const result = await getRecord(
+      rc,
+      request.params.dim,
+      request.params.id,
+      parseRecordParams(query(request)),
+    );
+    return sendJson(reply, serializers.record(rc.model.version, result));
+  });
+};

@@ -1,4 +1,209 @@
-import type { FastifyPluginAsync } from "fastify";
+// Write endpoints of spec 4.3 (routed to the write backend) and metadata writes: authenticate,
+// read the body, call the write resolver, shape the response. No rule is decided here.
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { BadRequestError } from "../errors.ts";
+import { type MetadataWriteOp, writeMetadata } from "../resolvers/metadata/write.ts";
+import { METADATA_TABLES } from "../resolvers/metadata/tables.ts";
+import { batchCreate, batchDelete, batchUpdate } from "../resolvers/write/batch.ts";
+import { runCoreBatch } from "../resolvers/write/core-batch.ts";
+import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
+import { presentCascaded, presentDeleted, presentResult } from "../resolvers/write/present.ts";
+import type { BatchResult, MetadataWriteResult, RequestContext, WriteResult } from "../types.ts";
 import type { RouteDeps } from "./deps.ts";
 
-export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (_app, _deps) => {};
+const CORE = "/api/v4/core";
+
+type Body = Record<string, unknown>;
+type DimParams = { Params: { dim: string } };
+type RecordParams = { Params: { dim: string; id: string }; Querystring: { force?: string } };
+
+function bodyObject(body: unknown): Body {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    throw new BadRequestError("INVALID_REQUEST", "The request body must be a JSON object.");
+  }
+  return body as Body;
+}
+
+/** The `data` object of a write body ({data: {field: value}}). */
+function dataObject(body: unknown): Body {
+  const data = bodyObject(body).data;
+  if (data === null || typeof data !== "object" || Array.isArray(data)) {
+    throw new BadRequestError("INVALID_REQUEST", "The body must be {data: {field: value, …}}.", {
+      field: "data",
+    });
+  }
+  return data as Body;
+}
+
+function arrayMember(body: unknown, member: string): unknown[] {
+  const list = bodyObject(body)[member];
+  if (!Array.isArray(list)) {
+    throw new BadRequestError("INVALID_REQUEST", `The body must carry ${member}: [ … ].`, { field: member });
+  }
+  return list;
+}
+
+function parseFlag(value: unknown, name: string): boolean {
+  if (value === undefined || value === null || value === false || value === "false" || value === "0")
+    return false;
+  if (value === true || value === "true" || value === "1" || value === "") return true;
+  throw new BadRequestError("INVALID_PARAMETER", `${name} must be true or false.`, { field: name });
+}
+
+function withCascaded(body: Body, result: WriteResult): Body {
+  if (result.cascaded.length) body.cascaded = presentCascaded(result);
+  return body;
+}
+
+function batchBody(result: BatchResult): Body {
+  return {
+    success: result.success,
+    failed: result.failed,
+    results: result.results.map((r) =>
+      r.status === "failed"
+        ? { index: r.index, id: r.id, status: r.status, error: r.error }
+        : { index: r.index, id: r.id, status: r.status, event_id: r.result?.eventId },
+    ),
+  };
+}
+
+function metadataBody(result: MetadataWriteResult, verb: string): Body {
+  const body: Body = {
+    data: result.row,
+    message: `${result.code} ${result.key} ${verb}.`,
+    event_id: result.eventId,
+    version: result.version,
+  };
+  if (result.related.length) {
+    body.related = result.related.map((r) => ({
+      code: r.code,
+      key: r.key,
+      action: r.action,
+      event_id: r.eventId,
+    }));
+  }
+  return body;
+}
+
+export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
+  const ctxOf = (request: FastifyRequest, reply: FastifyReply): Promise<RequestContext> =>
+    auth.authenticate(request, reply);
+  const present = (ctx: RequestContext, result: WriteResult) =>
+    presentResult(ctx, services.metadata.current(), result);
+
+  // ---------------------------------------------------------------- multi-dimension batch
+  app.post(`${CORE}/batch`, async (request, reply) => {
+    const ctx = await ctxOf(request, reply);
+    const results = await runCoreBatch(services, ctx, request.body);
+    return {
+      success: results.length,
+      results: results.map(({ index, ref, method, dim, result }) => ({
+        index,
+        ref,
+        method,
+        dimension: dim,
+        status: method === "POST" ? 201 : 200,
+        id: result.recordId,
+        event_id: result.eventId,
+        data: result.force ? null : present(ctx, result),
+      })),
+    };
+  });
+
+  // ---------------------------------------------------------------- metadata writes (level 4)
+  for (const table of Object.values(METADATA_TABLES)) {
+    const base = `${CORE}/${table.code}`;
+    const keyPath = `${base}/${table.key.map((k) => `:${k}`).join("/")}`;
+    const run = async (request: FastifyRequest, reply: FastifyReply, op: MetadataWriteOp) => {
+      const ctx = await ctxOf(request, reply);
+      return writeMetadata(services, ctx, {
+        code: table.code,
+        op,
+        key: request.params as Record<string, string>,
+        ...(op === "delete" ? {} : { data: bodyObject(request.body).data }),
+        ...(op === "create" && bodyObject(request.body).fields !== undefined
+          ? { fields: bodyObject(request.body).fields }
+          : {}),
+      });
+    };
+    app.post(base, async (request, reply) =>
+      reply.status(201).send(metadataBody(await run(request, reply, "create"), "created")),
+    );
+    app.put(keyPath, async (request, reply) =>
+      metadataBody(await run(request, reply, "replace"), "replaced"),
+    );
+    app.patch(keyPath, async (request, reply) => metadataBody(await run(request, reply, "patch"), "updated"));
+    app.delete(keyPath, async (request, reply) =>
+      metadataBody(await run(request, reply, "delete"), "deleted"),
+    );
+  }
+
+  // ---------------------------------------------------------------- batches on one dimension
+  app.post<DimParams>(`${CORE}/:dim/batch`, async (request, reply) => {
+    const ctx = await ctxOf(request, reply);
+    return batchBody(await batchCreate(services, ctx, request.params.dim, arrayMember(request.body, "data")));
+  });
+  app.patch<DimParams>(`${CORE}/:dim/batch`, async (request, reply) => {
+    const ctx = await ctxOf(request, reply);
+    return batchBody(await batchUpdate(services, ctx, request.params.dim, arrayMember(request.body, "data")));
+  });
+  app.post<DimParams>(`${CORE}/:dim/batch-delete`, async (request, reply) => {
+    const ctx = await ctxOf(request, reply);
+    const ids = arrayMember(request.body, "ids");
+    const force = parseFlag(bodyObject(request.body).force, "force");
+    return batchBody(await batchDelete(services, ctx, request.params.dim, ids, force));
+  });
+
+  // ---------------------------------------------------------------- one record
+  app.post<DimParams>(`${CORE}/:dim`, async (request, reply) => {
+    const ctx = await ctxOf(request, reply);
+    const result = await createOne(services, ctx, request.params.dim, dataObject(request.body));
+    return reply.status(201).send({
+      data: present(ctx, result),
+      message: `${result.dim} ${result.recordId} created.`,
+      event_id: result.eventId,
+    });
+  });
+
+  const update =
+    (mode: "put" | "patch") => async (request: FastifyRequest<RecordParams>, reply: FastifyReply) => {
+      const ctx = await ctxOf(request, reply);
+      const { dim, id } = request.params;
+      const result = await updateOne(services, ctx, dim, id, dataObject(request.body), mode);
+      return withCascaded(
+        {
+          data: present(ctx, result),
+          message: `${result.dim} ${result.recordId} updated.`,
+          event_id: result.eventId,
+        },
+        result,
+      );
+    };
+  app.put<RecordParams>(`${CORE}/:dim/:id`, update("put"));
+  app.patch<RecordParams>(`${CORE}/:dim/:id`, update("patch"));
+
+  app.delete<RecordParams>(`${CORE}/:dim/:id`, async (request, reply) => {
+    const ctx = await ctxOf(request, reply);
+    const { dim, id } = request.params;
+    const force = parseFlag(request.query.force, "force");
+    const result = await deleteOne(services, ctx, dim, id, force);
+    if (force) {
+      return withCascaded(
+        {
+          message: `${result.dim} ${result.recordId} permanently deleted.`,
+          record_id: result.recordId,
+          event_id: result.eventId,
+        },
+        result,
+      );
+    }
+    return withCascaded(
+      {
+        data: presentDeleted(services.metadata.current(), result),
+        message: `${result.dim} ${result.recordId} deleted.`,
+        event_id: result.eventId,
+      },
+      result,
+    );
+  });
+};

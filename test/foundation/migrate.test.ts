@@ -110,7 +110,10 @@ describe.each(BACKENDS)("migrations on %s", (backend) => {
         await cp(MIGRATIONS_DIR, fresh, { recursive: true });
         await migrate(db, fresh);
         await cp(path.join(fresh, names[0]!), path.join(fresh, "9999_extra"), { recursive: true });
-        await writeFile(path.join(fresh, "9999_extra", "migration.sql"), `CREATE TABLE "extra_t" ("x" INTEGER);`);
+        await writeFile(
+          path.join(fresh, "9999_extra", "migration.sql"),
+          `CREATE TABLE "extra_t" ("x" INTEGER);`,
+        );
         expect(await migrationsApplied(db, fresh)).toBe(false);
         expect((await migrate(db, fresh)).applied).toEqual(["9999_extra"]);
         expect(await migrationsApplied(db, fresh)).toBe(true);

@@ -1,4 +1,7 @@
-import type { MetadataModel, Queryable, RequestContext } from "../../types.ts";
+import type { MetadataModel, Queryable, RequestContext, WriteStep } from "../../types.ts";
+
+/** Called at each named step of the pipeline; throwing aborts the write (tests inject failures). */
+export type StepHook = (step: WriteStep) => void | Promise<void>;
 
 /** What one write needs: the open transaction, the caller, the metadata and the moment. */
 export interface WriteContext {
@@ -11,4 +14,10 @@ export interface WriteContext {
    * body; types, lengths, templates, required fields and foreign keys still apply.
    */
   trusted: boolean;
+  /** Test seam: told each step; production passes none. */
+  onStep?: StepHook;
+}
+
+export async function step(w: Pick<WriteContext, "onStep">, name: WriteStep): Promise<void> {
+  if (w.onStep) await w.onStep(name);
 }

@@ -71,7 +71,8 @@ export async function renderTemplate(template: string, scope: TemplateScope): Pr
         out += ctx.source ?? "";
         break;
       case "centro_dett":
-        out += ctx.centerDett ?? ctx.principal.centroDett ?? "";
+        // The caller's organisational unit (token claim centro_dett), not the visibility context.
+        out += ctx.principal.centroDett ?? ctx.centerDett ?? "";
         break;
       case "ambiente":
         out += ctx.principal.ambiente ?? "";

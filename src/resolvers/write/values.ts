@@ -1,6 +1,7 @@
 // Values in and out of dimension tables: checking a body value against its field's type and
 // length (decisions.md §3), and turning a table row into a response record.
 import { ValidationError } from "../../errors.ts";
+import { fieldConfig } from "../../metadata/build.ts";
 import { TENANT_COLUMN } from "../../metadata/data-types.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
 
@@ -49,8 +50,7 @@ export function toColumnValue(field: FieldDef, value: unknown): unknown {
       if (typeof value !== "number" || !Number.isFinite(value)) invalid(field, "expected a number");
       const precision = field.length ?? 18;
       const scale = Math.min(field.decimals, precision);
-      const intDigits = Math.trunc(Math.abs(value)).toString().length;
-      if (Math.trunc(Math.abs(value)) !== 0 && intDigits > precision - scale)
+      if (Math.abs(value) >= 10 ** (precision - scale))
         invalid(field, `more than ${precision - scale} digits before the decimal point`);
       return value;
     }
@@ -66,11 +66,48 @@ export function toColumnValue(field: FieldDef, value: unknown): unknown {
         invalid(field, "expected a timestamp as 14 digits YYYYMMDDHHmmss");
       return value;
     case "JSON":
-      return JSON.stringify(value);
-    case "MEDIA":
-      if (typeof value !== "object" || Array.isArray(value)) invalid(field, "expected a media object");
-      return JSON.stringify(value);
+    case "MEDIA": {
+      if (field.dataType === "MEDIA" && (typeof value !== "object" || Array.isArray(value)))
+        invalid(field, "expected a media object");
+      const json = JSON.stringify(value);
+      // PostgreSQL's jsonb cannot hold a NUL character.
+      if (json.includes("\\u0000")) invalid(field, "contains a NUL character");
+      return json;
+    }
   }
+}
+
+export function isBlank(v: unknown): boolean {
+  return v === undefined || v === null || v === "";
+}
+
+/**
+ * 422 REQUIRED_FIELD_MISSING when one of `fields` that is required (TB_COST.REQUIRED, or
+ * NULLABLE false) has no value in `values`; every missing field is listed.
+ */
+export function checkRequired(
+  dim: DimensionDef,
+  fields: readonly FieldDef[],
+  values: Record<string, unknown>,
+  centerDett: string | null,
+): void {
+  const missing = fields.filter(
+    (f) => (fieldConfig(f, centerDett).required || !f.nullable) && isBlank(values[f.code]),
+  );
+  const first = missing[0];
+  if (!first) return;
+  const names = missing.map((f) => f.code).join(", ");
+  throw new ValidationError(
+    "REQUIRED_FIELD_MISSING",
+    `${dim.code}: required field${missing.length > 1 ? "s" : ""} missing: ${names}.`,
+    {
+      field: first.code,
+      ...(missing.length > 1
+        ? { errors: missing.map((f) => ({ field: f.code, message: `${f.code} is required.` })) }
+        : {}),
+    },
+    422,
+  );
 }
 
 /** A table row as a record: TENANT_ID left out, JSON columns as they are, the rest unchanged. */

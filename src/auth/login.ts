@@ -1,0 +1,175 @@
+// Login (credentials or token exchange) and refresh: the three phases of spec 5.2 end in one
+// TB_ANAG_SESSIONS00 row, an access token naming it, and a refresh token.
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { AuthenticationError } from "../errors.ts";
+import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
+import type { Grant } from "../types.ts";
+import { type AuthDeps, idleDeadline } from "./deps.ts";
+import { buildProfile, loadUserGrants } from "./profile.ts";
+import { consumeRefreshToken, issueRefreshToken } from "./refresh-tokens.ts";
+import { accessClaims, syncProfile } from "./session-auth.ts";
+import { deleteSession, findSession, insertSession, purgeDeadSessions, touchSession } from "./sessions.ts";
+import { checkCredentials, findUser, type UserRecord } from "./users.ts";
+
+/** The user block of a login response (spec 5.3). */
+export interface LoginUser {
+  user_id: string;
+  tenant_id: string;
+  source: string | null;
+  centro_dett: string | null;
+  peso: string;
+  grants: Grant[];
+}
+
+export interface LoginResult {
+  accessToken: string;
+  refreshToken: string;
+  /** Seconds the access token stays active (ACCESS_TOKEN_ACTIVE_S). */
+  expiresIn: number;
+  issuedAt: number;
+  user: LoginUser;
+}
+
+interface LoginContext {
+  source: string | null;
+  centroDett: string | null;
+  /** Variants B and token exchange: the user must belong to this tenant. */
+  tenantId: string | null;
+  /** Variant B: the device id, kept in the session context. */
+  uuid: string | null;
+}
+
+export type LoginRequest =
+  | ({ kind: "credentials"; username: string; password: string } & LoginContext)
+  | ({ kind: "token"; accessToken: string } & LoginContext);
+
+export interface RefreshResult {
+  accessToken: string;
+  refreshToken: string;
+  expiresIn: number;
+}
+
+const badCredentials = () => new AuthenticationError("INVALID_CREDENTIALS", "Invalid username or password.");
+
+async function consumeLogin(
+  deps: AuthDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  username: string | null,
+) {
+  const decision = await deps.limits.login(request.ip, username);
+  if (decision.exceeded) throw rateLimitError(decision.exceeded, "login attempts");
+  if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+}
+
+/** Token exchange: an RS256 token of JWT_PUBLIC_KEYS whose sub (or user_id) names an active user. */
+async function userOfExternalToken(deps: AuthDeps, accessToken: string, tenantId: string | null) {
+  const { claims } = await deps.tokens.verifyExternal(accessToken);
+  const userId = typeof claims.sub === "string" ? claims.sub : claims.user_id;
+  const claimedTenant = typeof claims.tenant_id === "string" ? claims.tenant_id : null;
+  const user = typeof userId === "string" ? await findUser(deps.db, userId) : null;
+  if (!user?.active) return null;
+  if (claimedTenant !== null && claimedTenant !== user.tenantId) return null;
+  if (tenantId !== null && tenantId !== user.tenantId) return null;
+  return user;
+}
+
+async function openSession(deps: AuthDeps, user: UserRecord, input: LoginContext): Promise<LoginResult> {
+  const now = deps.clock();
+  const grants = await loadUserGrants(deps.db, user.userId);
+  const profile = buildProfile(deps.metadata.current(), user, grants, {
+    source: input.source,
+    centroDett: input.centroDett,
+    uuid: input.uuid,
+  });
+  await purgeDeadSessions(deps.db, user.userId, now);
+  const sessionId = await insertSession(deps.db, {
+    userId: user.userId,
+    tenantId: user.tenantId,
+    profile,
+    now,
+    expiresAt: idleDeadline(deps, now),
+  });
+  const refreshToken = await issueRefreshToken(deps.db, {
+    sessionId,
+    userId: user.userId,
+    now,
+    ttlS: deps.config.refreshTokenTtlS,
+  });
+  const issued = await deps.tokens.issue({
+    sub: user.userId,
+    user_id: user.userId,
+    tenant_id: user.tenantId,
+    sessionId,
+    source: profile.context.source,
+    centro_dett: profile.context.centro_dett,
+    peso: user.peso,
+    ambiente: user.ambiente,
+    lingua: user.lingua,
+  });
+  return {
+    accessToken: issued.token,
+    refreshToken,
+    expiresIn: deps.config.accessTokenActiveS,
+    issuedAt: issued.iat,
+    user: {
+      user_id: user.userId,
+      tenant_id: user.tenantId,
+      source: profile.context.source,
+      centro_dett: profile.context.centro_dett,
+      peso: user.peso,
+      grants,
+    },
+  };
+}
+
+export async function login(
+  deps: AuthDeps,
+  input: LoginRequest,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<LoginResult> {
+  await consumeLogin(deps, request, reply, input.kind === "credentials" ? input.username : null);
+  let user: UserRecord | null;
+  if (input.kind === "credentials") {
+    user = await checkCredentials(
+      deps.db,
+      input.username,
+      input.password,
+      deps.clock(),
+      deps.options.lockout,
+    );
+    if (user && input.tenantId !== null && user.tenantId !== input.tenantId) user = null;
+  } else {
+    user = await userOfExternalToken(deps, input.accessToken, input.tenantId);
+  }
+  if (!user) throw badCredentials();
+  return openSession(deps, user, input);
+}
+
+/** Rotates a refresh token: the old one is spent, the session revived, new tokens issued. */
+export async function refresh(
+  deps: AuthDeps,
+  refreshToken: string,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<RefreshResult> {
+  await consumeLogin(deps, request, reply, null);
+  const now = deps.clock();
+  const { sessionId } = await consumeRefreshToken(deps.db, refreshToken, now);
+  const session = await findSession(deps.db, sessionId);
+  if (!session?.userActive) {
+    if (session) await deleteSession(deps.db, sessionId);
+    throw new AuthenticationError("REFRESH_TOKEN_INVALID", "The session has ended. Log in again.");
+  }
+  await syncProfile(deps, session);
+  await touchSession(deps.db, sessionId, now, idleDeadline(deps, now));
+  const next = await issueRefreshToken(deps.db, {
+    sessionId,
+    userId: session.userId,
+    now,
+    ttlS: deps.config.refreshTokenTtlS,
+  });
+  const issued = await deps.tokens.issue(accessClaims(session));
+  return { accessToken: issued.token, refreshToken: next, expiresIn: deps.config.accessTokenActiveS };
+}

@@ -1,0 +1,59 @@
+// Refresh tokens: opaque random strings, stored as SHA-256 hashes, rotated on every use. A token
+// presented a second time revokes its whole session (reuse detection, decisions.md §7).
+import { createHash, randomBytes } from "node:crypto";
+import { AuthenticationError } from "../errors.ts";
+import type { Queryable } from "../types.ts";
+import { deleteSession } from "./sessions.ts";
+
+export function hashRefreshToken(token: string): string {
+  return createHash("sha256").update(token).digest("hex");
+}
+
+export async function issueRefreshToken(
+  db: Queryable,
+  s: { sessionId: string; userId: string; now: Date; ttlS: number },
+): Promise<string> {
+  const token = randomBytes(32).toString("base64url");
+  await db.query(
+    `INSERT INTO "TB_REFRESH_TOKEN" ("TOKEN_HASH", "SESSION_ID", "USER_ID", "CREATED_AT", "EXPIRES_AT")
+     VALUES ($1, $2, $3, $4, $5)`,
+    [hashRefreshToken(token), s.sessionId, s.userId, s.now, new Date(s.now.getTime() + s.ttlS * 1000)],
+  );
+  return token;
+}
+
+const refused = (message: string) => new AuthenticationError("REFRESH_TOKEN_INVALID", message);
+
+/**
+ * Marks a refresh token used and returns its session. Throws REFRESH_TOKEN_INVALID when it is
+ * unknown or expired; when it was used before, deletes its session first.
+ */
+export async function consumeRefreshToken(
+  db: Queryable,
+  token: string,
+  now: Date,
+): Promise<{ sessionId: string; userId: string }> {
+  const hash = hashRefreshToken(token);
+  const claimed = await db.query<{ SESSION_ID: string; USER_ID: string; EXPIRES_AT: Date | string }>(
+    `UPDATE "TB_REFRESH_TOKEN" SET "USED_AT" = $2 WHERE "TOKEN_HASH" = $1 AND "USED_AT" IS NULL
+     RETURNING "SESSION_ID", "USER_ID", "EXPIRES_AT"`,
+    [hash, now],
+  );
+  const row = claimed.rows[0];
+  if (!row) {
+    const prior = await db.query<{ SESSION_ID: string }>(
+      `SELECT "SESSION_ID" FROM "TB_REFRESH_TOKEN" WHERE "TOKEN_HASH" = $1`,
+      [hash],
+    );
+    const reused = prior.rows[0];
+    if (reused) {
+      await deleteSession(db, reused.SESSION_ID);
+      throw refused("The refresh token was already used; its session is revoked. Log in again.");
+    }
+    throw refused("The refresh token is not valid. Log in again.");
+  }
+  if (new Date(row.EXPIRES_AT).getTime() <= now.getTime()) {
+    throw refused("The refresh token has expired. Log in again.");
+  }
+  return { sessionId: row.SESSION_ID, userId: row.USER_ID };
+}

@@ -1,0 +1,133 @@
+// Per-request authentication: bearer token, its live session (one lookup), rate limits, grants
+// refreshed from the database when they changed, activity mark, token renewal, RequestContext.
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { AuthenticationError } from "../errors.ts";
+import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
+import type { Grant, Principal, RequestContext } from "../types.ts";
+import { type AuthDeps, idleDeadline } from "./deps.ts";
+import { buildProfile, grantsHash } from "./profile.ts";
+import { bearerToken, contextParam } from "./request-input.ts";
+import { findSession, type StoredSession, touchSession, updateSessionProfile } from "./sessions.ts";
+import type { SessionClaims, VerifiedToken } from "./tokens.ts";
+
+/** A verified token and its live session. */
+export interface VerifiedSession {
+  token: VerifiedToken;
+  session: StoredSession;
+}
+
+/** The claims of an access token for a session, as it stands now. */
+export function accessClaims(session: StoredSession): SessionClaims {
+  const c = session.context;
+  return {
+    sub: session.userId,
+    user_id: session.userId,
+    tenant_id: session.tenantId,
+    sessionId: session.sessionId,
+    source: c.source,
+    centro_dett: c.centro_dett,
+    peso: c.peso,
+    ambiente: c.ambiente,
+    lingua: c.lingua,
+  };
+}
+
+/**
+ * The token of the Authorization header, verified, and its session: it must exist, belong to an
+ * active user, match the token's user and tenant, and (unless allowIdle) not be idle-expired.
+ */
+export async function verifySession(
+  deps: AuthDeps,
+  request: FastifyRequest,
+  opts: { allowIdle?: boolean } = {},
+): Promise<VerifiedSession> {
+  const token = await deps.tokens.verifyAccess(bearerToken(request));
+  const session = await findSession(deps.db, token.claims.sessionId as string);
+  if (!session) throw new AuthenticationError("TOKEN_INVALID", "The session of this token has ended.");
+  const { claims } = token;
+  const userClaim = claims.user_id ?? claims.sub;
+  if (
+    !session.userActive ||
+    (userClaim !== undefined && userClaim !== session.userId) ||
+    (claims.tenant_id !== undefined && claims.tenant_id !== session.tenantId)
+  ) {
+    throw new AuthenticationError("TOKEN_INVALID", "The token does not match its session.");
+  }
+  if (!opts.allowIdle) {
+    const deadline = idleDeadline(deps, session.lastActivity);
+    if (deps.clock().getTime() > deadline.getTime()) {
+      throw new AuthenticationError("TOKEN_EXPIRED", "The session expired after inactivity.", {
+        extra: { expired_at: deadline.toISOString() },
+      });
+    }
+  }
+  return { token, session };
+}
+
+/**
+ * Session grants (and peso) follow TB_USER_GRANT and TB_USER: when they changed since the session
+ * was built, the session row is rebuilt from them; otherwise the session's own GRANTS apply.
+ */
+export async function syncProfile(deps: AuthDeps, session: StoredSession): Promise<Grant[]> {
+  const current = session.currentGrants;
+  const hash = grantsHash(current);
+  const peso = session.currentPeso ?? session.context.peso;
+  if (hash === session.context.grants_hash && peso === session.context.peso) return session.grants;
+  const c = session.context;
+  const profile = buildProfile(
+    deps.metadata.current(),
+    {
+      userId: session.userId,
+      tenantId: session.tenantId,
+      peso,
+      centroDett: c.centro_dett,
+      ambiente: c.ambiente,
+      lingua: c.lingua,
+    },
+    current,
+    { source: c.source, centroDett: c.centro_dett, uuid: c.uuid ?? null },
+  );
+  await updateSessionProfile(deps.db, session.sessionId, profile);
+  session.context = profile.context;
+  session.grants = current;
+  return current;
+}
+
+export async function authenticateRequest(
+  deps: AuthDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<RequestContext> {
+  const { token, session } = await verifySession(deps, request);
+  const decision = await deps.limits.request(session.userId, session.tenantId);
+  if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests");
+  if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+
+  const grants = await syncProfile(deps, session);
+  const now = deps.clock();
+  if (now.getTime() - session.lastActivity.getTime() >= deps.options.touchIntervalS * 1000) {
+    await touchSession(deps.db, session.sessionId, now, idleDeadline(deps, now));
+  }
+  if (Math.floor(now.getTime() / 1000) - token.iat > deps.config.accessTokenActiveS) {
+    const renewed = await deps.tokens.issue(accessClaims(session));
+    reply.header("X-Access-Token", renewed.token);
+  }
+
+  const principal: Principal = {
+    userId: session.userId,
+    tenantId: session.tenantId,
+    sessionId: session.sessionId,
+    peso: Number(session.context.peso),
+    centroDett: session.context.centro_dett,
+    ambiente: session.context.ambiente,
+    lingua: session.context.lingua,
+    grants,
+  };
+  return {
+    principal,
+    source: contextParam(request, "source"),
+    centerDett: contextParam(request, "center_dett") ?? principal.centroDett,
+    requestId: request.id,
+    now: deps.clock,
+  };
+}

@@ -1,0 +1,56 @@
+// Per-request DataLoaders for embedded relations: every key asked for in the same tick (all rows of
+// a page, or every GraphQL parent of a field) is loaded with one query per relation and field set.
+import DataLoader from "dataloader";
+import { compileRelationBatch } from "../query/compile.ts";
+import type { ExpandPlan } from "../query/types.ts";
+import type { Queryable } from "../types.ts";
+
+export type Row = Record<string, unknown>;
+
+export interface RelationLoaders {
+  /** The target rows whose key equals `key` (ordered by the target's id); [] when none. */
+  load(expand: ExpandPlan, key: string | number): Promise<Row[]>;
+}
+
+function loaderKey(e: ExpandPlan): string {
+  return `${e.target.code}.${e.targetKey.code}|${e.columns.map((f) => f.code).join(",")}`;
+}
+
+export function createRelationLoaders(
+  db: Queryable,
+  tenantId: string,
+  onQuery?: (sql: string, params: readonly unknown[]) => void,
+): RelationLoaders {
+  const loaders = new Map<string, DataLoader<string | number, Row[], string>>();
+
+  function loaderFor(e: ExpandPlan): DataLoader<string | number, Row[], string> {
+    const key = loaderKey(e);
+    let loader = loaders.get(key);
+    if (!loader) {
+      loader = new DataLoader<string | number, Row[], string>(
+        async (keys) => {
+          const q = compileRelationBatch(e, tenantId, keys);
+          onQuery?.(q.text, q.params);
+          const { rows } = await db.query<Row>(q.text, q.params);
+          const byKey = new Map<string, Row[]>();
+          for (const row of rows) {
+            const k = String(row[e.targetKey.code]);
+            const list = byKey.get(k);
+            if (list) list.push(row);
+            else byKey.set(k, [row]);
+          }
+          return keys.map((k) => byKey.get(String(k)) ?? []);
+        },
+        { cacheKeyFn: (k) => String(k), maxBatchSize: 5000 },
+      );
+      loaders.set(key, loader);
+    }
+    return loader;
+  }
+
+  return {
+    load(expand, key) {
+      return loaderFor(expand).load(key);
+    },
+  };
+}

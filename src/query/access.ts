@@ -1,0 +1,45 @@
+// Access to a dimension reached through a relation ($expand) rather than through the request's
+// source: allowed when the request's source covers it, or when some TB_MENU node serving that
+// dimension is covered by a read grant of the caller. The rules themselves stay in src/auth.
+import { authorize } from "../auth/authorize.ts";
+import { ApiError, PermissionDeniedError } from "../errors.ts";
+import type { MetadataModel, RequestContext } from "../types.ts";
+
+function allowedThrough(
+  ctx: RequestContext,
+  model: MetadataModel,
+  source: string | null,
+  dim: string,
+): boolean {
+  try {
+    authorize({ ...ctx, source }, model, dim, "read");
+    return true;
+  } catch (err) {
+    if (err instanceof ApiError) return false;
+    throw err;
+  }
+}
+
+export function canReadRelated(ctx: RequestContext, model: MetadataModel, dim: string): boolean {
+  if (allowedThrough(ctx, model, ctx.source, dim)) return true;
+  return model.menu.some((node) => node.dim === dim && allowedThrough(ctx, model, node.code, dim));
+}
+
+export function assertCanReadRelated(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dim: string,
+  via: string,
+): void {
+  if (canReadRelated(ctx, model, dim)) return;
+  throw new PermissionDeniedError(`Expanding ${via} needs read access to dimension ${dim}.`, {
+    extra: {
+      required_grant: 1,
+      user_grants: ctx.principal.grants.map((g) => ({
+        COD_MENU: g.COD_MENU,
+        OPERATIONS: g.OPERATIONS,
+        LEVEL: g.LEVEL,
+      })),
+    },
+  });
+}

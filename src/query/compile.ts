@@ -1,0 +1,183 @@
+// Plan -> parameterised SQL. Identifiers come only from the metadata (quoted by ident()); every value
+// is a $n parameter, so the SQL text of a request shape is stable (one prepared plan per shape).
+// Comparisons follow two-valued logic: a condition on a null column is false, its negation (ne,
+// nin, not) true, which is what the in-memory evaluation of the property test checks.
+import { ident } from "../db/sql.ts";
+import { TENANT_COLUMN } from "../metadata/data-types.ts";
+import type { FieldDef } from "../types.ts";
+import type {
+  CompiledQuery,
+  ExpandPlan,
+  GroupsPlan,
+  PlanScope,
+  PlannedCondition,
+  PlannedFilter,
+  RecordsPlan,
+} from "./types.ts";
+import { TEXT_OPERATORS } from "./values.ts";
+
+class Params {
+  readonly values: unknown[] = [];
+  add(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+}
+
+const column = (f: FieldDef) => `t.${ident(f.code)}`;
+
+const COMPARATORS = { gt: ">", gte: ">=", lt: "<", lte: "<=" } as const;
+
+function compileCondition(c: PlannedCondition, p: Params): string {
+  const col = column(c.field);
+  if (TEXT_OPERATORS.has(c.op)) return `${col} LIKE ${p.add(c.value)}`;
+  switch (c.op) {
+    case "eq":
+      return c.value === null ? `${col} IS NULL` : `${col} = ${p.add(c.value)}`;
+    case "ne":
+      if (c.value === null) return `${col} IS NOT NULL`;
+      return c.field.nullable ? `${col} IS DISTINCT FROM ${p.add(c.value)}` : `${col} <> ${p.add(c.value)}`;
+    case "in":
+      return `${col} = ANY(${p.add(c.value)})`;
+    case "nin":
+      return c.field.nullable
+        ? `(${col} = ANY(${p.add(c.value)})) IS NOT TRUE`
+        : `${col} <> ALL(${p.add(c.value)})`;
+    case "between": {
+      const [low, high] = c.value as [unknown, unknown];
+      return `${col} BETWEEN ${p.add(low)} AND ${p.add(high)}`;
+    }
+    default:
+      return `${col} ${COMPARATORS[c.op as keyof typeof COMPARATORS]} ${p.add(c.value)}`;
+  }
+}
+
+function compileFilter(f: PlannedFilter, p: Params): string {
+  switch (f.kind) {
+    case "condition":
+      return compileCondition(f, p);
+    case "live":
+      return `t."TREC" <> 'C'`;
+    case "not":
+      return `(${compileFilter(f.item, p)}) IS NOT TRUE`;
+    case "and":
+      return f.items.map((item) => compileFilter(item, p)).join(" AND ");
+    case "or":
+      return `(${f.items
+        .map((item) => (item.kind === "and" ? `(${compileFilter(item, p)})` : compileFilter(item, p)))
+        .join(" OR ")})`;
+  }
+}
+
+/** `FROM table AS t WHERE tenant = $1 AND ...`: the tenant is always the first parameter. */
+function fromWhere(scope: PlanScope, p: Params): string {
+  const tenant = `t.${ident(TENANT_COLUMN)} = ${p.add(scope.tenantId)}`;
+  const where = scope.where ? `${tenant} AND ${compileFilter(scope.where, p)}` : tenant;
+  return `FROM ${ident(scope.dim.tableName)} AS t\nWHERE ${where}`;
+}
+
+function selectList(fields: readonly FieldDef[]): string {
+  return fields.map(column).join(", ");
+}
+
+function orderBy(plan: RecordsPlan, alias: string): string {
+  return plan.sort.map((s) => `${alias}.${ident(s.field.code)} ${s.direction.toUpperCase()}`).join(", ");
+}
+
+/**
+ * The page and the total in one statement: the count is an uncorrelated subquery evaluated once,
+ * the page keeps its own ORDER BY and LIMIT (so an index on the sort key is used). The join always
+ * yields one row, so the total arrives even when the page is empty (the id column is then null).
+ */
+export function compileRecordsPage(plan: RecordsPlan): CompiledQuery {
+  const p = new Params();
+  const from = fromWhere(plan, p);
+  const limit = p.add(plan.limit);
+  const offset = p.add(plan.offset);
+  const text = [
+    `SELECT c."__total", p.*`,
+    `FROM (SELECT count(*) AS "__total" ${from}) AS c`,
+    `LEFT JOIN (`,
+    `SELECT ${selectList(plan.selected)}`,
+    from,
+    `ORDER BY ${orderBy(plan, "t")}`,
+    `LIMIT ${limit} OFFSET ${offset}`,
+    `) AS p ON true`,
+    `ORDER BY ${orderBy(plan, "p")}`,
+  ].join("\n");
+  return { text, params: p.values };
+}
+
+/** The rows of a plan without the total (single-record reads, and pages whose total is not wanted). */
+export function compileRecordsSelect(plan: RecordsPlan, paging: boolean): CompiledQuery {
+  const p = new Params();
+  const lines = [`SELECT ${selectList(plan.selected)}`, fromWhere(plan, p)];
+  if (plan.sort.length) lines.push(`ORDER BY ${orderBy(plan, "t")}`);
+  if (paging) lines.push(`LIMIT ${p.add(plan.limit)} OFFSET ${p.add(plan.offset)}`);
+  return { text: lines.join("\n"), params: p.values };
+}
+
+export function compileCount(scope: PlanScope): CompiledQuery {
+  const p = new Params();
+  return { text: `SELECT count(*) AS "count"\n${fromWhere(scope, p)}`, params: p.values };
+}
+
+/** Column aliases of a grouped result: g0.. for groups, a0.. for aggregates (names may be long). */
+export const groupAlias = (i: number) => `g${i}`;
+export const aggregateAlias = (i: number) => `a${i}`;
+
+export function compileGroupsPage(plan: GroupsPlan): CompiledQuery {
+  const p = new Params();
+  const from = fromWhere(plan, p);
+  const groups = plan.groupBy.map((f, i) => `${column(f)} AS ${ident(groupAlias(i))}`);
+  const aggregates = plan.aggregates.map((a, i) => {
+    const arg = a.field ? column(a.field) : "*";
+    return `${a.fn.toLowerCase()}(${arg}) AS ${ident(aggregateAlias(i))}`;
+  });
+  const groupBy = plan.groupBy.length ? `\nGROUP BY ${plan.groupBy.map(column).join(", ")}` : "";
+  const sortAlias = (s: GroupsPlan["sort"][number]) =>
+    s.key.kind === "field"
+      ? groupAlias(plan.groupBy.indexOf(s.key.field))
+      : aggregateAlias(plan.aggregates.indexOf(s.key.aggregate));
+  const order = (alias: string) =>
+    plan.sort.map((s) => `${alias}${ident(sortAlias(s))} ${s.direction.toUpperCase()}`).join(", ");
+  const total = plan.groupBy.length
+    ? `SELECT count(*) AS "__total" FROM (SELECT 1 ${from}${groupBy}) AS g`
+    : `SELECT 1 AS "__total"`;
+  const limit = p.add(plan.limit);
+  const offset = p.add(plan.offset);
+  const lines = [
+    `SELECT c."__total", p.*`,
+    `FROM (${total}) AS c`,
+    `LEFT JOIN (`,
+    `SELECT true AS "__row", ${[...groups, ...aggregates].join(", ")}`,
+    `${from}${groupBy}`,
+  ];
+  if (plan.sort.length) lines.push(`ORDER BY ${order("")}`);
+  lines.push(`LIMIT ${limit} OFFSET ${offset}`, `) AS p ON true`);
+  if (plan.sort.length) lines.push(`ORDER BY ${order("p.")}`);
+  return { text: lines.join("\n"), params: p.values };
+}
+
+/** The columns a relation batch selects: the returned ones, the key matched, the id for order. */
+export function relationColumns(e: ExpandPlan): FieldDef[] {
+  const need = new Set<FieldDef>([...e.columns, e.targetKey, e.target.fieldsByCode.get(e.target.idField)!]);
+  return e.target.fields.filter((f) => need.has(f));
+}
+
+/** One query for every key of a relation in a request (the DataLoader batch). */
+export function compileRelationBatch(
+  e: ExpandPlan,
+  tenantId: string,
+  keys: readonly unknown[],
+): CompiledQuery {
+  const p = new Params();
+  const id = e.target.fieldsByCode.get(e.target.idField)!;
+  const text = [
+    `SELECT ${selectList(relationColumns(e))}`,
+    `FROM ${ident(e.target.tableName)} AS t`,
+    `WHERE t.${ident(TENANT_COLUMN)} = ${p.add(tenantId)} AND t."TREC" <> 'C' AND ${column(e.targetKey)} = ANY(${p.add(keys)})`,
+    `ORDER BY ${column(id)} ASC`,
+  ].join("\n");
+  return { text, params: p.values };
+}

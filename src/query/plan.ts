@@ -1,0 +1,403 @@
+// Query model -> plan: every name checked against the dimension's metadata and the caller's field
+// rights (spec 2.3, decisions.md §6), every value cast by its field's type, the limits of spec 8
+// applied, the TREC rule of spec 3.1 added. What comes out can be compiled without further checks.
+import { fieldAllows, fieldKnown, visibleFields } from "../auth/authorize.ts";
+import type { DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
+import { assertCanReadRelated } from "./access.ts";
+import {
+  fieldNotReadable,
+  fieldNotSearchable,
+  filterTooComplex,
+  invalidParameter,
+  unknownField,
+} from "./errors.ts";
+import {
+  type AggregateSpec,
+  type ExpandPlan,
+  type FilterExpr,
+  type GroupSortKey,
+  type GroupsPlan,
+  type ListPlan,
+  type ListQuery,
+  MAX_FILTER_CONDITIONS,
+  MAX_FILTER_DEPTH,
+  MAX_NUM_ROWS,
+  type PlannedAggregate,
+  type PlannedFilter,
+  type PlannedSort,
+  type PlanScope,
+  type RecordQuery,
+  type RecordsPlan,
+  type SortSpec,
+  type TrecState,
+} from "./types.ts";
+import { castFilterValue, castScalar } from "./values.ts";
+
+const TREC = "TREC";
+
+export function knownField(ctx: RequestContext, dim: DimensionDef, name: string): FieldDef {
+  const field = dim.fieldsByCode.get(name);
+  if (!field || !fieldKnown(ctx, field)) throw unknownField(name, dim.code);
+  return field;
+}
+
+export function searchableField(ctx: RequestContext, dim: DimensionDef, name: string): FieldDef {
+  const field = knownField(ctx, dim, name);
+  if (!fieldAllows(ctx, field, "R")) throw fieldNotSearchable(name, dim.code);
+  return field;
+}
+
+// ---------------------------------------------------------------- filters
+
+/** Same-kind groups merged into their parent: (a and (b and c)) is one level, not two. */
+export function flattenFilter(expr: FilterExpr): FilterExpr {
+  if (expr.kind === "condition") return expr;
+  if (expr.kind === "not") return { kind: "not", item: flattenFilter(expr.item) };
+  const items: FilterExpr[] = [];
+  for (const item of expr.items.map(flattenFilter)) {
+    if (item.kind === expr.kind) items.push(...item.items);
+    else items.push(item);
+  }
+  return items.length === 1 ? items[0]! : { kind: expr.kind, items };
+}
+
+/** Nesting of boolean operators (and, or, not); a lone condition is depth 0. */
+export function filterDepth(expr: FilterExpr): number {
+  if (expr.kind === "condition") return 0;
+  if (expr.kind === "not") return 1 + filterDepth(expr.item);
+  return 1 + Math.max(0, ...expr.items.map(filterDepth));
+}
+
+export function countConditions(expr: FilterExpr): number {
+  if (expr.kind === "condition") return 1;
+  if (expr.kind === "not") return countConditions(expr.item);
+  return expr.items.reduce((n, item) => n + countConditions(item), 0);
+}
+
+/** Checks the limits of spec 8 on a filter built by any adapter. */
+export function checkFilterLimits(expr: FilterExpr): FilterExpr {
+  const flat = flattenFilter(expr);
+  const conditions = countConditions(flat);
+  if (conditions > MAX_FILTER_CONDITIONS) {
+    throw filterTooComplex(
+      `The filter has ${conditions} conditions; at most ${MAX_FILTER_CONDITIONS} are allowed.`,
+      {
+        conditions,
+        max_conditions: MAX_FILTER_CONDITIONS,
+      },
+    );
+  }
+  const depth = filterDepth(flat);
+  if (depth > MAX_FILTER_DEPTH) {
+    throw filterTooComplex(`The filter nests ${depth} levels; at most ${MAX_FILTER_DEPTH} are allowed.`, {
+      depth,
+      max_depth: MAX_FILTER_DEPTH,
+    });
+  }
+  return flat;
+}
+
+function planExpr(ctx: RequestContext, dim: DimensionDef, expr: FilterExpr): PlannedFilter {
+  switch (expr.kind) {
+    case "condition": {
+      const field = searchableField(ctx, dim, expr.field);
+      return {
+        kind: "condition",
+        field,
+        op: expr.op,
+        value: castFilterValue(field, expr.op, expr.value, expr.origin),
+      };
+    }
+    case "not":
+      return { kind: "not", item: planExpr(ctx, dim, expr.item) };
+    default:
+      return { kind: expr.kind, items: expr.items.map((item) => planExpr(ctx, dim, item)) };
+  }
+}
+
+function mentionsTrec(expr: FilterExpr): boolean {
+  if (expr.kind === "condition") return expr.field === TREC;
+  if (expr.kind === "not") return mentionsTrec(expr.item);
+  return expr.items.some(mentionsTrec);
+}
+
+/**
+ * The WHERE of a read: the TREC rule (cond_trec, or TREC <> 'C' unless the filter names TREC)
+ * and the request's filter. The tenant condition is added by the compiler, always.
+ */
+export function planWhere(
+  ctx: RequestContext,
+  dim: DimensionDef,
+  filter: FilterExpr | null,
+  condTrec: readonly TrecState[] | null,
+): PlannedFilter | null {
+  const items: PlannedFilter[] = [];
+  const trecField = dim.fieldsByCode.get(TREC);
+  const checked = filter ? checkFilterLimits(filter) : null;
+  if (condTrec && trecField) {
+    items.push({ kind: "condition", field: trecField, op: "in", value: [...condTrec] });
+  } else if (trecField && !(checked && mentionsTrec(checked))) {
+    items.push({ kind: "live" });
+  }
+  if (checked) {
+    const planned = planExpr(ctx, dim, checked);
+    if (planned.kind === "and") items.push(...planned.items);
+    else items.push(planned);
+  }
+  if (!items.length) return null;
+  return items.length === 1 ? items[0]! : { kind: "and", items };
+}
+
+// ---------------------------------------------------------------- fields, sort, expand
+
+function unique<T>(items: Iterable<T>): T[] {
+  return [...new Set(items)];
+}
+
+/** The fields a read returns: those with `flag` (or forced), narrowed to the requested ones. */
+function chooseColumns(
+  ctx: RequestContext,
+  dim: DimensionDef,
+  flag: Flag,
+  requested: readonly string[] | null,
+  forced: readonly string[],
+): FieldDef[] {
+  const forcedFields = new Set(forced.map((name) => knownField(ctx, dim, name)));
+  const allowed = (f: FieldDef) => forcedFields.has(f) || fieldAllows(ctx, f, flag);
+  if (requested === null) return dim.fields.filter(allowed);
+  const wanted = new Set(requested.map((name) => knownField(ctx, dim, name)));
+  return dim.fields.filter((f) => wanted.has(f) && allowed(f));
+}
+
+function planSort(
+  ctx: RequestContext,
+  dim: DimensionDef,
+  sort: readonly SortSpec[],
+  trusted: boolean,
+): PlannedSort[] {
+  const out: PlannedSort[] = [];
+  for (const s of sort) {
+    const field = trusted ? knownField(ctx, dim, s.field) : searchableField(ctx, dim, s.field);
+    if (!out.some((o) => o.field === field)) out.push({ field, direction: s.direction });
+  }
+  // Stable order: the id decides between equal keys.
+  const id = dim.fieldsByCode.get(dim.idField)!;
+  if (!out.some((o) => o.field === id)) out.push({ field: id, direction: "asc" });
+  return out;
+}
+
+export function planExpand(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dim: DimensionDef,
+  names: readonly string[],
+): ExpandPlan[] {
+  const out: ExpandPlan[] = [];
+  for (const name of unique(names)) {
+    const forward = dim.relations.find((r) => r.name === name);
+    const reverse = forward ? undefined : dim.reverseRelations.find((r) => r.name === name);
+    const relation = forward ?? reverse;
+    const target = relation && model.dimensions.get(forward ? relation.toDim : relation.fromDim);
+    const parentKey = relation && dim.fieldsByCode.get(forward ? relation.fromField : relation.toField);
+    const targetKey = relation && target?.fieldsByCode.get(forward ? relation.toField : relation.fromField);
+    const keyKnown = forward
+      ? parentKey && fieldKnown(ctx, parentKey)
+      : targetKey && fieldKnown(ctx, targetKey);
+    if (!relation || !target || !parentKey || !targetKey || !keyKnown) {
+      const names = [...dim.relations, ...dim.reverseRelations].map((r) => r.name).join(", ") || "none";
+      throw invalidParameter(
+        "$expand",
+        `${name.slice(0, 60)} is not a relation of ${dim.code} (relations: ${names}).`,
+      );
+    }
+    assertCanReadRelated(ctx, model, target.code, name);
+    out.push({
+      name,
+      direction: forward ? "forward" : "reverse",
+      relation,
+      target,
+      parentKey,
+      targetKey,
+      columns: visibleFields(ctx, target, "L"),
+    });
+  }
+  return out;
+}
+
+function checkPaging(numRows: number, offset: number): void {
+  if (!Number.isSafeInteger(numRows) || numRows < 0 || numRows > MAX_NUM_ROWS) {
+    throw invalidParameter("$num_rows", `$num_rows must be a whole number from 0 to ${MAX_NUM_ROWS}.`);
+  }
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    throw invalidParameter("$offset", "$offset must be a whole number of at least 0.");
+  }
+}
+
+function selectedColumns(
+  dim: DimensionDef,
+  columns: readonly FieldDef[],
+  sort: readonly PlannedSort[],
+  expand: readonly ExpandPlan[],
+): FieldDef[] {
+  const need = new Set<FieldDef>([...columns, dim.fieldsByCode.get(dim.idField)!]);
+  for (const s of sort) need.add(s.field);
+  for (const e of expand) need.add(e.parentKey);
+  return dim.fields.filter((f) => need.has(f));
+}
+
+/** An embedded relation replaces a field of the same name in the record. */
+function withoutExpanded(columns: FieldDef[], expand: readonly ExpandPlan[]): FieldDef[] {
+  const names = new Set(expand.map((e) => e.name));
+  return columns.filter((f) => !names.has(f.code));
+}
+
+// ---------------------------------------------------------------- plans
+
+export interface PlanOptions {
+  /** Sort keys from TB_SORT (metadata, not the caller): R is not required. */
+  trustedSort?: boolean;
+}
+
+export function planRecords(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dim: DimensionDef,
+  query: ListQuery,
+  opts: PlanOptions = {},
+): RecordsPlan {
+  checkPaging(query.numRows, query.offset);
+  const where = planWhere(ctx, dim, query.filter, query.condTrec);
+  const sort = planSort(ctx, dim, query.sort, opts.trustedSort === true);
+  const expand = planExpand(ctx, model, dim, query.expand);
+  const columns = withoutExpanded(chooseColumns(ctx, dim, "L", query.fields, query.forceListCost), expand);
+  return {
+    kind: "records",
+    dim,
+    tenantId: ctx.principal.tenantId,
+    where,
+    columns,
+    selected: selectedColumns(dim, columns, sort, expand),
+    sort,
+    limit: query.numRows,
+    offset: query.offset,
+    expand,
+  };
+}
+
+/** A single record by id: fields with D. Null when the id cannot name a record of this dimension. */
+export function planRecord(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dim: DimensionDef,
+  id: string | number,
+  query: RecordQuery,
+): RecordsPlan | null {
+  const idField = dim.fieldsByCode.get(dim.idField)!;
+  let idValue: unknown;
+  try {
+    idValue = castScalar(idField, id);
+  } catch {
+    return null;
+  }
+  const rule = planWhere(ctx, dim, null, query.condTrec);
+  const byId: PlannedFilter = { kind: "condition", field: idField, op: "eq", value: idValue };
+  const expand = planExpand(ctx, model, dim, query.expand);
+  const columns = withoutExpanded(chooseColumns(ctx, dim, "D", query.fields, []), expand);
+  return {
+    kind: "records",
+    dim,
+    tenantId: ctx.principal.tenantId,
+    where: rule ? { kind: "and", items: [byId, rule] } : byId,
+    columns,
+    selected: selectedColumns(dim, columns, [], expand),
+    sort: [],
+    limit: 1,
+    offset: 0,
+    expand,
+  };
+}
+
+export function planCount(ctx: RequestContext, dim: DimensionDef, query: ListQuery): PlanScope {
+  return { dim, tenantId: ctx.principal.tenantId, where: planWhere(ctx, dim, query.filter, query.condTrec) };
+}
+
+const NUMERIC_ONLY = new Set(["SUM", "AVG"]);
+
+function readableForGrouping(ctx: RequestContext, dim: DimensionDef, name: string): FieldDef {
+  const field = searchableField(ctx, dim, name);
+  if (!fieldAllows(ctx, field, "L")) throw fieldNotReadable(name, dim.code);
+  return field;
+}
+
+export function planGroups(ctx: RequestContext, dim: DimensionDef, query: ListQuery): GroupsPlan {
+  checkPaging(query.numRows, query.offset);
+  if (query.expand.length)
+    throw invalidParameter("$expand", "$expand cannot be combined with $group or aggregate.");
+  const groupBy = unique(query.groupBy.map((name) => readableForGrouping(ctx, dim, name)));
+  const requested: readonly AggregateSpec[] = query.aggregates.length
+    ? query.aggregates
+    : [{ fn: "COUNT", field: null, alias: "COUNT" }];
+  const aggregates: PlannedAggregate[] = requested.map((a) => {
+    const field = a.field === null ? null : readableForGrouping(ctx, dim, a.field);
+    if (field && NUMERIC_ONLY.has(a.fn) && field.dataType !== "INTEGER" && field.dataType !== "DECIMAL") {
+      throw invalidParameter(
+        "aggregate",
+        `${a.fn} needs a number field; ${field.code} is ${field.dataType}.`,
+      );
+    }
+    if (
+      field &&
+      (a.fn === "MIN" || a.fn === "MAX") &&
+      ["BOOLEAN", "JSON", "MEDIA"].includes(field.dataType)
+    ) {
+      throw invalidParameter("aggregate", `${a.fn} does not apply to ${field.dataType} fields.`);
+    }
+    return { fn: a.fn, field, alias: a.alias };
+  });
+  const names = [...groupBy.map((f) => f.code), ...aggregates.map((a) => a.alias)];
+  const duplicate = names.find((n, i) => names.indexOf(n) !== i);
+  if (duplicate) throw invalidParameter("aggregate", `${duplicate} appears twice in the grouped result.`);
+
+  const sort: Array<{ key: GroupSortKey; direction: "asc" | "desc" }> = [];
+  for (const s of query.sort) {
+    const field = groupBy.find((f) => f.code === s.field);
+    const aggregate = aggregates.find((a) => a.alias === s.field);
+    if (!field && !aggregate) {
+      throw invalidParameter(
+        "sort",
+        `A grouped result sorts only by its groups or aggregates; ${s.field.slice(0, 60)} is neither.`,
+      );
+    }
+    sort.push({
+      key: field ? { kind: "field", field } : { kind: "aggregate", aggregate: aggregate! },
+      direction: s.direction,
+    });
+  }
+  for (const field of groupBy) {
+    if (!sort.some((s) => s.key.kind === "field" && s.key.field === field))
+      sort.push({ key: { kind: "field", field }, direction: "asc" });
+  }
+  return {
+    kind: "groups",
+    dim,
+    tenantId: ctx.principal.tenantId,
+    where: planWhere(ctx, dim, query.filter, query.condTrec),
+    groupBy,
+    aggregates,
+    sort,
+    limit: query.numRows,
+    offset: query.offset,
+  };
+}
+
+export function planList(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dim: DimensionDef,
+  query: ListQuery,
+  opts: PlanOptions = {},
+): ListPlan {
+  return query.groupBy.length || query.aggregates.length
+    ? planGroups(ctx, dim, query)
+    : planRecords(ctx, model, dim, query, opts);
+}

@@ -1,0 +1,308 @@
+// REST query string -> query model. Fastify's query parser gives flat keys ("filter[NAME][$like]")
+// in a null-prototype object; the brackets are parsed here, and no user key is ever used to index
+// a plain object.
+import { filterTooComplex, invalidFilter, invalidParameter } from "./errors.ts";
+import { parseFilterExpression } from "./filter-parser.ts";
+import {
+  AGGREGATE_FUNCTIONS,
+  type AggregateFunction,
+  type AggregateSpec,
+  DEFAULT_NUM_ROWS,
+  emptyListQuery,
+  emptyRecordQuery,
+  FILTER_OPERATORS,
+  type FilterCondition,
+  type FilterExpr,
+  type FilterOperator,
+  type ListQuery,
+  MAX_FILTER_LENGTH,
+  MAX_NUM_ROWS,
+  type RecordQuery,
+  type SortSpec,
+  TREC_STATES,
+  type TrecState,
+} from "./types.ts";
+
+export type QueryParams = Readonly<Record<string, string | readonly string[] | undefined>>;
+
+/** Parameters that carry request context, read by the auth layer, not by the query model. */
+const CONTEXT_PARAMETERS = new Set(["source", "center_dett", "ambiente", "modulo", "microservice"]);
+
+const LIST_PARAMETERS = new Set([
+  "$num_rows",
+  "$offset",
+  "$fields",
+  "$select",
+  "$expand",
+  "include",
+  "sort",
+  "$order",
+  "$filter",
+  "cond_trec",
+  "forceListCost",
+  "$group",
+  "groupBy",
+  "aggregate",
+  "debug",
+]);
+
+const RECORD_PARAMETERS = new Set(["$fields", "$select", "$expand", "include", "cond_trec", "debug"]);
+
+const FILTER_KEY = /^filter\[([^[\]]*)\](?:\[([^[\]]*)\])?$/;
+
+function entries(params: QueryParams): Array<[string, string[]]> {
+  const out: Array<[string, string[]]> = [];
+  for (const key of Object.keys(params)) {
+    const v = params[key];
+    if (v === undefined) continue;
+    out.push([key, typeof v === "string" ? [v] : [...v]]);
+  }
+  return out;
+}
+
+function single(name: string, values: string[]): string {
+  if (values.length !== 1) throw invalidParameter(name, `${name} may be given only once.`);
+  return values[0]!;
+}
+
+function list(value: string): string[] {
+  return value
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
+function nonNegativeInteger(name: string, value: string, max: number): number {
+  const trimmed = value.trim();
+  const n = /^\d{1,16}$/.test(trimmed) ? Number(trimmed) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n > max) {
+    throw invalidParameter(
+      name,
+      `${name} must be a whole number from 0 to ${max}; got '${value.slice(0, 40)}'.`,
+    );
+  }
+  return n;
+}
+
+function booleanFlag(name: string, value: string): boolean {
+  const v = value.trim().toLowerCase();
+  if (v === "true" || v === "1" || v === "") return true;
+  if (v === "false" || v === "0") return false;
+  throw invalidParameter(name, `${name} must be true or false.`);
+}
+
+/** `sort` (and TB_SORT.SORT_EXPR): comma-separated fields, `-` for descending. */
+export function parseSortParam(value: string): SortSpec[] {
+  return list(value).map((item) =>
+    item.startsWith("-")
+      ? { field: item.slice(1).trim(), direction: "desc" }
+      : { field: item.replace(/^\+/, "").trim(), direction: "asc" },
+  );
+}
+
+function parseOrderParam(value: string): SortSpec[] {
+  return list(value).map((item) => {
+    const m = /^(\S+)(?:\s+(asc|desc))?$/i.exec(item);
+    if (!m)
+      throw invalidParameter(
+        "$order",
+        `$order items are 'FIELD ASC' or 'FIELD DESC'; got '${item.slice(0, 40)}'.`,
+      );
+    return { field: m[1]!, direction: m[2]?.toLowerCase() === "desc" ? "desc" : "asc" };
+  });
+}
+
+function parseCondTrec(value: string): TrecState[] {
+  const states = list(value).map((s) => s.toUpperCase());
+  for (const s of states) {
+    if (!(TREC_STATES as readonly string[]).includes(s)) {
+      throw invalidParameter(
+        "cond_trec",
+        `cond_trec lists TREC states among N, M, C, P; got '${s.slice(0, 20)}'.`,
+      );
+    }
+  }
+  if (!states.length) throw invalidParameter("cond_trec", "cond_trec lists at least one TREC state.");
+  return [...new Set(states)] as TrecState[];
+}
+
+const AGGREGATE_ITEM = /^([A-Za-z]+)(?:\(\s*([^()\s]*)\s*\)|:(\S+))?$/;
+
+/** `aggregate=COUNT,SUM(CREDIT_LIMIT),AVG:CREDIT_LIMIT`: COUNT alone or with * counts rows. */
+export function parseAggregates(value: string): AggregateSpec[] {
+  return list(value).map((item) => {
+    const m = AGGREGATE_ITEM.exec(item);
+    const fn = m?.[1]?.toUpperCase();
+    if (!m || !fn || !(AGGREGATE_FUNCTIONS as readonly string[]).includes(fn)) {
+      throw invalidParameter(
+        "aggregate",
+        `aggregate items are COUNT, COUNT(FIELD), SUM(FIELD), AVG(FIELD), MIN(FIELD) or MAX(FIELD); got '${item.slice(0, 40)}'.`,
+      );
+    }
+    const arg = m[2] ?? m[3] ?? "";
+    const field = arg === "" || arg === "*" ? null : arg;
+    if (field === null && fn !== "COUNT")
+      throw invalidParameter("aggregate", `${fn} needs a field: ${fn}(FIELD).`);
+    return { fn: fn as AggregateFunction, field, alias: field === null ? fn : `${fn}_${field}` };
+  });
+}
+
+function parseOperator(key: string, raw: string | undefined): FilterOperator {
+  if (raw === undefined) return "eq";
+  const name = raw.startsWith("$") ? raw.slice(1) : raw;
+  const op = FILTER_OPERATORS.find((o) => o === name.toLowerCase());
+  if (!op || op === "startswith" || op === "endswith" || op === "contains") {
+    throw invalidFilter(
+      `Unknown filter operator '${raw.slice(0, 30)}' in ${key.slice(0, 80)}; use $eq, $ne, $gt, $gte, $lt, $lte, $in, $nin, $like or $between.`,
+      key.slice(0, 120),
+      { token: raw.slice(0, 30) },
+    );
+  }
+  return op;
+}
+
+function filterCondition(key: string, field: string, op: FilterOperator, value: string): FilterCondition {
+  if (op === "in" || op === "nin")
+    return { kind: "condition", field, op, value: value.split(","), origin: key };
+  if (op === "between") {
+    const bounds = value.split(",");
+    if (bounds.length !== 2) {
+      throw invalidFilter(`${key} takes two comma-separated values.`, key, { token: value.slice(0, 30) });
+    }
+    return { kind: "condition", field, op, value: bounds, origin: key };
+  }
+  return { kind: "condition", field, op, value, origin: key };
+}
+
+/** The filter[...] parameters as conditions (combined with AND). */
+export function parseFilterParams(params: QueryParams): FilterCondition[] {
+  const out: FilterCondition[] = [];
+  let length = 0;
+  for (const [key, values] of entries(params)) {
+    if (!key.startsWith("filter")) continue;
+    const m = FILTER_KEY.exec(key);
+    if (!m || m[1] === "") {
+      throw invalidFilter(
+        `Invalid filter parameter '${key.slice(0, 80)}': use filter[FIELD]=value or filter[FIELD][$op]=value.`,
+        key.slice(0, 120),
+        { token: key.slice(0, 80) },
+      );
+    }
+    const op = parseOperator(key, m[2]);
+    for (const value of values) {
+      length += key.length + value.length;
+      out.push(filterCondition(key, m[1]!, op, value));
+    }
+  }
+  if (length > MAX_FILTER_LENGTH) {
+    throw filterTooComplex(`The filter parameters are longer than ${MAX_FILTER_LENGTH} characters.`, {
+      max_length: MAX_FILTER_LENGTH,
+      length,
+    });
+  }
+  return out;
+}
+
+function combinedFilter(params: QueryParams, expression: string | undefined): FilterExpr | null {
+  const items: FilterExpr[] = parseFilterParams(params);
+  if (expression !== undefined && expression.trim() !== "") items.push(parseFilterExpression(expression));
+  if (!items.length) return null;
+  return items.length === 1 ? items[0]! : { kind: "and", items };
+}
+
+function checkUnknown(params: QueryParams, known: ReadonlySet<string>): void {
+  for (const key of Object.keys(params)) {
+    if (key.startsWith("$") && !known.has(key)) {
+      throw invalidParameter(key.slice(0, 60), `Unknown query parameter ${key.slice(0, 60)}.`);
+    }
+  }
+}
+
+/** The list (and count) parameters of spec 4.2. Unknown `$` parameters are refused. */
+export function parseListParams(params: QueryParams): ListQuery {
+  checkUnknown(params, LIST_PARAMETERS);
+  let numRows = DEFAULT_NUM_ROWS;
+  let offset = 0;
+  let fields: string[] | null = null;
+  const expand: string[] = [];
+  const sort: SortSpec[] = [];
+  let expression: string | undefined;
+  let condTrec: TrecState[] | null = null;
+  const forceListCost: string[] = [];
+  const groupBy: string[] = [];
+  let aggregates: AggregateSpec[] = [];
+  let debug = false;
+
+  for (const [key, values] of entries(params)) {
+    if (CONTEXT_PARAMETERS.has(key) || key.startsWith("filter")) continue;
+    switch (key) {
+      case "$num_rows":
+        numRows = nonNegativeInteger(key, single(key, values), MAX_NUM_ROWS);
+        break;
+      case "$offset":
+        offset = nonNegativeInteger(key, single(key, values), Number.MAX_SAFE_INTEGER);
+        break;
+      case "$fields":
+      case "$select": {
+        const v = list(single(key, values));
+        fields = v.includes("*") ? null : [...(fields ?? []), ...v];
+        break;
+      }
+      case "$expand":
+      case "include":
+        for (const v of values) expand.push(...list(v));
+        break;
+      case "sort":
+        sort.unshift(...parseSortParam(single(key, values)));
+        break;
+      case "$order":
+        sort.push(...parseOrderParam(single(key, values)));
+        break;
+      case "$filter":
+        expression = single(key, values);
+        break;
+      case "cond_trec":
+        condTrec = parseCondTrec(single(key, values));
+        break;
+      case "forceListCost":
+        for (const v of values) forceListCost.push(...list(v));
+        break;
+      case "$group":
+      case "groupBy":
+        for (const v of values) groupBy.push(...list(v));
+        break;
+      case "aggregate":
+        aggregates = [...aggregates, ...values.flatMap(parseAggregates)];
+        break;
+      case "debug":
+        debug = booleanFlag(key, single(key, values));
+        break;
+      default:
+        break;
+    }
+  }
+  return emptyListQuery({
+    filter: combinedFilter(params, expression),
+    sort,
+    numRows,
+    offset,
+    fields,
+    expand,
+    condTrec,
+    forceListCost,
+    groupBy,
+    aggregates,
+    debug,
+  });
+}
+
+/** The single-record parameters: $fields/$select, $expand/include, cond_trec, debug. */
+export function parseRecordParams(params: QueryParams): RecordQuery {
+  checkUnknown(params, RECORD_PARAMETERS);
+  const q = parseListParams(
+    Object.fromEntries(
+      entries(params).filter(([k]) => RECORD_PARAMETERS.has(k) || CONTEXT_PARAMETERS.has(k)),
+    ),
+  );
+  return emptyRecordQuery({ fields: q.fields, expand: q.expand, condTrec: q.condTrec, debug: q.debug });
+}

@@ -1,0 +1,214 @@
+// The read query model: what a list, count or detail request asks for, independent of the adapter
+// (REST query string or GraphQL arguments) that built it. Field names are still plain strings here;
+// src/query/plan.ts checks them against the metadata and the caller's rights.
+import type { DimensionDef, FieldDef, Relation } from "../types.ts";
+
+export const FILTER_OPERATORS = [
+  "eq",
+  "ne",
+  "gt",
+  "gte",
+  "lt",
+  "lte",
+  "in",
+  "nin",
+  "like",
+  "between",
+  "startswith",
+  "endswith",
+  "contains",
+] as const;
+export type FilterOperator = (typeof FILTER_OPERATORS)[number];
+
+/** A value as written in a request: typed literals from $filter or GraphQL, strings from filter[]. */
+export type FilterLiteral = string | number | boolean | null;
+
+export interface FilterCondition {
+  readonly kind: "condition";
+  readonly field: string;
+  readonly op: FilterOperator;
+  /** One literal; a list for in and nin, exactly two for between. */
+  readonly value: FilterLiteral | readonly FilterLiteral[];
+  /** Where the condition was written (`filter[NAME][$like]`, `$filter`), named in errors. */
+  readonly origin: string;
+}
+
+export interface FilterGroup {
+  readonly kind: "and" | "or";
+  readonly items: readonly FilterExpr[];
+}
+
+export interface FilterNot {
+  readonly kind: "not";
+  readonly item: FilterExpr;
+}
+
+export type FilterExpr = FilterCondition | FilterGroup | FilterNot;
+
+export type SortDirection = "asc" | "desc";
+
+export interface SortSpec {
+  readonly field: string;
+  readonly direction: SortDirection;
+}
+
+export const AGGREGATE_FUNCTIONS = ["COUNT", "SUM", "AVG", "MIN", "MAX"] as const;
+export type AggregateFunction = (typeof AGGREGATE_FUNCTIONS)[number];
+
+export interface AggregateSpec {
+  readonly fn: AggregateFunction;
+  /** null: COUNT(*). */
+  readonly field: string | null;
+  /** Member name in the result rows: COUNT, or FN_FIELD (SUM_CREDIT_LIMIT). */
+  readonly alias: string;
+}
+
+export const TREC_STATES = ["N", "M", "C", "P"] as const;
+export type TrecState = (typeof TREC_STATES)[number];
+
+/** Everything a list (or count) request can ask for. */
+export interface ListQuery {
+  readonly filter: FilterExpr | null;
+  readonly sort: readonly SortSpec[];
+  /** Page size, 0..1000 (default 100). */
+  readonly numRows: number;
+  readonly offset: number;
+  /** Requested fields ($fields / $select); null = every field the caller may list. */
+  readonly fields: readonly string[] | null;
+  /** Relation names ($expand / include): forward relation names or child dimension codes. */
+  readonly expand: readonly string[];
+  /** TREC states included (cond_trec); null = the default (TREC <> 'C' unless TREC is filtered). */
+  readonly condTrec: readonly TrecState[] | null;
+  /** Fields returned in the list whatever their COD_ON_OFF (forceListCost). */
+  readonly forceListCost: readonly string[];
+  /** $group / groupBy: with aggregates, the result is one row per group. */
+  readonly groupBy: readonly string[];
+  readonly aggregates: readonly AggregateSpec[];
+  /** Return the generated SQL and parameters (level 4 only). */
+  readonly debug: boolean;
+}
+
+/** What a single-record read can ask for. */
+export interface RecordQuery {
+  readonly fields: readonly string[] | null;
+  readonly expand: readonly string[];
+  readonly condTrec: readonly TrecState[] | null;
+  readonly debug: boolean;
+}
+
+export const DEFAULT_NUM_ROWS = 100;
+export const MAX_NUM_ROWS = 1000;
+export const MAX_FILTER_DEPTH = 5;
+export const MAX_FILTER_CONDITIONS = 20;
+export const MAX_FILTER_LENGTH = 2000;
+
+export function emptyListQuery(overrides: Partial<ListQuery> = {}): ListQuery {
+  return {
+    filter: null,
+    sort: [],
+    numRows: DEFAULT_NUM_ROWS,
+    offset: 0,
+    fields: null,
+    expand: [],
+    condTrec: null,
+    forceListCost: [],
+    groupBy: [],
+    aggregates: [],
+    debug: false,
+    ...overrides,
+  };
+}
+
+export function emptyRecordQuery(overrides: Partial<RecordQuery> = {}): RecordQuery {
+  return { fields: null, expand: [], condTrec: null, debug: false, ...overrides };
+}
+
+// ---------------------------------------------------------------- plans (validated queries)
+
+/** A condition checked against the metadata: the field resolved, the values cast to its type. */
+export interface PlannedCondition {
+  readonly kind: "condition";
+  readonly field: FieldDef;
+  readonly op: FilterOperator;
+  /** SQL parameter(s); null only with eq / ne (IS NULL / IS NOT NULL). */
+  readonly value: unknown;
+}
+
+/** The default lifecycle rule: TREC <> 'C'. */
+export interface PlannedLiveOnly {
+  readonly kind: "live";
+}
+
+export type PlannedFilter =
+  | PlannedCondition
+  | PlannedLiveOnly
+  | { readonly kind: "and" | "or"; readonly items: readonly PlannedFilter[] }
+  | { readonly kind: "not"; readonly item: PlannedFilter };
+
+export interface PlannedSort {
+  readonly field: FieldDef;
+  readonly direction: SortDirection;
+}
+
+/** One relation to embed in each record. */
+export interface ExpandPlan {
+  /** Member name in the record: the relation name (forward) or the child dimension's code (reverse). */
+  readonly name: string;
+  readonly direction: "forward" | "reverse";
+  readonly relation: Relation;
+  /** The dimension whose records are embedded. */
+  readonly target: DimensionDef;
+  /** The parent's column whose value is the key (forward: the foreign key; reverse: the referenced key). */
+  readonly parentKey: FieldDef;
+  /** The target's column matched against the key. */
+  readonly targetKey: FieldDef;
+  /** The target's fields returned (L for this caller). */
+  readonly columns: readonly FieldDef[];
+}
+
+/** Where a plan's rows come from and which rows: shared by every statement of a dimension. */
+export interface PlanScope {
+  readonly dim: DimensionDef;
+  readonly tenantId: string;
+  /** The request's conditions with the TREC rule, or null. */
+  readonly where: PlannedFilter | null;
+}
+
+export interface RecordsPlan extends PlanScope {
+  readonly kind: "records";
+  /** Fields returned, in NUM_VAR order. */
+  readonly columns: readonly FieldDef[];
+  /** Every column selected: the returned ones, the id, sort keys and expand keys. */
+  readonly selected: readonly FieldDef[];
+  readonly sort: readonly PlannedSort[];
+  readonly limit: number;
+  readonly offset: number;
+  readonly expand: readonly ExpandPlan[];
+}
+
+export interface PlannedAggregate {
+  readonly fn: AggregateFunction;
+  readonly field: FieldDef | null;
+  readonly alias: string;
+}
+
+export type GroupSortKey =
+  | { readonly kind: "field"; readonly field: FieldDef }
+  | { readonly kind: "aggregate"; readonly aggregate: PlannedAggregate };
+
+export interface GroupsPlan extends PlanScope {
+  readonly kind: "groups";
+  readonly groupBy: readonly FieldDef[];
+  readonly aggregates: readonly PlannedAggregate[];
+  readonly sort: ReadonlyArray<{ readonly key: GroupSortKey; readonly direction: SortDirection }>;
+  readonly limit: number;
+  readonly offset: number;
+}
+
+export type ListPlan = RecordsPlan | GroupsPlan;
+
+/** Parameterised SQL: values only ever travel in `params`. */
+export interface CompiledQuery {
+  readonly text: string;
+  readonly params: readonly unknown[];
+}

@@ -1,0 +1,74 @@
+// The service's rate limits: per user and per tenant on every authenticated request (spec 8,
+// config.rateLimit), and per IP and per username on login attempts.
+import type { Redis } from "ioredis";
+import type { RateLimitConfig } from "../types.ts";
+import {
+  type BoundCounter,
+  type CounterStore,
+  consumeAll,
+  type Decision,
+  memoryStore,
+  redisStore,
+  type WindowSpec,
+} from "./windows.ts";
+
+export interface LoginLimitConfig {
+  perIpPerMinute: number;
+  perUsernamePerMinute: number;
+}
+
+export const DEFAULT_LOGIN_LIMITS: LoginLimitConfig = { perIpPerMinute: 60, perUsernamePerMinute: 20 };
+
+export interface RateLimits {
+  /** Consumes one request of a user (and of the user's tenant). */
+  request(userId: string, tenantId: string): Promise<Decision>;
+  /** Consumes one login attempt from an IP, for a username. */
+  login(ip: string, username: string | null): Promise<Decision>;
+}
+
+function windows(store: CounterStore, specs: WindowSpec[]) {
+  return specs.flatMap((spec) => {
+    const limiter = store.counter(spec);
+    return limiter ? [limiter] : [];
+  });
+}
+
+export function createRateLimits(opts: {
+  config: RateLimitConfig;
+  login: LoginLimitConfig;
+  redis: Redis | null;
+  prefix?: string;
+}): RateLimits {
+  const prefix = opts.prefix ?? "dimensio:rl";
+  const store = opts.redis ? redisStore(opts.redis, prefix) : memoryStore(prefix);
+  const c = opts.config;
+  const user = windows(store, [
+    { name: "user:s", points: c.userPerSecond, durationS: 1 },
+    { name: "user:min", points: c.userPerMinute, durationS: 60 },
+    { name: "user:h", points: c.userPerHour, durationS: 3600 },
+  ]);
+  const tenant = windows(store, [
+    { name: "tenant:min", points: c.tenantPerMinute, durationS: 60 },
+    { name: "tenant:h", points: c.tenantPerHour, durationS: 3600 },
+  ]);
+  const ip = windows(store, [{ name: "login-ip:min", points: opts.login.perIpPerMinute, durationS: 60 }]);
+  const username = windows(store, [
+    { name: "login-user:min", points: opts.login.perUsernamePerMinute, durationS: 60 },
+  ]);
+  return {
+    request(userId, tenantId) {
+      const counters: BoundCounter[] = [
+        ...user.map((limiter) => ({ limiter, key: userId })),
+        ...tenant.map((limiter) => ({ limiter, key: tenantId })),
+      ];
+      return consumeAll(counters);
+    },
+    login(address, name) {
+      const counters: BoundCounter[] = [
+        ...ip.map((limiter) => ({ limiter, key: address })),
+        ...(name === null ? [] : username.map((limiter) => ({ limiter, key: name.toLowerCase() }))),
+      ];
+      return consumeAll(counters);
+    },
+  };
+}

@@ -1,0 +1,77 @@
+// Steps every read resolver shares: finding the dimension, checking the grant, running SQL.
+import { authorize, sourceLevel } from "../../auth/authorize.ts";
+import { ApiError, NotFoundError, PermissionDeniedError, ValidationError } from "../../errors.ts";
+import type { CompiledQuery } from "../../query/types.ts";
+import type { DimensionDef, FieldDef } from "../../types.ts";
+import type { ReadContext } from "./context.ts";
+
+export interface DebugInfo {
+  sql: string;
+  params: readonly unknown[];
+}
+
+export const DEBUG_LEVEL = 4;
+
+/** The dimension, or 404 DIMENSION_NOT_FOUND. */
+export function requireDimension(rc: ReadContext, code: string): DimensionDef {
+  const dim = rc.model.dimensions.get(code);
+  if (!dim) throw new NotFoundError("DIMENSION_NOT_FOUND", `Dimension ${code.slice(0, 60)} does not exist.`);
+  return dim;
+}
+
+/** The dimension, after the read grant on the request's source (403 otherwise). */
+export function readableDimension(rc: ReadContext, code: string): DimensionDef {
+  const dim = requireDimension(rc, code);
+  authorize(rc.request, rc.model, dim.code, "read");
+  return dim;
+}
+
+/** debug=true shows SQL: level 4 on the source only. */
+export function assertDebugAllowed(rc: ReadContext): void {
+  const level = sourceLevel(rc.request, rc.model);
+  if (level < DEBUG_LEVEL) {
+    throw new PermissionDeniedError(
+      `debug=true needs level ${DEBUG_LEVEL} on ${rc.request.source}; the grant gives ${level}.`,
+      {
+        extra: {
+          required_grant: DEBUG_LEVEL,
+          user_grants: rc.request.principal.grants.map((g) => ({
+            COD_MENU: g.COD_MENU,
+            OPERATIONS: g.OPERATIONS,
+            LEVEL: g.LEVEL,
+          })),
+        },
+      },
+    );
+  }
+}
+
+/**
+ * Runs a compiled statement. Values are checked before they get here; should the database still
+ * refuse one (a data exception, SQLSTATE class 22), the caller gets a 400, never a 500.
+ */
+export async function runQuery<R = Record<string, unknown>>(rc: ReadContext, q: CompiledQuery): Promise<R[]> {
+  try {
+    return (await rc.db.query<R>(q.text, q.params)).rows;
+  } catch (err) {
+    const code = (err as { code?: unknown })?.code;
+    if (!(err instanceof ApiError) && typeof code === "string" && code.startsWith("22")) {
+      throw new ValidationError("INVALID_FIELD_VALUE", "A filter value was refused by the database.", {
+        details: { sqlstate: code },
+      });
+    }
+    throw err;
+  }
+}
+
+export type DataRecord = Record<string, unknown>;
+
+/** A table row as a record holding only `fields` (hidden helper columns and TENANT_ID left out). */
+export function toRecord(row: Record<string, unknown>, fields: readonly FieldDef[]): DataRecord {
+  const out: DataRecord = {};
+  for (const f of fields) {
+    const v = row[f.code];
+    out[f.code] = v === undefined ? null : v;
+  }
+  return out;
+}

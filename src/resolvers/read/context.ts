@@ -1,0 +1,27 @@
+// The context every read resolver takes: the caller (user, tenant, source, center_dett, clock), the
+// database, the metadata snapshot the request is answered from, and the request's loaders. REST
+// routes and GraphQL build one per request with createReadContext.
+import { createRelationLoaders, type RelationLoaders } from "../../loaders/relation-loaders.ts";
+import type { MetadataModel, Queryable, RequestContext } from "../../types.ts";
+
+export interface ReadContext {
+  readonly request: RequestContext;
+  readonly db: Queryable;
+  /** One metadata version for the whole request. */
+  readonly model: MetadataModel;
+  readonly loaders: RelationLoaders;
+}
+
+export interface ReadDeps {
+  db: Queryable;
+  metadata: { current(): MetadataModel };
+}
+
+export function createReadContext(deps: ReadDeps, request: RequestContext): ReadContext {
+  return {
+    request,
+    db: deps.db,
+    model: deps.metadata.current(),
+    loaders: createRelationLoaders(deps.db, request.principal.tenantId),
+  };
+}

@@ -1,0 +1,58 @@
+// Embedding related records ($expand): every parent's key goes to the request's loader in the same
+// tick, so each relation costs one query however many rows the page has.
+import { planExpand } from "../../query/plan.ts";
+import type { ExpandPlan } from "../../query/types.ts";
+import { type DataRecord, requireDimension, toRecord } from "./common.ts";
+import type { ReadContext } from "./context.ts";
+import type { RecordShape } from "./types.ts";
+
+async function related(rc: ReadContext, e: ExpandPlan, key: unknown): Promise<DataRecord[]> {
+  if (key === null || key === undefined) return [];
+  const rows = await rc.loaders.load(e, key as string | number);
+  return rows.map((row) => toRecord(row, e.columns));
+}
+
+function embed(e: ExpandPlan, records: DataRecord[]): DataRecord | DataRecord[] | null {
+  return e.direction === "reverse" ? records : (records[0] ?? null);
+}
+
+/** Adds each expanded relation to each record; `rows` are the records' table rows (keys included). */
+export async function attachExpansions(
+  rc: ReadContext,
+  expand: readonly ExpandPlan[],
+  rows: ReadonlyArray<Record<string, unknown>>,
+  records: DataRecord[],
+): Promise<void> {
+  await Promise.all(
+    expand.map(async (e) => {
+      const values = await Promise.all(rows.map((row) => related(rc, e, row[e.parentKey.code])));
+      values.forEach((list, i) => {
+        records[i]![e.name] = embed(e, list);
+      });
+    }),
+  );
+}
+
+export function expandShapes(expand: readonly ExpandPlan[]): RecordShape["expand"] {
+  return expand.map((e) => ({
+    name: e.name,
+    many: e.direction === "reverse",
+    shape: { dim: e.target.code, fields: e.columns, expand: [] },
+  }));
+}
+
+/**
+ * One relation of one parent, for GraphQL field resolvers: `parentKey` is the parent's value of the
+ * relation's key (the foreign key for a forward relation, the referenced key for a reverse one).
+ * Calls made in the same tick share one query.
+ */
+export async function loadRelated(
+  rc: ReadContext,
+  dimCode: string,
+  relationName: string,
+  parentKey: unknown,
+): Promise<DataRecord | DataRecord[] | null> {
+  const dim = requireDimension(rc, dimCode);
+  const [e] = planExpand(rc.request, rc.model, dim, [relationName]);
+  return embed(e!, await related(rc, e!, parentKey));
+}

@@ -1,0 +1,14 @@
+// The read resolvers: plain async functions over a ReadContext, shared by REST and GraphQL.
+export { type ReadContext, type ReadDeps, createReadContext } from "./context.ts";
+export { listRecords, listRecordsBySort } from "./list.ts";
+export { getRecord } from "./get.ts";
+export { countRecords, describeFilter } from "./count.ts";
+export {
+  describeDimension,
+  describeFields,
+  listFieldConfigurations,
+  listFieldDefinitions,
+} from "./describe.ts";
+export { loadRelated } from "./expand.ts";
+export type * from "./types.ts";
+export type { DataRecord, DebugInfo } from "./common.ts";

@@ -1,0 +1,90 @@
+// listRecords: GET /{dim} (and named sorts): one statement for the page and its total, then one
+// batched query per expanded relation.
+import { NotFoundError } from "../../errors.ts";
+import { aggregateAlias, compileGroupsPage, compileRecordsPage, groupAlias } from "../../query/compile.ts";
+import { type PlanOptions, planList } from "../../query/plan.ts";
+import { parseSortParam } from "../../query/rest-params.ts";
+import type { CompiledQuery, GroupsPlan, ListQuery, RecordsPlan } from "../../query/types.ts";
+import { assertDebugAllowed, type DataRecord, readableDimension, runQuery, toRecord } from "./common.ts";
+import type { ReadContext } from "./context.ts";
+import { attachExpansions, expandShapes } from "./expand.ts";
+import type { ListMeta, ListResult } from "./types.ts";
+
+type Row = Record<string, unknown>;
+
+function meta(total: number, plan: { limit: number; offset: number }, returned: number): ListMeta {
+  return { total, num_rows: plan.limit, offset: plan.offset, has_more: plan.offset + returned < total };
+}
+
+function debugOf(q: CompiledQuery, wanted: boolean) {
+  return wanted ? { debug: { sql: q.text, params: q.params } } : {};
+}
+
+async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, debug: boolean): Promise<ListResult> {
+  const q = compileRecordsPage(plan);
+  const rows = await runQuery<Row>(rc, q);
+  const total = Number(rows[0]?.__total ?? 0);
+  const page = rows.filter((r) => r[plan.dim.idField] !== null && r[plan.dim.idField] !== undefined);
+  const data = page.map((r) => toRecord(r, plan.columns));
+  await attachExpansions(rc, plan.expand, page, data);
+  return {
+    kind: "records",
+    data,
+    meta: meta(total, plan, data.length),
+    shape: { dim: plan.dim.code, fields: plan.columns, expand: expandShapes(plan.expand) },
+    ...debugOf(q, debug),
+  };
+}
+
+async function listGroups(rc: ReadContext, plan: GroupsPlan, debug: boolean): Promise<ListResult> {
+  const q = compileGroupsPage(plan);
+  const rows = await runQuery<Row>(rc, q);
+  const total = Number(rows[0]?.__total ?? 0);
+  const data = rows
+    .filter((r) => r.__row === true)
+    .map((r) => {
+      const out: DataRecord = {};
+      plan.groupBy.forEach((f, i) => {
+        out[f.code] = r[groupAlias(i)] ?? null;
+      });
+      plan.aggregates.forEach((a, i) => {
+        out[a.alias] = r[aggregateAlias(i)] ?? null;
+      });
+      return out;
+    });
+  return {
+    kind: "groups",
+    data,
+    meta: meta(total, plan, data.length),
+    shape: { dim: plan.dim.code, groupBy: plan.groupBy, aggregates: plan.aggregates },
+    ...debugOf(q, debug),
+  };
+}
+
+export async function listRecords(
+  rc: ReadContext,
+  dimCode: string,
+  query: ListQuery,
+  opts: PlanOptions = {},
+): Promise<ListResult> {
+  const dim = readableDimension(rc, dimCode);
+  if (query.debug) assertDebugAllowed(rc);
+  const plan = planList(rc.request, rc.model, dim, query, opts);
+  return plan.kind === "records"
+    ? listPlainRecords(rc, plan, query.debug)
+    : listGroups(rc, plan, query.debug);
+}
+
+/** GET /{dim}/sort/{sort_key}: a list ordered by the dimension's TB_SORT expression. */
+export async function listRecordsBySort(
+  rc: ReadContext,
+  dimCode: string,
+  sortKey: string,
+  query: ListQuery,
+): Promise<ListResult> {
+  const dim = readableDimension(rc, dimCode);
+  const named = dim.sorts.get(sortKey);
+  if (!named)
+    throw new NotFoundError("SORT_NOT_FOUND", `${dim.code} has no named sort ${sortKey.slice(0, 60)}.`);
+  return listRecords(rc, dimCode, { ...query, sort: parseSortParam(named.expr) }, { trustedSort: true });
+}

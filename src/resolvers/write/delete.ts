@@ -1,0 +1,79 @@
+// Delete: lock the record -> TREC check -> soft delete (TREC C, audited) or force delete
+// (row removed) -> outbox row -> delete cascade (CASCADE_DELETE, the same way, recursively).
+import type { DimensionDef, RecordChange, WriteResult } from "../../types.ts";
+import { auditColumns } from "./audit.ts";
+import { recordChanged } from "./change-event.ts";
+import { step, type WriteContext } from "./context.ts";
+import { deleteRow, lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
+import { checkDeletable, currentTrec } from "./state.ts";
+import { isBlank } from "./values.ts";
+
+type Row = Record<string, unknown>;
+
+export async function deleteRecord(
+  w: WriteContext,
+  dim: DimensionDef,
+  rawId: unknown,
+  force: boolean,
+): Promise<WriteResult> {
+  await step(w, "load");
+  const current = await lockRecord(w, dim, rawId);
+  await step(w, "field_rules");
+  checkDeletable(currentTrec(current), force);
+  return deleteLocked(w, dim, current, force, new Set());
+}
+
+async function deleteLocked(
+  w: WriteContext,
+  dim: DimensionDef,
+  current: Row,
+  force: boolean,
+  seen: Set<string>,
+): Promise<WriteResult> {
+  const id = current[dim.idField] as RecordId;
+  seen.add(`${dim.code}/${String(id)}`);
+  await step(w, "record");
+  let change: RecordChange;
+  if (force) {
+    await deleteRow(w, dim, id);
+    change = await recordChanged(w, dim, "deleted", current, true);
+  } else {
+    const columns = auditColumns(dim.auditStyle, "soft_delete", w.ctx.principal.userId, w.now, "C");
+    change = await recordChanged(w, dim, "deleted", await updateRow(w, dim, id, columns));
+  }
+  await step(w, "cascades");
+  return { ...change, children: [], cascaded: await cascadeDelete(w, dim, current, force, seen) };
+}
+
+/**
+ * DELETE_CASCADE (decisions.md §5): records of the listed dimensions whose foreign key points at
+ * the deleted record go the same way (soft with soft, force with force). Children already
+ * cancelled are left alone by a soft delete; a child in processing (P) stops the whole delete.
+ */
+async function cascadeDelete(
+  w: WriteContext,
+  dim: DimensionDef,
+  parent: Row,
+  force: boolean,
+  seen: Set<string>,
+): Promise<RecordChange[]> {
+  const changes: RecordChange[] = [];
+  for (const childCode of dim.cascadeDelete) {
+    const child = w.model.dimensions.get(childCode);
+    if (!child) continue;
+    for (const rel of dim.reverseRelations.filter((r) => r.fromDim === childCode)) {
+      const value = parent[rel.toField];
+      if (isBlank(value)) continue;
+      for (const row of await lockRecordsWhere(w, child, rel.fromField, value)) {
+        const childId = row[child.idField];
+        const trec = currentTrec(row);
+        if (seen.has(`${child.code}/${String(childId)}`) || (!force && trec === "C")) continue;
+        checkDeletable(trec, force, `${child.code} ${String(childId)}`);
+        const result = await deleteLocked(w, child, row, force, seen);
+        const { children: _c, cascaded, ...own } = result;
+        changes.push(own, ...cascaded);
+      }
+    }
+  }
+  return changes;
+}

@@ -1,0 +1,80 @@
+// The field rules of spec 2.3 for write bodies: unknown fields (INVALID_FIELD), fields without N
+// on create (FieldNotAllowedOnCreate), fields without M on update (FieldNotModifiable).
+// Audit fields and TREC are the system's: ignored here (TREC moves are decided in state.ts).
+import { fieldAllows, fieldKnown } from "../../auth/authorize.ts";
+import { ApiError, ValidationError } from "../../errors.ts";
+import type { DimensionDef, FieldDef } from "../../types.ts";
+import type { WriteContext } from "./context.ts";
+
+export class ApiFieldError extends ApiError {
+  constructor(
+    code: "FIELD_NOT_ALLOWED_ON_CREATE" | "FIELD_NOT_MODIFIABLE",
+    errorName: string,
+    field: string,
+    dim: string,
+  ) {
+    const verb = code === "FIELD_NOT_MODIFIABLE" ? "may not be modified" : "may not be sent on create";
+    super(400, code, errorName, `${field} ${verb} in ${dim}.`, { field });
+  }
+}
+
+function unknownField(dim: DimensionDef, key: string): never {
+  throw new ValidationError("INVALID_FIELD", `${key} is not a field of ${dim.code}.`, { field: key });
+}
+
+/** The field a body member names, or INVALID_FIELD (a field hidden by peso is unknown too). */
+function knownField(w: WriteContext, dim: DimensionDef, key: string): FieldDef {
+  const field = dim.fieldsByCode.get(key);
+  if (!field || (!w.trusted && !field.system && !fieldKnown(w.ctx, field))) unknownField(dim, key);
+  return field;
+}
+
+/** Checks a create body's member names: known fields with N (unless trusted), child lists. */
+export function checkCreateBody(w: WriteContext, dim: DimensionDef, body: Record<string, unknown>): void {
+  for (const key of Object.keys(body)) {
+    if (dim.insertCascade.includes(key)) continue;
+    const field = knownField(w, dim, key);
+    if (field.system) continue;
+    const notAllowed =
+      (field.isId && dim.idType === "INTEGER") || (!w.trusted && !fieldAllows(w.ctx, field, "N"));
+    if (notAllowed) {
+      throw new ApiFieldError("FIELD_NOT_ALLOWED_ON_CREATE", "FieldNotAllowedOnCreate", field.code, dim.code);
+    }
+  }
+}
+
+/**
+ * Checks an update body's member names and returns the fields it changes. The id field may be
+ * echoed with the record's own id; a different id is a key change and needs M like any field.
+ */
+export function checkUpdateBody(
+  w: WriteContext,
+  dim: DimensionDef,
+  body: Record<string, unknown>,
+  currentId: string | number,
+): FieldDef[] {
+  const changed: FieldDef[] = [];
+  for (const [key, value] of Object.entries(body)) {
+    const field = knownField(w, dim, key);
+    if (field.system) continue;
+    if (field.isId && value !== null && String(value) === String(currentId)) continue;
+    const modifiable =
+      !(field.isId && dim.idType === "INTEGER") && (w.trusted || fieldAllows(w.ctx, field, "M"));
+    if (!modifiable) {
+      throw new ApiFieldError("FIELD_NOT_MODIFIABLE", "FieldNotModifiable", field.code, dim.code);
+    }
+    changed.push(field);
+  }
+  return changed;
+}
+
+/** The fields a PUT clears when its body leaves them out: every M field of the caller but the id. */
+export function putClearedFields(
+  w: WriteContext,
+  dim: DimensionDef,
+  body: Record<string, unknown>,
+): FieldDef[] {
+  return dim.fields.filter(
+    (f) => !f.system && !f.isId && !(f.code in body) && (w.trusted || fieldAllows(w.ctx, f, "M")),
+  );
+}

@@ -1,0 +1,57 @@
+// What a write returns to its caller: the record's fields the caller sees in the detail (D)
+// context, plus the id field and the audit fields; insert-cascade children under their dimension.
+import { fieldAllows } from "../../auth/authorize.ts";
+import type { MetadataModel, RequestContext, WriteResult } from "../../types.ts";
+
+export function presentRecord(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dimCode: string,
+  record: Record<string, unknown>,
+): Record<string, unknown> {
+  const dim = model.dimensions.get(dimCode);
+  if (!dim) return {};
+  const out: Record<string, unknown> = {};
+  for (const f of dim.fields) {
+    if (!(f.code in record)) continue;
+    if (f.isId || f.system || fieldAllows(ctx, f, "D")) out[f.code] = record[f.code];
+  }
+  return out;
+}
+
+/** The created, updated or soft-deleted record as returned, with insert-cascade children. */
+export function presentResult(
+  ctx: RequestContext,
+  model: MetadataModel,
+  result: WriteResult,
+): Record<string, unknown> {
+  const out = presentRecord(ctx, model, result.dim, result.record);
+  for (const child of result.children) {
+    const list = Array.isArray(out[child.dim]) ? (out[child.dim] as unknown[]) : [];
+    list.push(presentResult(ctx, model, child));
+    out[child.dim] = list;
+  }
+  return out;
+}
+
+/** Changes made by cascades: enough for a client to follow them (dimension, id, event). */
+export function presentCascaded(result: WriteResult) {
+  return result.cascaded.map((c) => ({
+    dimension: c.dim,
+    id: c.recordId,
+    action: c.action,
+    trec: c.force ? null : (c.record.TREC ?? null),
+    event_id: c.eventId,
+  }));
+}
+
+/** A soft-deleted record as returned: its id field and audit fields (TREC C, LDATA, LOWNER…). */
+export function presentDeleted(model: MetadataModel, result: WriteResult): Record<string, unknown> {
+  const dim = model.dimensions.get(result.dim);
+  if (!dim) return {};
+  const out: Record<string, unknown> = {};
+  for (const f of dim.fields) {
+    if ((f.isId || f.system) && f.code in result.record) out[f.code] = result.record[f.code];
+  }
+  return out;
+}

@@ -1,0 +1,117 @@
+// Row-level SQL of the write pipeline on one dimension table, always limited to the caller's
+// tenant. Identifiers come from metadata (ident); values are parameters.
+import { ident } from "../../db/sql.ts";
+import { NotFoundError } from "../../errors.ts";
+import { TENANT_COLUMN } from "../../metadata/data-types.ts";
+import type { DimensionDef } from "../../types.ts";
+import type { WriteContext } from "./context.ts";
+import { mapDatabaseError } from "./db-errors.ts";
+import { rowToRecord } from "./values.ts";
+
+export type RecordId = string | number;
+type Row = Record<string, unknown>;
+
+/** An id from a path or body as the id field's type, or null when it cannot name a record. */
+export function parseRecordId(dim: DimensionDef, raw: unknown): RecordId | null {
+  if (dim.idType === "INTEGER") {
+    if (typeof raw === "number") return Number.isSafeInteger(raw) ? raw : null;
+    if (typeof raw === "string" && /^-?\d{1,16}$/.test(raw)) {
+      const n = Number(raw);
+      return Number.isSafeInteger(n) ? n : null;
+    }
+    return null;
+  }
+  if (typeof raw === "number" && Number.isFinite(raw)) return String(raw);
+  if (typeof raw !== "string" || raw === "") return null;
+  const length = dim.fieldsByCode.get(dim.idField)?.length ?? null;
+  return length !== null && [...raw].length > length ? null : raw;
+}
+
+export function recordNotFound(dim: DimensionDef, id: unknown): NotFoundError {
+  return new NotFoundError("RECORD_NOT_FOUND", `${dim.code} ${String(id)} does not exist.`, {
+    details: { dimension: dim.code, id },
+  });
+}
+
+/**
+ * Reads the record and locks its row until the transaction ends (SELECT … FOR UPDATE), so that
+ * concurrent writers of one record queue and each sees the previous one's result.
+ */
+export async function lockRecord(w: WriteContext, dim: DimensionDef, rawId: unknown): Promise<Row> {
+  const id = parseRecordId(dim, rawId);
+  if (id === null) throw recordNotFound(dim, rawId);
+  const res = await w.tx.query<Row>(
+    `SELECT * FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2 FOR UPDATE`,
+    [w.ctx.principal.tenantId, id],
+  );
+  const row = res.rows[0];
+  if (!row) throw recordNotFound(dim, rawId);
+  return rowToRecord(dim, row);
+}
+
+/** Locks the records of `dim` whose `field` equals `value` (cascades), in id order. */
+export async function lockRecordsWhere(
+  w: WriteContext,
+  dim: DimensionDef,
+  field: string,
+  value: unknown,
+): Promise<Row[]> {
+  const type = dim.fieldsByCode.get(field)?.dataType;
+  if (type === "INTEGER" && !(typeof value === "number" && Number.isSafeInteger(value))) return [];
+  const res = await w.tx.query<Row>(
+    `SELECT * FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(field)} = $2
+      ORDER BY ${ident(dim.idField)} FOR UPDATE`,
+    [w.ctx.principal.tenantId, type === "INTEGER" ? value : String(value)],
+  );
+  return res.rows.map((r) => rowToRecord(dim, r));
+}
+
+export async function insertRow(
+  w: WriteContext,
+  dim: DimensionDef,
+  columns: Array<[string, unknown]>,
+): Promise<Row> {
+  const all: Array<[string, unknown]> = [...columns, [TENANT_COLUMN, w.ctx.principal.tenantId]];
+  const sql = `INSERT INTO ${ident(dim.tableName)} (${all.map(([c]) => ident(c)).join(", ")})
+    VALUES (${all.map((_, i) => `$${i + 1}`).join(", ")}) RETURNING *`;
+  try {
+    return rowToRecord(
+      dim,
+      (
+        await w.tx.query<Row>(
+          sql,
+          all.map(([, v]) => v),
+        )
+      ).rows[0]!,
+    );
+  } catch (err) {
+    return mapDatabaseError(err, dim);
+  }
+}
+
+export async function updateRow(
+  w: WriteContext,
+  dim: DimensionDef,
+  id: RecordId,
+  assignments: Array<[string, unknown]>,
+): Promise<Row> {
+  const sets = assignments.map(([c], i) => `${ident(c)} = $${i + 3}`).join(", ");
+  const sql = `UPDATE ${ident(dim.tableName)} SET ${sets}
+    WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2 RETURNING *`;
+  try {
+    const res = await w.tx.query<Row>(sql, [w.ctx.principal.tenantId, id, ...assignments.map(([, v]) => v)]);
+    const row = res.rows[0];
+    if (!row) throw recordNotFound(dim, id);
+    return rowToRecord(dim, row);
+  } catch (err) {
+    if (err instanceof NotFoundError) throw err;
+    return mapDatabaseError(err, dim);
+  }
+}
+
+export async function deleteRow(w: WriteContext, dim: DimensionDef, id: RecordId): Promise<void> {
+  await w.tx.query(
+    `DELETE FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2`,
+    [w.ctx.principal.tenantId, id],
+  );
+}

@@ -1,0 +1,111 @@
+// Update (PUT and PATCH): lock the record -> field rules and TREC move -> types and lengths ->
+// required fields -> foreign keys -> update with audit fields -> outbox row -> update cascade.
+import type { DimensionDef, FieldDef, RecordChange, WriteResult } from "../../types.ts";
+import { type AuditEvent, auditColumns } from "./audit.ts";
+import { recordChanged } from "./change-event.ts";
+import { step, type WriteContext } from "./context.ts";
+import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
+import { checkForeignKeys } from "./foreign-keys.ts";
+import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
+import { currentTrec, type Trec, updateTransition } from "./state.ts";
+import { checkRequired, isBlank, toColumnValue } from "./values.ts";
+
+export type UpdateMode = "put" | "patch";
+
+type Row = Record<string, unknown>;
+
+export async function updateRecord(
+  w: WriteContext,
+  dim: DimensionDef,
+  rawId: unknown,
+  body: Record<string, unknown>,
+  mode: UpdateMode,
+): Promise<WriteResult> {
+  await step(w, "load");
+  const current = await lockRecord(w, dim, rawId);
+  const currentId = current[dim.idField] as RecordId;
+
+  await step(w, "field_rules");
+  const changed = checkUpdateBody(w, dim, body, currentId);
+  const from = currentTrec(current);
+  const to = updateTransition(from, mode, body.TREC);
+  const cleared = mode === "put" ? putClearedFields(w, dim, body) : [];
+  const values: Row = {};
+  for (const f of changed) values[f.code] = body[f.code];
+  for (const f of cleared) values[f.code] = null;
+  const touched: FieldDef[] = [...changed, ...cleared];
+
+  await step(w, "types");
+  const assignments: Array<[string, unknown]> = touched.map((f) => [
+    f.code,
+    toColumnValue(f, values[f.code]),
+  ]);
+
+  await step(w, "required");
+  checkRequired(dim, touched, values, w.ctx.centerDett);
+
+  await step(w, "foreign_keys");
+  await checkForeignKeys(w, dim, values, new Set(changed.map((f) => f.code)));
+
+  await step(w, "record");
+  const event: AuditEvent = from === "C" ? "restore" : "update";
+  assignments.push(...auditColumns(dim.auditStyle, event, w.ctx.principal.userId, w.now, to));
+  const record = await updateRow(w, dim, currentId, assignments);
+  const change = await recordChanged(w, dim, "updated", record);
+
+  await step(w, "cascades");
+  const cascaded = await cascadeUpdate(w, dim, current, record, new Set([recordKey(dim, currentId)]));
+  return { ...change, children: [], cascaded };
+}
+
+function recordKey(dim: DimensionDef, id: unknown): string {
+  return `${dim.code}/${String(id)}`;
+}
+
+/**
+ * UPDATE_CASCADE (decisions.md §5): when a value that children point at changes (the key), the
+ * children's foreign keys follow; when the record is restored (C → M), its cancelled children
+ * are restored too, and theirs in turn. Each child change is audited and evented.
+ */
+async function cascadeUpdate(
+  w: WriteContext,
+  dim: DimensionDef,
+  before: Row,
+  after: Row,
+  seen: Set<string>,
+): Promise<RecordChange[]> {
+  const changes: RecordChange[] = [];
+  const restored = currentTrec(before) === "C" && currentTrec(after) !== "C";
+  for (const childCode of dim.updateCascade) {
+    const child = w.model.dimensions.get(childCode);
+    if (!child) continue;
+    for (const rel of dim.reverseRelations.filter((r) => r.fromDim === childCode)) {
+      const oldValue = before[rel.toField];
+      const newValue = after[rel.toField];
+      if (!isBlank(oldValue) && String(oldValue) !== String(newValue)) {
+        for (const row of await lockRecordsWhere(w, child, rel.fromField, oldValue)) {
+          const trec = currentTrec(row);
+          const nextTrec: Trec = trec === "N" ? "M" : trec;
+          const assignments: Array<[string, unknown]> = [
+            [rel.fromField, newValue],
+            ...auditColumns(child.auditStyle, "update", w.ctx.principal.userId, w.now, nextTrec),
+          ];
+          const updated = await updateRow(w, child, row[child.idField] as RecordId, assignments);
+          changes.push(await recordChanged(w, child, "updated", updated));
+        }
+      }
+      if (restored && !isBlank(newValue)) {
+        for (const row of await lockRecordsWhere(w, child, rel.fromField, newValue)) {
+          const key = recordKey(child, row[child.idField]);
+          if (currentTrec(row) !== "C" || seen.has(key)) continue;
+          seen.add(key);
+          const assignments = auditColumns(child.auditStyle, "restore", w.ctx.principal.userId, w.now, "M");
+          const updated = await updateRow(w, child, row[child.idField] as RecordId, assignments);
+          changes.push(await recordChanged(w, child, "updated", updated));
+          changes.push(...(await cascadeUpdate(w, child, row, updated, seen)));
+        }
+      }
+    }
+  }
+  return changes;
+}

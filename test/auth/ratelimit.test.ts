@@ -1,0 +1,221 @@
+// Rate limits (spec 8, config.rateLimit): headers on every authenticated response, 429 with
+// retry_after/limit/remaining/reset, per user and per tenant, login attempts per IP and username;
+// in memory, and through the real Redis when TEST_REDIS_URL is set (shared by two app instances).
+import { randomBytes } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bearer, buildAuthApp, loginAs } from "../helpers/auth.ts";
+import { BACKENDS, createTestApp, TEST_REDIS_URL, type TestApp } from "../helpers/env.ts";
+import type { Services } from "../../src/services.ts";
+
+const LIMIT_ENV = {
+  RATE_LIMIT_USER_PER_SECOND: "0",
+  RATE_LIMIT_USER_PER_MINUTE: "3",
+  RATE_LIMIT_USER_PER_HOUR: "0",
+  RATE_LIMIT_TENANT_PER_MINUTE: "0",
+  RATE_LIMIT_TENANT_PER_HOUR: "6",
+};
+
+type Reply = Awaited<ReturnType<FastifyInstance["inject"]>>;
+
+function limitHeaders(res: Reply) {
+  return {
+    limit: Number(res.headers["x-ratelimit-limit"]),
+    remaining: Number(res.headers["x-ratelimit-remaining"]),
+    reset: Number(res.headers["x-ratelimit-reset"]),
+  };
+}
+
+function expect429(res: Reply, limit: number, windowS: number) {
+  expect(res.statusCode).toBe(429);
+  const body = res.json();
+  const nowS = Date.now() / 1000;
+  expect(body).toMatchObject({
+    error: "RateLimitExceeded",
+    code: "RATE_LIMIT_EXCEEDED",
+    status: 429,
+    limit,
+    remaining: 0,
+  });
+  expect(body.retry_after).toBeGreaterThanOrEqual(1);
+  expect(body.retry_after).toBeLessThanOrEqual(windowS);
+  expect(body.reset).toBeGreaterThan(nowS);
+  expect(body.reset).toBeLessThanOrEqual(Math.ceil(nowS) + windowS);
+  expect(res.headers["retry-after"]).toBe(String(body.retry_after));
+  expect(limitHeaders(res)).toEqual({ limit, remaining: 0, reset: body.reset });
+}
+
+/**
+ * The per-user and per-tenant sequence: marco (acme) 3 allowed then 429 on the user window; lucia
+ * (acme) sees the tenant window as closest to exhaustion; anna (acme) exhausts it; greta (globex)
+ * is unaffected.
+ */
+async function userAndTenantSequence(app: FastifyInstance, tokens: Record<string, string>) {
+  const me = (who: string) => app.inject({ method: "GET", url: "/auth/me", headers: bearer(tokens[who]!) });
+  const first = await me("marco");
+  expect(first.statusCode).toBe(200);
+  const h = limitHeaders(first);
+  expect(h).toMatchObject({ limit: 3, remaining: 2 });
+  expect(h.reset).toBeGreaterThan(Date.now() / 1000);
+  expect(h.reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 60);
+  expect(limitHeaders(await me("marco"))).toMatchObject({ limit: 3, remaining: 1 });
+  expect(limitHeaders(await me("marco"))).toMatchObject({ limit: 3, remaining: 0 });
+  expect429(await me("marco"), 3, 60);
+
+  const lucia = await me("lucia");
+  expect(lucia.statusCode).toBe(200);
+  expect(limitHeaders(lucia)).toMatchObject({ limit: 6, remaining: 1 });
+  const anna = await me("anna");
+  expect(anna.statusCode).toBe(200);
+  expect(limitHeaders(anna)).toMatchObject({ limit: 6, remaining: 0 });
+  expect429(await me("anna"), 6, 3600);
+
+  const greta = await me("greta");
+  expect(greta.statusCode).toBe(200);
+  expect(limitHeaders(greta)).toMatchObject({ limit: 3, remaining: 2 });
+}
+
+async function loginTokens(app: FastifyInstance) {
+  return {
+    marco: await loginAs(app, "marco", "marco-secret-2"),
+    lucia: await loginAs(app, "lucia", "lucia-secret-3"),
+    anna: await loginAs(app, "anna", "anna-secret-1"),
+    greta: await loginAs(app, "greta", "greta-secret-4"),
+  };
+}
+
+describe.each(BACKENDS)("rate limits (%s)", (backend) => {
+  let t: TestApp;
+  let loginApp: FastifyInstance;
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "sample", env: LIMIT_ENV });
+    loginApp = await buildAuthApp(t.services, { login: { perIpPerMinute: 5, perUsernamePerMinute: 2 } });
+  });
+  afterAll(async () => {
+    await loginApp?.close();
+    await t?.close();
+  });
+
+  it("per user and per tenant, with headers on every response and a 429 body", async () => {
+    await userAndTenantSequence(t.app, await loginTokens(t.app));
+  });
+
+  it("login responses carry the login limits' headers", async () => {
+    const res = await t.app.inject({
+      method: "POST",
+      url: "/auth/login",
+      payload: { username: "marco", password: "wrong" },
+      remoteAddress: "10.9.9.9",
+    });
+    expect(res.statusCode).toBe(401);
+    expect(limitHeaders(res)).toMatchObject({ limit: 20, remaining: 18 });
+  });
+
+  it("login attempts are limited per username and per IP", async () => {
+    const attempt = (username: string, ip: string) =>
+      loginApp.inject({
+        method: "POST",
+        url: "/auth/login",
+        payload: { username, password: "wrong" },
+        remoteAddress: ip,
+      });
+    expect((await attempt("nobody-1", "10.0.0.1")).statusCode).toBe(401);
+    expect((await attempt("nobody-1", "10.0.0.2")).statusCode).toBe(401);
+    expect429(await attempt("nobody-1", "10.0.0.3"), 2, 60);
+    expect429(await attempt("NOBODY-1", "10.0.0.4"), 2, 60);
+
+    for (let i = 0; i < 5; i++) await attempt(`user-${i}`, "10.0.0.9");
+    const blocked = await attempt("user-new", "10.0.0.9");
+    expect429(blocked, 5, 60);
+    expect((await attempt("user-new", "10.0.0.10")).statusCode).toBe(401);
+  });
+
+  it("refresh attempts count against the IP's login limit", async () => {
+    for (let i = 0; i < 5; i++) {
+      const res = await loginApp.inject({
+        method: "POST",
+        url: "/auth/refresh",
+        payload: { refresh_token: "nope" },
+        remoteAddress: "10.0.1.1",
+      });
+      expect(res.statusCode).toBe(401);
+    }
+    const res = await loginApp.inject({
+      method: "POST",
+      url: "/auth/refresh",
+      payload: { refresh_token: "nope" },
+      remoteAddress: "10.0.1.1",
+    });
+    expect429(res, 5, 60);
+  });
+
+  /** The same services with another REDIS_URL: what a process started with that setting gets. */
+  const withRedis = (url: string): Services => ({
+    ...t.services,
+    config: { ...t.services.config, redisUrl: url },
+  });
+
+  describe("with Redis unreachable", () => {
+    let app: FastifyInstance;
+    beforeAll(async () => {
+      app = await buildAuthApp(withRedis("redis://127.0.0.1:1"));
+    });
+    afterAll(async () => app?.close());
+
+    it("falls back to memory counters and keeps serving", async () => {
+      const token = await loginAs(app, "marco", "marco-secret-2");
+      const me = () => app.inject({ method: "GET", url: "/auth/me", headers: bearer(token) });
+      expect(limitHeaders(await me())).toMatchObject({ limit: 3, remaining: 2 });
+      await me();
+      await me();
+      expect((await me()).statusCode).toBe(429);
+    });
+  });
+
+  if (TEST_REDIS_URL) {
+    const redisUrl = TEST_REDIS_URL;
+    describe("through Redis", () => {
+      let appA: FastifyInstance;
+      let appB: FastifyInstance;
+      let redis: Redis;
+      const prefix = `dimensio:test:${randomBytes(6).toString("hex")}`;
+      const clearKeys = async () => {
+        const keys = await redis.keys(`${prefix}:*`);
+        if (keys.length) await redis.del(...keys);
+      };
+
+      beforeAll(async () => {
+        redis = new Redis(redisUrl);
+        appA = await buildAuthApp(withRedis(redisUrl), { rateLimitPrefix: prefix });
+        appB = await buildAuthApp(withRedis(redisUrl), { rateLimitPrefix: prefix });
+      });
+      afterAll(async () => {
+        await appA?.close();
+        await appB?.close();
+        if (redis) {
+          await clearKeys();
+          await redis.quit();
+        }
+      });
+
+      it("two instances share the counters held in Redis", async () => {
+        const token = await loginAs(appA, "marco", "marco-secret-2");
+        const me = (app: FastifyInstance) =>
+          app.inject({ method: "GET", url: "/auth/me", headers: bearer(token) });
+        expect(limitHeaders(await me(appA))).toMatchObject({ limit: 3, remaining: 2 });
+        expect(limitHeaders(await me(appB))).toMatchObject({ limit: 3, remaining: 1 });
+        expect(limitHeaders(await me(appA))).toMatchObject({ limit: 3, remaining: 0 });
+        expect429(await me(appB), 3, 60);
+        expect(Number(await redis.get(`${prefix}:user:min:marco`))).toBe(4);
+        expect(Number(await redis.get(`${prefix}:tenant:h:acme`))).toBe(4);
+      });
+
+      it("per user and per tenant through Redis", async () => {
+        await clearKeys();
+        await userAndTenantSequence(appB, await loginTokens(appA));
+      });
+    });
+  }
+});

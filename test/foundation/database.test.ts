@@ -1,0 +1,143 @@
+// The Database seam (src/db/database.ts) over PGlite and PostgreSQL: the same SQL gives the same
+// values, transactions commit or roll back, NOTIFY reaches listeners, close() always finishes.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
+import { BACKENDS, createTestDatabase } from "../helpers/env.ts";
+
+async function until(ok: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return Promise.race([
+    p,
+    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what} took over ${ms} ms`)), ms)),
+  ]);
+}
+
+describe.each(BACKENDS)("DatabaseHandle on %s", (backend) => {
+  let db: DatabaseHandle;
+  beforeAll(async () => {
+    db = await createTestDatabase(backend);
+    await db.exec(
+      `CREATE TABLE "t" ("id" BIGSERIAL PRIMARY KEY, "n" NUMERIC(12, 2), "s" VARCHAR(10), "j" JSONB)`,
+    );
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  it("BIGINT and NUMERIC come back as numbers; an int8 beyond 2^53 as a string", async () => {
+    const res = await db.query<Record<string, unknown>>(
+      `SELECT 42::bigint AS a, 12.5::numeric AS b, 9007199254740993::bigint AS c, '{"x":1}'::jsonb AS d,
+              true AS e, NULL::bigint AS f, count(*) AS g FROM (VALUES (1), (2)) v(x)`,
+    );
+    expect(res.rows).toEqual([
+      { a: 42, b: 12.5, c: "9007199254740993", d: { x: 1 }, e: true, f: null, g: 2 },
+    ]);
+  });
+
+  it("parameters are values, never SQL", async () => {
+    const res = await db.query<{ v: string }>(`SELECT $1::text AS v`, [`'; DROP TABLE "t"; --`]);
+    expect(res.rows[0]!.v).toBe(`'; DROP TABLE "t"; --`);
+    expect((await db.query(`SELECT 1 FROM "t" LIMIT 1`)).rowCount).toBe(0);
+  });
+
+  it("rowCount counts the rows a statement changed", async () => {
+    const ins = await db.query(`INSERT INTO "t" ("n", "s") VALUES (1, 'a'), (2, 'b'), (3, 'c')`);
+    expect(ins.rowCount).toBe(3);
+    const upd = await db.query(`UPDATE "t" SET "s" = 'x' WHERE "n" >= 2`);
+    expect(upd.rowCount).toBe(2);
+    const none = await db.query(`UPDATE "t" SET "s" = 'y' WHERE false`);
+    expect(none.rowCount).toBe(0);
+  });
+
+  it("a transaction commits when its function resolves and rolls back when it throws", async () => {
+    const out = await db.transaction(async (tx) => {
+      await tx.query(`INSERT INTO "t" ("s") VALUES ('commit')`);
+      return "done";
+    });
+    expect(out).toBe("done");
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query(`INSERT INTO "t" ("s") VALUES ('rollback')`);
+        throw new Error("boom");
+      }),
+    ).rejects.toThrow("boom");
+    const res = await db.query<{ s: string }>(`SELECT "s" FROM "t" WHERE "s" IN ('commit', 'rollback')`);
+    expect(res.rows).toEqual([{ s: "commit" }]);
+    // A failing statement inside also rolls back everything before it.
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query(`INSERT INTO "t" ("s") VALUES ('partial')`);
+        await tx.query(`INSERT INTO "t" ("s") VALUES ('far too long for ten')`);
+      }),
+    ).rejects.toThrow();
+    expect((await db.query(`SELECT 1 FROM "t" WHERE "s" = 'partial'`)).rowCount).toBe(0);
+  });
+
+  it("NOTIFY reaches a listener on commit, not on rollback, and not after unlisten", async () => {
+    const got: string[] = [];
+    const unlisten = await db.listen("dimensio_test", (p) => got.push(p));
+    await db
+      .transaction(async (tx) => {
+        await tx.query(`SELECT pg_notify('dimensio_test', 'rolled back')`);
+        throw new Error("no");
+      })
+      .catch(() => {});
+    await db.transaction(async (tx) => {
+      await tx.query(`SELECT pg_notify('dimensio_test', 'one')`);
+    });
+    await until(() => got.includes("one"));
+    expect(got).toEqual(["one"]);
+    await unlisten();
+    await db.query(`SELECT pg_notify('dimensio_test', 'two')`);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(got).toEqual(["one"]);
+  });
+
+  it("close() finishes while a LISTEN subscription is open, and twice is harmless", async () => {
+    const other = await createTestDatabase(backend);
+    await other.listen("dimensio_test", () => {});
+    await within(other.close(), 5000, "close()");
+    await within(other.close(), 5000, "a second close()");
+    await expect(other.query("SELECT 1")).rejects.toThrow();
+  });
+});
+
+// PostgreSQL only: a LISTEN connection that breaks is re-established.
+describe.each(BACKENDS.filter((b) => b === "postgres"))("LISTEN resilience on %s", (backend) => {
+  let db: DatabaseHandle;
+  beforeAll(async () => {
+    db = await createTestDatabase(backend);
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  it("after the listening connection is killed, the subscription comes back and says so", async () => {
+    if (db.kind !== "postgres") throw new Error("postgres only");
+    const got: string[] = [];
+    const unlisten = await db.listen("dimensio_resilience", (p) => got.push(p));
+    const admin = openPostgres(db.connectionString, { max: 1 });
+    try {
+      const killed = await admin.query<{ ok: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+          WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+      );
+      expect(killed.rows).toEqual([{ ok: true }]);
+      // Re-subscribed: the listener hears "" (notifications may have been missed) ...
+      await until(() => got.includes(""));
+      // ... and then the notifications again.
+      await admin.query(`SELECT pg_notify('dimensio_resilience', 'after')`);
+      await until(() => got.includes("after"));
+      await unlisten();
+    } finally {
+      await admin.close();
+    }
+  });
+});

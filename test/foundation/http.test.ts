@@ -1,0 +1,375 @@
+// The HTTP foundation (src/http/server.ts, src/http/error-handler.ts) through the real app:
+// health, readiness, the standard error body, body rules, request ids, CORS, the DIM smoke route.
+import type { FastifyInstance } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildApp } from "../../src/app.ts";
+import {
+  ApiError,
+  BadRequestError,
+  ConflictError,
+  MetadataError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitError,
+} from "../../src/errors.ts";
+import { mapError } from "../../src/http/error-handler.ts";
+import { buildHttpServer } from "../../src/http/server.ts";
+import { createLogger } from "../../src/logger.ts";
+import { loadConfig } from "../../src/config.ts";
+import { bearer, loginAs } from "../helpers/auth.ts";
+import { BACKENDS, createTestApp, createTestServices, type TestApp } from "../helpers/env.ts";
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+function expectStandardBody(body: Record<string, unknown>, status: number, code: string) {
+  expect(body).toMatchObject({ error: expect.any(String), message: expect.any(String), code, status });
+}
+
+describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
+  let t: TestApp;
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "sample", env: { BODY_LIMIT_BYTES: "2048" } });
+    app = t.app;
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("GET /healthz answers 200", async () => {
+    const res = await app.inject({ method: "GET", url: "/healthz" });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ status: "ok" });
+  });
+
+  it("GET /readyz answers 200 with database ok and migrations ok", async () => {
+    const res = await app.inject({ method: "GET", url: "/readyz" });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ status: "ready", checks: { database: "ok", migrations: "ok" } });
+  });
+
+  it("an unknown route is a 404 in the standard body", async () => {
+    for (const [method, url] of [
+      ["GET", "/no/such/route"],
+      ["POST", "/api/v3/core/CUST"],
+      ["DELETE", "/healthz"],
+    ] as const) {
+      const res = await app.inject({ method, url });
+      expect(res.statusCode).toBe(404);
+      expect(res.headers["content-type"]).toMatch(/^application\/json/);
+      expect(res.json()).toEqual({
+        error: "NotFound",
+        message: `No route for ${method} ${url}`,
+        code: "NOT_FOUND",
+        status: 404,
+      });
+    }
+  });
+
+  it("an invalid JSON body is a 400 in the standard body", async () => {
+    for (const url of ["/auth/login", "/api/v4/core/CUST", "/no/such/route"]) {
+      const res = await app.inject({
+        method: "POST",
+        url,
+        headers: { "content-type": "application/json" },
+        payload: '{"data": {"NAME": ',
+      });
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toMatchObject({ error: "BadRequest", code: "INVALID_JSON", status: 400 });
+    }
+  });
+
+  it("an empty body declared as JSON is a 400, not a 500", async () => {
+    const res = await app.inject({
+      method: "POST",
+      url: "/auth/login",
+      headers: { "content-type": "application/json" },
+      payload: "",
+    });
+    expect(res.statusCode).toBe(400);
+    expectStandardBody(res.json(), 400, "INVALID_JSON");
+  });
+
+  it("an unsupported content type is a 415 UNSUPPORTED_MEDIA_TYPE", async () => {
+    for (const type of ["text/xml", "text/plain", "application/x-www-form-urlencoded"]) {
+      const res = await app.inject({
+        method: "POST",
+        url: "/auth/login",
+        headers: { "content-type": type },
+        payload: "username=anna",
+      });
+      expect(res.statusCode).toBe(415);
+      expect(res.json()).toEqual({
+        error: "UnsupportedMediaType",
+        message: "Unsupported Content-Type; send application/json.",
+        code: "UNSUPPORTED_MEDIA_TYPE",
+        status: 415,
+      });
+    }
+  });
+
+  it("a body over BODY_LIMIT_BYTES is a 413 PAYLOAD_TOO_LARGE", async () => {
+    const res = await app.inject({
+      method: "POST",
+      url: "/auth/login",
+      headers: { "content-type": "application/json" },
+      payload: JSON.stringify({ username: "anna", password: "x".repeat(3000) }),
+    });
+    expect(res.statusCode).toBe(413);
+    expect(res.json()).toEqual({
+      error: "PayloadTooLarge",
+      message: "The request body is too large.",
+      code: "PAYLOAD_TOO_LARGE",
+      status: 413,
+    });
+  });
+
+  it("X-Request-ID is generated (a UUID) when absent and echoed when given", async () => {
+    const a = await app.inject({ method: "GET", url: "/healthz" });
+    const b = await app.inject({ method: "GET", url: "/healthz" });
+    expect(a.headers["x-request-id"]).toMatch(UUID_RE);
+    expect(b.headers["x-request-id"]).toMatch(UUID_RE);
+    expect(a.headers["x-request-id"]).not.toBe(b.headers["x-request-id"]);
+    const given = await app.inject({
+      method: "GET",
+      url: "/healthz",
+      headers: { "x-request-id": "req-abc.123" },
+    });
+    expect(given.headers["x-request-id"]).toBe("req-abc.123");
+    // On errors too.
+    const nf = await app.inject({ method: "GET", url: "/nope", headers: { "x-request-id": "trace-404" } });
+    expect(nf.statusCode).toBe(404);
+    expect(nf.headers["x-request-id"]).toBe("trace-404");
+    // An id that could smuggle text into logs or headers is replaced by a fresh UUID.
+    for (const bad of ["has spaces", "x".repeat(200), 'quote"s']) {
+      const res = await app.inject({ method: "GET", url: "/healthz", headers: { "x-request-id": bad } });
+      expect(res.headers["x-request-id"]).toMatch(UUID_RE);
+    }
+  });
+
+  it("a CORS preflight answers with the allowed methods, headers and a max age of 86400", async () => {
+    const res = await app.inject({
+      method: "OPTIONS",
+      url: "/api/v4/core/CUST",
+      headers: {
+        origin: "https://app.example",
+        "access-control-request-method": "PATCH",
+        "access-control-request-headers": "authorization,content-type",
+      },
+    });
+    expect(res.statusCode).toBe(204);
+    expect(res.headers["access-control-allow-origin"]).toBe("https://app.example");
+    const methods = String(res.headers["access-control-allow-methods"])
+      .split(",")
+      .map((s) => s.trim());
+    expect(methods).toEqual(expect.arrayContaining(["GET", "POST", "PUT", "PATCH", "DELETE"]));
+    const headers = String(res.headers["access-control-allow-headers"])
+      .split(",")
+      .map((s) => s.trim().toLowerCase());
+    expect(headers).toEqual(expect.arrayContaining(["authorization", "content-type"]));
+    expect(res.headers["access-control-max-age"]).toBe("86400");
+  });
+
+  it("an actual cross-origin request carries the CORS headers and exposes X-Request-ID", async () => {
+    const res = await app.inject({
+      method: "GET",
+      url: "/healthz",
+      headers: { origin: "https://app.example" },
+    });
+    expect(res.headers["access-control-allow-origin"]).toBe("https://app.example");
+    expect(String(res.headers["access-control-expose-headers"])).toContain("X-Request-ID");
+  });
+
+  /** Calls a route; when it asks for a token, checks the 401 body and calls again as anna. */
+  async function getAsAnna(url: string) {
+    const anon = await app.inject({ method: "GET", url });
+    if (anon.statusCode !== 401) return anon;
+    expect(anon.json()).toMatchObject({ error: "AuthenticationError", code: "TOKEN_MISSING", status: 401 });
+    const token = await loginAs(app, "anna", "anna-secret-1", { source: "anag-1" });
+    return app.inject({ method: "GET", url, headers: bearer(token) });
+  }
+
+  it("GET /api/v4/core/DIM/CUST answers the dimension's metadata", async () => {
+    const res = await getAsAnna("/api/v4/core/DIM/CUST?source=anag-1");
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({
+      data: {
+        COD_DIM: "CUST",
+        DESC_DIM: "Customers",
+        TABLE_NAME: "TB_ANAG_CUST00",
+        ID_FIELD: "CUST_ID",
+        CASCADE_DELETE: "ADDR",
+      },
+    });
+  });
+
+  it("GET /api/v4/core/DIM/{unknown} is a 404 DIMENSION_NOT_FOUND (or 403 through a source of another dimension)", async () => {
+    const res = await getAsAnna("/api/v4/core/DIM/NOPE?source=anag-1");
+    expect([403, 404]).toContain(res.statusCode);
+    expectStandardBody(
+      res.json(),
+      res.statusCode,
+      res.statusCode === 404 ? "DIMENSION_NOT_FOUND" : "INSUFFICIENT_PERMISSIONS",
+    );
+  });
+
+  it("a malformed URL is a 400 in the standard body, with a request id", async () => {
+    const res = await app.inject({ method: "GET", url: "/api/v4/core/DIM/%E0%A4%A" });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ error: "BadRequest", code: "INVALID_REQUEST", status: 400 });
+    expect(res.headers["x-request-id"]).toMatch(UUID_RE);
+  });
+
+  it("malformed URLs and odd input never give a 500", async () => {
+    for (const url of [
+      "/api/v4/core/DIM/%E0%A4%A",
+      "/api/v4/core/DIM/%00",
+      "/api/v4/core/DIM/CUST?source=%ZZ",
+      `/api/v4/core/DIM/${"A".repeat(600)}`,
+      "/healthz?x[y][z]=1&x=2&x=3",
+      "//..%2f..%2fetc/passwd",
+    ]) {
+      const res = await app.inject({ method: "GET", url });
+      expect(res.statusCode, url).toBeLessThan(500);
+      if (res.statusCode >= 400) {
+        const body = res.json();
+        expect(body, url).toMatchObject({
+          error: expect.any(String),
+          message: expect.any(String),
+          status: res.statusCode,
+        });
+        expect(body.code, url).toMatch(/^[A-Z_]+$/);
+        expect(res.headers["x-request-id"], url).toMatch(UUID_RE);
+      }
+    }
+  });
+});
+
+describe("mapError: every error becomes the standard body", () => {
+  it("typed errors keep their status, code, type and extras", () => {
+    expect(mapError(new NotFoundError("RECORD_NOT_FOUND", "gone"))).toEqual({
+      status: 404,
+      body: { error: "NotFound", message: "gone", code: "RECORD_NOT_FOUND", status: 404 },
+    });
+    expect(mapError(new BadRequestError("INVALID_FOREIGN_KEY", "bad fk", { field: "CITY_ID" })).body).toEqual(
+      {
+        error: "BadRequest",
+        message: "bad fk",
+        code: "INVALID_FOREIGN_KEY",
+        status: 400,
+        field: "CITY_ID",
+      },
+    );
+    expect(
+      mapError(new PermissionDeniedError("no", { extra: { required_grant: 2, user_grants: [] } })).body,
+    ).toEqual({
+      error: "PermissionDenied",
+      message: "no",
+      code: "INSUFFICIENT_PERMISSIONS",
+      status: 403,
+      required_grant: 2,
+      user_grants: [],
+    });
+    const limited = mapError(new RateLimitError("slow down", { headers: { "Retry-After": "3" } }));
+    expect(limited.status).toBe(429);
+    expect(limited.headers).toEqual({ "Retry-After": "3" });
+    expect(mapError(new ConflictError("DUPLICATE_KEY", "dup")).status).toBe(409);
+    expect(mapError(new ApiError(422, "REQUIRED_FIELD_MISSING", "ValidationError", "x")).status).toBe(422);
+  });
+
+  it("MetadataError is 400 INVALID_METADATA with errors [{field, message}]", () => {
+    const mapped = mapError(
+      new MetadataError("2 problems", [
+        { path: "TB_VAR[3].DATA_TYPE", message: "unknown" },
+        { path: "TB_MENU[1]", message: "overlaps" },
+      ]),
+    );
+    expect(mapped).toEqual({
+      status: 400,
+      body: {
+        error: "ValidationError",
+        message: "2 problems",
+        code: "INVALID_METADATA",
+        status: 400,
+        errors: [
+          { field: "TB_VAR[3].DATA_TYPE", message: "unknown" },
+          { field: "TB_MENU[1]", message: "overlaps" },
+        ],
+      },
+    });
+  });
+
+  it("an unexpected error is a 500 that quotes the request id and hides the cause", () => {
+    const mapped = mapError(new Error("connection string postgres://secret@db"), "req-1");
+    expect(mapped.status).toBe(500);
+    expect(mapped.body).toEqual({
+      error: "InternalError",
+      message: "An unexpected error occurred; quote request id req-1 when reporting it.",
+      code: "INTERNAL_ERROR",
+      status: 500,
+    });
+    expect(mapError("a string").status).toBe(500);
+    expect(mapError(null).status).toBe(500);
+  });
+
+  it("framework client errors keep a 4xx status", () => {
+    const fe = (statusCode: number, code: string, message = "m") =>
+      Object.assign(new Error(message), { statusCode, code });
+    expect(mapError(fe(413, "FST_ERR_CTP_BODY_TOO_LARGE")).body.code).toBe("PAYLOAD_TOO_LARGE");
+    expect(mapError(fe(415, "FST_ERR_CTP_INVALID_MEDIA_TYPE")).body.code).toBe("UNSUPPORTED_MEDIA_TYPE");
+    expect(mapError(fe(400, "FST_ERR_CTP_EMPTY_JSON_BODY")).body.code).toBe("INVALID_JSON");
+    expect(mapError(fe(400, "FST_ERR_VALIDATION")).body.code).toBe("INVALID_REQUEST");
+    expect(mapError(fe(404, "FST_ERR_NOT_FOUND"))).toMatchObject({
+      status: 404,
+      body: { code: "NOT_FOUND" },
+    });
+    expect(mapError(fe(408, "X"))).toMatchObject({ status: 408, body: { code: "REQUEST_TIMEOUT" } });
+    expect(mapError(fe(418, "X"))).toMatchObject({ status: 400, body: { code: "INVALID_REQUEST" } });
+    expect(mapError(fe(503, "X")).status).toBe(500);
+  });
+});
+
+describe.each(BACKENDS)("readiness without a database on %s", (backend) => {
+  it("/readyz answers 503 in the standard body when the database is closed", async () => {
+    const services = await createTestServices(backend);
+    const app = await buildApp(services);
+    await app.ready();
+    try {
+      await services.close();
+      const res = await app.inject({ method: "GET", url: "/readyz" });
+      expect(res.statusCode).toBe(503);
+      const body = res.json();
+      expect(body).toMatchObject({
+        error: "ServiceUnavailable",
+        message: "The service is not ready.",
+        code: "NOT_READY",
+        status: 503,
+      });
+      expect(body.details.database).toMatch(/^unreachable/);
+      expect(body.details.migrations).toBe("pending");
+      // Liveness does not depend on the database.
+      expect((await app.inject({ method: "GET", url: "/healthz" })).statusCode).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe("readiness probe", () => {
+  it("a readiness probe that throws is a 503, not a 500", async () => {
+    const app = await buildHttpServer({
+      config: loadConfig({ LOG_LEVEL: "silent" }),
+      logger: createLogger("silent"),
+      readiness: async () => {
+        throw new Error("probe exploded");
+      },
+    });
+    try {
+      const res = await app.inject({ method: "GET", url: "/readyz" });
+      expect(res.statusCode).toBe(503);
+      expect(res.json()).toMatchObject({ code: "NOT_READY", details: { error: "probe exploded" } });
+    } finally {
+      await app.close();
+    }
+  });
+});

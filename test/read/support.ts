@@ -1,0 +1,68 @@
+// Shared by the read tests: hand-built request contexts, the sample metadata as a model, and the
+// environment that switches rate limits off (tests send many requests per second).
+import { readFileSync } from "node:fs";
+import { buildModel } from "../../src/metadata/build.ts";
+import type { MetadataModel, MetadataRows, Principal, RequestContext } from "../../src/types.ts";
+import { SAMPLE_FIXTURE } from "../helpers/env.ts";
+
+export const NO_RATE_LIMITS = {
+  RATE_LIMIT_USER_PER_SECOND: "0",
+  RATE_LIMIT_USER_PER_MINUTE: "0",
+  RATE_LIMIT_USER_PER_HOUR: "0",
+  RATE_LIMIT_TENANT_PER_MINUTE: "0",
+  RATE_LIMIT_TENANT_PER_HOUR: "0",
+};
+
+export const ERP_GRANT = {
+  COD_MENU: "erp",
+  NLEFT: 1,
+  NRIGHT: 22,
+  OPERATIONS: ["read", "write", "force_delete"],
+  LEVEL: 4,
+} satisfies Principal["grants"][number];
+
+/** A request context built by hand (resolver tests): anna-like unless overridden. */
+export function handContext(
+  overrides: Partial<Omit<RequestContext, "principal">> & { principal?: Partial<Principal> } = {},
+): RequestContext {
+  const { principal, ...rest } = overrides;
+  return {
+    principal: {
+      userId: "anna",
+      tenantId: "acme",
+      sessionId: "t",
+      peso: 1,
+      centroDett: null,
+      ambiente: null,
+      lingua: null,
+      grants: [ERP_GRANT],
+      ...principal,
+    },
+    source: "anag-1",
+    centerDett: null,
+    requestId: "t",
+    now: () => new Date("2026-11-21T10:00:00Z"),
+    ...rest,
+  };
+}
+
+export function sampleFixture(): Record<string, unknown> & MetadataRows {
+  return JSON.parse(readFileSync(SAMPLE_FIXTURE, "utf8"));
+}
+
+/** The sample fixture's metadata as a model (no database): for pure planning and compiling tests. */
+export function sampleModel(): MetadataModel {
+  const f = sampleFixture();
+  return buildModel(
+    {
+      TB_DIM: f.TB_DIM,
+      TB_VAR: f.TB_VAR,
+      TB_COST: f.TB_COST,
+      TB_OBJECT: f.TB_OBJECT,
+      TB_MENU: f.TB_MENU,
+      TB_SORT: f.TB_SORT ?? [],
+      TB_DOCUMENT: f.TB_DOCUMENT ?? [],
+    },
+    1,
+  );
+}

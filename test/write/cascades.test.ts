@@ -1,0 +1,187 @@
+// HTTP: the cascades of decisions.md §5, each cascaded change audited and evented.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
+import { lastOutboxId, outboxRows, row, sampleFixtureWith, setRow, snapshot } from "./helpers.ts";
+import { type Client, clientFor, NO_RATE_LIMITS } from "./http.ts";
+
+describe.each(BACKENDS)("cascades over HTTP (%s)", (backend) => {
+  let t: TestApp;
+  let anna: Client;
+
+  beforeAll(async () => {
+    const fixture = await sampleFixtureWith((f) => {
+      setRow(f.TB_DIM, { COD_DIM: "CITY" }, { UPDATE_CASCADE: "CUST,ADDR" });
+      setRow(f.TB_DIM, { COD_DIM: "CUST" }, { UPDATE_CASCADE: "ADDR" });
+      setRow(f.TB_DIM, { COD_DIM: "ORD" }, { UPDATE_CASCADE: "ORDL" });
+      setRow(f.TB_COST, { COD_DIM: "CITY", COD_VAR: "CITY_ID" }, { COD_ON_OFF: "LDRNM" });
+    });
+    t = await createTestApp(backend, { fixture, env: NO_RATE_LIMITS });
+    anna = await clientFor(t.app, "anna");
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  async function customerWithAddresses(n: number) {
+    const cust = await anna.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Cascade Srl" } });
+    const ids: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const addr = await anna.post("/api/v4/core/ADDR?source=anag-2", {
+        data: { CUST_ID: cust.body.data.CUST_ID, KIND: `K${i}` },
+      });
+      expect(addr.status).toBe(201);
+      ids.push(addr.body.data.ADDR_ID);
+    }
+    return { custId: cust.body.data.CUST_ID as number, addrIds: ids };
+  }
+
+  const addr = (id: number) => row(t.services, "TB_ANAG_ADDR00", "ADDR_ID", id);
+
+  it("insert cascade: child records in the create body are created with their foreign key, audited and evented", async () => {
+    const last = await lastOutboxId(t.services);
+    const res = await anna.post("/api/v4/core/ORD?source=sales-1", {
+      data: {
+        CUST_ID: 1,
+        ORDL: [
+          { PROD_ID: "P0001", QTY: 5, PRICE: 0.12 },
+          { PROD_ID: "P0002", QTY: 1 },
+        ],
+      },
+    });
+    expect(res.status).toBe(201);
+    const ordId = res.body.data.ORD_ID;
+    expect(res.body.data.ORDL).toHaveLength(2);
+    expect(res.body.data.ORDL[0]).toMatchObject({
+      ORD_ID: ordId,
+      PROD_ID: "P0001",
+      TREC: "N",
+      OWNER: "anna",
+    });
+    const lines = await t.services.db.query(
+      `SELECT * FROM "TB_DOC_ORDL00" WHERE "ORD_ID" = $1 ORDER BY "ORDL_ID"`,
+      [ordId],
+    );
+    expect(lines.rows).toHaveLength(2);
+    expect(
+      lines.rows.every((l) => l.TREC === "N" && l.OWNER === "anna" && /^\d{14}$/.test(String(l.CDATA))),
+    ).toBe(true);
+    const events = await outboxRows(t.services, last);
+    expect(events.map((e) => e.EVENT_TYPE)).toEqual(["ORDCreated", "ORDLCreated", "ORDLCreated"]);
+    expect(events[1]!.PAYLOAD).toMatchObject({ ORD_ID: ordId, PROD_ID: "P0001" });
+  });
+
+  it("insert cascade: a bad child record refuses the whole create", async () => {
+    const before = await snapshot(t.services);
+    const res = await anna.post("/api/v4/core/ORD?source=sales-1", {
+      data: { CUST_ID: 1, ORDL: [{ PROD_ID: "P0001", QTY: 1 }, { PROD_ID: "P0001" }] },
+    });
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ code: "REQUIRED_FIELD_MISSING", field: "QTY" });
+    const badFk = await anna.post("/api/v4/core/ORD?source=sales-1", {
+      data: { CUST_ID: 1, ORDL: [{ PROD_ID: "NOPE", QTY: 1 }] },
+    });
+    expect(badFk.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "PROD_ID" });
+    const notList = await anna.post("/api/v4/core/ORD?source=sales-1", {
+      data: { CUST_ID: 1, ORDL: { QTY: 1 } },
+    });
+    expect(notList.body).toMatchObject({ code: "INVALID_FIELD_VALUE", field: "ORDL" });
+    expect(await snapshot(t.services)).toEqual(before);
+  });
+
+  it("delete cascade, soft: children are cancelled too, each audited and evented", async () => {
+    const { custId, addrIds } = await customerWithAddresses(2);
+    const last = await lastOutboxId(t.services);
+    const res = await anna.delete(`/api/v4/core/CUST/${custId}?source=anag-1`);
+    expect(res.status).toBe(200);
+    expect(res.body.cascaded).toEqual(
+      addrIds.map((id) => ({
+        dimension: "ADDR",
+        id,
+        action: "deleted",
+        trec: "C",
+        event_id: expect.any(String),
+      })),
+    );
+    for (const id of addrIds) expect(await addr(id)).toMatchObject({ TREC: "C", LOWNER: "anna" });
+    const events = await outboxRows(t.services, last);
+    expect(events.map((e) => [e.EVENT_TYPE, e.AGGREGATE_ID])).toEqual([
+      ["CUSTDeleted", String(custId)],
+      ["ADDRDeleted", String(addrIds[0])],
+      ["ADDRDeleted", String(addrIds[1])],
+    ]);
+  });
+
+  it("update cascade on restore: restoring the parent restores its cancelled children", async () => {
+    const { custId, addrIds } = await customerWithAddresses(2);
+    await anna.delete(`/api/v4/core/CUST/${custId}?source=anag-1`);
+    const last = await lastOutboxId(t.services);
+    const res = await anna.patch(`/api/v4/core/CUST/${custId}?source=anag-1`, { data: { TREC: "M" } });
+    expect(res.status).toBe(200);
+    expect(res.body.data.TREC).toBe("M");
+    for (const id of addrIds) expect(await addr(id)).toMatchObject({ TREC: "M", LOWNER: "anna" });
+    const events = await outboxRows(t.services, last);
+    expect(events.map((e) => e.EVENT_TYPE)).toEqual(["CUSTUpdated", "ADDRUpdated", "ADDRUpdated"]);
+    expect(res.body.cascaded).toHaveLength(2);
+  });
+
+  it("delete cascade, force: children are removed too, each evented with force", async () => {
+    const { custId, addrIds } = await customerWithAddresses(2);
+    const last = await lastOutboxId(t.services);
+    const res = await anna.delete(`/api/v4/core/CUST/${custId}?source=anag-1&force=true`);
+    expect(res.status).toBe(200);
+    for (const id of addrIds) expect(await addr(id)).toBeUndefined();
+    const events = await outboxRows(t.services, last);
+    expect(events.map((e) => e.EVENT_TYPE)).toEqual(["CUSTDeleted", "ADDRDeleted", "ADDRDeleted"]);
+    expect(events.every((e) => e.PAYLOAD.force === true)).toBe(true);
+  });
+
+  it("delete cascade: a child in processing (P) stops the whole delete", async () => {
+    const { custId, addrIds } = await customerWithAddresses(2);
+    await anna.patch(`/api/v4/core/ADDR/${addrIds[1]}?source=anag-2`, { data: { TREC: "P" } });
+    const before = await snapshot(t.services);
+    const res = await anna.delete(`/api/v4/core/CUST/${custId}?source=anag-1`);
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ code: "INVALID_STATE_TRANSITION" });
+    expect(res.body.message).toContain(`ADDR ${addrIds[1]}`);
+    expect(await snapshot(t.services)).toEqual(before);
+  });
+
+  it("delete cascade of the sample: cancelling an order cancels its lines", async () => {
+    const ord = await anna.post("/api/v4/core/ORD?source=sales-1", {
+      data: { CUST_ID: 2, ORDL: [{ PROD_ID: "P0003", QTY: 2 }] },
+    });
+    const lineId = ord.body.data.ORDL[0].ORDL_ID;
+    const res = await anna.delete(`/api/v4/core/ORD/${ord.body.data.ORD_ID}?source=sales-1`);
+    expect(res.status).toBe(200);
+    expect(await row(t.services, "TB_DOC_ORDL00", "ORDL_ID", lineId)).toMatchObject({ TREC: "C" });
+  });
+
+  it("update cascade on key change: children follow the new key, audited and evented", async () => {
+    await anna.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: "OLD", NAME: "Oldtown", COUNTRY: "IT" },
+    });
+    const cust = await anna.post("/api/v4/core/CUST?source=anag-1", {
+      data: { NAME: "Mover", CITY_ID: "OLD" },
+    });
+    const custId = cust.body.data.CUST_ID;
+    const a = await anna.post("/api/v4/core/ADDR?source=anag-2", {
+      data: { CUST_ID: custId, KIND: "B", CITY_ID: "OLD" },
+    });
+    const last = await lastOutboxId(t.services);
+    const res = await anna.patch("/api/v4/core/CITY/OLD?source=anag-3", { data: { CITY_ID: "NEW" } });
+    expect(res.status).toBe(200);
+    expect(res.body.data.CITY_ID).toBe("NEW");
+    expect(await row(t.services, "TB_ANAG_CUST00", "CUST_ID", custId)).toMatchObject({
+      CITY_ID: "NEW",
+      TREC: "M",
+      LOWNER: "anna",
+    });
+    expect(await addr(a.body.data.ADDR_ID)).toMatchObject({ CITY_ID: "NEW", TREC: "M" });
+    const events = await outboxRows(t.services, last);
+    expect(events.map((e) => e.EVENT_TYPE)).toEqual(["CITYUpdated", "CUSTUpdated", "ADDRUpdated"]);
+    expect(events[0]).toMatchObject({ AGGREGATE_ID: "NEW" });
+    const taken = await anna.patch("/api/v4/core/CITY/NEW?source=anag-3", { data: { CITY_ID: "MI" } });
+    expect(taken.status).toBe(409);
+    expect(taken.body.code).toBe("DUPLICATE_KEY");
+  });
+});
