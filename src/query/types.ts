@@ -86,6 +86,11 @@ export interface ListQuery {
   readonly aggregates: readonly AggregateSpec[];
   /** Return the generated SQL and parameters (level 4 only). */
   readonly debug: boolean;
+  /**
+   * Count the matching records for meta.total (default true). Without it a page costs only its
+   * own rows (has_more from one extra row): for GraphQL lists that do not select a total.
+   */
+  readonly withTotal: boolean;
 }
 
 /** What a single-record read can ask for. */
@@ -115,6 +120,7 @@ export function emptyListQuery(overrides: Partial<ListQuery> = {}): ListQuery {
     groupBy: [],
     aggregates: [],
     debug: false,
+    withTotal: true,
     ...overrides,
   };
 }

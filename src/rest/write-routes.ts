@@ -2,7 +2,8 @@
 // read the body, call the write resolver, shape the response. No rule is decided here.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { BadRequestError } from "../errors.ts";
-import { type MetadataWriteOp, writeMetadata } from "../resolvers/metadata/write.ts";
+import type { MetadataWriteOp } from "../resolvers/metadata/input.ts";
+import { writeMetadata } from "../resolvers/metadata/write.ts";
 import { METADATA_TABLES } from "../resolvers/metadata/tables.ts";
 import { batchCreate, batchDelete, batchUpdate } from "../resolvers/write/batch.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";

@@ -454,6 +454,33 @@ describe.each(BACKENDS)("syncTables on %s", (backend) => {
     });
   });
 
+  it("an empty table whose id changes between STRING and INTEGER gets (and loses) the generated id", async () => {
+    const asString = dimension({ COD_DIM: "IDC", TABLE_NAME: "TB_IDC00", ID_FIELD: "IDC_ID" }, [
+      { NUM_VAR: 1, COD_VAR: "IDC_ID", DATA_TYPE: "STRING", LENGTH: 36 },
+      { NUM_VAR: 2, COD_VAR: "V", DATA_TYPE: "STRING", LENGTH: 5 },
+    ]);
+    const asInteger = dimension({ COD_DIM: "IDC", TABLE_NAME: "TB_IDC00", ID_FIELD: "IDC_ID" }, [
+      { NUM_VAR: 1, COD_VAR: "IDC_ID", DATA_TYPE: "INTEGER" },
+      { NUM_VAR: 2, COD_VAR: "V", DATA_TYPE: "STRING", LENGTH: 5 },
+    ]);
+    await sync(db, asString);
+    await sync(db, asInteger);
+    const cols = await columns(db, "TB_IDC00");
+    expect(cols.get("IDC_ID")).toMatchObject({ data_type: "bigint", is_identity: "YES", is_nullable: "NO" });
+    const ins = await db.query<{ IDC_ID: number }>(
+      `INSERT INTO "TB_IDC00" ("V", "TENANT_ID") VALUES ('a', 't') RETURNING "IDC_ID"`,
+    );
+    expect(ins.rows).toEqual([{ IDC_ID: 1 }]);
+    expect(await sync(db, asInteger)).toEqual({ created: [], altered: [], statements: [] });
+    await db.query(`DELETE FROM "TB_IDC00"`);
+    await sync(db, asString);
+    expect((await columns(db, "TB_IDC00")).get("IDC_ID")).toMatchObject({
+      data_type: "character varying",
+      is_identity: "NO",
+    });
+    expect(await sync(db, asString)).toEqual({ created: [], altered: [], statements: [] });
+  });
+
   it("identifiers are quoted: a mixed-case table and mixed-case columns work", async () => {
     const target = dimension({ COD_DIM: "Tgt", TABLE_NAME: "TbTarget", ID_FIELD: "tgtId" }, [
       { NUM_VAR: 1, COD_VAR: "tgtId", DATA_TYPE: "STRING", LENGTH: 10 },

@@ -373,3 +373,29 @@ describe("readiness probe", () => {
     }
   });
 });
+
+describe("CORS_ORIGINS", () => {
+  it("only the listed origins are allowed", async () => {
+    const app = await buildHttpServer({
+      config: loadConfig({ LOG_LEVEL: "silent", CORS_ORIGINS: "https://a.example, https://b.example" }),
+      logger: createLogger("silent"),
+      readiness: async () => ({}),
+    });
+    try {
+      const preflight = (origin: string) =>
+        app.inject({
+          method: "OPTIONS",
+          url: "/healthz",
+          headers: { origin, "access-control-request-method": "GET" },
+        });
+      expect((await preflight("https://b.example")).headers["access-control-allow-origin"]).toBe(
+        "https://b.example",
+      );
+      expect(
+        (await preflight("https://evil.example")).headers["access-control-allow-origin"],
+      ).toBeUndefined();
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -367,9 +367,26 @@ describe.each(BACKENDS)("importing the sample fixture on %s", (backend) => {
     expect(await count(services, "TB_USER_GRANT")).toBe(8);
     expect(await version(services)).toBe(versionAfterFirst);
   });
+  it("a later fixture that only adds a field to a stored dimension adds its column and loads records", async () => {
+    const versionBefore = await version(services);
+    const summary = await importFixture(services, {
+      TB_DIM: [],
+      TB_VAR: [{ COD_DIM: "CUST", NUM_VAR: 12, COD_VAR: "VAT_NO", DATA_TYPE: "STRING", LENGTH: 16 }],
+      TB_COST: [{ COD_DIM: "CUST", NUM_COST: 12, COD_VAR: "VAT_NO", COD_ON_OFF: "LDRNM" }],
+      records: { CUST: [{ tenant_id: "acme", data: { NAME: "Gialli Srl", VAT_NO: "IT01234567890" } }] },
+    });
+    expect(summary.tablesAltered).toEqual(["TB_ANAG_CUST00"]);
+    expect(summary.recordsCreated).toBe(1);
+    expect(await version(services)).toBe(versionBefore + 1);
+    const row = await services.db.query<Row>(
+      `SELECT "NAME", "VAT_NO" FROM "TB_ANAG_CUST00" WHERE "VAT_NO" IS NOT NULL`,
+    );
+    expect(row.rows).toEqual([{ NAME: "Gialli Srl", VAT_NO: "IT01234567890" }]);
+    expect(services.metadata.current().dimensions.get("CUST")!.fieldsByCode.has("VAT_NO")).toBe(true);
+  });
 });
 
-describe.each(BACKENDS)("refused fixtures on an empty database (%s)", (backend) => {
+describe.each(BACKENDS)("refused fixtures, then re-imports, on an empty database (%s)", (backend) => {
   let services: Services;
   beforeAll(async () => {
     services = await createTestServices(backend);
@@ -477,6 +494,50 @@ describe.each(BACKENDS)("refused fixtures on an empty database (%s)", (backend) 
       TB_IMPORT_LEDGER: 0,
     });
     expect(await version(services)).toBe(1);
+  });
+
+  it("a re-import leaving a column out gives it its default, in the rows, the model and the table alike", async () => {
+    const first = {
+      tenants: [{ TENANT_ID: "t1" }],
+      TB_DIM: [{ COD_DIM: "RE", TABLE_NAME: "TB_RE00", ID_FIELD: "RE_ID", AUDIT_STYLE: "CREATED" }],
+      TB_VAR: [
+        { COD_DIM: "RE", NUM_VAR: 1, COD_VAR: "RE_ID", DATA_TYPE: "INTEGER" },
+        { COD_DIM: "RE", NUM_VAR: 2, COD_VAR: "NAME", DATA_TYPE: "STRING", LENGTH: 40, NULLABLE: false },
+      ],
+    };
+    await importFixture(services, first);
+    const second = {
+      TB_DIM: [{ COD_DIM: "RE", TABLE_NAME: "TB_RE00", ID_FIELD: "RE_ID" }],
+      TB_VAR: [
+        { COD_DIM: "RE", NUM_VAR: 1, COD_VAR: "RE_ID", DATA_TYPE: "INTEGER" },
+        { COD_DIM: "RE", NUM_VAR: 2, COD_VAR: "NAME", DATA_TYPE: "STRING" },
+      ],
+      records: { RE: [{ tenant_id: "t1", data: { NAME: "x".repeat(100) } }] },
+    };
+    await importFixture(services, second);
+    const stored = await services.prisma.tbDim.findUnique({ where: { COD_DIM: "RE" } });
+    const re = services.metadata.current().dimensions.get("RE")!;
+    expect(stored!.AUDIT_STYLE).toBe("TREC");
+    expect(re.auditStyle).toBe("TREC");
+    expect(re.fieldsByCode.get("NAME")).toMatchObject({ length: null, nullable: true });
+    const cols = await services.db.query<{
+      column_name: string;
+      character_maximum_length: number | null;
+      is_nullable: string;
+    }>(
+      `SELECT column_name, character_maximum_length, is_nullable FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = 'TB_RE00' ORDER BY ordinal_position`,
+    );
+    expect(cols.rows.map((c) => c.column_name).sort()).toEqual(
+      ["RE_ID", "NAME", "TREC", "CDATA", "OWNER", "LDATA", "LOWNER", "TENANT_ID"].sort(),
+    );
+    expect(cols.rows.find((c) => c.column_name === "CREATED_AT")).toBeUndefined();
+    expect(cols.rows.find((c) => c.column_name === "NAME")).toMatchObject({
+      character_maximum_length: 255,
+      is_nullable: "YES",
+    });
+    const row = await services.db.query<Row>(`SELECT "NAME", "TREC", "OWNER" FROM "TB_RE00"`);
+    expect(row.rows).toEqual([{ NAME: "x".repeat(100), TREC: "N", OWNER: "system" }]);
   });
 
   it("a file that is not JSON is a MetadataError naming the file", async () => {

@@ -76,6 +76,25 @@ describe.each(BACKENDS)("read resolvers (%s)", (backend) => {
     });
   });
 
+  it("pages without a total when none is asked for (withTotal false): one statement, has_more from an extra row", async () => {
+    const rc = context();
+    statements.length = 0;
+    const page = await listRecords(rc, "CUST", {
+      ...parseListParams(params("$num_rows=3&$offset=201")),
+      withTotal: false,
+    });
+    expect(statements).toHaveLength(1);
+    expect(statements[0]).not.toContain("count(*)");
+    expect(page.data.map((r) => r.CUST_ID)).toEqual([203, 204, 205]);
+    expect(page.meta).toEqual({ total: null, num_rows: 3, offset: 201, has_more: false });
+    const more = await listRecords(rc, "CUST", {
+      ...parseListParams(params("$num_rows=3&$offset=200")),
+      withTotal: false,
+    });
+    expect(more.meta).toEqual({ total: null, num_rows: 3, offset: 200, has_more: true });
+    expect(JSON.parse(createReadSerializers().list(rc.model.version, more)).meta).toEqual(more.meta);
+  });
+
   it("batches loadRelated calls of the same tick into one query (GraphQL field resolvers)", async () => {
     const rc = context();
     statements.length = 0;

@@ -1,7 +1,13 @@
 // listRecords: GET /{dim} (and named sorts): one statement for the page and its total, then one
 // batched query per expanded relation.
 import { NotFoundError } from "../../errors.ts";
-import { aggregateAlias, compileGroupsPage, compileRecordsPage, groupAlias } from "../../query/compile.ts";
+import {
+  aggregateAlias,
+  compileGroupsPage,
+  compileRecordsPage,
+  compileRecordsSelect,
+  groupAlias,
+} from "../../query/compile.ts";
 import { type PlanOptions, planList } from "../../query/plan.ts";
 import { parseSortParam } from "../../query/rest-params.ts";
 import type { CompiledQuery, GroupsPlan, ListQuery, RecordsPlan } from "../../query/types.ts";
@@ -16,23 +22,44 @@ function meta(total: number, plan: { limit: number; offset: number }, returned: 
   return { total, num_rows: plan.limit, offset: plan.offset, has_more: plan.offset + returned < total };
 }
 
-function debugOf(q: CompiledQuery, wanted: boolean) {
-  return wanted ? { debug: { sql: q.text, params: q.params } } : {};
+/** A page without its total: one row more than asked tells whether there is more. */
+async function pageWithoutTotal(rc: ReadContext, plan: RecordsPlan) {
+  const q = compileRecordsSelect({ ...plan, limit: plan.limit + 1 }, true);
+  const rows = await runQuery<Row>(rc, q);
+  const page = rows.slice(0, plan.limit);
+  const listMeta: ListMeta = {
+    total: null,
+    num_rows: plan.limit,
+    offset: plan.offset,
+    has_more: rows.length > plan.limit,
+  };
+  return { q, page, listMeta };
 }
 
-async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, debug: boolean): Promise<ListResult> {
+async function pageWithTotal(rc: ReadContext, plan: RecordsPlan) {
   const q = compileRecordsPage(plan);
   const rows = await runQuery<Row>(rc, q);
   const total = Number(rows[0]?.__total ?? 0);
   const page = rows.filter((r) => r[plan.dim.idField] !== null && r[plan.dim.idField] !== undefined);
+  return { q, page, listMeta: meta(total, plan, page.length) };
+}
+
+function debugOf(q: CompiledQuery, wanted: boolean) {
+  return wanted ? { debug: { sql: q.text, params: q.params } } : {};
+}
+
+async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQuery): Promise<ListResult> {
+  const { q, page, listMeta } = query.withTotal
+    ? await pageWithTotal(rc, plan)
+    : await pageWithoutTotal(rc, plan);
   const data = page.map((r) => toRecord(r, plan.columns));
   await attachExpansions(rc, plan.expand, page, data);
   return {
     kind: "records",
     data,
-    meta: meta(total, plan, data.length),
+    meta: listMeta,
     shape: { dim: plan.dim.code, fields: plan.columns, expand: expandShapes(plan.expand) },
-    ...debugOf(q, debug),
+    ...debugOf(q, query.debug),
   };
 }
 
@@ -70,9 +97,7 @@ export async function listRecords(
   const dim = readableDimension(rc, dimCode);
   if (query.debug) assertDebugAllowed(rc);
   const plan = planList(rc.request, rc.model, dim, query, opts);
-  return plan.kind === "records"
-    ? listPlainRecords(rc, plan, query.debug)
-    : listGroups(rc, plan, query.debug);
+  return plan.kind === "records" ? listPlainRecords(rc, plan, query) : listGroups(rc, plan, query.debug);
 }
 
 /** GET /{dim}/sort/{sort_key}: a list ordered by the dimension's TB_SORT expression. */

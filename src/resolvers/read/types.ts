@@ -27,7 +27,8 @@ export interface GroupShape {
 }
 
 export interface ListMeta {
-  total: number;
+  /** Matching records; null when the query asked for no total (ListQuery.withTotal false). */
+  total: number | null;
   /** The page size asked for ($num_rows). */
   num_rows: number;
   offset: number;

@@ -54,7 +54,7 @@ function groupSchema(shape: GroupShape): Schema {
 const META: Schema = {
   type: "object",
   properties: {
-    total: { type: "integer" },
+    total: { type: "integer", nullable: true },
     num_rows: { type: "integer" },
     offset: { type: "integer" },
     has_more: { type: "boolean" },
