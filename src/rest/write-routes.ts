@@ -117,14 +117,13 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     const keyPath = `${base}/${table.key.map((k) => `:${k}`).join("/")}`;
     const run = async (request: FastifyRequest, reply: FastifyReply, op: MetadataWriteOp) => {
       const ctx = await ctxOf(request, reply);
+      const body = op === "delete" ? {} : bodyObject(request.body);
       return writeMetadata(services, ctx, {
         code: table.code,
         op,
         key: request.params as Record<string, string>,
-        ...(op === "delete" ? {} : { data: bodyObject(request.body).data }),
-        ...(op === "create" && bodyObject(request.body).fields !== undefined
-          ? { fields: bodyObject(request.body).fields }
-          : {}),
+        ...(op === "delete" ? {} : { data: body.data }),
+        ...(body.fields !== undefined ? { fields: body.fields } : {}),
       });
     };
     app.post(base, async (request, reply) =>

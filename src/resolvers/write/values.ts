@@ -2,7 +2,6 @@
 // length (decisions.md §3), and turning a table row into a response record.
 import { ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
-import { TENANT_COLUMN } from "../../metadata/data-types.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
 
 const DATE_RE = /^\d{8}$/;
@@ -117,11 +116,6 @@ export function rowToRecord(dim: DimensionDef, row: Record<string, unknown>): Re
     if (f.code in row) out[f.code] = row[f.code];
   }
   return out;
-}
-
-export function hideTenant(row: Record<string, unknown>): Record<string, unknown> {
-  const { [TENANT_COLUMN]: _t, ...rest } = row;
-  return rest;
 }
 
 /** 14-digit compact UTC timestamp YYYYMMDDHHmmss. */
