@@ -73,6 +73,16 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
   // Bodies are JSON (spec 4.1): a text/plain body is a 415 like any other type, not a string.
   // A plugin that takes another type (multipart uploads, a proxy) registers its own parser.
   app.removeContentTypeParser("text/plain");
+  // An empty body sent with Content-Type: application/json (clients that set the header on every
+  // request, DELETE and logout included) is no body, not invalid JSON; routes that need a body
+  // refuse undefined themselves. Everything else goes to Fastify's own (prototype-safe) parser.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    const text = typeof body === "string" ? body : body.toString("utf8");
+    if (text.trim() === "") return done(null, undefined);
+    return parseJson(request, text, done);
+  });
 
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
