@@ -21,7 +21,10 @@ async function main(): Promise<void> {
     const logins = await loadDemoDataIfEmpty(services);
     if (logins) {
       console.log("\nDemo data loaded. Log in with POST /auth/login {username, password}:");
-      for (const l of logins) console.log(`  ${l.user_id.padEnd(8)} ${l.password.padEnd(16)} tenant ${l.tenant_id}, peso ${l.peso}`);
+      for (const l of logins)
+        console.log(
+          `  ${l.user_id.padEnd(8)} ${l.password.padEnd(16)} tenant ${l.tenant_id}, peso ${l.peso}`,
+        );
       console.log("");
     }
   }

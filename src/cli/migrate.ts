@@ -7,7 +7,9 @@ async function run(): Promise<void> {
   const db = await openDatabase(loadConfig());
   try {
     const { applied } = await migrate(db);
-    console.log(applied.length ? `Applied: ${applied.join(", ")}` : "Nothing to apply: the database is up to date.");
+    console.log(
+      applied.length ? `Applied: ${applied.join(", ")}` : "Nothing to apply: the database is up to date.",
+    );
   } finally {
     await db.close();
   }

@@ -20,5 +20,10 @@ export async function loadDemoDataIfEmpty(services: Services): Promise<DemoLogin
   if (dims > 0 || users > 0) return null;
   const fixture = (await readFixtureFile(DEMO_FIXTURE_PATH)) as { users: DemoLogin[] };
   await importFixture(services, fixture);
-  return fixture.users.map(({ user_id, password, tenant_id, peso }) => ({ user_id, password, tenant_id, peso }));
+  return fixture.users.map(({ user_id, password, tenant_id, peso }) => ({
+    user_id,
+    password,
+    tenant_id,
+    peso,
+  }));
 }
