@@ -6,12 +6,14 @@ import { migrate } from "./db/migrate.ts";
 import { createPrisma, type PrismaClient } from "./db/prisma.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { createMetadataRegistry, type MetadataRegistry } from "./metadata/registry.ts";
-import type { Config } from "./types.ts";
+import type { Config, Queryable } from "./types.ts";
 
 export interface Services {
   config: Config;
   logger: Logger;
   db: DatabaseHandle;
+  /** Where reads go: the replica of DATABASE_READ_URL when set, else `db`. */
+  readDb: Queryable;
   prisma: PrismaClient;
   metadata: MetadataRegistry;
   /** The clock every time-dependent rule reads (tokens, sessions, audit stamps); injectable in tests. */
@@ -35,24 +37,35 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
 export async function openServices(config: Config, opts: OpenServicesOptions = {}): Promise<Services> {
   const logger = opts.logger ?? createLogger(config.logLevel);
   const db = opts.db ?? (await openDatabase(config));
-  await migrate(db);
+  const replica = config.databaseReadUrl ? openPostgres(config.databaseReadUrl) : null;
   const prisma = createPrisma(db);
   const metadata = createMetadataRegistry({ prisma, db });
-  await metadata.start();
+  const closeAll = async () => {
+    await metadata.stop();
+    await prisma.$disconnect();
+    await replica?.close();
+    await db.close();
+  };
+  try {
+    await migrate(db);
+    await metadata.start();
+  } catch (err) {
+    await closeAll().catch(() => {});
+    throw err;
+  }
   let closed = false;
   return {
     config,
     logger,
     db,
+    readDb: replica ?? db,
     prisma,
     metadata,
     clock: opts.clock ?? (() => new Date()),
     async close() {
       if (closed) return;
       closed = true;
-      await metadata.stop();
-      await prisma.$disconnect();
-      await db.close();
+      await closeAll();
     },
   };
 }

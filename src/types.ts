@@ -67,9 +67,22 @@ export interface QueryResult<R> {
   rowCount: number;
 }
 
+export interface QueryOptions {
+  /**
+   * Run as a named prepared statement on PostgreSQL (parsed and planned once per connection).
+   * The value namespaces the statement: pass the metadata version, so that a table change made by
+   * a later version never meets a plan cached for an earlier one. Ignored on PGlite.
+   */
+  prepare?: string | number;
+}
+
 /** Something that runs parameterised SQL: the database itself or an open transaction. */
 export interface Queryable {
-  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+  query<R = Record<string, unknown>>(
+    text: string,
+    params?: readonly unknown[],
+    opts?: QueryOptions,
+  ): Promise<QueryResult<R>>;
 }
 
 export interface Database extends Queryable {

@@ -1,9 +1,10 @@
 // The Database seam: parameterised SQL and transactions over PostgreSQL (pg) or the embedded
 // PGlite. Both run the same SQL; result types are normalised the same way (int8 and numeric as
 // JS numbers, so that INTEGER and DECIMAL fields come back as JSON numbers).
+import { createHash } from "node:crypto";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import pg from "pg";
-import type { Database, Queryable, QueryResult } from "../types.ts";
+import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -43,10 +44,34 @@ const pgTypes = {
   },
 };
 
+const statementNames = new Map<string, string>();
+
+/** A stable statement name for (namespace, SQL text); bounded so odd SQL cannot grow it forever. */
+function statementName(namespace: string | number, text: string): string {
+  const key = `${namespace}\u0000${text}`;
+  let name = statementNames.get(key);
+  if (!name) {
+    name = `d${namespace}_${createHash("sha1").update(text).digest("hex").slice(0, 20)}`;
+    if (statementNames.size > 5000) statementNames.clear();
+    statementNames.set(key, name);
+  }
+  return name;
+}
+
 function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner {
   return {
-    async query<R>(text: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
-      const res = await client.query({ text, values: params as unknown[], types: pgTypes });
+    async query<R>(
+      text: string,
+      params: readonly unknown[] = [],
+      opts?: QueryOptions,
+    ): Promise<QueryResult<R>> {
+      const name = opts?.prepare === undefined ? undefined : statementName(opts.prepare, text);
+      const res = await client.query({
+        text,
+        values: params as unknown[],
+        types: pgTypes,
+        ...(name ? { name } : {}),
+      });
       return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
     },
     async exec(sql: string) {

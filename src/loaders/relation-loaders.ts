@@ -16,10 +16,11 @@ function loaderKey(e: ExpandPlan): string {
   return `${e.target.code}.${e.targetKey.code}|${e.columns.map((f) => f.code).join(",")}`;
 }
 
+/** `prepare`: the statement namespace (the metadata version), see QueryOptions. */
 export function createRelationLoaders(
   db: Queryable,
   tenantId: string,
-  onQuery?: (sql: string, params: readonly unknown[]) => void,
+  prepare?: string | number,
 ): RelationLoaders {
   const loaders = new Map<string, DataLoader<string | number, Row[], string>>();
 
@@ -30,8 +31,11 @@ export function createRelationLoaders(
       loader = new DataLoader<string | number, Row[], string>(
         async (keys) => {
           const q = compileRelationBatch(e, tenantId, keys);
-          onQuery?.(q.text, q.params);
-          const { rows } = await db.query<Row>(q.text, q.params);
+          const { rows } = await db.query<Row>(
+            q.text,
+            q.params,
+            prepare === undefined ? undefined : { prepare },
+          );
           const byKey = new Map<string, Row[]>();
           for (const row of rows) {
             const k = String(row[e.targetKey.code]);

@@ -14,9 +14,51 @@ function splitCodes(list: string | null | undefined): string[] {
     .filter(Boolean);
 }
 
+/** Column widths of the metadata tables (prisma/migrations/0001_init). */
+const MAX_LENGTHS: { [T in keyof MetadataRows]: Record<string, number> } = {
+  TB_DIM: {
+    COD_DIM: 30,
+    DESC_DIM: 200,
+    TABLE_NAME: 60,
+    ID_FIELD: 60,
+    CASCADE_DELETE: 500,
+    INSERT_CASCADE: 500,
+    UPDATE_CASCADE: 500,
+    AUDIT_STYLE: 10,
+  },
+  TB_VAR: { COD_DIM: 30, COD_VAR: 60, DESC_VAR: 200, DATA_TYPE: 20, TIPO_CAMPO: 20, TIPO_VAR: 30 },
+  TB_COST: {
+    COD_DIM: 30,
+    COD_VAR: 60,
+    COD_ON_OFF: 10,
+    RENDER_HINT: 50,
+    GROUP_NAME: 50,
+    VALUE_TEMP: 500,
+    CENTER_DETT: 50,
+  },
+  TB_OBJECT: { COD_DIM: 30, COD_VAR: 60, COD_DIM_OBJ: 30, COD_VAR_OBJ: 60, REL_NAME: 60, COD_VAR_DESC: 60 },
+  TB_MENU: { COD_MENU: 60, DESC_MENU: 200, COD_DIM: 30 },
+  TB_SORT: { COD_DIM: 30, SORT_KEY: 60, DESC_SORT: 200, SORT_EXPR: 500 },
+  TB_DOCUMENT: { DOC_NAME: 60, COD_DIM: 30 },
+};
+
+function checkLengths(rows: MetadataRows, add: (path: string, message: string) => void): void {
+  for (const table of Object.keys(MAX_LENGTHS) as Array<keyof MetadataRows>) {
+    const limits = MAX_LENGTHS[table];
+    (rows[table] as unknown as Array<Record<string, unknown>>).forEach((row, i) => {
+      for (const [column, max] of Object.entries(limits)) {
+        const v = row[column];
+        if (typeof v === "string" && v.length > max)
+          add(`${table}[${i}].${column}`, `is ${v.length} characters long; at most ${max}`);
+      }
+    });
+  }
+}
+
 export function validateMetadata(rows: MetadataRows): Problem[] {
   const problems: Problem[] = [];
   const add = (path: string, message: string) => problems.push({ path, message });
+  checkLengths(rows, add);
 
   // ---- TB_DIM
   const dims = new Map<string, MetadataRows["TB_DIM"][number]>();

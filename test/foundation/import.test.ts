@@ -544,4 +544,25 @@ describe.each(BACKENDS)("refused fixtures, then re-imports, on an empty database
     const err = await refusal(readFixtureFile(new URL(import.meta.url).pathname));
     expect(err.errors![0]!.field).toBe("(file)");
   });
+
+  it("a missing file is a MetadataError saying so, not a raw error", async () => {
+    const err = await refusal(readFixtureFile("/nonexistent/fixture.json"));
+    expect(err.message).toContain("/nonexistent/fixture.json");
+    expect(err.errors).toEqual([{ field: "(file)", message: "no such file" }]);
+  });
+
+  it("metadata text longer than its column is a listed problem, not a database error", async () => {
+    const before = await services.db.query(`SELECT count(*)::int AS n FROM "TB_DIM"`);
+    const fixture = {
+      TB_DIM: [{ COD_DIM: "LONG", DESC_DIM: "d".repeat(300), TABLE_NAME: "TB_LONG00", ID_FIELD: "LONG_ID" }],
+      TB_VAR: [{ COD_DIM: "LONG", NUM_VAR: 1, COD_VAR: "LONG_ID", DATA_TYPE: "INTEGER", RENDER_HINT: "x" }],
+    };
+    const err = await refusal(importFixture(services, fixture));
+    expect(err.errors).toContainEqual({
+      field: "TB_DIM[0].DESC_DIM",
+      message: "is 300 characters long; at most 200",
+    });
+    const after = await services.db.query(`SELECT count(*)::int AS n FROM "TB_DIM"`);
+    expect(after.rows).toEqual(before.rows);
+  });
 });

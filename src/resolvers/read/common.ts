@@ -52,7 +52,7 @@ export function assertDebugAllowed(rc: ReadContext): void {
  */
 export async function runQuery<R = Record<string, unknown>>(rc: ReadContext, q: CompiledQuery): Promise<R[]> {
   try {
-    return (await rc.db.query<R>(q.text, q.params)).rows;
+    return (await rc.db.query<R>(q.text, q.params, { prepare: rc.model.version })).rows;
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
     if (!(err instanceof ApiError) && typeof code === "string" && code.startsWith("22")) {

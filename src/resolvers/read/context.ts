@@ -18,10 +18,11 @@ export interface ReadDeps {
 }
 
 export function createReadContext(deps: ReadDeps, request: RequestContext): ReadContext {
+  const model = deps.metadata.current();
   return {
     request,
     db: deps.db,
-    model: deps.metadata.current(),
-    loaders: createRelationLoaders(deps.db, request.principal.tenantId),
+    model,
+    loaders: createRelationLoaders(deps.db, request.principal.tenantId, model.version),
   };
 }

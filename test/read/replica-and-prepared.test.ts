@@ -1,0 +1,87 @@
+// Reads on PostgreSQL: DATABASE_READ_URL sends reads to the replica handle, and read statements
+// run as named prepared statements, namespaced by the metadata version.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildApp } from "../../src/app.ts";
+import { loadConfig } from "../../src/config.ts";
+import { openPostgres } from "../../src/db/database.ts";
+import { createLogger } from "../../src/logger.ts";
+import { emptyListQuery } from "../../src/query/types.ts";
+import { createReadContext, listRecords } from "../../src/resolvers/read/index.ts";
+import { openServices, type Services } from "../../src/services.ts";
+import type { RequestContext } from "../../src/types.ts";
+import { bearer, loginAs } from "../helpers/auth.ts";
+import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../helpers/env.ts";
+
+const ctx = (tenantId: string): RequestContext => ({
+  principal: {
+    userId: "anna",
+    tenantId,
+    sessionId: "t",
+    peso: 1,
+    centroDett: null,
+    ambiente: null,
+    lingua: null,
+    grants: [{ COD_MENU: "erp", NLEFT: 1, NRIGHT: 22, OPERATIONS: ["read"], LEVEL: 4 }],
+  },
+  source: "anag-1",
+  centerDett: null,
+  requestId: "t",
+  now: () => new Date(),
+});
+
+if (TEST_DATABASE_URL) {
+  describe("reads on PostgreSQL", () => {
+    let seeded: Services;
+    let url: string;
+    beforeAll(async () => {
+      seeded = await createTestServices("postgres", { fixture: "sample" });
+      if (seeded.db.kind !== "postgres") throw new Error("expected PostgreSQL");
+      url = seeded.db.connectionString;
+    });
+    afterAll(async () => {
+      await seeded?.close();
+    });
+
+    it("read statements are prepared once per connection, named by metadata version", async () => {
+      const one = openPostgres(url, { max: 1 });
+      try {
+        const rc = createReadContext({ db: one, metadata: seeded.metadata }, ctx("acme"));
+        const first = await listRecords(rc, "CUST", emptyListQuery());
+        const again = await listRecords(rc, "CUST", emptyListQuery());
+        expect(again.data).toEqual(first.data);
+        expect(first.data.length).toBe(4);
+        const prepared = await one.query<{ name: string; statement: string }>(
+          "SELECT name, statement FROM pg_prepared_statements",
+        );
+        const version = seeded.metadata.current().version;
+        expect(prepared.rows.length).toBeGreaterThan(0);
+        for (const p of prepared.rows) expect(p.name.startsWith(`d${version}_`)).toBe(true);
+        expect(prepared.rows.some((p) => p.statement.includes('"TB_ANAG_CUST00"'))).toBe(true);
+      } finally {
+        await one.close();
+      }
+    });
+
+    it("with DATABASE_READ_URL, list reads go through the replica handle", async () => {
+      const config = loadConfig({
+        LOG_LEVEL: "silent",
+        JWT_SECRET: TEST_JWT_SECRET,
+        DEMO_DATA: "false",
+        DATABASE_URL: url,
+        DATABASE_READ_URL: url,
+      });
+      const services = await openServices(config, { logger: createLogger("silent") });
+      const app = await buildApp(services);
+      try {
+        expect(services.readDb).not.toBe(services.db);
+        const token = await loginAs(app, "anna", "anna-secret-1");
+        const res = await app.inject({ url: "/api/v4/core/CUST?source=anag-1", headers: bearer(token) });
+        expect(res.statusCode).toBe(200);
+        expect(res.json().meta.total).toBe(4);
+      } finally {
+        await app.close();
+        await services.close();
+      }
+    });
+  });
+}
