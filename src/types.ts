@@ -38,6 +38,8 @@ export interface Config {
     publicKeysPath: string | null;
   };
   rateLimit: RateLimitConfig;
+  /** Login attempts per minute, per client IP and per username. */
+  loginRateLimit: { perIpPerMinute: number; perUsernamePerMinute: number };
   accessTokenActiveS: number;
   accessTokenRenewableS: number;
   refreshTokenTtlS: number;

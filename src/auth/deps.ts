@@ -1,7 +1,7 @@
 // What the authentication flows share: the database, clock and config of the service, the token
 // service, the rate limits, and the tunables of AuthOptions.
 import type { MetadataRegistry } from "../metadata/registry.ts";
-import { DEFAULT_LOGIN_LIMITS, type LoginLimitConfig, type RateLimits } from "../ratelimit/limits.ts";
+import type { LoginLimitConfig, RateLimits } from "../ratelimit/limits.ts";
 import type { Config, Queryable } from "../types.ts";
 import type { TokenService } from "./tokens.ts";
 import type { LockoutPolicy } from "./users.ts";
@@ -15,8 +15,8 @@ export interface AuthOptions {
   rateLimitPrefix: string;
 }
 
-export const DEFAULT_AUTH_OPTIONS: AuthOptions = {
-  login: DEFAULT_LOGIN_LIMITS,
+/** The defaults; `login` comes from config.loginRateLimit. */
+export const DEFAULT_AUTH_OPTIONS: Omit<AuthOptions, "login"> = {
   lockout: { maxFailures: 5, lockSeconds: 900 },
   touchIntervalS: 30,
   rateLimitPrefix: "dimensio:rl",

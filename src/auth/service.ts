@@ -35,8 +35,8 @@ export interface Auth {
 }
 
 export async function createAuth(services: Services, overrides: Partial<AuthOptions> = {}): Promise<Auth> {
-  const options: AuthOptions = { ...DEFAULT_AUTH_OPTIONS, ...overrides };
   const { config } = services;
+  const options: AuthOptions = { ...DEFAULT_AUTH_OPTIONS, login: config.loginRateLimit, ...overrides };
   const redis = config.redisUrl
     ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     : null;

@@ -17,8 +17,6 @@ export interface LoginLimitConfig {
   perUsernamePerMinute: number;
 }
 
-export const DEFAULT_LOGIN_LIMITS: LoginLimitConfig = { perIpPerMinute: 60, perUsernamePerMinute: 20 };
-
 export interface RateLimits {
   /** Consumes one request of a user (and of the user's tenant). */
   request(userId: string, tenantId: string): Promise<Decision>;

@@ -10,6 +10,7 @@ import { BACKENDS, createTestApp, TEST_REDIS_URL, type TestApp } from "../helper
 import type { Services } from "../../src/services.ts";
 
 const LIMIT_ENV = {
+  LOGIN_RATE_LIMIT_PER_USERNAME_PER_MINUTE: "20",
   RATE_LIMIT_USER_PER_SECOND: "0",
   RATE_LIMIT_USER_PER_MINUTE: "3",
   RATE_LIMIT_USER_PER_HOUR: "0",
@@ -111,6 +112,27 @@ describe.each(BACKENDS)("rate limits (%s)", (backend) => {
     });
     expect(res.statusCode).toBe(401);
     expect(limitHeaders(res)).toMatchObject({ limit: 20, remaining: 18 });
+  });
+
+  it("the login limits come from LOGIN_RATE_LIMIT_PER_IP_PER_MINUTE / _PER_USERNAME_PER_MINUTE", async () => {
+    const strict = await createTestApp(backend, {
+      fixture: "sample",
+      env: { LOGIN_RATE_LIMIT_PER_USERNAME_PER_MINUTE: "1", LOGIN_RATE_LIMIT_PER_IP_PER_MINUTE: "50" },
+    });
+    try {
+      const attempt = () =>
+        strict.app.inject({
+          method: "POST",
+          url: "/auth/login",
+          payload: { username: "marco", password: "x" },
+        });
+      const first = await attempt();
+      expect(first.statusCode).toBe(401);
+      expect(limitHeaders(first)).toMatchObject({ limit: 1, remaining: 0 });
+      expect429(await attempt(), 1, 60);
+    } finally {
+      await strict.close();
+    }
   });
 
   it("login attempts are limited per username and per IP", async () => {

@@ -55,6 +55,7 @@ describe("loadConfig defaults", () => {
       tenantPerMinute: 1000,
       tenantPerHour: 10000,
     });
+    expect(config.loginRateLimit).toEqual({ perIpPerMinute: 60, perUsernamePerMinute: 20 });
     expect(config.webhookRetryBaseMs).toBe(1000);
     expect(config.webhookAllowPrivate).toBe(false);
   });
