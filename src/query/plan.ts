@@ -106,6 +106,7 @@ function planExpr(ctx: RequestContext, dim: DimensionDef, expr: FilterExpr): Pla
         field,
         op: expr.op,
         value: castFilterValue(field, expr.op, expr.value, expr.origin),
+        literal: expr.value,
       };
     }
     case "not":

@@ -138,6 +138,8 @@ export interface PlannedCondition {
   readonly op: FilterOperator;
   /** SQL parameter(s); null only with eq / ne (IS NULL / IS NOT NULL). */
   readonly value: unknown;
+  /** The value as the caller wrote it (a LIKE pattern's text before escaping), for echoes. */
+  readonly literal?: unknown;
 }
 
 /** The default lifecycle rule: TREC <> 'C'. */

@@ -274,6 +274,17 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
         count: 1,
         filters_applied: { TREC: { $in: ["C"] } },
       });
+      // Text functions echo the text as written, not the LIKE pattern compiled from it.
+      const text = await get(
+        "anna",
+        u("/api/v4/core/CUST/count", {
+          source: "anag-1",
+          $filter: "startwith(NAME,'Ro') or contains(NAME,'50%')",
+        }),
+      );
+      expect(text.body).toMatchObject({
+        filters_applied: { $or: [{ NAME: { $startswith: "Ro" } }, { NAME: { $contains: "50%" } }] },
+      });
     });
   });
 

@@ -10,7 +10,7 @@ import { createReadContext, listRecords } from "../../src/resolvers/read/index.t
 import { openServices, type Services } from "../../src/services.ts";
 import type { RequestContext } from "../../src/types.ts";
 import { bearer, loginAs } from "../helpers/auth.ts";
-import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../helpers/env.ts";
+import { BACKENDS, createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../helpers/env.ts";
 
 const ctx = (tenantId: string): RequestContext => ({
   principal: {
@@ -27,6 +27,23 @@ const ctx = (tenantId: string): RequestContext => ({
   centerDett: null,
   requestId: "t",
   now: () => new Date(),
+});
+
+describe.each(BACKENDS)("reads without DATABASE_READ_URL (%s)", (backend) => {
+  it("go to the primary database, and prepared-statement options do not change results", async () => {
+    const services = await createTestServices(backend, { fixture: "sample" });
+    try {
+      expect(services.readDb).toBe(services.db);
+      const plain = await services.db.query(`SELECT "NAME" FROM "TB_ANAG_CUST00" ORDER BY "CUST_ID"`);
+      const prepared = await services.db.query(`SELECT "NAME" FROM "TB_ANAG_CUST00" ORDER BY "CUST_ID"`, [], {
+        prepare: 1,
+      });
+      expect(prepared.rows).toEqual(plain.rows);
+      expect(plain.rows.length).toBe(5);
+    } finally {
+      await services.close();
+    }
+  });
 });
 
 if (TEST_DATABASE_URL) {

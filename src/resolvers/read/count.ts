@@ -11,7 +11,7 @@ export function describeFilter(f: PlannedFilter | null): Record<string, unknown>
   if (!f) return {};
   switch (f.kind) {
     case "condition":
-      return { [f.field.code]: { [`$${f.op}`]: f.value } };
+      return { [f.field.code]: { [`$${f.op}`]: f.literal === undefined ? f.value : f.literal } };
     case "live":
       return { TREC: { $ne: "C" } };
     case "not":
