@@ -1,5 +1,7 @@
-// The composition root's second half: the HTTP application for the configured ROLE.
+// The composition root's second half: the HTTP application. Today every role runs in one process
+// (ROLE=all); the gateway and the separate backends of decisions.md §9 come with their own issue.
 import type { FastifyInstance } from "fastify";
+import { ConfigError } from "./config.ts";
 import { migrationsApplied } from "./db/migrate.ts";
 import { buildHttpServer } from "./http/server.ts";
 import { createAuth } from "./auth/service.ts";
@@ -10,6 +12,11 @@ import { writeRoutes } from "./rest/write-routes.ts";
 import type { Services } from "./services.ts";
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
+  if (services.config.role !== "all") {
+    throw new ConfigError([
+      `ROLE: "${services.config.role}" is not available yet; separate processes come with the gateway. Use ROLE=all (the default).`,
+    ]);
+  }
   const app = await buildHttpServer({
     config: services.config,
     logger: services.logger,

@@ -419,3 +419,14 @@ describe("CORS_ORIGINS", () => {
     }
   });
 });
+
+describe("ROLE", () => {
+  it("anything but all is refused when the app is built, naming ROLE (separate processes are not built yet)", async () => {
+    const services = await createTestServices("pglite", { env: { ROLE: "read", GATEWAY_SECRET: "s" } });
+    try {
+      await expect(buildApp(services)).rejects.toThrow(/ROLE: "read" is not available yet/);
+    } finally {
+      await services.close();
+    }
+  });
+});
