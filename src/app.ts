@@ -36,6 +36,19 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const auth = await createAuth(services);
   app.addHook("onClose", async () => auth.close());
   const deps = { services, auth };
+  // Every response carries X-RateLimit-* headers (spec 8): calls without a token count against the
+  // caller's IP (login and refresh have their own windows); answers no window covered (a 401, a
+  // health check) show the IP's window as it stands.
+  const ownLimits = /^\/(auth\/|api\/v4\/auth\/login)/;
+  const probes = /^\/(healthz|readyz)(\?|$)/;
+  app.addHook("onRequest", async (request, reply) => {
+    if (request.headers.authorization || ownLimits.test(request.url) || probes.test(request.url)) return;
+    await auth.limitAnonymous(request, reply, true);
+  });
+  app.addHook("onSend", async (request, reply, payload) => {
+    if (!reply.hasHeader("x-ratelimit-limit")) await auth.limitAnonymous(request, reply, false);
+    return payload;
+  });
   await app.register(authRoutes, deps);
   await app.register(metadataRoutes, deps);
   await app.register(readRoutes, deps);

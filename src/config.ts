@@ -98,6 +98,7 @@ const envSchema = z.object({
   RATE_LIMIT_USER_PER_HOUR: nonNegativeInt(1000),
   RATE_LIMIT_TENANT_PER_MINUTE: nonNegativeInt(1000),
   RATE_LIMIT_TENANT_PER_HOUR: nonNegativeInt(10000),
+  RATE_LIMIT_ANONYMOUS_PER_MINUTE: nonNegativeInt(600),
   LOGIN_RATE_LIMIT_PER_IP_PER_MINUTE: nonNegativeInt(60),
   LOGIN_RATE_LIMIT_PER_USERNAME_PER_MINUTE: nonNegativeInt(20),
   ACCESS_TOKEN_ACTIVE_S: nonNegativeInt(900),
@@ -183,6 +184,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       userPerHour: e.RATE_LIMIT_USER_PER_HOUR,
       tenantPerMinute: e.RATE_LIMIT_TENANT_PER_MINUTE,
       tenantPerHour: e.RATE_LIMIT_TENANT_PER_HOUR,
+      anonymousPerMinute: e.RATE_LIMIT_ANONYMOUS_PER_MINUTE,
     },
     loginRateLimit: {
       perIpPerMinute: e.LOGIN_RATE_LIMIT_PER_IP_PER_MINUTE,

@@ -10,6 +10,8 @@ export interface RateLimitConfig {
   userPerHour: number;
   tenantPerMinute: number;
   tenantPerHour: number;
+  /** Requests without a user (no or bad token) per client IP. */
+  anonymousPerMinute: number;
 }
 
 export interface Config {

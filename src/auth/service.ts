@@ -3,6 +3,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Redis } from "ioredis";
 import { createRateLimits } from "../ratelimit/limits.ts";
+import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Services } from "../services.ts";
 import type { RequestContext } from "../types.ts";
 import { type AuthDeps, type AuthOptions, DEFAULT_AUTH_OPTIONS } from "./deps.ts";
@@ -29,6 +30,12 @@ export interface Auth {
   login(input: LoginRequest, request: FastifyRequest, reply: FastifyReply): Promise<LoginResult>;
   /** Counts against the IP's login limit too. */
   refresh(refreshToken: string, request: FastifyRequest, reply: FastifyReply): Promise<RefreshResult>;
+  /**
+   * The per-IP window of requests that carry no user: consumed for calls without a token (429
+   * when exhausted), and shown in the X-RateLimit-* headers of any answer no user window covered
+   * (401s, health checks), so that every response carries them.
+   */
+  limitAnonymous(request: FastifyRequest, reply: FastifyReply, consume: boolean): Promise<void>;
   /** Deletes the session of the request's token (and its refresh tokens); idle sessions too. */
   logout(request: FastifyRequest): Promise<void>;
   close(): Promise<void>;
@@ -68,6 +75,16 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
     verify: (request, opts) => verifySession(deps, request, opts),
     login: (input, request, reply) => login(deps, input, request, reply),
     refresh: (token, request, reply) => refresh(deps, token, request, reply),
+    async limitAnonymous(request, reply, consume) {
+      if (!consume) {
+        const state = await deps.limits.peekAnonymous(request.ip);
+        if (state) reply.headers(rateLimitHeaders(state));
+        return;
+      }
+      const decision = await deps.limits.anonymous(request.ip);
+      if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests without a token");
+      if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+    },
     async logout(request) {
       const { session } = await verifySession(deps, request, { allowIdle: true });
       await deleteSession(deps.db, session.sessionId);

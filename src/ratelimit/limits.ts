@@ -8,8 +8,10 @@ import {
   consumeAll,
   type Decision,
   memoryStore,
+  peekOne,
   redisStore,
   type WindowSpec,
+  type WindowState,
 } from "./windows.ts";
 
 export interface LoginLimitConfig {
@@ -22,6 +24,10 @@ export interface RateLimits {
   request(userId: string, tenantId: string): Promise<Decision>;
   /** Consumes one login attempt from an IP, for a username. */
   login(ip: string, username: string | null): Promise<Decision>;
+  /** Consumes one request without a user (no or bad token) from an IP. */
+  anonymous(ip: string): Promise<Decision>;
+  /** The IP's anonymous window as it stands, for the headers of answers no other window covered. */
+  peekAnonymous(ip: string): Promise<WindowState | null>;
 }
 
 function windows(store: CounterStore, specs: WindowSpec[]) {
@@ -50,6 +56,9 @@ export function createRateLimits(opts: {
     { name: "tenant:h", points: c.tenantPerHour, durationS: 3600 },
   ]);
   const ip = windows(store, [{ name: "login-ip:min", points: opts.login.perIpPerMinute, durationS: 60 }]);
+  const anonymous = windows(store, [
+    { name: "anonymous-ip:min", points: c.anonymousPerMinute, durationS: 60 },
+  ]);
   const username = windows(store, [
     { name: "login-user:min", points: opts.login.perUsernamePerMinute, durationS: 60 },
   ]);
@@ -60,6 +69,13 @@ export function createRateLimits(opts: {
         ...tenant.map((limiter) => ({ limiter, key: tenantId })),
       ];
       return consumeAll(counters);
+    },
+    anonymous(address) {
+      return consumeAll(anonymous.map((limiter) => ({ limiter, key: address })));
+    },
+    async peekAnonymous(address) {
+      const limiter = anonymous[0];
+      return limiter ? peekOne({ limiter, key: address }) : null;
     },
     login(address, name) {
       const counters: BoundCounter[] = [

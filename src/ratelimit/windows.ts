@@ -83,6 +83,20 @@ async function consumeOne(c: BoundCounter, nowMs: number): Promise<WindowState> 
   };
 }
 
+/** The state of a window without consuming a point (a fresh window when the key has none). */
+export async function peekOne(c: BoundCounter): Promise<WindowState> {
+  const nowMs = Date.now();
+  const res = await c.limiter.get(c.key);
+  const consumed = res?.consumedPoints ?? 0;
+  return {
+    name: c.limiter.keyPrefix,
+    limit: c.limiter.points,
+    remaining: Math.max(0, c.limiter.points - consumed),
+    resetAtMs: nowMs + (res ? res.msBeforeNext : c.limiter.duration * 1000),
+    exceeded: consumed > c.limiter.points,
+  };
+}
+
 export interface Decision {
   /** The window shown in the X-RateLimit-* headers: exceeded, else the one closest to exhaustion. */
   shown: WindowState | null;

@@ -241,3 +241,48 @@ describe.each(BACKENDS)("rate limits (%s)", (backend) => {
     });
   }
 });
+
+describe.each(BACKENDS)("rate-limit headers on answers without a user (%s)", (backend) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "sample", env: { RATE_LIMIT_ANONYMOUS_PER_MINUTE: "3" } });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+  const call = (url: string, ip: string, headers: Record<string, string> = {}) =>
+    t.app.inject({ url, remoteAddress: ip, headers });
+
+  it("health checks show the IP's window without spending it", async () => {
+    const first = await call("/healthz", "10.1.0.1");
+    expect(first.statusCode).toBe(200);
+    expect(limitHeaders(first)).toMatchObject({ limit: 3, remaining: 3 });
+    expect(limitHeaders(await call("/readyz", "10.1.0.1"))).toMatchObject({ limit: 3, remaining: 3 });
+  });
+
+  it("calls without a token spend the IP's window: 401s carry the headers, then 429", async () => {
+    for (const remaining of [2, 1, 0]) {
+      const res = await call("/api/v4/core/CUST?source=anag-1", "10.1.0.2");
+      expect(res.statusCode).toBe(401);
+      expect(res.json()).toMatchObject({ code: "TOKEN_MISSING", status: 401 });
+      expect(limitHeaders(res)).toMatchObject({ limit: 3, remaining });
+    }
+    expect429(await call("/api/v4/core/CUST?source=anag-1", "10.1.0.2"), 3, 60);
+    // Another address has its own window.
+    expect((await call("/api/v4/core/CUST?source=anag-1", "10.1.0.3")).statusCode).toBe(401);
+  });
+
+  it("a bad token is answered 401 with the IP's window shown, not spent", async () => {
+    const res = await call("/api/v4/core/CUST?source=anag-1", "10.1.0.4", { authorization: "Bearer x.y.z" });
+    expect(res.statusCode).toBe(401);
+    expect(limitHeaders(res)).toMatchObject({ limit: 3, remaining: 3 });
+    expect(limitHeaders(res).reset).toBeGreaterThan(Date.now() / 1000);
+  });
+
+  it("an authenticated answer shows the user's window instead", async () => {
+    const token = await loginAs(t.app, "marco", "marco-secret-2");
+    const res = await call("/api/v4/core/CUST?source=anag-1", "10.1.0.5", bearer(token));
+    expect(res.statusCode).toBe(200);
+    expect(limitHeaders(res).limit).toBe(10);
+  });
+});

@@ -54,6 +54,7 @@ describe("loadConfig defaults", () => {
       userPerHour: 1000,
       tenantPerMinute: 1000,
       tenantPerHour: 10000,
+      anonymousPerMinute: 600,
     });
     expect(config.loginRateLimit).toEqual({ perIpPerMinute: 60, perUsernamePerMinute: 20 });
     expect(config.webhookRetryBaseMs).toBe(1000);
