@@ -85,9 +85,11 @@ function orderBy(plan: RecordsPlan, alias: string): string {
 }
 
 /**
- * The page and the total in one statement: the count is an uncorrelated subquery evaluated once,
- * the page keeps its own ORDER BY and LIMIT (so an index on the sort key is used). The join always
- * yields one row, so the total arrives even when the page is empty (the id column is then null).
+ * The page and the total in one statement. The total is counted only when the page cannot tell
+ * it: a page shorter than the limit (and not past the end) is the last one, so the total is
+ * offset + its rows. Otherwise an uncorrelated count runs; PostgreSQL evaluates such a subquery
+ * (an InitPlan) only when the CASE reaches it. The page keeps its own ORDER BY and LIMIT (an index
+ * on the sort key is used); the join yields one row even for an empty page (the id is then null).
  */
 export function compileRecordsPage(plan: RecordsPlan): CompiledQuery {
   const p = new Params();
@@ -95,14 +97,15 @@ export function compileRecordsPage(plan: RecordsPlan): CompiledQuery {
   const limit = p.add(plan.limit);
   const offset = p.add(plan.offset);
   const text = [
-    `SELECT c."__total", p.*`,
-    `FROM (SELECT count(*) AS "__total" ${from}) AS c`,
-    `LEFT JOIN (`,
+    `WITH p AS (`,
     `SELECT ${selectList(plan.selected)}`,
     from,
     `ORDER BY ${orderBy(plan, "t")}`,
     `LIMIT ${limit} OFFSET ${offset}`,
-    `) AS p ON true`,
+    `), n AS (SELECT count(*) AS "n" FROM p)`,
+    `SELECT CASE WHEN n."n" < ${limit} AND (n."n" > 0 OR ${offset} = 0) THEN ${offset} + n."n"`,
+    `ELSE (SELECT count(*) ${from}) END AS "__total", p.*`,
+    `FROM n LEFT JOIN p ON true`,
     `ORDER BY ${orderBy(plan, "p")}`,
   ].join("\n");
   return { text, params: p.values };
