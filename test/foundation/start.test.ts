@@ -1,0 +1,130 @@
+// `npm start` end to end: the service as a child process on an empty embedded database loads the
+// demo data and prints its logins once, answers /readyz, stops cleanly on SIGTERM, and on the next
+// start finds its data again (PGlite in DATA_DIR persists) without loading the demo twice.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const ROOT = path.resolve(import.meta.dirname, "../..");
+const TSX_CLI = path.join(ROOT, "node_modules/tsx/dist/cli.mjs");
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+interface Running {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+function start(env: Record<string, string>): Running {
+  const base: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !/^(DATABASE_URL|DATABASE_READ_URL|REDIS_URL|AMQP_URL|ROLE|JWT_SECRET)$/.test(k))
+      base[k] = v;
+  }
+  const child = spawn(process.execPath, [TSX_CLI, "src/main.ts"], {
+    cwd: ROOT,
+    env: { ...base, LOG_LEVEL: "warn", HOST: "127.0.0.1", ...env },
+  });
+  let out = "";
+  child.stdout.on("data", (d) => {
+    out += String(d);
+  });
+  child.stderr.on("data", (d) => {
+    out += String(d);
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+async function waitReady(base: string, running: Running): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${base}/readyz`);
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (running.child.exitCode !== null) throw new Error(`the service exited:\n${running.output()}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the service did not become ready:\n${running.output()}`);
+}
+
+async function login(base: string, username: string, password: string) {
+  const res = await fetch(`${base}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ username, password }),
+  });
+  return { status: res.status, body: (await res.json()) as { data?: { access_token: string } } };
+}
+
+describe("npm start on the embedded database", () => {
+  let dir: string;
+  let port: number;
+  let base: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "dimensio-start-"));
+    port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("first start: demo data loaded, logins printed, ready, stops on SIGTERM with exit 0", async () => {
+    const running = start({ DATA_DIR: dir, PORT: String(port) });
+    try {
+      await waitReady(base, running);
+      expect(running.output()).toContain("Demo data loaded");
+      expect(running.output()).toMatch(/olga\s+olga-demo-1\s+tenant roastery, peso 1/);
+      const olga = await login(base, "olga", "olga-demo-1");
+      expect(olga.status).toBe(200);
+      const res = await fetch(`${base}/api/v4/core/PO?source=purchasing-1`, {
+        headers: { authorization: `Bearer ${olga.body.data!.access_token}` },
+      });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { meta: { total: number } }).meta.total).toBe(2);
+    } finally {
+      running.child.kill("SIGTERM");
+    }
+    expect(await running.exited).toBe(0);
+  });
+
+  it("second start: the data is still there and the demo is not loaded again", async () => {
+    const running = start({ DATA_DIR: dir, PORT: String(port) });
+    try {
+      await waitReady(base, running);
+      expect(running.output()).not.toContain("Demo data loaded");
+      const kai = await login(base, "kai", "kai-demo-4");
+      expect(kai.status).toBe(200);
+      const res = await fetch(`${base}/api/v4/core/SUPP?source=master-1`, {
+        headers: { authorization: `Bearer ${kai.body.data!.access_token}` },
+      });
+      expect(((await res.json()) as { meta: { total: number } }).meta.total).toBe(1);
+    } finally {
+      running.child.kill("SIGTERM");
+    }
+    expect(await running.exited).toBe(0);
+  });
+
+  it("a bad setting stops start-up with a message naming the variable", async () => {
+    const running = start({ DATA_DIR: dir, PORT: "eighty" });
+    expect(await running.exited).toBe(1);
+    expect(running.output()).toContain("PORT");
+  });
+});
