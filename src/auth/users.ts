@@ -1,15 +1,10 @@
 // Credential checks against TB_USER. An unknown user, a wrong password, an inactive or a locked
 // account all give the same answer after the same scrypt work, so none can be told apart.
 import type { Queryable } from "../types.ts";
+import type { ProfileUser } from "./profile.ts";
 import { DUMMY_HASH, verifyPassword } from "./passwords.ts";
 
-export interface UserRecord {
-  userId: string;
-  tenantId: string;
-  peso: string;
-  centroDett: string | null;
-  ambiente: string | null;
-  lingua: string | null;
+export interface UserRecord extends ProfileUser {
   active: boolean;
 }
 
