@@ -157,8 +157,19 @@ async function subscribe(
   };
 }
 
-export function openPostgres(connectionString: string, opts: { max?: number } = {}): DatabaseHandle {
-  const pool = new pg.Pool({ connectionString, max: opts.max ?? 10, application_name: "dimensio" });
+/** Spec 8: a query is cancelled after 30 s (answered 504 QUERY_TIMEOUT). */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
+
+export function openPostgres(
+  connectionString: string,
+  opts: { max?: number; statementTimeoutMs?: number } = {},
+): DatabaseHandle {
+  const pool = new pg.Pool({
+    connectionString,
+    max: opts.max ?? 10,
+    application_name: "dimensio",
+    statement_timeout: opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+  });
   // An idle client that loses its connection must not crash the process.
   pool.on("error", () => {});
   const base = pgQueryable(pool);

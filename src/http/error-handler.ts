@@ -59,10 +59,43 @@ function fastifyClientError(err: FastifyError): MappedError | null {
   };
 }
 
+/** Socket errors and SQLSTATEs that mean the database cannot be reached or is going away. */
+const UNAVAILABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "57P01", "57P02", "57P03", "53300"]);
+
+/**
+ * Database failures that are not the request's fault: an unreachable or restarting database is a
+ * 503 the client may retry, a statement over the query timeout (spec 8: 30 s) a 504.
+ */
+function databaseError(err: unknown): MappedError | null {
+  const code = (err as { code?: unknown })?.code;
+  if (typeof code !== "string") return null;
+  if (code === "57014") {
+    const body = {
+      error: "GatewayTimeout",
+      message: "The query took longer than the query timeout and was cancelled.",
+      code: "QUERY_TIMEOUT",
+      status: 504,
+    };
+    return { status: 504, body };
+  }
+  if (UNAVAILABLE.has(code) || code.startsWith("08")) {
+    const body = {
+      error: "ServiceUnavailable",
+      message: "The database is not reachable right now; retry shortly.",
+      code: "DATABASE_UNAVAILABLE",
+      status: 503,
+    };
+    return { status: 503, body, headers: { "Retry-After": "1" } };
+  }
+  return null;
+}
+
 export function mapError(err: unknown, requestId?: string): MappedError {
   if (err instanceof ApiError) {
     return { status: err.status, body: err.toBody(), ...(err.headers ? { headers: err.headers } : {}) };
   }
+  const db = databaseError(err);
+  if (db) return db;
   const fe = err as FastifyError;
   if (fe && typeof fe === "object" && typeof fe.statusCode === "number") {
     const mapped = fastifyClientError(fe);

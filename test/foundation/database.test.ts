@@ -110,6 +110,23 @@ describe.each(BACKENDS)("DatabaseHandle on %s", (backend) => {
 });
 
 // PostgreSQL only: a LISTEN connection that breaks is re-established.
+describe.each(BACKENDS.filter((b) => b === "postgres"))("query timeout on %s", (backend) => {
+  it("a statement over the pool's statement timeout is cancelled with SQLSTATE 57014", async () => {
+    const db = await createTestDatabase(backend);
+    if (db.kind !== "postgres") throw new Error("expected PostgreSQL");
+    const short = openPostgres(db.connectionString, { max: 1, statementTimeoutMs: 200 });
+    try {
+      await expect(short.query("SELECT pg_sleep(2)")).rejects.toMatchObject({ code: "57014" });
+      expect((await short.query<{ n: number }>("SELECT 1 AS n")).rows).toEqual([{ n: 1 }]);
+      const setting = await db.query<{ statement_timeout: string }>("SHOW statement_timeout");
+      expect(setting.rows[0]!.statement_timeout).toBe("30s");
+    } finally {
+      await short.close();
+      await db.close();
+    }
+  });
+});
+
 describe.each(BACKENDS.filter((b) => b === "postgres"))("LISTEN resilience on %s", (backend) => {
   let db: DatabaseHandle;
   beforeAll(async () => {

@@ -319,6 +319,29 @@ describe("mapError: every error becomes the standard body", () => {
     });
   });
 
+  it("an unreachable or restarting database is a 503 to retry, a cancelled slow query a 504", () => {
+    for (const code of ["ECONNREFUSED", "ECONNRESET", "57P01", "08006", "53300"]) {
+      const mapped = mapError(Object.assign(new Error("db down"), { code }));
+      expect(mapped).toEqual({
+        status: 503,
+        body: {
+          error: "ServiceUnavailable",
+          message: "The database is not reachable right now; retry shortly.",
+          code: "DATABASE_UNAVAILABLE",
+          status: 503,
+        },
+        headers: { "Retry-After": "1" },
+      });
+    }
+    const timeout = mapError(
+      Object.assign(new Error("canceling statement due to statement timeout"), { code: "57014" }),
+    );
+    expect(timeout.status).toBe(504);
+    expect(timeout.body).toMatchObject({ code: "QUERY_TIMEOUT", status: 504 });
+    // Other SQLSTATEs are not the database being away: still a 500.
+    expect(mapError(Object.assign(new Error("x"), { code: "42P01" })).status).toBe(500);
+  });
+
   it("an unexpected error is a 500 that quotes the request id and hides the cause", () => {
     const mapped = mapError(new Error("connection string postgres://secret@db"), "req-1");
     expect(mapped.status).toBe(500);
