@@ -1,6 +1,7 @@
 // `npm start`: the whole service in one process (ROLE=all) on PORT, embedded database by default.
 import { buildApp } from "./app.ts";
 import { ConfigError, loadConfig } from "./config.ts";
+import { DatabaseInUseError } from "./db/database.ts";
 import { loadDemoDataIfEmpty } from "./demo/load-demo.ts";
 import { openServices } from "./services.ts";
 
@@ -54,6 +55,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  console.error(err instanceof ConfigError ? err.message : err);
+  console.error(err instanceof ConfigError || err instanceof DatabaseInUseError ? err.message : err);
   process.exit(1);
 });

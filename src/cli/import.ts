@@ -1,5 +1,6 @@
 // `npm run import -- FILE.json [--reset]`: loads a fixture into the configured database.
 import { ConfigError, loadConfig } from "../config.ts";
+import { DatabaseInUseError } from "../db/database.ts";
 import { ApiError } from "../errors.ts";
 import { importFixture, readFixtureFile } from "../fixtures/import.ts";
 import { createLogger } from "../logger.ts";
@@ -39,6 +40,6 @@ async function run(argv: string[]): Promise<number> {
 run(process.argv.slice(2))
   .then((code) => process.exit(code))
   .catch((err) => {
-    console.error(err instanceof ConfigError ? err.message : err);
+    console.error(err instanceof ConfigError || err instanceof DatabaseInUseError ? err.message : err);
     process.exit(1);
   });

@@ -1,5 +1,6 @@
 // `npm run migrate`: applies the SQL migrations to the configured database and exits.
 import { ConfigError, loadConfig } from "../config.ts";
+import { DatabaseInUseError } from "../db/database.ts";
 import { migrate } from "../db/migrate.ts";
 import { openDatabase } from "../services.ts";
 
@@ -16,6 +17,6 @@ async function run(): Promise<void> {
 }
 
 run().catch((err) => {
-  console.error(err instanceof ConfigError ? err.message : err);
+  console.error(err instanceof ConfigError || err instanceof DatabaseInUseError ? err.message : err);
   process.exit(1);
 });

@@ -2,6 +2,7 @@
 // PGlite. Both run the same SQL; result types are normalised the same way (int8 and numeric as
 // JS numbers, so that INTEGER and DECIMAL fields come back as JSON numbers).
 import { createHash } from "node:crypto";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import pg from "pg";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
@@ -240,9 +241,52 @@ function pgliteQueryable(db: PgliteLike): Queryable & ScriptRunner {
   };
 }
 
+export class DatabaseInUseError extends Error {}
+
+/**
+ * The embedded database belongs to one process at a time (two would corrupt it): a lock file
+ * beside the data directory holds the owner's pid. A lock whose process is gone is taken over.
+ */
+async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  const lockFile = `${dataDir}.lock`;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await writeFile(lockFile, String(process.pid), { flag: "wx" });
+      return () => rm(lockFile, { force: true });
+    } catch (err) {
+      if ((err as { code?: string }).code !== "EEXIST") throw err;
+      const owner = Number((await readFile(lockFile, "utf8").catch(() => "")).trim());
+      if (Number.isInteger(owner) && owner > 0 && processAlive(owner)) {
+        throw new DatabaseInUseError(
+          `The embedded database in ${dataDir} is in use by process ${owner} (a running \`npm start\`?). ` +
+            "Stop it first, or point both at PostgreSQL with DATABASE_URL.",
+        );
+      }
+      await rm(lockFile, { force: true });
+    }
+  }
+  throw new DatabaseInUseError(`Could not lock the embedded database in ${dataDir}.`);
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as { code?: string }).code === "EPERM";
+  }
+}
+
 /** dataDir null: an in-memory database (tests). */
 export async function openPglite(dataDir: string | null): Promise<DatabaseHandle> {
-  const pglite = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+  const unlock = dataDir ? await lockDataDir(dataDir) : async () => {};
+  let pglite: PGlite;
+  try {
+    pglite = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+  } catch (err) {
+    await unlock();
+    throw err;
+  }
   const base = pgliteQueryable(pglite);
   return {
     kind: "pglite",
@@ -261,6 +305,7 @@ export async function openPglite(dataDir: string | null): Promise<DatabaseHandle
     },
     async close() {
       if (!pglite.closed) await pglite.close();
+      await unlock();
     },
   };
 }

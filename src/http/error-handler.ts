@@ -60,7 +60,16 @@ function fastifyClientError(err: FastifyError): MappedError | null {
 }
 
 /** Socket errors and SQLSTATEs that mean the database cannot be reached or is going away. */
-const UNAVAILABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "57P01", "57P02", "57P03", "53300"]);
+const UNAVAILABLE = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300",
+]);
 
 /**
  * Database failures that are not the request's fault: an unreachable or restarting database is a

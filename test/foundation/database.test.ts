@@ -1,7 +1,10 @@
 // The Database seam (src/db/database.ts) over PGlite and PostgreSQL: the same SQL gives the same
 // values, transactions commit or roll back, NOTIFY reaches listeners, close() always finishes.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type DatabaseHandle, openPglite, openPostgres } from "../../src/db/database.ts";
 import { BACKENDS, createTestDatabase } from "../helpers/env.ts";
 
 async function until(ok: () => boolean, ms = 5000): Promise<void> {
@@ -155,6 +158,31 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("LISTEN resilience on %s
       await unlisten();
     } finally {
       await admin.close();
+    }
+  });
+});
+
+describe("the embedded database's data directory", () => {
+  it("belongs to one handle at a time; a stale lock is taken over", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "dimensio-lock-"));
+    const dataDir = path.join(dir, "pgdata");
+    try {
+      const first = await openPglite(dataDir);
+      await first.query("CREATE TABLE kept (n int)");
+      await first.query("INSERT INTO kept VALUES (7)");
+      await expect(openPglite(dataDir)).rejects.toThrow(
+        new RegExp(`in use by process ${process.pid} .*DATABASE_URL`),
+      );
+      await first.close();
+
+      // A lock left by a process that is gone (here: a pid that cannot exist) does not block.
+      await writeFile(`${dataDir}.lock`, "2147483646");
+      const second = await openPglite(dataDir);
+      expect((await second.query<{ n: number }>("SELECT n FROM kept")).rows).toEqual([{ n: 7 }]);
+      await second.close();
+      await expect(readFile(`${dataDir}.lock`, "utf8")).rejects.toMatchObject({ code: "ENOENT" });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

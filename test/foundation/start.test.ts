@@ -7,6 +7,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SAMPLE_FIXTURE } from "../helpers/env.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const TSX_CLI = path.join(ROOT, "node_modules/tsx/dist/cli.mjs");
@@ -29,12 +30,16 @@ interface Running {
 }
 
 function start(env: Record<string, string>): Running {
+  return spawnScript("src/main.ts", [], env);
+}
+
+function spawnScript(script: string, args: string[], env: Record<string, string>): Running {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !/^(DATABASE_URL|DATABASE_READ_URL|REDIS_URL|AMQP_URL|ROLE|JWT_SECRET)$/.test(k))
       base[k] = v;
   }
-  const child = spawn(process.execPath, [TSX_CLI, "src/main.ts"], {
+  const child = spawn(process.execPath, [TSX_CLI, script, ...args], {
     cwd: ROOT,
     env: { ...base, LOG_LEVEL: "warn", HOST: "127.0.0.1", ...env },
   });
@@ -99,6 +104,11 @@ describe("npm start on the embedded database", () => {
       });
       expect(res.status).toBe(200);
       expect(((await res.json()) as { meta: { total: number } }).meta.total).toBe(2);
+
+      // The embedded database is this process's: an import at the same time is refused, clearly.
+      const importer = spawnScript("src/cli/import.ts", [SAMPLE_FIXTURE], { DATA_DIR: dir });
+      expect(await importer.exited).toBe(1);
+      expect(importer.output()).toMatch(/is in use by process \d+ .*DATABASE_URL/);
     } finally {
       running.child.kill("SIGTERM");
     }
