@@ -32,6 +32,19 @@ export const REQUIREMENTS: Record<Access, Requirement> = {
   metadata: { operation: "write", level: 4 },
 };
 
+/** The 403 of spec 7.2: `required_grant` is the level (or operation) missing; `user_grants` all grants. */
+export function permissionDenied(
+  principal: Principal,
+  message: string,
+  required: number | string,
+  details?: Record<string, unknown>,
+): PermissionDeniedError {
+  return new PermissionDeniedError(message, {
+    extra: { required_grant: required, user_grants: describeGrants(principal.grants) },
+    ...(details ? { details } : {}),
+  });
+}
+
 function describeGrants(grants: Grant[]) {
   return grants.map((g) => ({
     COD_MENU: g.COD_MENU,
@@ -75,24 +88,38 @@ export function authorize(
       field: "source",
     });
   }
-  const deny = (message: string, required: unknown): never => {
-    throw new PermissionDeniedError(message, {
-      extra: { required_grant: required, user_grants: describeGrants(principal.grants) },
-    });
+  const req = REQUIREMENTS[access];
+  const deny = (message: string, required: number | string, details?: Record<string, unknown>): never => {
+    throw permissionDenied(principal, message, required, details);
   };
+  // Source-layer refusals name the level the access needs; details say which rule refused it.
+  const sourceDetails = (reason: string, extra: Record<string, unknown> = {}) => ({
+    reason,
+    source: ctx.source,
+    ...(dimCode !== null ? { dimension: dimCode } : {}),
+    ...extra,
+  });
   const node = model.menuByCode.get(ctx.source);
-  if (!node) return deny(`Source ${ctx.source} is not a security area (TB_MENU).`, ctx.source);
+  if (!node) {
+    return deny(
+      `Source ${ctx.source} is not a security area (TB_MENU).`,
+      req.level,
+      sourceDetails("unknown_source"),
+    );
+  }
   const covering = principal.grants.filter((g) => grantCovers(g, node));
-  if (!covering.length) return deny(`No grant covers source ${ctx.source}.`, ctx.source);
+  if (!covering.length) {
+    return deny(`No grant covers source ${ctx.source}.`, req.level, sourceDetails("no_grant_covers_source"));
+  }
   if (dimCode !== null && !sourceServes(model, node, dimCode)) {
     return deny(
       node.dim
         ? `Source ${ctx.source} serves dimension ${node.dim}, not ${dimCode}.`
         : `Source ${ctx.source} does not serve dimension ${dimCode}.`,
-      node.dim ?? ctx.source,
+      req.level,
+      sourceDetails("source_serves_other_dimension", node.dim ? { served_dimension: node.dim } : {}),
     );
   }
-  const req = REQUIREMENTS[access];
   const withOperation = covering.filter((g) => g.OPERATIONS.includes(req.operation));
   if (!withOperation.length) {
     return deny(`The operation ${req.operation} is not granted on ${ctx.source}.`, req.operation);

@@ -34,26 +34,29 @@ export async function consumeRefreshToken(
   now: Date,
 ): Promise<{ sessionId: string; userId: string }> {
   const hash = hashRefreshToken(token);
-  const claimed = await db.query<{ SESSION_ID: string; USER_ID: string; EXPIRES_AT: Date | string }>(
-    `UPDATE "TB_REFRESH_TOKEN" SET "USED_AT" = $2 WHERE "TOKEN_HASH" = $1 AND "USED_AT" IS NULL
-     RETURNING "SESSION_ID", "USER_ID", "EXPIRES_AT"`,
+  // Only a live token is claimed: an expired one is refused as expired every time, never taken
+  // for reuse (which would revoke a session still renewed through X-Access-Token).
+  const claimed = await db.query<{ SESSION_ID: string; USER_ID: string }>(
+    `UPDATE "TB_REFRESH_TOKEN" SET "USED_AT" = $2
+      WHERE "TOKEN_HASH" = $1 AND "USED_AT" IS NULL AND "EXPIRES_AT" > $2
+     RETURNING "SESSION_ID", "USER_ID"`,
     [hash, now],
   );
   const row = claimed.rows[0];
   if (!row) {
-    const prior = await db.query<{ SESSION_ID: string }>(
-      `SELECT "SESSION_ID" FROM "TB_REFRESH_TOKEN" WHERE "TOKEN_HASH" = $1`,
+    const prior = await db.query<{ SESSION_ID: string; USED_AT: Date | null; EXPIRES_AT: Date | string }>(
+      `SELECT "SESSION_ID", "USED_AT", "EXPIRES_AT" FROM "TB_REFRESH_TOKEN" WHERE "TOKEN_HASH" = $1`,
       [hash],
     );
-    const reused = prior.rows[0];
-    if (reused) {
-      await deleteSession(db, reused.SESSION_ID);
+    const known = prior.rows[0];
+    if (known && new Date(known.EXPIRES_AT).getTime() <= now.getTime()) {
+      throw refused("The refresh token has expired. Log in again.");
+    }
+    if (known) {
+      await deleteSession(db, known.SESSION_ID);
       throw refused("The refresh token was already used; its session is revoked. Log in again.");
     }
     throw refused("The refresh token is not valid. Log in again.");
-  }
-  if (new Date(row.EXPIRES_AT).getTime() <= now.getTime()) {
-    throw refused("The refresh token has expired. Log in again.");
   }
   return { sessionId: row.SESSION_ID, userId: row.USER_ID };
 }

@@ -9,7 +9,12 @@ import type { RequestContext } from "../types.ts";
 import { type AuthDeps, type AuthOptions, DEFAULT_AUTH_OPTIONS } from "./deps.ts";
 import { loadPublicKeys, loadSigningSecret } from "./keys.ts";
 import { type LoginRequest, type LoginResult, login, type RefreshResult, refresh } from "./login.ts";
-import { authenticateRequest, type VerifiedSession, verifySession } from "./session-auth.ts";
+import {
+  authenticateRequest,
+  spendUserWindows,
+  type VerifiedSession,
+  verifySession,
+} from "./session-auth.ts";
 import { deleteSession } from "./sessions.ts";
 import { createTokenService } from "./tokens.ts";
 
@@ -24,8 +29,14 @@ export interface Auth {
    * Throws AuthenticationError (401) / RateLimitError (429).
    */
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<RequestContext>;
-  /** Token and session checks alone (no rate limit, no activity mark): the token validator. */
-  verify(request: FastifyRequest, opts?: { allowIdle?: boolean }): Promise<VerifiedSession>;
+  /**
+   * Token and session checks (no activity mark): the token validator. With `reply`, the call also
+   * spends the user's and tenant's rate-limit windows, like any other authenticated request.
+   */
+  verify(
+    request: FastifyRequest,
+    opts?: { allowIdle?: boolean; reply?: FastifyReply },
+  ): Promise<VerifiedSession>;
   /** Login limits (per IP and username) apply first; their X-RateLimit-* headers go on `reply`. */
   login(input: LoginRequest, request: FastifyRequest, reply: FastifyReply): Promise<LoginResult>;
   /** Counts against the IP's login limit too. */
@@ -72,7 +83,11 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
   };
   return {
     authenticate: (request, reply) => authenticateRequest(deps, request, reply),
-    verify: (request, opts) => verifySession(deps, request, opts),
+    async verify(request, opts) {
+      const verified = await verifySession(deps, request, opts);
+      if (opts?.reply) await spendUserWindows(deps, verified.session, opts.reply);
+      return verified;
+    },
     login: (input, request, reply) => login(deps, input, request, reply),
     refresh: (token, request, reply) => refresh(deps, token, request, reply),
     async limitAnonymous(request, reply, consume) {

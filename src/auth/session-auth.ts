@@ -7,7 +7,13 @@ import type { Grant, Principal, RequestContext } from "../types.ts";
 import { type AuthDeps, idleDeadline } from "./deps.ts";
 import { buildProfile, grantsHash } from "./profile.ts";
 import { bearerToken, contextParam } from "./request-input.ts";
-import { findSession, type StoredSession, touchSession, updateSessionProfile } from "./sessions.ts";
+import {
+  deleteSession,
+  findSession,
+  type StoredSession,
+  touchSession,
+  updateSessionProfile,
+} from "./sessions.ts";
 import type { SessionClaims, VerifiedToken } from "./tokens.ts";
 
 /** A verified token and its live session. */
@@ -46,8 +52,12 @@ export async function verifySession(
   if (!session) throw new AuthenticationError("TOKEN_INVALID", "The session of this token has ended.");
   const { claims } = token;
   const userClaim = claims.user_id ?? claims.sub;
+  if (!session.userActive) {
+    // A deactivated user's sessions end for good: reactivating the user must not revive them.
+    await deleteSession(deps.db, session.sessionId);
+    throw new AuthenticationError("TOKEN_INVALID", "The user of this token is not active.");
+  }
   if (
-    !session.userActive ||
     (userClaim !== undefined && userClaim !== session.userId) ||
     (claims.tenant_id !== undefined && claims.tenant_id !== session.tenantId)
   ) {
@@ -93,15 +103,24 @@ export async function syncProfile(deps: AuthDeps, session: StoredSession): Promi
   return current;
 }
 
+/** One request of the session's user and tenant: 429 when a window is spent, else its headers. */
+export async function spendUserWindows(
+  deps: AuthDeps,
+  session: StoredSession,
+  reply: FastifyReply,
+): Promise<void> {
+  const decision = await deps.limits.request(session.userId, session.tenantId);
+  if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests");
+  if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+}
+
 export async function authenticateRequest(
   deps: AuthDeps,
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<RequestContext> {
   const { token, session } = await verifySession(deps, request);
-  const decision = await deps.limits.request(session.userId, session.tenantId);
-  if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests");
-  if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+  await spendUserWindows(deps, session, reply);
 
   const grants = await syncProfile(deps, session);
   const now = deps.clock();

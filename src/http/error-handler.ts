@@ -72,8 +72,9 @@ const UNAVAILABLE = new Set([
 ]);
 
 /**
- * Database failures that are not the request's fault: an unreachable or restarting database is a
- * 503 the client may retry, a statement over the query timeout (spec 8: 30 s) a 504.
+ * Database errors that escaped the layers that know better: bad values are a 400, conflicts a
+ * 409, an unreachable or restarting database a 503 the client may retry, a statement over the
+ * query timeout (spec 8: 30 s) a 504.
  */
 function databaseError(err: unknown): MappedError | null {
   const code = (err as { code?: unknown })?.code;
@@ -86,6 +87,31 @@ function databaseError(err: unknown): MappedError | null {
       status: 504,
     };
     return { status: 504, body };
+  }
+  // Data exceptions (class 22: a NUL or an unpaired surrogate in text, a value out of range) and
+  // integrity violations come from what the request sent: the request's fault, never a 500.
+  if (code.startsWith("22")) {
+    const body = {
+      error: "ValidationError",
+      message: "A value in the request cannot be stored or compared (for example a NUL character).",
+      code: "INVALID_FIELD_VALUE",
+      status: 400,
+      details: { sqlstate: code },
+    };
+    return { status: 400, body };
+  }
+  if (code.startsWith("23")) {
+    const duplicate = code === "23505";
+    const body = {
+      error: "Conflict",
+      message: duplicate
+        ? "A record with this key exists already."
+        : "The change conflicts with stored data.",
+      code: duplicate ? "DUPLICATE_KEY" : "CONSTRAINT_VIOLATION",
+      status: 409,
+      details: { sqlstate: code },
+    };
+    return { status: 409, body };
   }
   if (UNAVAILABLE.has(code) || code.startsWith("08")) {
     const body = {

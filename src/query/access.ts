@@ -1,8 +1,8 @@
 // Access to a dimension reached through a relation ($expand) rather than through the request's
 // source: allowed when the request's source covers it, or when some TB_MENU node serving that
 // dimension is covered by a read grant of the caller. The rules themselves stay in src/auth.
-import { authorize } from "../auth/authorize.ts";
-import { ApiError, PermissionDeniedError } from "../errors.ts";
+import { authorize, permissionDenied } from "../auth/authorize.ts";
+import { ApiError } from "../errors.ts";
 import type { MetadataModel, RequestContext } from "../types.ts";
 
 function allowedThrough(
@@ -32,14 +32,8 @@ export function assertCanReadRelated(
   via: string,
 ): void {
   if (canReadRelated(ctx, model, dim)) return;
-  throw new PermissionDeniedError(`Expanding ${via} needs read access to dimension ${dim}.`, {
-    extra: {
-      required_grant: 1,
-      user_grants: ctx.principal.grants.map((g) => ({
-        COD_MENU: g.COD_MENU,
-        OPERATIONS: g.OPERATIONS,
-        LEVEL: g.LEVEL,
-      })),
-    },
+  throw permissionDenied(ctx.principal, `Expanding ${via} needs read access to dimension ${dim}.`, 1, {
+    reason: "expand_target_not_readable",
+    dimension: dim,
   });
 }

@@ -245,7 +245,9 @@ export function parseListParams(params: QueryParams): ListQuery {
       case "$fields":
       case "$select": {
         const v = list(single(key, values));
-        fields = v.includes("*") ? null : [...(fields ?? []), ...v];
+        // An empty list (`$fields=`) asks for nothing in particular: every field, like `*`.
+        if (v.length === 0 || v.includes("*")) fields = null;
+        else fields = [...(fields ?? []), ...v];
         break;
       }
       case "$expand":

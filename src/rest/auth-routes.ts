@@ -225,7 +225,7 @@ export const authRoutes: FastifyPluginAsync<RouteDeps> = async (app, { auth }) =
 
   app.get("/api/v4/auth/tokenvalidator", async (request, reply) => {
     try {
-      await auth.verify(request);
+      await auth.verify(request, { reply });
       return { code: 200, message: "Token is Valid" };
     } catch (err) {
       if (!isUnauthorized(err)) throw err;

@@ -127,16 +127,16 @@ describe("authorize() layers", () => {
   });
 
   it("a source that is no TB_MENU node is refused", () => {
-    expectDenied("anna", "nowhere-9", "CUST", "read", "nowhere-9");
+    expectDenied("anna", "nowhere-9", "CUST", "read", 1);
   });
 
   it("no grant covering the source: 403 naming the source", () => {
-    expectDenied("lucia", "catalog-1", "PROD", "read", "catalog-1");
+    expectDenied("lucia", "catalog-1", "PROD", "read", 1);
   });
 
   it("a grant on a sibling node does not cover the source", () => {
-    expectDenied("lucia", "anag-2", "ADDR", "read", "anag-2");
-    expectDenied("lucia", "anag", null, "read", "anag");
+    expectDenied("lucia", "anag-2", "ADDR", "read", 1);
+    expectDenied("lucia", "anag", null, "read", 1);
   });
 
   it("a parent grant covers its children", () => {
@@ -148,13 +148,13 @@ describe("authorize() layers", () => {
   });
 
   it("a source serving another dimension is refused with that dimension", () => {
-    expectDenied("lucia", "anag-1", "ORD", "read", "CUST");
-    expectDenied("anna", "sales-1", "CUST", "create", "ORD");
+    expectDenied("lucia", "anag-1", "ORD", "read", 1);
+    expectDenied("anna", "sales-1", "CUST", "create", 2);
   });
 
   it("a grouping source serves the dimensions below it only", () => {
     expect(allowed("marco", "anag", "ADDR", "read")).toHaveLength(1);
-    expectDenied("anna", "anag", "ORD", "read", "anag");
+    expectDenied("anna", "anag", "ORD", "read", 1);
     expect(sourceServes(model, model.menuByCode.get("erp")!, "PRICE")).toBe(false);
     expect(sourceServes(model, model.menuByCode.get("erp")!, "ORDL")).toBe(true);
     expect(sourceServes(model, model.menuByCode.get("erp")!, "NOT_SERVED_ANYWHERE")).toBe(true);
@@ -282,9 +282,9 @@ describe.each(BACKENDS)("authorization over HTTP (%s)", (backend) => {
   });
 
   it("no grant, sibling grant, other dimension: 403", async () => {
-    expect403(await get("lucia", "/api/v4/core/PROD?source=catalog-1"), "catalog-1");
-    expect403(await get("lucia", "/api/v4/core/ADDR?source=anag-2"), "anag-2");
-    expect403(await get("lucia", "/api/v4/core/ORD?source=anag-1"), "CUST");
+    expect403(await get("lucia", "/api/v4/core/PROD?source=catalog-1"), 1);
+    expect403(await get("lucia", "/api/v4/core/ADDR?source=anag-2"), 1);
+    expect403(await get("lucia", "/api/v4/core/ORD?source=anag-1"), 1);
   });
 
   it("a parent grant covering a child: 200", async () => {

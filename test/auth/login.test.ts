@@ -275,6 +275,19 @@ describe.each(BACKENDS)("login (%s)", (backend) => {
     expect(badJson.json().code).toBe("INVALID_JSON");
   });
 
+  it("text the database cannot store (NUL, an unpaired surrogate) is a 400, before or after the credentials", async () => {
+    const cases: unknown[] = [
+      { username: "a\u0000b", password: "x" },
+      { username: "anna", password: "anna-secret-1", source: "\ud800" },
+      { username: "anna", password: "anna-secret-1", centro_dett: "x\u0000" },
+    ];
+    for (const payload of cases) {
+      const res = await post("/auth/login", payload);
+      expect(res.statusCode, JSON.stringify(payload)).toBe(400);
+      expect(res.json()).toMatchObject({ code: "INVALID_FIELD_VALUE", status: 400 });
+    }
+  });
+
   describe("variant B", () => {
     const bBody = { resource: "anag-1", tenantId: "acme", uuid: "device-42" };
 

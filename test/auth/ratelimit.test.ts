@@ -286,3 +286,28 @@ describe.each(BACKENDS)("rate-limit headers on answers without a user (%s)", (ba
     expect(limitHeaders(res).limit).toBe(10);
   });
 });
+
+describe.each(BACKENDS)("the token validator spends the user's window (%s)", (backend) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "sample", env: { RATE_LIMIT_USER_PER_MINUTE: "2" } });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("valid-token checks count like any request: headers, then 429", async () => {
+    const token = await loginAs(t.app, "lucia", "lucia-secret-3");
+    const check = () =>
+      t.app.inject({
+        url: "/api/v4/auth/tokenvalidator",
+        headers: { ...bearer(token), microservice: "msauth" },
+      });
+    const first = await check();
+    expect(first.statusCode).toBe(200);
+    expect(first.json()).toEqual({ code: 200, message: "Token is Valid" });
+    expect(limitHeaders(first)).toMatchObject({ limit: 2, remaining: 1 });
+    expect((await check()).statusCode).toBe(200);
+    expect429(await check(), 2, 60);
+  });
+});

@@ -96,6 +96,21 @@ describe.each(BACKENDS)("refresh, logout, validator (%s)", (backend) => {
       expect(res.json().code).toBe("REFRESH_TOKEN_INVALID");
     });
 
+    it("an expired refresh token presented twice is not taken for reuse: the session lives on", async () => {
+      const s = await login();
+      clock.advance(30 * 86400_000 + 1000);
+      await t.services.db.query(
+        `UPDATE "TB_ANAG_SESSIONS00" SET "LAST_ACTIVITY" = $2 WHERE "SESSION_ID" = $1`,
+        [s.sessionId, clock()],
+      );
+      for (let i = 0; i < 2; i++) {
+        const res = await refresh(s.refresh);
+        expect(res.statusCode).toBe(401);
+        expect(res.json().message).toMatch(/expired/);
+      }
+      expect(await sessionExists(s.sessionId)).toBe(true);
+    });
+
     it("revives a session expired by inactivity", async () => {
       const s = await login();
       clock.advance(61 * 60_000);

@@ -146,14 +146,20 @@ describe.each(BACKENDS)("access tokens (%s)", (backend) => {
     expect401(await me(bearer(token)), "TOKEN_INVALID");
   });
 
-  it("deactivating the user ends the user's sessions", async () => {
+  it("deactivating the user ends the user's sessions, for good: reactivating revives none", async () => {
     const token = await loginAs(t.app, "lucia", "lucia-secret-3");
+    const sessionId = decodeJwt(token).sessionId as string;
     await t.services.db.query(`UPDATE "TB_USER" SET "ACTIVE" = false WHERE "USER_ID" = 'lucia'`);
     try {
       expect401(await me(bearer(token)), "TOKEN_INVALID");
     } finally {
       await t.services.db.query(`UPDATE "TB_USER" SET "ACTIVE" = true WHERE "USER_ID" = 'lucia'`);
     }
+    expect401(await me(bearer(token)), "TOKEN_INVALID");
+    const rows = await t.services.db.query(`SELECT 1 FROM "TB_ANAG_SESSIONS00" WHERE "SESSION_ID" = $1`, [
+      sessionId,
+    ]);
+    expect(rows.rows).toEqual([]);
   });
 
   it("a grant change in the database applies on the next request with the same token", async () => {

@@ -338,8 +338,23 @@ describe("mapError: every error becomes the standard body", () => {
     );
     expect(timeout.status).toBe(504);
     expect(timeout.body).toMatchObject({ code: "QUERY_TIMEOUT", status: 504 });
-    // Other SQLSTATEs are not the database being away: still a 500.
+    // Other SQLSTATEs are not the database being away nor the request's fault: still a 500.
     expect(mapError(Object.assign(new Error("x"), { code: "42P01" })).status).toBe(500);
+  });
+
+  it("data exceptions (class 22) are a 400, integrity violations (class 23) a 409", () => {
+    expect(mapError(Object.assign(new Error("x"), { code: "22021" }))).toMatchObject({
+      status: 400,
+      body: { code: "INVALID_FIELD_VALUE", status: 400, details: { sqlstate: "22021" } },
+    });
+    expect(mapError(Object.assign(new Error("x"), { code: "23505" })).body).toMatchObject({
+      code: "DUPLICATE_KEY",
+      status: 409,
+    });
+    expect(mapError(Object.assign(new Error("x"), { code: "23503" })).body).toMatchObject({
+      code: "CONSTRAINT_VIOLATION",
+      status: 409,
+    });
   });
 
   it("an unexpected error is a 500 that quotes the request id and hides the cause", () => {

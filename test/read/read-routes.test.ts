@@ -333,6 +333,9 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
       ]);
       const detail = await get("anna", u("/api/v4/core/CUST/1", { source: "anag-1", $fields: "NAME,EMAIL" }));
       expect(detail.body.data).toEqual({ NAME: "Rossi Srl", EMAIL: "info@rossi.example" });
+      // An empty $fields asks for nothing in particular: every field, as without it.
+      expect((await list({ $fields: "" })).body.data).toEqual((await list({})).body.data);
+      expect((await list({ $fields: "" })).body.data[0]).toHaveProperty("NAME", "Rossi Srl");
     });
 
     it("pages through a whole table by keyset (sort by id, id $gt last) with no row missed or repeated", async () => {
@@ -541,7 +544,13 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
       expect((await get("anna", u("/api/v4/core/CUST", { source: "anag-2" }))).body).toMatchObject({
         status: 403,
         code: "INSUFFICIENT_PERMISSIONS",
-        required_grant: "ADDR",
+        required_grant: 1,
+        details: {
+          reason: "source_serves_other_dimension",
+          source: "anag-2",
+          dimension: "CUST",
+          served_dimension: "ADDR",
+        },
       });
       expect((await get("lucia", u("/api/v4/core/ADDR", { source: "anag-2" }))).status).toBe(403);
       expect((await get("anna", u("/api/v4/core/NOPE", { source: "erp" }))).body).toEqual({

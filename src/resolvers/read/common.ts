@@ -1,6 +1,6 @@
 // Steps every read resolver shares: finding the dimension, checking the grant, running SQL.
-import { authorize, sourceLevel } from "../../auth/authorize.ts";
-import { ApiError, NotFoundError, PermissionDeniedError, ValidationError } from "../../errors.ts";
+import { authorize, permissionDenied, sourceLevel } from "../../auth/authorize.ts";
+import { ApiError, NotFoundError, ValidationError } from "../../errors.ts";
 import type { CompiledQuery } from "../../query/types.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
 import type { ReadContext } from "./context.ts";
@@ -30,18 +30,10 @@ export function readableDimension(rc: ReadContext, code: string): DimensionDef {
 export function assertDebugAllowed(rc: ReadContext): void {
   const level = sourceLevel(rc.request, rc.model);
   if (level < DEBUG_LEVEL) {
-    throw new PermissionDeniedError(
+    throw permissionDenied(
+      rc.request.principal,
       `debug=true needs level ${DEBUG_LEVEL} on ${rc.request.source}; the grant gives ${level}.`,
-      {
-        extra: {
-          required_grant: DEBUG_LEVEL,
-          user_grants: rc.request.principal.grants.map((g) => ({
-            COD_MENU: g.COD_MENU,
-            OPERATIONS: g.OPERATIONS,
-            LEVEL: g.LEVEL,
-          })),
-        },
-      },
+      DEBUG_LEVEL,
     );
   }
 }
