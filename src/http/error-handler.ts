@@ -113,6 +113,28 @@ function databaseError(err: unknown): MappedError | null {
     };
     return { status: 409, body };
   }
+  // Two transactions waited on each other (or serialization failed): nothing was written; a retry
+  // will most likely pass.
+  if (code === "40P01" || code === "40001") {
+    const body = {
+      error: "Conflict",
+      message: "The change collided with a concurrent one and was not applied; retry it.",
+      code: "WRITE_CONFLICT",
+      status: 409,
+    };
+    return { status: 409, body, headers: { "Retry-After": "1" } };
+  }
+  // The SQL is generated from the metadata, so an unknown column or table means the metadata
+  // changed under a request in flight (another process, or a change landing): retry shortly.
+  if (code === "42703" || code === "42P01") {
+    const body = {
+      error: "ServiceUnavailable",
+      message: "The dimension's metadata changed while the request ran; retry it.",
+      code: "METADATA_CHANGED",
+      status: 503,
+    };
+    return { status: 503, body, headers: { "Retry-After": "1" } };
+  }
   if (UNAVAILABLE.has(code) || code.startsWith("08")) {
     const body = {
       error: "ServiceUnavailable",

@@ -79,6 +79,31 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     }
   });
 
+  it("a body nested deeper than 64 levels is a 400 INVALID_JSON; 64 levels are parsed", async () => {
+    const nested = (levels: number) =>
+      `{"data":{"SPECS":${"[".repeat(levels - 2)}1${"]".repeat(levels - 2)}}}`;
+    const deep = await app.inject({
+      method: "POST",
+      url: "/api/v4/core/PROD?source=catalog-1",
+      headers: { "content-type": "application/json" },
+      payload: nested(200),
+    });
+    expect(deep.statusCode).toBe(400);
+    expect(deep.json()).toMatchObject({
+      code: "INVALID_JSON",
+      status: 400,
+      message: "The request body is nested deeper than 64 levels.",
+    });
+    // At the limit the body is parsed and goes on to the route (here: 401, no token).
+    const atLimit = await app.inject({
+      method: "POST",
+      url: "/api/v4/core/PROD?source=catalog-1",
+      headers: { "content-type": "application/json" },
+      payload: nested(64),
+    });
+    expect(atLimit.statusCode).toBe(401);
+  });
+
   it("an empty body declared as JSON is no body: DELETE passes, a route that needs a body answers 400", async () => {
     const login = await app.inject({
       method: "POST",
@@ -339,7 +364,28 @@ describe("mapError: every error becomes the standard body", () => {
     expect(timeout.status).toBe(504);
     expect(timeout.body).toMatchObject({ code: "QUERY_TIMEOUT", status: 504 });
     // Other SQLSTATEs are not the database being away nor the request's fault: still a 500.
-    expect(mapError(Object.assign(new Error("x"), { code: "42P01" })).status).toBe(500);
+    expect(mapError(Object.assign(new Error("x"), { code: "42601" })).status).toBe(500);
+  });
+
+  it("a deadlock is a 409 to retry; SQL meeting metadata that changed under it a 503 to retry", () => {
+    for (const code of ["40P01", "40001"]) {
+      expect(mapError(Object.assign(new Error("x"), { code }))).toEqual({
+        status: 409,
+        body: {
+          error: "Conflict",
+          message: "The change collided with a concurrent one and was not applied; retry it.",
+          code: "WRITE_CONFLICT",
+          status: 409,
+        },
+        headers: { "Retry-After": "1" },
+      });
+    }
+    for (const code of ["42703", "42P01"]) {
+      const mapped = mapError(Object.assign(new Error("x"), { code }));
+      expect(mapped.status).toBe(503);
+      expect(mapped.body.code).toBe("METADATA_CHANGED");
+      expect(mapped.headers).toEqual({ "Retry-After": "1" });
+    }
   });
 
   it("data exceptions (class 22) are a 400, integrity violations (class 23) a 409", () => {
