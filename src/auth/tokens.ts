@@ -107,6 +107,12 @@ export function createTokenService(opts: TokenServiceOptions): TokenService {
     return { alg, claims, iat: typeof claims.iat === "number" ? claims.iat : 0 };
   }
 
+  const checkAudience = (claims: { aud?: string | string[] }) => {
+    if (opts.audience === null) return;
+    const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+    if (!aud.includes(opts.audience)) throw invalid("The token audience is not accepted.");
+  };
+
   return {
     async issue(c) {
       const iat = epochSeconds(opts.clock());
@@ -138,18 +144,19 @@ export function createTokenService(opts: TokenServiceOptions): TokenService {
       const verified = await verify(token, ["HS256", "RS256"]);
       const { claims } = verified;
       if (claims.iss !== opts.issuer) throw invalid("The token issuer is not accepted.");
-      if (opts.audience !== null) {
-        const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-        if (!aud.includes(opts.audience)) throw invalid("The token audience is not accepted.");
-      }
+      checkAudience(claims);
       if (typeof claims.sessionId !== "string" || claims.sessionId === "") {
         throw invalid("The token carries no sessionId.");
       }
       return verified;
     },
 
-    verifyExternal(token) {
-      return verify(token, ["RS256"]);
+    async verifyExternal(token) {
+      // An identity provider's token is exchanged only when minted for this service: with
+      // JWT_AUDIENCE set, its aud must name it.
+      const verified = await verify(token, ["RS256"]);
+      checkAudience(verified.claims);
+      return verified;
     },
   };
 }

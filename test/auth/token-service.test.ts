@@ -10,6 +10,7 @@ import { loadPublicKeys } from "../../src/auth/keys.ts";
 import { createTokenService } from "../../src/auth/tokens.ts";
 import { loadConfig } from "../../src/config.ts";
 import { ApiError } from "../../src/errors.ts";
+import { rsaKeysWithJwksFile, signRs256 } from "../helpers/auth.ts";
 import { manualClock } from "../helpers/env.ts";
 
 const secret = new TextEncoder().encode("unit-secret-unit-secret-unit-secret-0123");
@@ -79,6 +80,22 @@ describe("token service", () => {
     expect(decodeJwt(token).aud).toBe("dimensio");
     expect(await code(issuerOnly.verifyAccess(token))).toBe("OK");
     expect(await code(strict.verifyAccess(token))).toBe("TOKEN_INVALID");
+  });
+
+  it("with JWT_AUDIENCE set, an external RS256 token is exchanged only when its aud names it", async () => {
+    const clock = manualClock();
+    const keys = await rsaKeysWithJwksFile();
+    const publicKeys = await loadPublicKeys(loadConfig({ JWT_PUBLIC_KEYS: keys.jwksFile }));
+    const service = (audience: string | null) =>
+      createTokenService({ secret, publicKeys, issuer: "dimensio", audience, lifetimeS: 60, clock });
+    const now = Math.floor(clock().getTime() / 1000);
+    const forApi = await signRs256(keys.privateKey, { sub: "marco", aud: "api" }, { now });
+    const forOther = await signRs256(keys.privateKey, { sub: "marco", aud: "other-app" }, { now });
+    const noAud = await signRs256(keys.privateKey, { sub: "marco" }, { now });
+    expect(await code(service("api").verifyExternal(forApi))).toBe("OK");
+    expect(await code(service("api").verifyExternal(forOther))).toBe("TOKEN_INVALID");
+    expect(await code(service("api").verifyExternal(noAud))).toBe("TOKEN_INVALID");
+    expect(await code(service(null).verifyExternal(forOther))).toBe("OK");
   });
 
   it("checks in the order of spec 5.1.3: signature before exp, exp before nbf and iss", async () => {
