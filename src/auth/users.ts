@@ -48,6 +48,22 @@ export async function findUser(db: Queryable, userId: string): Promise<UserRecor
   return row ? toUser(row) : null;
 }
 
+async function recordFailure(
+  db: Queryable,
+  userId: string,
+  now: Date,
+  policy: LockoutPolicy,
+  counts: boolean,
+): Promise<void> {
+  await db.query(
+    `UPDATE "TB_USER" SET
+       "FAILED_LOGINS" = CASE WHEN "FAILED_LOGINS" + 1 >= $3 THEN 0 ELSE "FAILED_LOGINS" + 1 END,
+       "LOCKED_UNTIL" = CASE WHEN "FAILED_LOGINS" + 1 >= $3 THEN $2::timestamptz + make_interval(secs => $4) ELSE "LOCKED_UNTIL" END
+     WHERE "USER_ID" = $1 AND $5::boolean`,
+    [userId, now, policy.maxFailures, policy.lockSeconds, counts],
+  );
+}
+
 /** The user when the password is right and the account active and unlocked; null otherwise. */
 export async function checkCredentials(
   db: Queryable,
@@ -63,20 +79,13 @@ export async function checkCredentials(
   );
   const row = res.rows[0];
   const passwordOk = await verifyPassword(password, row?.PASSWORD_HASH ?? DUMMY_HASH);
-  if (!row) return null;
-  const locked = row.LOCKED_UNTIL !== null && new Date(row.LOCKED_UNTIL).getTime() > now.getTime();
-  if (locked) return null;
-  if (!passwordOk) {
-    await db.query(
-      `UPDATE "TB_USER" SET
-         "FAILED_LOGINS" = CASE WHEN "FAILED_LOGINS" + 1 >= $3 THEN 0 ELSE "FAILED_LOGINS" + 1 END,
-         "LOCKED_UNTIL" = CASE WHEN "FAILED_LOGINS" + 1 >= $3 THEN $2::timestamptz + make_interval(secs => $4) ELSE "LOCKED_UNTIL" END
-       WHERE "USER_ID" = $1`,
-      [row.USER_ID, now, policy.maxFailures, policy.lockSeconds],
-    );
+  const locked = row?.LOCKED_UNTIL != null && new Date(row.LOCKED_UNTIL).getTime() > now.getTime();
+  if (!row || locked || !passwordOk || !row.ACTIVE) {
+    // Every refusal runs the same statement (it counts only a wrong password of an unlocked
+    // account), so an unknown, locked or inactive user cannot be told apart by timing.
+    await recordFailure(db, username, now, policy, Boolean(row) && !locked && !passwordOk);
     return null;
   }
-  if (!row.ACTIVE) return null;
   await db.query(
     `UPDATE "TB_USER" SET "FAILED_LOGINS" = 0, "LOCKED_UNTIL" = NULL
       WHERE "USER_ID" = $1 AND ("FAILED_LOGINS" <> 0 OR "LOCKED_UNTIL" IS NOT NULL)`,
