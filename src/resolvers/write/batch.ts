@@ -1,11 +1,14 @@
 // Batches on one dimension (spec 4.3): one transaction, each record in its own savepoint, so a bad
-// record is reported in its result and the others are kept (partial success).
+// record is reported in its result and the others are kept (partial success). PATCH batches and
+// batch-deletes lock all their rows first, in id order, so overlapping batches queue instead of
+// deadlocking; results stay in request order.
 import { ApiError, ValidationError } from "../../errors.ts";
 import type { BatchItemResult, BatchResult, RequestContext, WriteResult } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
 import { checkBatchSize, runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
+import { lockRecordIds } from "./record-store.ts";
 import { updateRecord } from "./update.ts";
 
 type Item = Record<string, unknown>;
@@ -81,7 +84,12 @@ export async function batchUpdate(
   opts: WriteOptions = {},
 ): Promise<BatchResult> {
   checkBatchSize(deps, items.length);
-  return runWrite(deps, ctx, dimCode, "update", opts, (w, dim) => {
+  return runWrite(deps, ctx, dimCode, "update", opts, async (w, dim) => {
+    const targetOf = (item: unknown): unknown => {
+      const o = item && typeof item === "object" ? (item as Item) : {};
+      return o.id ?? o[dim.idField];
+    };
+    await lockRecordIds(w, dim, items.map(targetOf));
     const split = (item: unknown, i: number): { id: unknown; changes: Item } => {
       const { id, ...changes } = asObject(item, i);
       const target = id ?? changes[dim.idField];
@@ -94,10 +102,7 @@ export async function batchUpdate(
       w,
       items,
       "updated",
-      (item) => {
-        const o = item && typeof item === "object" ? (item as Item) : {};
-        return scalarId(o.id ?? o[dim.idField]);
-      },
+      (item) => scalarId(targetOf(item)),
       (item, i) => {
         const { id, changes } = split(item, i);
         return updateRecord(w, dim, id, changes, "patch");
@@ -117,7 +122,8 @@ export async function batchDelete(
 ): Promise<BatchResult> {
   checkBatchSize(deps, ids.length);
   const access = force ? "force_delete" : "delete";
-  return runWrite(deps, ctx, dimCode, access, opts, (w, dim) =>
-    eachInSavepoint(w, ids, "deleted", scalarId, (id) => deleteRecord(w, dim, id, force)),
-  );
+  return runWrite(deps, ctx, dimCode, access, opts, async (w, dim) => {
+    await lockRecordIds(w, dim, ids);
+    return eachInSavepoint(w, ids, "deleted", scalarId, (id) => deleteRecord(w, dim, id, force));
+  });
 }

@@ -1,6 +1,7 @@
 // POST /api/v4/core/batch: several operations across dimensions in one transaction, all or
 // nothing. A later operation refers to an earlier one's record with "@{ref}" (its id) or
-// "@{ref.FIELD}" (a field), where ref is the earlier operation's `ref` or its index.
+// "@{ref.FIELD}" (a field the caller sees: the id, audit fields and fields with D), where ref is
+// the earlier operation's `ref` or its index.
 import { z } from "zod";
 import { ApiError, BadRequestError } from "../../errors.ts";
 import type {
@@ -11,6 +12,7 @@ import type {
   RequestContext,
   WriteResult,
 } from "../../types.ts";
+import type { WriteContext } from "./context.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
 import {
@@ -20,6 +22,8 @@ import {
   type WriteDeps,
   type WriteOptions,
 } from "./pipeline.ts";
+import { presentRecord } from "./present.ts";
+import { lockRecordIds } from "./record-store.ts";
 import { updateRecord } from "./update.ts";
 
 const REF_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,59}$/;
@@ -104,26 +108,83 @@ function inOperation(err: ApiError, index: number, op: CoreBatchOperation): ApiE
   );
 }
 
-/** Replaces whole-string references "@{ref}" / "@{ref.FIELD}" with earlier results' values. */
-function resolveRefs(value: unknown, done: ReadonlyMap<string, WriteResult>): unknown {
-  if (typeof value === "string") {
-    const m = REFERENCE.exec(value);
-    if (!m) return value;
-    const target = done.get(m[1]!);
-    if (!target) {
-      throw new BadRequestError("INVALID_REFERENCE", `${value} names no earlier operation of this batch.`);
-    }
-    if (m[2] === undefined) return target.recordId;
-    if (!(m[2] in target.record)) {
-      throw new BadRequestError("INVALID_REFERENCE", `${value}: the record of ${m[1]} has no field ${m[2]}.`);
-    }
-    return target.record[m[2]];
+/** What a later operation may read of an earlier one's record: its id and what the caller sees. */
+interface Referable {
+  id: string | number;
+  /** The id field, audit fields and fields the caller sees in the detail (D) context. */
+  fields: Readonly<Record<string, unknown>>;
+}
+
+/** The value of one whole-string reference "@{ref}" / "@{ref.FIELD}" (other strings unchanged). */
+function referenceValue(text: string, done: ReadonlyMap<string, Referable>): unknown {
+  const m = REFERENCE.exec(text);
+  if (!m) return text;
+  const target = done.get(m[1]!);
+  if (!target) {
+    throw new BadRequestError("INVALID_REFERENCE", `${text} names no earlier operation of this batch.`);
   }
-  if (Array.isArray(value)) return value.map((v) => resolveRefs(v, done));
-  if (value !== null && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolveRefs(v, done)]));
+  const name = m[2];
+  if (name === undefined) return target.id;
+  // A hidden field gets the same answer as one that does not exist.
+  if (!Object.hasOwn(target.fields, name)) {
+    throw new BadRequestError("INVALID_REFERENCE", `${text}: the record of ${m[1]} shows no field ${name}.`);
   }
-  return value;
+  return target.fields[name];
+}
+
+type Holder = Record<string | number, unknown>;
+
+/** Sets an own member (also "__proto__", as JSON.parse does). */
+function setOwn(holder: Holder, key: string | number, value: unknown): void {
+  Object.defineProperty(holder, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
+/**
+ * A copy of `value` with every whole-string reference replaced by its value. Iterative, so that
+ * no nesting depth can exhaust the stack (the types step refuses values nested too deep).
+ */
+function resolveRefs(value: unknown, done: ReadonlyMap<string, Referable>): unknown {
+  const root: Holder = { value };
+  const pending: Array<[Holder, string | number]> = [[root, "value"]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [holder, key] = next;
+    const v = holder[key];
+    if (typeof v === "string") {
+      setOwn(holder, key, referenceValue(v, done));
+    } else if (Array.isArray(v)) {
+      const copy = [...v] as unknown as Holder;
+      setOwn(holder, key, copy);
+      for (let i = 0; i < v.length; i++) pending.push([copy, i]);
+    } else if (v !== null && typeof v === "object") {
+      const copy: Holder = { ...(v as Holder) };
+      setOwn(holder, key, copy);
+      for (const k of Object.keys(copy)) pending.push([copy, k]);
+    }
+  }
+  return root.value;
+}
+
+/**
+ * Locks the rows the operations name by a literal id, dimension by dimension in code order and in
+ * id order within each, before any of them runs: concurrent batches over the same records queue
+ * instead of deadlocking. Ids given by reference are locked when their operation runs.
+ */
+async function lockLiteralTargets(
+  w: WriteContext,
+  planned: ReadonlyArray<{ op: CoreBatchOperation; dim: DimensionDef }>,
+): Promise<void> {
+  const byDim = new Map<string, { dim: DimensionDef; ids: unknown[] }>();
+  for (const { op, dim } of planned) {
+    if (op.method === "POST" || op.id === undefined) continue;
+    if (typeof op.id === "string" && REFERENCE.test(op.id)) continue;
+    const entry = byDim.get(dim.code) ?? { dim, ids: [] };
+    entry.ids.push(op.id);
+    byDim.set(dim.code, entry);
+  }
+  for (const code of [...byDim.keys()].sort()) {
+    const { dim, ids } = byDim.get(code)!;
+    await lockRecordIds(w, dim, ids);
+  }
 }
 
 export async function runCoreBatch(
@@ -146,7 +207,8 @@ export async function runCoreBatch(
     }
   }
   return inWriteTransaction(deps, ctx, model, opts, async (w) => {
-    const done = new Map<string, WriteResult>();
+    await lockLiteralTargets(w, planned);
+    const done = new Map<string, Referable>();
     const results: CoreBatchOperationResult[] = [];
     for (const [index, { op, ctx: opCtx, dim }] of planned.entries()) {
       const ow = { ...w, ctx: opCtx };
@@ -160,8 +222,12 @@ export async function runCoreBatch(
       } catch (err) {
         throw err instanceof ApiError ? inOperation(err, index, op) : err;
       }
-      done.set(String(index), result);
-      if (op.ref) done.set(op.ref, result);
+      const referable = {
+        id: result.recordId,
+        fields: presentRecord(opCtx, w.model, dim.code, result.record),
+      };
+      done.set(String(index), referable);
+      if (op.ref) done.set(op.ref, referable);
       results.push({ index, ref: op.ref ?? null, method: op.method, dim: dim.code, result });
     }
     return results;

@@ -10,7 +10,7 @@ import { recordChanged } from "./change-event.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkCreateBody } from "./field-rules.ts";
 import { checkForeignKeys } from "./foreign-keys.ts";
-import { insertRow } from "./record-store.ts";
+import { insertRow, recordExists } from "./record-store.ts";
 import { renderTemplate } from "./templates.ts";
 import { checkRequired, isBlank, toColumnValue } from "./values.ts";
 
@@ -42,14 +42,44 @@ async function applyTemplates(w: WriteContext, dim: DimensionDef, values: Record
     .sort((a, b) => (config(a).numCost ?? 0) - (config(b).numCost ?? 0));
   for (const f of templated) {
     if (!isBlank(values[f.code])) continue;
-    const text = await renderTemplate(config(f).valueTemp!, {
-      tx: w.tx,
-      ctx: w.ctx,
-      now: w.now,
-      record: values,
-    });
-    values[f.code] = templateValue(f, text);
+    const render = async () =>
+      templateValue(
+        f,
+        await renderTemplate(config(f).valueTemp!, { tx: w.tx, ctx: w.ctx, now: w.now, record: values }),
+      );
+    values[f.code] = f.isId ? await freeTemplatedId(w, dim, render) : await render();
   }
+}
+
+/** How many values a templated id draws before it leaves a taken one to the insert (409). */
+const MAX_ID_DRAWS = 1000;
+
+/**
+ * A templated id that no record of the tenant holds yet: a client may have given a record the
+ * value a {seq} is about to produce, so the template is drawn again (up to MAX_ID_DRAWS times,
+ * and only while it yields new values) instead of failing on that value forever.
+ */
+async function freeTemplatedId(
+  w: WriteContext,
+  dim: DimensionDef,
+  render: () => Promise<unknown>,
+): Promise<unknown> {
+  let value = await render();
+  for (let draw = 1; draw < MAX_ID_DRAWS && (await recordExists(w, dim, value)); draw++) {
+    const next = await render();
+    if (next === value) break;
+    value = next;
+  }
+  return value;
+}
+
+/**
+ * Whether the id field is required in this context (TB_COST.REQUIRED): then a body without it is
+ * a 422 from the required step, not an id the system makes up (decisions.md §3).
+ */
+function idRequired(w: WriteContext, dim: DimensionDef): boolean {
+  const field = dim.fieldsByCode.get(dim.idField);
+  return field !== undefined && fieldConfig(field, w.ctx.centerDett).required;
 }
 
 function childLists(dim: DimensionDef, body: Record<string, unknown>) {
@@ -90,7 +120,9 @@ export async function createRecord(
   await step(w, "field_rules");
   checkCreateBody(w, dim, body);
   const children = childLists(dim, body);
-  if (dim.idType === "STRING" && isBlank(values[dim.idField])) values[dim.idField] = randomUUID();
+  if (dim.idType === "STRING" && isBlank(values[dim.idField]) && !idRequired(w, dim)) {
+    values[dim.idField] = randomUUID();
+  }
 
   await step(w, "types");
   const columns: Array<[string, unknown]> = [];

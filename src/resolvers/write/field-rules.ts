@@ -1,7 +1,8 @@
 // The field rules of spec 2.3 for write bodies: unknown fields (INVALID_FIELD), fields without N
-// on create (FieldNotAllowedOnCreate), fields without M on update (FieldNotModifiable).
+// on create (FieldNotAllowedOnCreate), fields without M on update (FieldNotModifiable); a field
+// hidden by peso counts as one without the flag.
 // Audit fields and TREC are the system's: ignored here (TREC moves are decided in state.ts).
-import { fieldAllows, fieldKnown } from "../../auth/authorize.ts";
+import { fieldAllows } from "../../auth/authorize.ts";
 import { ApiError, ValidationError } from "../../errors.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
@@ -22,10 +23,13 @@ function unknownField(dim: DimensionDef, key: string): never {
   throw new ValidationError("INVALID_FIELD", `${key} is not a field of ${dim.code}.`, { field: key });
 }
 
-/** The field a body member names, or INVALID_FIELD (a field hidden by peso is unknown too). */
-function knownField(w: WriteContext, dim: DimensionDef, key: string): FieldDef {
+/**
+ * The field a body member names, or INVALID_FIELD. A field hidden by peso is known here: it
+ * behaves as if its flag were absent (decisions.md §6), which fieldAllows decides.
+ */
+function knownField(dim: DimensionDef, key: string): FieldDef {
   const field = dim.fieldsByCode.get(key);
-  if (!field || (!w.trusted && !field.system && !fieldKnown(w.ctx, field))) unknownField(dim, key);
+  if (!field) unknownField(dim, key);
   return field;
 }
 
@@ -33,7 +37,7 @@ function knownField(w: WriteContext, dim: DimensionDef, key: string): FieldDef {
 export function checkCreateBody(w: WriteContext, dim: DimensionDef, body: Record<string, unknown>): void {
   for (const key of Object.keys(body)) {
     if (dim.insertCascade.includes(key)) continue;
-    const field = knownField(w, dim, key);
+    const field = knownField(dim, key);
     if (field.system) continue;
     const notAllowed =
       (field.isId && dim.idType === "INTEGER") || (!w.trusted && !fieldAllows(w.ctx, field, "N"));
@@ -55,7 +59,7 @@ export function checkUpdateBody(
 ): FieldDef[] {
   const changed: FieldDef[] = [];
   for (const [key, value] of Object.entries(body)) {
-    const field = knownField(w, dim, key);
+    const field = knownField(dim, key);
     if (field.system) continue;
     if (field.isId && value !== null && String(value) === String(currentId)) continue;
     const modifiable =

@@ -19,12 +19,16 @@ export function presentRecord(
   return out;
 }
 
-/** The created, updated or soft-deleted record as returned, with insert-cascade children. */
+/**
+ * The created or updated record as returned, with insert-cascade children; a deleted one as the
+ * single DELETE returns it (id and audit fields only), wherever it is answered (also /core/batch).
+ */
 export function presentResult(
   ctx: RequestContext,
   model: MetadataModel,
   result: WriteResult,
 ): Record<string, unknown> {
+  if (result.action === "deleted") return presentDeleted(model, result);
   const out = presentRecord(ctx, model, result.dim, result.record);
   for (const child of result.children) {
     const list = Array.isArray(out[child.dim]) ? (out[child.dim] as unknown[]) : [];

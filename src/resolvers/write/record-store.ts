@@ -2,7 +2,7 @@
 // tenant. Identifiers come from metadata (ident); values are parameters.
 import { ident } from "../../db/sql.ts";
 import { NotFoundError } from "../../errors.ts";
-import { TENANT_COLUMN } from "../../metadata/data-types.ts";
+import { DEFAULT_STRING_LENGTH, TENANT_COLUMN } from "../../metadata/data-types.ts";
 import type { DimensionDef } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 import { mapDatabaseError } from "./db-errors.ts";
@@ -11,7 +11,13 @@ import { rowToRecord } from "./values.ts";
 export type RecordId = string | number;
 type Row = Record<string, unknown>;
 
-/** An id from a path or body as the id field's type, or null when it cannot name a record. */
+// With the u flag a well-formed pair is one code point; only a lone surrogate matches \p{Cs}.
+const UNPAIRED_SURROGATE = /\p{Cs}/u;
+
+/**
+ * An id from a path or body as the id field's type, or null when it cannot name a record: a
+ * STRING id the column cannot hold (a NUL, an unpaired surrogate, longer than the field) names none.
+ */
 export function parseRecordId(dim: DimensionDef, raw: unknown): RecordId | null {
   if (dim.idType === "INTEGER") {
     if (typeof raw === "number") return Number.isSafeInteger(raw) ? raw : null;
@@ -22,9 +28,15 @@ export function parseRecordId(dim: DimensionDef, raw: unknown): RecordId | null 
     return null;
   }
   if (typeof raw === "number" && Number.isFinite(raw)) return String(raw);
-  if (typeof raw !== "string" || raw === "") return null;
-  const length = dim.fieldsByCode.get(dim.idField)?.length ?? null;
+  if (typeof raw !== "string" || raw === "" || !storableText(raw)) return null;
+  const field = dim.fieldsByCode.get(dim.idField);
+  const length = field?.dataType === "STRING" ? (field.length ?? DEFAULT_STRING_LENGTH) : null;
   return length !== null && [...raw].length > length ? null : raw;
+}
+
+/** Whether PostgreSQL text can hold `s`: no NUL character, no unpaired UTF-16 surrogate. */
+export function storableText(s: string): boolean {
+  return !s.includes("\u0000") && !UNPAIRED_SURROGATE.test(s);
 }
 
 export function recordNotFound(dim: DimensionDef, id: unknown): NotFoundError {
@@ -47,6 +59,31 @@ export async function lockRecord(w: WriteContext, dim: DimensionDef, rawId: unkn
   const row = res.rows[0];
   if (!row) throw recordNotFound(dim, rawId);
   return rowToRecord(dim, row);
+}
+
+/** Whether a record of the tenant has this id (an id the column cannot hold names none). */
+export async function recordExists(w: WriteContext, dim: DimensionDef, rawId: unknown): Promise<boolean> {
+  const id = parseRecordId(dim, rawId);
+  if (id === null) return false;
+  const res = await w.tx.query(
+    `SELECT 1 FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2`,
+    [w.ctx.principal.tenantId, id],
+  );
+  return res.rows.length > 0;
+}
+
+/**
+ * Locks the rows of `dim` named by `rawIds` (those that can name one) in id order, so that writers
+ * of overlapping sets of records take their locks in one order and queue instead of deadlocking.
+ */
+export async function lockRecordIds(w: WriteContext, dim: DimensionDef, rawIds: readonly unknown[]) {
+  const ids = [...new Set(rawIds.map((raw) => parseRecordId(dim, raw)).filter((id) => id !== null))];
+  if (!ids.length) return;
+  await w.tx.query(
+    `SELECT 1 FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = ANY($2)
+      ORDER BY ${ident(dim.idField)} FOR UPDATE`,
+    [w.ctx.principal.tenantId, ids],
+  );
 }
 
 /** Locks the records of `dim` whose `field` equals `value` (cascades), in id order. */

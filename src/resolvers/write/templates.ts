@@ -2,7 +2,7 @@
 import { randomUUID } from "node:crypto";
 import { parseTemplate, type TemplatePart } from "../../metadata/template.ts";
 import type { Queryable, RequestContext } from "../../types.ts";
-import { compactTimestamp } from "./values.ts";
+import { compactTimestamp, exceedsDepth, MAX_JSON_DEPTH } from "./values.ts";
 
 const parsedCache = new Map<string, TemplatePart[]>();
 
@@ -43,6 +43,16 @@ export function isLiteralTemplate(template: string): boolean {
   return parts(template).every((p) => p.kind === "text");
 }
 
+/**
+ * Another field's value as template text. A value nested too deep renders as "" (its own field
+ * refuses it in the types step, so the write fails anyway) instead of overflowing JSON.stringify.
+ */
+function fieldText(v: unknown): string {
+  if (v === null || v === undefined) return "";
+  if (typeof v !== "object") return String(v);
+  return exceedsDepth(v, MAX_JSON_DEPTH) ? "" : JSON.stringify(v);
+}
+
 export async function renderTemplate(template: string, scope: TemplateScope): Promise<string> {
   const { ctx, now } = scope;
   const stamp = compactTimestamp(now);
@@ -81,8 +91,7 @@ export async function renderTemplate(template: string, scope: TemplateScope): Pr
         out += randomUUID();
         break;
       case "field": {
-        const v = scope.record[part.field];
-        out += v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+        out += fieldText(scope.record[part.field]);
         break;
       }
       case "seq": {

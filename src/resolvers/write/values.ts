@@ -2,6 +2,7 @@
 // length (decisions.md §3), and turning a table row into a response record.
 import { ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
+import { DEFAULT_DECIMAL_PRECISION, DEFAULT_STRING_LENGTH } from "../../metadata/data-types.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
 
 const DATE_RE = /^\d{8}$/;
@@ -26,6 +27,38 @@ function validCalendar(v: string): boolean {
   return true;
 }
 
+/** How deep a JSON or MEDIA value may nest (arrays and objects; [[1]] is 2 levels). */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether `value` nests arrays and objects more than `limit` levels deep (iteratively). */
+export function exceedsDepth(value: unknown, limit: number): boolean {
+  const pending: Array<[unknown, number]> = [[value, 0]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [v, depth] = next;
+    if (v === null || typeof v !== "object") continue;
+    if (depth + 1 > limit) return true;
+    for (const child of Object.values(v)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/**
+ * The digits of a finite number's shortest decimal form (String(n), which may use exponent
+ * notation: 1e-7, 1.5e+21) before and after the point, without leading or trailing zeros.
+ */
+export function decimalDigits(n: number): { integer: number; fraction: number } {
+  const m = /^(\d+)(?:\.(\d+))?(?:e([+-]\d+))?$/.exec(String(Math.abs(n)));
+  if (!m) return { integer: Number.POSITIVE_INFINITY, fraction: Number.POSITIVE_INFINITY };
+  const digits = m[1]! + (m[2] ?? "");
+  const point = m[1]!.length + Number(m[3] ?? 0);
+  const integer = point <= 0 ? "" : digits.slice(0, point).padEnd(point, "0");
+  const fraction = "0".repeat(Math.max(0, -point)) + digits.slice(Math.max(0, point));
+  return {
+    integer: integer.replace(/^0+/, "").length,
+    fraction: fraction.replace(/0+$/, "").length,
+  };
+}
+
 /** Checks a JSON body value for `field` and returns the SQL parameter to store (null stays null). */
 export function toColumnValue(field: FieldDef, value: unknown): unknown {
   if (value === null || value === undefined) return null;
@@ -33,8 +66,9 @@ export function toColumnValue(field: FieldDef, value: unknown): unknown {
     case "STRING":
     case "TEXT": {
       if (typeof value !== "string") invalid(field, `expected a string, got ${typeof value}`);
-      if (field.dataType === "STRING" && field.length !== null && [...value].length > field.length)
-        invalid(field, `longer than ${field.length} characters`);
+      const max = field.length ?? DEFAULT_STRING_LENGTH;
+      if (field.dataType === "STRING" && [...value].length > max)
+        invalid(field, `longer than ${max} characters`);
       if (value.includes("\u0000")) invalid(field, "contains a NUL character");
       return value;
     }
@@ -47,9 +81,11 @@ export function toColumnValue(field: FieldDef, value: unknown): unknown {
     }
     case "DECIMAL": {
       if (typeof value !== "number" || !Number.isFinite(value)) invalid(field, "expected a number");
-      const precision = field.length ?? 18;
+      const precision = field.length ?? DEFAULT_DECIMAL_PRECISION;
       const scale = Math.min(field.decimals, precision);
-      if (Math.abs(value) >= 10 ** (precision - scale))
+      const { integer, fraction } = decimalDigits(value);
+      if (fraction > scale) invalid(field, `more than ${scale} digits after the decimal point`);
+      if (integer > precision - scale)
         invalid(field, `more than ${precision - scale} digits before the decimal point`);
       return value;
     }
@@ -68,6 +104,7 @@ export function toColumnValue(field: FieldDef, value: unknown): unknown {
     case "MEDIA": {
       if (field.dataType === "MEDIA" && (typeof value !== "object" || Array.isArray(value)))
         invalid(field, "expected a media object");
+      if (exceedsDepth(value, MAX_JSON_DEPTH)) invalid(field, `nested deeper than ${MAX_JSON_DEPTH} levels`);
       const json = JSON.stringify(value);
       // PostgreSQL's jsonb cannot hold a NUL character.
       if (json.includes("\\u0000")) invalid(field, "contains a NUL character");
