@@ -6,6 +6,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../types.ts";
 import { BadRequestError } from "../errors.ts";
+import { exceedsDepth, MAX_JSON_DEPTH } from "../json-depth.ts";
 import { errorHandler, notFoundHandler } from "./error-handler.ts";
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -15,24 +16,6 @@ export interface HttpServerOptions {
   logger: Logger;
   /** Readiness probe: resolves to named checks; any not "ok" makes /readyz answer 503. */
   readiness: () => Promise<Record<string, string>>;
-}
-
-/** Deeper bodies are refused: no record needs them, and recursive code downstream must not overflow. */
-export const MAX_JSON_DEPTH = 64;
-
-/** How deeply arrays and objects nest in a parsed JSON value (iterative: no stack to overflow). */
-export function jsonDepth(value: unknown): number {
-  let max = 0;
-  const stack: Array<[unknown, number]> = [[value, 0]];
-  while (stack.length) {
-    const [v, depth] = stack.pop()!;
-    if (v === null || typeof v !== "object") continue;
-    const here = depth + 1;
-    if (here > max) max = here;
-    if (max > MAX_JSON_DEPTH) return max;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, here]);
-  }
-  return max;
 }
 
 export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyInstance> {
@@ -102,7 +85,7 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
     if (text.trim() === "") return done(null, undefined);
     return parseJson(request, text, (err, value) => {
       if (err) return done(err, undefined);
-      if (jsonDepth(value) > MAX_JSON_DEPTH) {
+      if (exceedsDepth(value)) {
         return done(
           new BadRequestError(
             "INVALID_JSON",

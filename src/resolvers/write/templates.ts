@@ -2,7 +2,8 @@
 import { randomUUID } from "node:crypto";
 import { parseTemplate, type TemplatePart } from "../../metadata/template.ts";
 import type { Queryable, RequestContext } from "../../types.ts";
-import { compactTimestamp, exceedsDepth, MAX_JSON_DEPTH } from "./values.ts";
+import { exceedsDepth } from "../../json-depth.ts";
+import { compactTimestamp } from "./values.ts";
 
 const parsedCache = new Map<string, TemplatePart[]>();
 
@@ -50,7 +51,7 @@ export function isLiteralTemplate(template: string): boolean {
 function fieldText(v: unknown): string {
   if (v === null || v === undefined) return "";
   if (typeof v !== "object") return String(v);
-  return exceedsDepth(v, MAX_JSON_DEPTH) ? "" : JSON.stringify(v);
+  return exceedsDepth(v) ? "" : JSON.stringify(v);
 }
 
 export async function renderTemplate(template: string, scope: TemplateScope): Promise<string> {

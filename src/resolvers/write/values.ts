@@ -1,5 +1,6 @@
 // Values in and out of dimension tables: checking a body value against its field's type and
 // length (decisions.md §3), and turning a table row into a response record.
+import { exceedsDepth, MAX_JSON_DEPTH } from "../../json-depth.ts";
 import { ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
 import { DEFAULT_DECIMAL_PRECISION, DEFAULT_STRING_LENGTH } from "../../metadata/data-types.ts";
@@ -25,21 +26,6 @@ function validCalendar(v: string): boolean {
     return hh < 24 && mm < 60 && ss < 60;
   }
   return true;
-}
-
-/** How deep a JSON or MEDIA value may nest (arrays and objects; [[1]] is 2 levels). */
-export const MAX_JSON_DEPTH = 64;
-
-/** Whether `value` nests arrays and objects more than `limit` levels deep (iteratively). */
-export function exceedsDepth(value: unknown, limit: number): boolean {
-  const pending: Array<[unknown, number]> = [[value, 0]];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const [v, depth] = next;
-    if (v === null || typeof v !== "object") continue;
-    if (depth + 1 > limit) return true;
-    for (const child of Object.values(v)) pending.push([child, depth + 1]);
-  }
-  return false;
 }
 
 /**
