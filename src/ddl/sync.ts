@@ -118,7 +118,7 @@ export function tableIndexes(dim: DimensionDef): Array<{ name: string; columns: 
 
 export function createTableSql(dim: DimensionDef): string[] {
   const cols = tableColumns(dim).map(columnDdl);
-  const pk = `CONSTRAINT ${ident(indexName(dim.tableName, "pk").replace(/_idx$/, ""))} PRIMARY KEY (${ident(TENANT_COLUMN)}, ${ident(dim.idField)})`;
+  const pk = `CONSTRAINT ${ident(primaryKeyName(dim.tableName))} PRIMARY KEY (${ident(TENANT_COLUMN)}, ${ident(dim.idField)})`;
   return [
     `CREATE TABLE ${ident(dim.tableName)} (\n  ${[...cols, pk].join(",\n  ")}\n)`,
     ...tableIndexes(dim).map(
@@ -128,25 +128,83 @@ export function createTableSql(dim: DimensionDef): string[] {
   ];
 }
 
-/** Compares what the table has with what the metadata wants. `holdsValues(col)` asks the data. */
+/** The primary key constraint of a dimension table: `<table>_pk` (shortened like index names). */
+export function primaryKeyName(table: string): string {
+  return indexName(table, "pk").replace(/_idx$/, "");
+}
+
+export interface ExistingPrimaryKey {
+  name: string;
+  columns: string[];
+}
+
+export interface AlterOptions {
+  /** The dimension as the metadata described it before this change: declared types are compared. */
+  previous?: DimensionDef;
+  /** The table's primary key as it is (null: none); left out, the key is not compared. */
+  primaryKey?: ExistingPrimaryKey | null;
+}
+
+export interface TableData {
+  holdsValues(column: string): Promise<boolean>;
+  maxLength(column: string): Promise<number>;
+  hasNulls(column: string): Promise<boolean>;
+  rowCount(): Promise<number>;
+}
+
+function sameColumns(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((c, i) => c === b[i]);
+}
+
+/** DATA_TYPE changes (normalised) of fields the previous metadata already had. */
+function declaredTypeChanges(dim: DimensionDef, previous: DimensionDef | undefined): Map<string, string> {
+  const changes = new Map<string, string>();
+  if (!previous) return changes;
+  for (const f of dim.fields) {
+    const before = previous.fieldsByCode.get(f.code);
+    if (before && !f.system && before.dataType !== f.dataType) {
+      changes.set(f.code, `${before.dataType} to ${f.dataType}`);
+    }
+  }
+  return changes;
+}
+
+/**
+ * Compares what the table has with what the metadata wants. `data` asks the table's rows.
+ * Statements run in order: dropping a primary key that moves, column changes, then the new key.
+ */
 export async function planAlter(
   dim: DimensionDef,
   existing: ExistingColumn[],
   existingIndexes: ReadonlySet<string>,
-  data: {
-    holdsValues(column: string): Promise<boolean>;
-    maxLength(column: string): Promise<number>;
-    hasNulls(column: string): Promise<boolean>;
-    rowCount(): Promise<number>;
-  },
+  data: TableData,
+  opts: AlterOptions = {},
 ): Promise<TablePlan> {
   const table = ident(dim.tableName);
   const statements: string[] = [];
+  const after: string[] = [];
   const problems: Problem[] = [];
   const refuse = (column: string, message: string) =>
     problems.push({ path: `${dim.code}.${column}`, message });
   const wanted = tableColumns(dim);
   const have = new Map(existing.map((c) => [c.name, c]));
+  const typeChanges = declaredTypeChanges(dim, opts.previous);
+
+  const wantPk = [TENANT_COLUMN, dim.idField];
+  if (opts.primaryKey !== undefined && !sameColumns(opts.primaryKey?.columns ?? [], wantPk)) {
+    if ((await data.rowCount()) > 0) {
+      refuse(
+        dim.idField,
+        `changing the id field of a table that holds rows (${dim.tableName}) is refused: its key is (${(opts.primaryKey?.columns ?? []).join(", ")})`,
+      );
+    } else {
+      if (opts.primaryKey)
+        statements.push(`ALTER TABLE ${table} DROP CONSTRAINT ${ident(opts.primaryKey.name)}`);
+      after.push(
+        `ALTER TABLE ${table} ADD CONSTRAINT ${ident(primaryKeyName(dim.tableName))} PRIMARY KEY (${wantPk.map(ident).join(", ")})`,
+      );
+    }
+  }
 
   for (const want of wanted) {
     const cur = have.get(want.name);
@@ -168,6 +226,7 @@ export async function planAlter(
       statements.push(`ALTER TABLE ${table} ALTER COLUMN ${col} DROP IDENTITY IF EXISTS`);
     }
     const sameFamily = cur.family === want.family;
+    const typeChange = typeChanges.get(want.name);
     if (!sameFamily) {
       if (await data.holdsValues(want.name)) {
         refuse(
@@ -179,6 +238,12 @@ export async function planAlter(
       statements.push(
         `ALTER TABLE ${table} ALTER COLUMN ${col} TYPE ${want.sqlType.replace(/ GENERATED.*/, "")} USING NULL`,
       );
+    } else if (typeChange && (await data.holdsValues(want.name))) {
+      refuse(
+        want.name,
+        `changing the type of ${want.name} from ${typeChange} would reinterpret the values it holds`,
+      );
+      continue;
     } else if (want.family === "varchar" && cur.length !== want.length) {
       if (cur.length !== null && want.length !== null && want.length < cur.length) {
         const longest = await data.maxLength(want.name);
@@ -204,13 +269,6 @@ export async function planAlter(
       }
       statements.push(`ALTER TABLE ${table} ALTER COLUMN ${col} TYPE ${want.sqlType}`);
     }
-    if (want.identity && !hasIdentity) {
-      // The id became a generated INTEGER: numbering continues after the highest stored id.
-      statements.push(
-        `ALTER TABLE ${table} ALTER COLUMN ${col} ADD GENERATED BY DEFAULT AS IDENTITY`,
-        `SELECT setval(pg_get_serial_sequence('${table}', '${want.name}'), (SELECT COALESCE(max(${col}), 0) + 1 FROM ${table}), false)`,
-      );
-    }
     if (cur.nullable && !want.nullable) {
       if (await data.hasNulls(want.name)) {
         refuse(want.name, `${want.name} cannot become NOT NULL: some rows hold no value`);
@@ -219,6 +277,13 @@ export async function planAlter(
       statements.push(`ALTER TABLE ${table} ALTER COLUMN ${col} SET NOT NULL`);
     } else if (!cur.nullable && want.nullable) {
       statements.push(`ALTER TABLE ${table} ALTER COLUMN ${col} DROP NOT NULL`);
+    }
+    if (want.identity && !hasIdentity) {
+      // The id became a generated INTEGER (NOT NULL first): numbering continues after the highest id.
+      statements.push(
+        `ALTER TABLE ${table} ALTER COLUMN ${col} ADD GENERATED BY DEFAULT AS IDENTITY`,
+        `SELECT setval(pg_get_serial_sequence('${table}', '${want.name}'), (SELECT COALESCE(max(${col}), 0) + 1 FROM ${table}), false)`,
+      );
     }
   }
   const wantedNames = new Set(wanted.map((c) => c.name));
@@ -230,6 +295,7 @@ export async function planAlter(
     }
     statements.push(`ALTER TABLE ${table} DROP COLUMN ${ident(cur.name)}`);
   }
+  statements.push(...after);
   for (const ix of tableIndexes(dim)) {
     if (existingIndexes.has(ix.name)) continue;
     statements.push(
@@ -287,42 +353,258 @@ export interface SyncResult {
   statements: string[];
 }
 
+const RELATION_KINDS: Record<string, string> = {
+  r: "table",
+  p: "table",
+  i: "index",
+  I: "index",
+  S: "sequence",
+  v: "view",
+  m: "materialized view",
+  c: "type",
+  f: "foreign table",
+  t: "TOAST table",
+};
+
+function isTable(kind: string | undefined): boolean {
+  return kind === "r" || kind === "p";
+}
+
+/** Relations (tables, indexes, sequences, views…) of the current schema with one of `names`. */
+export async function relationKinds(tx: Queryable, names: readonly string[]): Promise<Map<string, string>> {
+  if (!names.length) return new Map();
+  const res = await tx.query<{ relname: string; relkind: string }>(
+    `SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = current_schema() AND c.relname = ANY($1::text[])`,
+    [names],
+  );
+  return new Map(res.rows.map((r) => [r.relname, r.relkind]));
+}
+
+async function readPrimaryKey(tx: Queryable, table: string): Promise<ExistingPrimaryKey | null> {
+  const res = await tx.query<{ conname: string; column_name: string }>(
+    `SELECT con.conname, a.attname AS column_name
+       FROM pg_constraint con
+       JOIN pg_class c ON c.oid = con.conrelid
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+       JOIN LATERAL unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord) ON true
+       JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+      WHERE con.contype = 'p' AND c.relname = $1 AND n.nspname = current_schema()
+      ORDER BY k.ord`,
+    [table],
+  );
+  if (!res.rows.length) return null;
+  return { name: res.rows[0]!.conname, columns: res.rows.map((r) => r.column_name) };
+}
+
+async function readIndexNames(tx: Queryable, table: string): Promise<Set<string>> {
+  const res = await tx.query<{ indexname: string }>(
+    "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1",
+    [table],
+  );
+  return new Set(res.rows.map((r) => r.indexname));
+}
+
+/** Questions about the rows of an existing table. */
+function tableData(tx: Queryable, table: string): TableData {
+  const t = ident(table);
+  return {
+    holdsValues: async (c) =>
+      (await tx.query(`SELECT 1 FROM ${t} WHERE ${ident(c)} IS NOT NULL LIMIT 1`)).rows.length > 0,
+    hasNulls: async (c) =>
+      (await tx.query(`SELECT 1 FROM ${t} WHERE ${ident(c)} IS NULL LIMIT 1`)).rows.length > 0,
+    maxLength: async (c) =>
+      Number(
+        (await tx.query<{ m: number | null }>(`SELECT max(length(${ident(c)}::text)) AS m FROM ${t}`)).rows[0]
+          ?.m ?? 0,
+      ),
+    rowCount: async () => (await tx.query(`SELECT 1 FROM ${t} LIMIT 1`)).rows.length,
+  };
+}
+
+interface TableStep {
+  statements: string[];
+  problems: Problem[];
+  create: boolean;
+  /** Relation names the statements create: none may exist already. */
+  claims: string[];
+}
+
+function tableProblem(dim: DimensionDef, message: string): TableStep {
+  return {
+    statements: [],
+    problems: [{ path: `${dim.code}.TABLE_NAME`, message }],
+    create: false,
+    claims: [],
+  };
+}
+
+/**
+ * An empty table whose TABLE_NAME changed is renamed, with its primary key and indexes; the
+ * rest of the plan then reads the renamed table under its new names.
+ */
+function renameStatements(
+  dim: DimensionDef,
+  prev: DimensionDef,
+  indexes: ReadonlySet<string>,
+  pk: ExistingPrimaryKey | null,
+): { statements: string[]; indexes: Set<string>; pk: ExistingPrimaryKey | null; claims: string[] } {
+  const table = ident(dim.tableName);
+  const statements = [`ALTER TABLE ${ident(prev.tableName)} RENAME TO ${table}`];
+  const claims = [dim.tableName];
+  const renamed = new Set(indexes);
+  let key = pk;
+  if (pk && pk.name !== primaryKeyName(dim.tableName)) {
+    statements.push(
+      `ALTER TABLE ${table} RENAME CONSTRAINT ${ident(pk.name)} TO ${ident(primaryKeyName(dim.tableName))}`,
+    );
+    renamed.delete(pk.name);
+    key = { ...pk, name: primaryKeyName(dim.tableName) };
+    renamed.add(key.name);
+    claims.push(key.name);
+  }
+  const codes = new Set([...prev.fields, ...dim.fields].map((f) => f.code));
+  for (const code of codes) {
+    const from = indexName(prev.tableName, code);
+    const to = indexName(dim.tableName, code);
+    if (!indexes.has(from) || from === to) continue;
+    statements.push(`ALTER INDEX ${ident(from)} RENAME TO ${ident(to)}`);
+    renamed.delete(from);
+    renamed.add(to);
+    claims.push(to);
+  }
+  return { statements, indexes: renamed, pk: key, claims };
+}
+
+/**
+ * Plans one dimension's table. `prev` is the dimension before the change (undefined: a new one);
+ * `knowsPrevious` says whether the caller gave the previous metadata at all.
+ */
+async function planTable(
+  tx: Queryable,
+  dim: DimensionDef,
+  prev: DimensionDef | undefined,
+  knowsPrevious: boolean,
+): Promise<TableStep> {
+  const renaming = prev !== undefined && prev.tableName !== dim.tableName;
+  const kinds = await relationKinds(tx, renaming ? [dim.tableName, prev.tableName] : [dim.tableName]);
+  const target = kinds.get(dim.tableName);
+  if (target !== undefined && !isTable(target)) {
+    return tableProblem(
+      dim,
+      `${dim.tableName} is the name of an existing ${RELATION_KINDS[target] ?? "relation"} of the database, not a table of ${dim.code}: choose another TABLE_NAME`,
+    );
+  }
+  if (renaming && target !== undefined) {
+    return tableProblem(
+      dim,
+      `cannot move ${dim.code} from table ${prev.tableName} to ${dim.tableName}: a table ${dim.tableName} exists already`,
+    );
+  }
+  let source = dim.tableName;
+  if (renaming && isTable(kinds.get(prev.tableName))) {
+    if ((await tableData(tx, prev.tableName).rowCount()) > 0) {
+      return tableProblem(
+        dim,
+        `changing TABLE_NAME from ${prev.tableName} to ${dim.tableName} is refused: ${prev.tableName} holds rows`,
+      );
+    }
+    source = prev.tableName;
+  } else if (target === undefined) {
+    const claims = [dim.tableName, primaryKeyName(dim.tableName), ...tableIndexes(dim).map((ix) => ix.name)];
+    return { statements: createTableSql(dim), problems: [], create: true, claims };
+  }
+  return planExistingTable(tx, dim, prev, source, knowsPrevious);
+}
+
+/** Plans the changes to an existing table (`source`: its current name, before a rename). */
+async function planExistingTable(
+  tx: Queryable,
+  dim: DimensionDef,
+  prev: DimensionDef | undefined,
+  source: string,
+  knowsPrevious: boolean,
+): Promise<TableStep> {
+  const existing = (await readColumns(tx, source)) ?? [];
+  if (knowsPrevious && !prev && !existing.some((c) => c.name === TENANT_COLUMN)) {
+    return tableProblem(
+      dim,
+      `${dim.tableName} is an existing table that is not a dimension table: choose another TABLE_NAME`,
+    );
+  }
+  let indexes = await readIndexNames(tx, source);
+  let pk = await readPrimaryKey(tx, source);
+  const pre: string[] = [];
+  const claims: string[] = [];
+  if (source !== dim.tableName) {
+    const moved = renameStatements(dim, prev!, indexes, pk);
+    pre.push(...moved.statements);
+    claims.push(...moved.claims);
+    indexes = moved.indexes;
+    pk = moved.pk;
+  }
+  const plan = await planAlter(dim, existing, indexes, tableData(tx, source), {
+    ...(prev ? { previous: prev } : {}),
+    primaryKey: pk,
+  });
+  for (const ix of tableIndexes(dim)) if (!indexes.has(ix.name)) claims.push(ix.name);
+  const keyMoves = !pk || !sameColumns(pk.columns, [TENANT_COLUMN, dim.idField]);
+  if (keyMoves && pk?.name !== primaryKeyName(dim.tableName)) claims.push(primaryKeyName(dim.tableName));
+  return { statements: [...pre, ...plan.statements], problems: plan.problems, create: false, claims };
+}
+
+/** Names a table's statements would create that another relation already holds. */
+async function claimProblems(tx: Queryable, dim: DimensionDef, step: TableStep): Promise<Problem[]> {
+  if (!step.statements.length) return [];
+  const taken = await relationKinds(tx, step.claims);
+  return [...taken].map(([name, kind]) => ({
+    path: `${dim.code}.TABLE_NAME`,
+    message: `${dim.tableName} needs the name ${name}, which an existing ${RELATION_KINDS[kind] ?? "relation"} of the database holds: choose another TABLE_NAME`,
+  }));
+}
+
 /**
  * Brings every dimension table in line with the metadata, inside the caller's transaction.
+ * `previous` (the dimensions as the metadata described them before the change) lets it refuse
+ * DATA_TYPE changes of columns holding values and move a table whose TABLE_NAME changed.
  * All problems of all tables are collected first; if there is any, nothing is applied.
  */
-export async function syncTables(tx: Queryable, dims: Iterable<DimensionDef>): Promise<SyncResult> {
+export async function syncTables(
+  tx: Queryable,
+  dims: Iterable<DimensionDef>,
+  previous?: ReadonlyMap<string, DimensionDef>,
+): Promise<SyncResult> {
   await tx.query("SELECT pg_advisory_xact_lock($1)", [DDL_LOCK_KEY]);
   const plans: Array<{ dim: DimensionDef; statements: string[]; create: boolean }> = [];
   const problems: Problem[] = [];
-  for (const dim of dims) {
-    const existing = await readColumns(tx, dim.tableName);
-    if (!existing) {
-      plans.push({ dim, statements: createTableSql(dim), create: true });
+  const list = [...dims];
+  // Table names that a rename in this same change gives up: nothing else may take them at once.
+  const vacated = new Set(
+    list.flatMap((d) => {
+      const before = previous?.get(d.code)?.tableName;
+      return before && before !== d.tableName ? [before] : [];
+    }),
+  );
+  for (const dim of list) {
+    if (vacated.has(dim.tableName) && previous?.get(dim.code)?.tableName !== dim.tableName) {
+      problems.push({
+        path: `${dim.code}.TABLE_NAME`,
+        message: `${dim.tableName} is given up by another dimension in the same change: move the tables one change at a time`,
+      });
       continue;
     }
-    const t = ident(dim.tableName);
-    const indexes = await tx.query<{ indexname: string }>(
-      "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1",
-      [dim.tableName],
-    );
-    const plan = await planAlter(dim, existing, new Set(indexes.rows.map((r) => r.indexname)), {
-      holdsValues: async (c) =>
-        (await tx.query(`SELECT 1 FROM ${t} WHERE ${ident(c)} IS NOT NULL LIMIT 1`)).rows.length > 0,
-      hasNulls: async (c) =>
-        (await tx.query(`SELECT 1 FROM ${t} WHERE ${ident(c)} IS NULL LIMIT 1`)).rows.length > 0,
-      maxLength: async (c) =>
-        Number(
-          (await tx.query<{ m: number | null }>(`SELECT max(length(${ident(c)}::text)) AS m FROM ${t}`))
-            .rows[0]?.m ?? 0,
-        ),
-      rowCount: async () => (await tx.query(`SELECT 1 FROM ${t} LIMIT 1`)).rows.length,
-    });
-    problems.push(...plan.problems);
-    plans.push({ dim, statements: plan.statements, create: false });
+    const step = await planTable(tx, dim, previous?.get(dim.code), previous !== undefined);
+    problems.push(...step.problems, ...(step.problems.length ? [] : await claimProblems(tx, dim, step)));
+    plans.push({ dim, statements: step.statements, create: step.create });
   }
   if (problems.length) {
-    throw new UnsafeSchemaChangeError("The metadata change would lose data; nothing was applied.", problems);
+    const naming = problems.every((p) => p.path.endsWith(".TABLE_NAME"));
+    throw new UnsafeSchemaChangeError(
+      naming
+        ? "The metadata change names a table that cannot be used or moved; nothing was applied."
+        : "The metadata change would lose data; nothing was applied.",
+      problems,
+    );
   }
   const result: SyncResult = { created: [], altered: [], statements: [] };
   for (const p of plans) {

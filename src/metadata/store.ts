@@ -23,6 +23,14 @@ export async function readMetadataVersion(prisma: PrismaClient): Promise<number>
   return row ? Number(row.VERSION) : 1;
 }
 
+/** Serialises metadata writes (REST and the importer) across processes: each sees the latest rows. */
+const METADATA_WRITE_LOCK = 724_461_003;
+
+/** Takes the metadata write lock until the caller's transaction ends. */
+export async function lockMetadataWrites(tx: Queryable): Promise<void> {
+  await tx.query("SELECT pg_advisory_xact_lock($1)", [METADATA_WRITE_LOCK]);
+}
+
 /** Increments the metadata version and tells every process (NOTIFY is delivered on commit). */
 export async function bumpMetadataVersion(tx: Queryable): Promise<number> {
   const res = await tx.query<{ VERSION: number }>(

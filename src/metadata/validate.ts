@@ -83,6 +83,11 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
       add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is not a valid table name`);
     else if (FIXED_TABLES.has(d.TABLE_NAME) || d.TABLE_NAME.startsWith("_"))
       add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is a table of the service itself`);
+    else if (d.TABLE_NAME.toLowerCase().startsWith("pg_"))
+      add(
+        `${p}.TABLE_NAME`,
+        `"${d.TABLE_NAME}" starts with pg_, which is reserved for PostgreSQL's catalogs`,
+      );
     if (tables.has(d.TABLE_NAME)) add(`${p}.TABLE_NAME`, `table ${d.TABLE_NAME} is used by two dimensions`);
     tables.add(d.TABLE_NAME);
     if (d.AUDIT_STYLE != null && !["TREC", "CREATED"].includes(d.AUDIT_STYLE))

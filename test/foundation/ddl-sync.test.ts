@@ -73,6 +73,21 @@ async function sync(db: DatabaseHandle, ...dims: DimensionDef[]) {
   return db.transaction((tx) => syncTables(tx, dims));
 }
 
+/** Syncs `dim` as a change from `before` (the previous metadata of the same dimension). */
+async function syncFrom(db: DatabaseHandle, before: DimensionDef, dim: DimensionDef) {
+  return db.transaction((tx) => syncTables(tx, [dim], new Map([[before.code, before]])));
+}
+
+async function refusalFrom(db: DatabaseHandle, before: DimensionDef, dim: DimensionDef) {
+  try {
+    await syncFrom(db, before, dim);
+  } catch (err) {
+    expect(err).toBeInstanceOf(UnsafeSchemaChangeError);
+    return err as UnsafeSchemaChangeError;
+  }
+  throw new Error("syncTables accepted an unsafe change");
+}
+
 async function refusal(db: DatabaseHandle, ...dims: DimensionDef[]): Promise<UnsafeSchemaChangeError> {
   try {
     await sync(db, ...dims);
@@ -479,6 +494,184 @@ describe.each(BACKENDS)("syncTables on %s", (backend) => {
       is_identity: "NO",
     });
     expect(await sync(db, asString)).toEqual({ created: [], altered: [], statements: [] });
+  });
+
+  it("moving the id field of an empty table moves the primary key and the identity; with rows it is refused", async () => {
+    const KEY = { COD_DIM: "KEY", TABLE_NAME: "TB_KEY00" };
+    const fields = [
+      { NUM_VAR: 1, COD_VAR: "A_ID", DATA_TYPE: "INTEGER" },
+      { NUM_VAR: 2, COD_VAR: "B_ID", DATA_TYPE: "INTEGER" },
+      { NUM_VAR: 3, COD_VAR: "CODE", DATA_TYPE: "STRING", LENGTH: 10 },
+    ];
+    const byA = dimension({ ...KEY, ID_FIELD: "A_ID" }, fields);
+    const byB = dimension({ ...KEY, ID_FIELD: "B_ID" }, fields);
+    const byCode = dimension({ ...KEY, ID_FIELD: "CODE" }, fields);
+    await sync(db, byA);
+    const moved = await syncFrom(db, byA, byB);
+    expect(moved.statements[0]).toBe(`ALTER TABLE "TB_KEY00" DROP CONSTRAINT "TB_KEY00_pk"`);
+    expect(moved.statements.at(-1)).toBe(
+      `ALTER TABLE "TB_KEY00" ADD CONSTRAINT "TB_KEY00_pk" PRIMARY KEY ("TENANT_ID", "B_ID")`,
+    );
+    expect(await primaryKey(db, "TB_KEY00")).toEqual(["TENANT_ID", "B_ID"]);
+    const cols = await columns(db, "TB_KEY00");
+    expect(cols.get("A_ID")).toMatchObject({ is_identity: "NO", is_nullable: "YES" });
+    expect(cols.get("B_ID")).toMatchObject({ is_identity: "YES", is_nullable: "NO" });
+    expect(await syncFrom(db, byB, byB)).toEqual({ created: [], altered: [], statements: [] });
+    // Empty still: a STRING id takes over.
+    await syncFrom(db, byB, byCode);
+    expect(await primaryKey(db, "TB_KEY00")).toEqual(["TENANT_ID", "CODE"]);
+    expect((await columns(db, "TB_KEY00")).get("B_ID")).toMatchObject({ is_identity: "NO" });
+    await db.query(
+      `INSERT INTO "TB_KEY00" ("CODE", "A_ID", "TENANT_ID") VALUES ('x', 1, 't'), ('y', 1, 't')`,
+    );
+    const err = await refusalFrom(db, byCode, byA);
+    expect(err.errors).toContainEqual({
+      field: "KEY.A_ID",
+      message: expect.stringContaining("changing the id field of a table that holds rows"),
+    });
+    expect(await primaryKey(db, "TB_KEY00")).toEqual(["TENANT_ID", "CODE"]);
+    // Without the previous metadata the key is compared all the same.
+    expect((await refusal(db, byA)).errors!.map((e) => e.field)).toContain("KEY.A_ID");
+  });
+
+  it("a DATA_TYPE change within one SQL family is refused on a column holding values", async () => {
+    const TYP = { COD_DIM: "TYP", TABLE_NAME: "TB_TYP00", ID_FIELD: "T_ID" };
+    const v = (code: string, type: string, length?: number) => ({
+      NUM_VAR: code.length,
+      COD_VAR: code,
+      DATA_TYPE: type,
+      ...(length ? { LENGTH: length } : {}),
+    });
+    const id = { NUM_VAR: 0, COD_VAR: "T_ID", DATA_TYPE: "INTEGER" };
+    const before = dimension(TYP, [
+      id,
+      v("S", "STRING", 14),
+      v("DT", "DATE"),
+      v("JSN", "JSON"),
+      v("EMPT", "STRING", 8),
+    ]);
+    await sync(db, before);
+    await db.query(
+      `INSERT INTO "TB_TYP00" ("S", "DT", "JSN", "TENANT_ID") VALUES ('IT', '20261121', '{"a":1}', 't')`,
+    );
+    const after = dimension(TYP, [
+      id,
+      v("S", "TIMESTAMP"),
+      v("DT", "TIMESTAMP"),
+      v("JSN", "MEDIA"),
+      v("EMPT", "DATE"),
+    ]);
+    const err = await refusalFrom(db, before, after);
+    expect(err.errors).toEqual([
+      {
+        field: "TYP.S",
+        message: "changing the type of S from STRING to TIMESTAMP would reinterpret the values it holds",
+      },
+      {
+        field: "TYP.DT",
+        message: "changing the type of DT from DATE to TIMESTAMP would reinterpret the values it holds",
+      },
+      {
+        field: "TYP.JSN",
+        message: "changing the type of JSN from JSON to MEDIA would reinterpret the values it holds",
+      },
+    ]);
+    expect((await columns(db, "TB_TYP00")).get("DT")!.character_maximum_length).toBe(8);
+    // The empty column alone changes type; synonyms are no change.
+    const safe = dimension(TYP, [
+      id,
+      v("S", "varchar", 14),
+      v("DT", "DATE"),
+      v("JSN", "json"),
+      v("EMPT", "DATE"),
+    ]);
+    expect((await syncFrom(db, before, safe)).statements).toEqual([]);
+  });
+
+  it("a changed TABLE_NAME renames an empty table with its key and indexes, and is refused when it holds rows", async () => {
+    const owner = { COD_DIM: "OWN", TABLE_NAME: "TB_OWN00", ID_FIELD: "OWN_ID" };
+    const ownerVar = { COD_DIM: "OWN", NUM_VAR: 1, COD_VAR: "OWN_ID", DATA_TYPE: "STRING", LENGTH: 12 };
+    const fields = [
+      { NUM_VAR: 1, COD_VAR: "R_ID", DATA_TYPE: "INTEGER" },
+      { NUM_VAR: 2, COD_VAR: "OWN_ID", DATA_TYPE: "STRING", LENGTH: 12, TIPO_CAMPO: "AC", TIPO_VAR: "OWN" },
+    ];
+    const extra = { TB_DIM: [owner], TB_VAR: [ownerVar] };
+    const v1 = dimension({ COD_DIM: "REN", TABLE_NAME: "TB_REN00", ID_FIELD: "R_ID" }, fields, extra);
+    const v2 = dimension({ COD_DIM: "REN", TABLE_NAME: "TB_REN01", ID_FIELD: "R_ID" }, fields, extra);
+    await sync(db, v1);
+    const result = await syncFrom(db, v1, v2);
+    expect(result.statements).toEqual([
+      `ALTER TABLE "TB_REN00" RENAME TO "TB_REN01"`,
+      `ALTER TABLE "TB_REN01" RENAME CONSTRAINT "TB_REN00_pk" TO "TB_REN01_pk"`,
+      `ALTER INDEX "TB_REN00_OWN_ID_idx" RENAME TO "TB_REN01_OWN_ID_idx"`,
+    ]);
+    expect(await columns(db, "TB_REN00")).toEqual(new Map());
+    expect(await primaryKey(db, "TB_REN01")).toEqual(["TENANT_ID", "R_ID"]);
+    expect((await indexes(db, "TB_REN01")).some((d) => d.includes(`"TB_REN01_OWN_ID_idx"`))).toBe(true);
+    expect(await syncFrom(db, v2, v2)).toEqual({ created: [], altered: [], statements: [] });
+    await db.query(`INSERT INTO "TB_REN01" ("OWN_ID", "TENANT_ID") VALUES ('o', 't')`);
+    const err = await refusalFrom(db, v2, v1);
+    expect(err.errors).toEqual([
+      {
+        field: "REN.TABLE_NAME",
+        message: "changing TABLE_NAME from TB_REN01 to TB_REN00 is refused: TB_REN01 holds rows",
+      },
+    ]);
+    expect(await columns(db, "TB_REN00")).toEqual(new Map());
+
+    // Two empty tables swapping names in one change: refused, not a database error.
+    const a1 = dimension({ COD_DIM: "SWA", TABLE_NAME: "TB_SWA00", ID_FIELD: "R_ID" }, [fields[0]!]);
+    const b1 = dimension({ COD_DIM: "SWB", TABLE_NAME: "TB_SWB00", ID_FIELD: "R_ID" }, [fields[0]!]);
+    const a2 = dimension({ COD_DIM: "SWA", TABLE_NAME: "TB_SWB00", ID_FIELD: "R_ID" }, [fields[0]!]);
+    const b2 = dimension({ COD_DIM: "SWB", TABLE_NAME: "TB_SWA00", ID_FIELD: "R_ID" }, [fields[0]!]);
+    await sync(db, a1, b1);
+    const before = new Map([
+      ["SWA", a1],
+      ["SWB", b1],
+    ]);
+    await expect(db.transaction((tx) => syncTables(tx, [a2, b2], before))).rejects.toMatchObject({
+      code: "UNSAFE_SCHEMA_CHANGE",
+      errors: [
+        { field: "SWA.TABLE_NAME", message: expect.stringContaining("one change at a time") },
+        { field: "SWB.TABLE_NAME", message: expect.stringContaining("one change at a time") },
+      ],
+    });
+  });
+
+  it("a TABLE_NAME held by another relation (index, sequence, plain table) is refused, not a database error", async () => {
+    await db.query(`CREATE TABLE "PLAIN_T" ("X" INTEGER)`);
+    await db.query(`CREATE SEQUENCE "TB_CLASH00_pk"`);
+    const named = (table: string) =>
+      dimension({ COD_DIM: "CLASH", TABLE_NAME: table, ID_FIELD: "C_ID" }, [
+        { NUM_VAR: 1, COD_VAR: "C_ID", DATA_TYPE: "INTEGER" },
+      ]);
+    const none = new Map<string, DimensionDef>();
+    const refuse = async (table: string) => {
+      try {
+        await db.transaction((tx) => syncTables(tx, [named(table)], none));
+      } catch (err) {
+        expect(err).toBeInstanceOf(UnsafeSchemaChangeError);
+        return (err as UnsafeSchemaChangeError).errors!;
+      }
+      throw new Error(`${table} was accepted`);
+    };
+    expect(await refuse("TB_ITEM00_pk")).toEqual([
+      {
+        field: "CLASH.TABLE_NAME",
+        message: expect.stringContaining("TB_ITEM00_pk is the name of an existing index"),
+      },
+    ]);
+    expect(await refuse("PLAIN_T")).toEqual([
+      { field: "CLASH.TABLE_NAME", message: expect.stringContaining("not a dimension table") },
+    ]);
+    expect(await refuse("TB_CLASH00")).toEqual([
+      {
+        field: "CLASH.TABLE_NAME",
+        message: expect.stringContaining("TB_CLASH00_pk, which an existing sequence"),
+      },
+    ]);
+    expect(await columns(db, "TB_CLASH00")).toEqual(new Map());
+    expect([...(await columns(db, "PLAIN_T")).keys()]).toEqual(["X"]);
   });
 
   it("identifiers are quoted: a mixed-case table and mixed-case columns work", async () => {

@@ -5,6 +5,7 @@ import { verifyPassword } from "../../src/auth/passwords.ts";
 import { MetadataError } from "../../src/errors.ts";
 import { importFixture, readFixtureFile } from "../../src/fixtures/import.ts";
 import { mapError } from "../../src/http/error-handler.ts";
+import { lockMetadataWrites, upsertMetadataRows } from "../../src/metadata/store.ts";
 import type { Services } from "../../src/services.ts";
 import { BACKENDS, createTestServices, manualClock, SAMPLE_FIXTURE } from "../helpers/env.ts";
 
@@ -564,5 +565,136 @@ describe.each(BACKENDS)("refused fixtures, then re-imports, on an empty database
     });
     const after = await services.db.query(`SELECT count(*)::int AS n FROM "TB_DIM"`);
     expect(after.rows).toEqual(before.rows);
+  });
+});
+
+describe.each(BACKENDS)("--reset and concurrent metadata writes (%s)", (backend) => {
+  let services: Services;
+  beforeAll(async () => {
+    services = await createTestServices(backend, { fixture: "sample" });
+  });
+  afterAll(async () => {
+    await services?.close();
+  });
+
+  async function sequences(): Promise<Row[]> {
+    const res = await services.db.query<Row>(
+      `SELECT "TENANT_ID", "SEQ_NAME", "VALUE" FROM "TB_SEQUENCE" ORDER BY "TENANT_ID", "SEQ_NAME"`,
+    );
+    return res.rows.map((r) => ({ ...r, VALUE: Number(r.VALUE) }));
+  }
+  async function columnType(table: string, column: string): Promise<string | undefined> {
+    const res = await services.db.query<{ data_type: string }>(
+      `SELECT data_type FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`,
+      [table, column],
+    );
+    return res.rows[0]?.data_type;
+  }
+
+  it("--reset empties the tables before syncing them: a type change of a filled column is then applied", async () => {
+    const changed = await loadSample();
+    changed.TB_VAR.find((v) => v.COD_DIM === "CUST" && v.COD_VAR === "EMAIL")!.DATA_TYPE = "INTEGER";
+    changed.records.CUST = changed.records.CUST!.map((r) => {
+      const { EMAIL: _email, ...data } = r.data;
+      return { ...r, data };
+    });
+    await expect(importFixture(services, changed)).rejects.toMatchObject({
+      status: 409,
+      code: "UNSAFE_SCHEMA_CHANGE",
+      errors: [{ field: "CUST.EMAIL", message: expect.any(String) }],
+    });
+    expect(await columnType("TB_ANAG_CUST00", "EMAIL")).toBe("character varying");
+
+    const summary = await importFixture(services, changed, { reset: true });
+    expect(summary.tablesAltered).toEqual(["TB_ANAG_CUST00"]);
+    expect(summary.recordsCreated).toBe(28);
+    expect(await columnType("TB_ANAG_CUST00", "EMAIL")).toBe("bigint");
+    expect(await count(services, "TB_ANAG_CUST00")).toBe(5);
+    const stored = await services.prisma.tbVar.findUnique({
+      where: { COD_DIM_COD_VAR: { COD_DIM: "CUST", COD_VAR: "EMAIL" } },
+    });
+    expect(stored!.DATA_TYPE).toBe("INTEGER");
+  });
+
+  it("--reset restarts, for every tenant, the sequences of the emptied dimensions' templates, and only those", async () => {
+    expect(await sequences()).toEqual([
+      { TENANT_ID: "acme", SEQ_NAME: "CUST", VALUE: 4 },
+      { TENANT_ID: "acme", SEQ_NAME: "ORD", VALUE: 2 },
+      { TENANT_ID: "acme", SEQ_NAME: "PROD", VALUE: 3 },
+      { TENANT_ID: "globex", SEQ_NAME: "CUST", VALUE: 1 },
+    ]);
+    // Only CUST is in this fixture (records of acme only): CUST is emptied for both tenants.
+    await importFixture(
+      services,
+      { TB_DIM: [], TB_VAR: [], records: { CUST: [{ tenant_id: "acme", data: { NAME: "Solo Srl" } }] } },
+      { reset: true },
+    );
+    const cust = await services.db.query<Row>(
+      `SELECT "CUST_ID", "CODE", "TENANT_ID" FROM "TB_ANAG_CUST00" ORDER BY "CUST_ID"`,
+    );
+    expect(cust.rows).toEqual([{ CUST_ID: 1, CODE: "C-00001", TENANT_ID: "acme" }]);
+    expect(await sequences()).toEqual([
+      { TENANT_ID: "acme", SEQ_NAME: "CUST", VALUE: 1 },
+      { TENANT_ID: "acme", SEQ_NAME: "ORD", VALUE: 2 },
+      { TENANT_ID: "acme", SEQ_NAME: "PROD", VALUE: 3 },
+    ]);
+    expect(await count(services, "TB_DOC_ORD00")).toBe(2);
+  });
+
+  it("the importer waits for the metadata write lock and validates against what was committed meanwhile", async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let locked!: () => void;
+    const holding = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    // A metadata write in progress: it holds the lock and adds a dimension on table TB_LK00.
+    const writer = services.db.transaction(async (tx) => {
+      await lockMetadataWrites(tx);
+      await upsertMetadataRows(tx, {
+        TB_DIM: [{ COD_DIM: "LKA", TABLE_NAME: "TB_LK00", ID_FIELD: "LKA_ID" }],
+        TB_VAR: [{ COD_DIM: "LKA", NUM_VAR: 1, COD_VAR: "LKA_ID", DATA_TYPE: "INTEGER" }],
+      });
+      locked();
+      await released;
+    });
+    await holding;
+    let settled = false;
+    const importing = importFixture(services, {
+      TB_DIM: [{ COD_DIM: "LKB", TABLE_NAME: "TB_LK00", ID_FIELD: "LKB_ID" }],
+      TB_VAR: [{ COD_DIM: "LKB", NUM_VAR: 1, COD_VAR: "LKB_ID", DATA_TYPE: "INTEGER" }],
+    }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    void importing.finally(() => {
+      settled = true;
+    });
+    if (backend === "postgres") {
+      // Wait until the import is queued behind the writer's lock (PGlite runs one transaction at a time).
+      const waiting = async () =>
+        (
+          await services.db.query(
+            `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = 724461003
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          )
+        ).rows.length > 0;
+      for (let i = 0; i < 200 && !settled && !(await waiting()); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+    }
+    release();
+    await writer;
+    const err = (await importing) as MetadataError | null;
+    expect(err).toBeInstanceOf(MetadataError);
+    expect(err!.errors).toContainEqual({
+      field: expect.stringMatching(/^TB_DIM\[\d+\]\.TABLE_NAME$/),
+      message: "table TB_LK00 is used by two dimensions",
+    });
+    expect(await services.prisma.tbDim.findUnique({ where: { COD_DIM: "LKB" } })).toBeNull();
+    expect(await columnType("TB_LK00", "LKB_ID")).toBeUndefined();
   });
 });

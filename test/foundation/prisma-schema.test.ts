@@ -344,6 +344,26 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
     expect(
       await services.prisma.tbImportLedger.findUnique({ where: { FINGERPRINT: data.FINGERPRINT } }),
     ).toEqual(data);
+    // RECORD_ID holds a STRING id of any length (migration 0002_wide_record_ids).
+    const long = { ...data, FINGERPRINT: "e".repeat(64), RECORD_ID: "r".repeat(300) };
+    await services.prisma.tbImportLedger.create({ data: long });
+    expect(
+      (await services.prisma.tbImportLedger.findUnique({ where: { FINGERPRINT: long.FINGERPRINT } }))!
+        .RECORD_ID,
+    ).toBe(long.RECORD_ID);
+  });
+
+  it("TbOutbox AGGREGATE_ID holds a record id of any length", async () => {
+    const created = await services.prisma.tbOutbox.create({
+      data: {
+        EVENT_TYPE: "PXCreated",
+        AGGREGATE_TYPE: "PX",
+        AGGREGATE_ID: "a".repeat(300),
+        PAYLOAD: {},
+        TENANT_ID: "px-tenant",
+      },
+    });
+    expect(created.AGGREGATE_ID).toHaveLength(300);
   });
 
   it("every table of the migrations has a model, and every model a table", async () => {

@@ -214,3 +214,289 @@ describe.each(BACKENDS)("metadata writes over HTTP (%s)", (backend) => {
     expect(low.body).toMatchObject({ code: "INSUFFICIENT_PERMISSIONS", required_grant: 4 });
   });
 });
+
+describe.each(BACKENDS)("metadata writes that reshape tables (%s)", (backend) => {
+  let t: TestApp;
+  let anna: Client;
+  let greta: Client;
+  const Q = "?source=erp";
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "sample", env: NO_RATE_LIMITS });
+    [anna, greta] = await Promise.all([clientFor(t.app, "anna"), clientFor(t.app, "greta")]);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  async function rows<R = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<R[]> {
+    return (await t.services.db.query<R>(sql, params)).rows;
+  }
+  async function column(table: string, name: string) {
+    const [col] = await rows<{
+      data_type: string;
+      character_maximum_length: number | null;
+      is_identity: string;
+    }>(
+      `SELECT data_type, character_maximum_length, is_identity FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`,
+      [table, name],
+    );
+    return col;
+  }
+  async function primaryKey(table: string): Promise<{ name: string; columns: string[] } | null> {
+    const res = await rows<{ conname: string; attname: string }>(
+      `SELECT con.conname, a.attname FROM pg_constraint con
+         JOIN pg_class c ON c.oid = con.conrelid
+         JOIN pg_namespace n ON n.oid = c.relnamespace
+         JOIN LATERAL unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord) ON true
+         JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+        WHERE con.contype = 'p' AND c.relname = $1 AND n.nspname = current_schema() ORDER BY k.ord`,
+      [table],
+    );
+    return res.length ? { name: res[0]!.conname, columns: res.map((r) => r.attname) } : null;
+  }
+  /** Relations named `prefix…`, but for those ending in `except`. */
+  async function relations(prefix: string, except?: string): Promise<string[]> {
+    const res = await rows<{ relname: string }>(
+      `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = current_schema() AND starts_with(c.relname, $1) ORDER BY c.relname`,
+      [prefix],
+    );
+    return res.map((r) => r.relname).filter((name) => !except || !name.endsWith(except));
+  }
+  async function dimRow(code: string) {
+    return (await rows(`SELECT * FROM "TB_DIM" WHERE "COD_DIM" = $1`, [code]))[0];
+  }
+  async function varRow(dim: string, code: string) {
+    return (await rows(`SELECT * FROM "TB_VAR" WHERE "COD_DIM" = $1 AND "COD_VAR" = $2`, [dim, code]))[0];
+  }
+
+  it("POST /DIM refuses a fields row of another dimension (400 naming it); nothing is written", async () => {
+    const res = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "NEWD", TABLE_NAME: "TB_NEWD00", ID_FIELD: "NEWD_ID" },
+      fields: [
+        { NUM_VAR: 2, COD_VAR: "LABEL", DATA_TYPE: "STRING", LENGTH: 10 },
+        { COD_DIM: "CUST", NUM_VAR: 50, COD_VAR: "EXTRA", DATA_TYPE: "STRING", LENGTH: 10 },
+      ],
+    });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ code: "INVALID_FIELD_VALUE", field: "fields[1].COD_DIM" });
+    expect(res.body.message).toContain("CUST");
+    expect(await dimRow("NEWD")).toBeUndefined();
+    expect(await varRow("CUST", "EXTRA")).toBeUndefined();
+    expect(await relations("TB_NEWD00")).toEqual([]);
+    expect((await anna.get("/api/v4/core/CUST/1?source=anag-1")).status).toBe(200);
+    // The row's own COD_DIM may be repeated.
+    const ok = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "NEWD", TABLE_NAME: "TB_NEWD00", ID_FIELD: "NEWD_ID" },
+      fields: [{ COD_DIM: "NEWD", NUM_VAR: 2, COD_VAR: "LABEL", DATA_TYPE: "STRING", LENGTH: 10 }],
+    });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201);
+    expect(await column("TB_NEWD00", "LABEL")).toMatchObject({ character_maximum_length: 10 });
+  });
+
+  it("a STRING id of 150 characters is created, with its outbox row (AGGREGATE_ID is TEXT)", async () => {
+    const dim = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "LONGK", TABLE_NAME: "TB_LONGK00", ID_FIELD: "K" },
+      fields: [{ NUM_VAR: 1, COD_VAR: "K", DATA_TYPE: "STRING" }],
+    });
+    expect(dim.status).toBe(201);
+    const id = "k".repeat(150);
+    const created = await anna.post(`/api/v4/core/LONGK${Q}`, { data: { K: id } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body.data.K).toBe(id);
+    const [event] = await rows<{ AGGREGATE_ID: string; EVENT_TYPE: string }>(
+      `SELECT "AGGREGATE_ID", "EVENT_TYPE" FROM "TB_ANAG_OUTBOX00" WHERE "OUTBOX_ID" = $1`,
+      [created.body.event_id],
+    );
+    expect(event).toEqual({ AGGREGATE_ID: id, EVENT_TYPE: "LONGKCreated" });
+    expect(await rows(`SELECT "K" FROM "TB_LONGK00" WHERE "K" = $1`, [id])).toEqual([{ K: id }]);
+  });
+
+  it("changing ID_FIELD moves the primary key of an empty table; refused (409) once it holds rows", async () => {
+    const dim = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "KEYX", TABLE_NAME: "TB_KEYX00", ID_FIELD: "K_ID" },
+      fields: [
+        { NUM_VAR: 1, COD_VAR: "K_ID", DATA_TYPE: "INTEGER" },
+        { NUM_VAR: 2, COD_VAR: "CODE", DATA_TYPE: "STRING", LENGTH: 10 },
+      ],
+    });
+    expect(dim.status).toBe(201);
+    expect(await primaryKey("TB_KEYX00")).toEqual({ name: "TB_KEYX00_pk", columns: ["TENANT_ID", "K_ID"] });
+    const moved = await anna.patch(`/api/v4/core/DIM/KEYX${Q}`, { data: { ID_FIELD: "CODE" } });
+    expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+    expect(await primaryKey("TB_KEYX00")).toEqual({ name: "TB_KEYX00_pk", columns: ["TENANT_ID", "CODE"] });
+    expect(await column("TB_KEYX00", "K_ID")).toMatchObject({ is_identity: "NO" });
+    expect((await anna.post(`/api/v4/core/KEYX${Q}`, { data: { CODE: "a" } })).status).toBe(201);
+    const twice = await anna.post(`/api/v4/core/KEYX${Q}`, { data: { CODE: "a" } });
+    expect(twice.status).toBe(409);
+    expect(twice.body.code).toBe("DUPLICATE_KEY");
+
+    const back = await anna.patch(`/api/v4/core/DIM/KEYX${Q}`, { data: { ID_FIELD: "K_ID" } });
+    expect(back.status).toBe(409);
+    expect(back.body.code).toBe("UNSAFE_SCHEMA_CHANGE");
+    expect(back.body.errors).toContainEqual({
+      field: "KEYX.K_ID",
+      message: expect.stringContaining("changing the id field of a table that holds rows"),
+    });
+    expect(await dimRow("KEYX")).toMatchObject({ ID_FIELD: "CODE" });
+    expect(await primaryKey("TB_KEYX00")).toEqual({ name: "TB_KEYX00_pk", columns: ["TENANT_ID", "CODE"] });
+
+    // The sample's CUST holds rows: its id (and its generated numbering) stays.
+    const cust = await anna.patch(`/api/v4/core/DIM/CUST${Q}`, { data: { ID_FIELD: "CODE" } });
+    expect(cust.status).toBe(409);
+    expect(cust.body.code).toBe("UNSAFE_SCHEMA_CHANGE");
+    expect(await primaryKey("TB_ANAG_CUST00")).toMatchObject({ columns: ["TENANT_ID", "CUST_ID"] });
+    expect(await column("TB_ANAG_CUST00", "CUST_ID")).toMatchObject({ is_identity: "YES" });
+    expect((await anna.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Next" } })).status).toBe(201);
+  });
+
+  it("changing TABLE_NAME is refused while the table holds rows, and renames an empty one", async () => {
+    const refused = await anna.patch(`/api/v4/core/DIM/CITY${Q}`, { data: { TABLE_NAME: "TB_ANAG_CITY01" } });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      code: "UNSAFE_SCHEMA_CHANGE",
+      errors: [{ field: "CITY.TABLE_NAME", message: expect.stringContaining("holds rows") }],
+    });
+    expect(await dimRow("CITY")).toMatchObject({ TABLE_NAME: "TB_ANAG_CITY00" });
+    expect(await relations("TB_ANAG_CITY01")).toEqual([]);
+    expect((await anna.get("/api/v4/core/CITY/MI?source=anag-3")).status).toBe(200);
+
+    await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "MOVE", TABLE_NAME: "TB_MOVE00", ID_FIELD: "MOVE_ID" },
+      fields: [
+        {
+          NUM_VAR: 2,
+          COD_VAR: "CITY_ID",
+          DATA_TYPE: "STRING",
+          LENGTH: 10,
+          TIPO_CAMPO: "AC",
+          TIPO_VAR: "CITY",
+        },
+      ],
+    });
+    // (The identity's sequence keeps its name: it belongs to the column, wherever the table goes.)
+    expect(await relations("TB_MOVE00", "_seq")).toEqual([
+      "TB_MOVE00",
+      "TB_MOVE00_CITY_ID_idx",
+      "TB_MOVE00_pk",
+    ]);
+    const renamed = await anna.patch(`/api/v4/core/DIM/MOVE${Q}`, { data: { TABLE_NAME: "TB_MOVE01" } });
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+    expect(await relations("TB_MOVE00", "_seq")).toEqual([]);
+    expect(await relations("TB_MOVE01")).toEqual(["TB_MOVE01", "TB_MOVE01_CITY_ID_idx", "TB_MOVE01_pk"]);
+    const rec = await anna.post(`/api/v4/core/MOVE${Q}`, { data: { CITY_ID: "MI" } });
+    expect(rec.status, JSON.stringify(rec.body)).toBe(201);
+    expect(await rows(`SELECT "MOVE_ID", "CITY_ID" FROM "TB_MOVE01"`)).toEqual([
+      { MOVE_ID: 1, CITY_ID: "MI" },
+    ]);
+    // The old names are free again: another dimension can take the old table name.
+    const reuse = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "MOVE2", TABLE_NAME: "TB_MOVE00", ID_FIELD: "M2_ID" },
+      fields: [
+        {
+          NUM_VAR: 2,
+          COD_VAR: "CITY_ID",
+          DATA_TYPE: "STRING",
+          LENGTH: 10,
+          TIPO_CAMPO: "AC",
+          TIPO_VAR: "CITY",
+        },
+      ],
+    });
+    expect(reuse.status, JSON.stringify(reuse.body)).toBe(201);
+    expect(await primaryKey("TB_MOVE00")).toEqual({ name: "TB_MOVE00_pk", columns: ["TENANT_ID", "M2_ID"] });
+    // Moving onto a table that exists is refused.
+    const onto = await anna.patch(`/api/v4/core/DIM/MOVE2${Q}`, { data: { TABLE_NAME: "TB_MOVE01" } });
+    expect(onto.status).toBe(400); // two dimensions on one table: invalid metadata
+  });
+
+  it("a DATA_TYPE change of a column holding values is refused (409), of an empty one applied", async () => {
+    const date = await anna.patch(`/api/v4/core/VAR/CITY/COUNTRY${Q}`, { data: { DATA_TYPE: "DATE" } });
+    expect(date.status).toBe(409);
+    expect(date.body).toMatchObject({
+      code: "UNSAFE_SCHEMA_CHANGE",
+      errors: [{ field: "CITY.COUNTRY", message: expect.stringContaining("from STRING to DATE") }],
+    });
+    expect(await varRow("CITY", "COUNTRY")).toMatchObject({ DATA_TYPE: "STRING" });
+    expect(await column("TB_ANAG_CITY00", "COUNTRY")).toMatchObject({ character_maximum_length: 2 });
+    expect(
+      await rows(`SELECT "COUNTRY" FROM "TB_ANAG_CITY00" WHERE "CITY_ID" = 'MI' AND "TENANT_ID" = 'acme'`),
+    ).toEqual([{ COUNTRY: "IT" }]);
+    const media = await anna.patch(`/api/v4/core/VAR/PROD/SPECS${Q}`, { data: { DATA_TYPE: "MEDIA" } });
+    expect(media.status).toBe(409);
+    expect(media.body.errors).toEqual([
+      { field: "PROD.SPECS", message: expect.stringContaining("JSON to MEDIA") },
+    ]);
+    // A synonym is the same type: accepted on a populated column.
+    expect(
+      (await anna.patch(`/api/v4/core/VAR/CITY/COUNTRY${Q}`, { data: { DATA_TYPE: "varchar" } })).status,
+    ).toBe(200);
+    // An empty column may change type.
+    await anna.post(`/api/v4/core/VAR${Q}`, {
+      data: { COD_DIM: "CITY", NUM_VAR: 9, COD_VAR: "FOUNDED", DATA_TYPE: "STRING", LENGTH: 20 },
+    });
+    const empty = await anna.patch(`/api/v4/core/VAR/CITY/FOUNDED${Q}`, { data: { DATA_TYPE: "DATE" } });
+    expect(empty.status, JSON.stringify(empty.body)).toBe(200);
+    expect(await column("TB_ANAG_CITY00", "FOUNDED")).toMatchObject({ character_maximum_length: 8 });
+  });
+
+  it("TABLE_NAME may not be a pg_ name nor an existing relation other than the dimension's table", async () => {
+    for (const name of ["pg_class", "PG_authid"]) {
+      const res = await anna.post(`/api/v4/core/DIM${Q}`, {
+        data: { COD_DIM: "PGX", TABLE_NAME: name, ID_FIELD: "K" },
+        fields: [{ NUM_VAR: 1, COD_VAR: "K", DATA_TYPE: "STRING", LENGTH: 10 }],
+      });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({
+        code: "INVALID_METADATA",
+        errors: [expect.objectContaining({ message: expect.stringContaining("pg_") })],
+      });
+    }
+    await t.services.db.query(`CREATE TABLE "LEGACY_T" ("X" INTEGER)`);
+    await t.services.db.query(`CREATE SEQUENCE "TB_SEQX00_pk"`);
+    const cases: Array<[string, string]> = [
+      ["TB_ANAG_CUST00_pk", "index"],
+      ["TB_ANAG_CUST00_CUST_ID_seq", "sequence"],
+      ["LEGACY_T", "not a dimension table"],
+      ["TB_SEQX00", "TB_SEQX00_pk"],
+    ];
+    for (const [name, says] of cases) {
+      const res = await anna.post(`/api/v4/core/DIM${Q}`, {
+        data: { COD_DIM: "PKX", TABLE_NAME: name, ID_FIELD: "K" },
+        fields: [{ NUM_VAR: 1, COD_VAR: "K", DATA_TYPE: "STRING", LENGTH: 10 }],
+      });
+      expect(res.status, name).toBe(409);
+      expect(res.body).toMatchObject({
+        code: "UNSAFE_SCHEMA_CHANGE",
+        errors: [{ field: "PKX.TABLE_NAME", message: expect.stringContaining(says) }],
+      });
+      expect(await dimRow("PKX")).toBeUndefined();
+    }
+    expect(await column("LEGACY_T", "K")).toBeUndefined();
+    expect((await anna.get("/api/v4/core/CUST/1?source=anag-1")).status).toBe(200);
+    // A dimension deleted and created again takes its kept table (and data) back.
+    await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "BACK", TABLE_NAME: "TB_BACK00", ID_FIELD: "B_ID" },
+      fields: [{ NUM_VAR: 1, COD_VAR: "B_ID", DATA_TYPE: "STRING", LENGTH: 10 }],
+    });
+    expect((await anna.post(`/api/v4/core/BACK${Q}`, { data: { B_ID: "b1" } })).status).toBe(201);
+    expect((await anna.delete(`/api/v4/core/DIM/BACK${Q}`)).status).toBe(200);
+    const again = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "BACK", TABLE_NAME: "TB_BACK00", ID_FIELD: "B_ID" },
+      fields: [{ NUM_VAR: 1, COD_VAR: "B_ID", DATA_TYPE: "STRING", LENGTH: 10 }],
+    });
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    expect((await anna.get(`/api/v4/core/BACK/b1${Q}`)).status).toBe(200);
+  });
+
+  it("METADATA_IN_USE names only the caller's tenant's users, and counts them all", async () => {
+    const other = await greta.delete(`/api/v4/core/MENU/anag${Q}`);
+    expect(other.status).toBe(409);
+    expect(other.body).toMatchObject({ code: "METADATA_IN_USE", details: { users: [], user_count: 1 } });
+    expect(JSON.stringify(other.body)).not.toContain("marco");
+    const own = await anna.delete(`/api/v4/core/MENU/anag${Q}`);
+    expect(own.body).toMatchObject({ code: "METADATA_IN_USE", details: { users: ["marco"], user_count: 1 } });
+  });
+});

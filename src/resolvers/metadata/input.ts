@@ -72,6 +72,16 @@ function parseData(t: MetadataTable, data: unknown, partial: boolean): Row {
   });
 }
 
+/** A `fields` row belongs to the new dimension: naming another one would change that one's table. */
+function refuseOtherDimension(dimRow: Row, field: unknown, i: number): void {
+  if (!isObject(field) || field.COD_DIM === undefined || field.COD_DIM === dimRow.COD_DIM) return;
+  throw new ValidationError(
+    "INVALID_FIELD_VALUE",
+    `fields[${i}]: COD_DIM ${JSON.stringify(field.COD_DIM)} is not the new dimension ${String(dimRow.COD_DIM)}; add fields of another dimension with POST /VAR.`,
+    { field: `fields[${i}].COD_DIM` },
+  );
+}
+
 /** The TB_VAR rows created with a new dimension (see MetadataWriteRequest.fields). */
 function newDimensionFields(dimRow: Row, fields: unknown): Row[] {
   if (fields !== undefined && !Array.isArray(fields)) {
@@ -80,7 +90,8 @@ function newDimensionFields(dimRow: Row, fields: unknown): Row[] {
     });
   }
   const rows = (fields ?? []).map((f, i) => {
-    const withDim = f && typeof f === "object" && !Array.isArray(f) ? { COD_DIM: dimRow.COD_DIM, ...f } : f;
+    refuseOtherDimension(dimRow, f, i);
+    const withDim = isObject(f) ? { ...f, COD_DIM: dimRow.COD_DIM } : f;
     try {
       return parseData(METADATA_TABLES.VAR, withDim, false);
     } catch (err) {

@@ -8,7 +8,7 @@ import { ident } from "../../db/sql.ts";
 import { ConflictError, MetadataError, ValidationError } from "../../errors.ts";
 import { insertOutboxEvent } from "../../events/outbox.ts";
 import { buildModel } from "../../metadata/build.ts";
-import { bumpMetadataVersion, upsertMetadataRows } from "../../metadata/store.ts";
+import { bumpMetadataVersion, lockMetadataWrites, upsertMetadataRows } from "../../metadata/store.ts";
 import { validateMetadata } from "../../metadata/validate.ts";
 import type { Services } from "../../services.ts";
 import type {
@@ -19,15 +19,12 @@ import type {
   RequestContext,
   WriteAction,
 } from "../../types.ts";
-import { applyChange } from "./apply.ts";
+import { type AppliedChange, applyChange } from "./apply.ts";
 import { type MetadataWriteRequest, parseMetadataRequest, type Row } from "./input.ts";
 import { readMetadataRowsInTransaction } from "./rows.ts";
 import { keyOf, type MetadataTable } from "./tables.ts";
 
 export type MetadataWriteDeps = Pick<Services, "db" | "metadata">;
-
-/** Serialises metadata writes across processes, so each validates against the latest rows. */
-const METADATA_WRITE_LOCK = 724_461_003;
 
 async function deleteRow(tx: Queryable, t: MetadataTable, row: Row): Promise<void> {
   await tx.query(
@@ -72,19 +69,53 @@ function mapDataError(err: unknown): never {
   if (code?.startsWith("22")) {
     throw new ValidationError("INVALID_FIELD_VALUE", "A value does not fit its metadata column.");
   }
+  if (code === "42P07" || code === "42710") {
+    // A relation created concurrently by something other than a metadata write (those are serialised).
+    throw new ConflictError(
+      "UNSAFE_SCHEMA_CHANGE",
+      "A table, index or constraint with a name this change needs exists already; nothing was applied.",
+    );
+  }
   throw err;
 }
 
-async function refuseMenuInUse(tx: Queryable, menu: Row): Promise<void> {
-  const res = await tx.query<{ USER_ID: string }>(
-    `SELECT "USER_ID" FROM "TB_USER_GRANT" WHERE "COD_MENU" = $1 ORDER BY "USER_ID" LIMIT 20`,
+/**
+ * A menu node granted to users cannot go. The answer names the caller's tenant's users only (up to
+ * 20) and counts them all: user ids of other tenants are not the caller's to see.
+ */
+async function refuseMenuInUse(tx: Queryable, ctx: RequestContext, menu: Row): Promise<void> {
+  const count = await tx.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM "TB_USER_GRANT" WHERE "COD_MENU" = $1`,
     [menu.COD_MENU],
   );
-  if (res.rows.length) {
-    throw new ConflictError("METADATA_IN_USE", `Menu node ${String(menu.COD_MENU)} is granted to users.`, {
-      details: { users: res.rows.map((r) => r.USER_ID) },
-    });
+  const total = Number(count.rows[0]?.n ?? 0);
+  if (!total) return;
+  const own = await tx.query<{ USER_ID: string }>(
+    `SELECT g."USER_ID" FROM "TB_USER_GRANT" g JOIN "TB_USER" u ON u."USER_ID" = g."USER_ID"
+      WHERE g."COD_MENU" = $1 AND u."TENANT_ID" = $2 ORDER BY g."USER_ID" LIMIT 20`,
+    [menu.COD_MENU, ctx.principal.tenantId],
+  );
+  throw new ConflictError("METADATA_IN_USE", `Menu node ${String(menu.COD_MENU)} is granted to users.`, {
+    details: { users: own.rows.map((r) => r.USER_ID), user_count: total },
+  });
+}
+
+/** Tables whose rows shape dimension tables: a change to one of them may alter those tables. */
+const SHAPING_TABLES = new Set(["TB_DIM", "TB_VAR", "TB_OBJECT"]);
+
+/** Codes of every dimension whose TB_DIM, TB_VAR or TB_OBJECT rows the change touches. */
+function shapedDimensions(t: MetadataTable, change: AppliedChange): Set<string> {
+  const touched: Array<[MetadataTable, Row | null]> = [
+    [t, change.existing],
+    [t, change.written],
+    ...change.removed,
+    ...change.added,
+  ];
+  const codes = new Set<string>();
+  for (const [table, row] of touched) {
+    if (row && SHAPING_TABLES.has(table.table) && typeof row.COD_DIM === "string") codes.add(row.COD_DIM);
   }
+  return codes;
 }
 
 export async function writeMetadata(
@@ -98,10 +129,11 @@ export async function writeMetadata(
   let result: MetadataWriteResult;
   try {
     result = await deps.db.transaction(async (tx) => {
-      await tx.query("SELECT pg_advisory_xact_lock($1)", [METADATA_WRITE_LOCK]);
+      await lockMetadataWrites(tx);
       const rows = await readMetadataRowsInTransaction(tx);
+      const previous = buildModel(rows, 0).dimensions;
       const change = applyChange(rows, input);
-      if (input.op === "delete" && t.code === "MENU") await refuseMenuInUse(tx, change.existing!);
+      if (input.op === "delete" && t.code === "MENU") await refuseMenuInUse(tx, ctx, change.existing!);
       const problems = validateMetadata(rows);
       if (problems.length) {
         throw new MetadataError(
@@ -115,14 +147,9 @@ export async function writeMetadata(
       else await deleteRow(tx, t, change.existing!);
       for (const [rt, r] of change.added)
         await upsertMetadataRows(tx, { [rt.table]: [r] } as Partial<MetadataRows>);
-      if (t.code === "DIM" || t.code === "VAR" || t.code === "OBJECT") {
-        const model = buildModel(rows, 0);
-        const codes = new Set([change.existing?.COD_DIM, change.written?.COD_DIM]);
-        await syncTables(
-          tx,
-          [...codes].flatMap((c) => (typeof c === "string" ? (model.dimensions.get(c) ?? []) : [])),
-        );
-      }
+      const model = buildModel(rows, 0);
+      const dims = [...shapedDimensions(t, change)].flatMap((c) => model.dimensions.get(c) ?? []);
+      if (dims.length) await syncTables(tx, dims, previous);
       const version = await bumpMetadataVersion(tx);
 
       const main = change.written
