@@ -546,6 +546,20 @@ describe.each(BACKENDS)("refused fixtures, then re-imports, on an empty database
     expect(err.errors![0]!.field).toBe("(file)");
   });
 
+  it("a record nested deeper than the JSON limit is a listed problem, not a crash", async () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    const fixture = {
+      ...(await loadSample()),
+      records: { PROD: [{ tenant_id: "acme", data: { NAME: "n", UNIT_PRICE: 1, SPECS: deep } }] },
+    };
+    const err = await refusal(importFixture(services, fixture));
+    expect(err.errors).toContainEqual({
+      field: "records.PROD[0].data",
+      message: "nested deeper than 64 levels",
+    });
+  });
+
   it("a missing file is a MetadataError saying so, not a raw error", async () => {
     const err = await refusal(readFixtureFile("/nonexistent/fixture.json"));
     expect(err.message).toContain("/nonexistent/fixture.json");
