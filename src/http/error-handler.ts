@@ -71,80 +71,89 @@ const UNAVAILABLE = new Set([
   "53300",
 ]);
 
+interface DatabaseErrorRule {
+  matches(code: string): boolean;
+  status: number;
+  error: string;
+  code: string | ((sqlstate: string) => string);
+  message: string | ((sqlstate: string) => string);
+  /** A transient failure: the answer carries Retry-After. */
+  retry?: boolean;
+  /** The request's own fault: the body names the SQLSTATE. */
+  showState?: boolean;
+}
+
 /**
- * Database errors that escaped the layers that know better: bad values are a 400, conflicts a
- * 409, an unreachable or restarting database a 503 the client may retry, a statement over the
- * query timeout (spec 8: 30 s) a 504.
+ * Database errors that escaped the layers that know better, first match wins. Bad values (class
+ * 22: a NUL or an unpaired surrogate in text, a value out of range) are the request's fault, and so
+ * are integrity violations (class 23). A deadlock wrote nothing and a retry will most likely pass.
+ * The SQL is generated from the metadata, so an unknown column or table means the metadata changed
+ * under a request in flight. An unreachable database is a 503, a query over the timeout (spec 8) a 504.
  */
+const DATABASE_ERRORS: DatabaseErrorRule[] = [
+  {
+    matches: (c) => c === "57014",
+    status: 504,
+    error: "GatewayTimeout",
+    code: "QUERY_TIMEOUT",
+    message: "The query took longer than the query timeout and was cancelled.",
+  },
+  {
+    matches: (c) => c.startsWith("22"),
+    status: 400,
+    error: "ValidationError",
+    code: "INVALID_FIELD_VALUE",
+    message: "A value in the request cannot be stored or compared (for example a NUL character).",
+    showState: true,
+  },
+  {
+    matches: (c) => c.startsWith("23"),
+    status: 409,
+    error: "Conflict",
+    code: (c) => (c === "23505" ? "DUPLICATE_KEY" : "CONSTRAINT_VIOLATION"),
+    message: (c) =>
+      c === "23505" ? "A record with this key exists already." : "The change conflicts with stored data.",
+    showState: true,
+  },
+  {
+    matches: (c) => c === "40P01" || c === "40001",
+    status: 409,
+    error: "Conflict",
+    code: "WRITE_CONFLICT",
+    message: "The change collided with a concurrent one and was not applied; retry it.",
+    retry: true,
+  },
+  {
+    matches: (c) => c === "42703" || c === "42P01",
+    status: 503,
+    error: "ServiceUnavailable",
+    code: "METADATA_CHANGED",
+    message: "The dimension's metadata changed while the request ran; retry it.",
+    retry: true,
+  },
+  {
+    matches: (c) => UNAVAILABLE.has(c) || c.startsWith("08"),
+    status: 503,
+    error: "ServiceUnavailable",
+    code: "DATABASE_UNAVAILABLE",
+    message: "The database is not reachable right now; retry shortly.",
+    retry: true,
+  },
+];
+
 function databaseError(err: unknown): MappedError | null {
-  const code = (err as { code?: unknown })?.code;
-  if (typeof code !== "string") return null;
-  if (code === "57014") {
-    const body = {
-      error: "GatewayTimeout",
-      message: "The query took longer than the query timeout and was cancelled.",
-      code: "QUERY_TIMEOUT",
-      status: 504,
-    };
-    return { status: 504, body };
-  }
-  // Data exceptions (class 22: a NUL or an unpaired surrogate in text, a value out of range) and
-  // integrity violations come from what the request sent: the request's fault, never a 500.
-  if (code.startsWith("22")) {
-    const body = {
-      error: "ValidationError",
-      message: "A value in the request cannot be stored or compared (for example a NUL character).",
-      code: "INVALID_FIELD_VALUE",
-      status: 400,
-      details: { sqlstate: code },
-    };
-    return { status: 400, body };
-  }
-  if (code.startsWith("23")) {
-    const duplicate = code === "23505";
-    const body = {
-      error: "Conflict",
-      message: duplicate
-        ? "A record with this key exists already."
-        : "The change conflicts with stored data.",
-      code: duplicate ? "DUPLICATE_KEY" : "CONSTRAINT_VIOLATION",
-      status: 409,
-      details: { sqlstate: code },
-    };
-    return { status: 409, body };
-  }
-  // Two transactions waited on each other (or serialization failed): nothing was written; a retry
-  // will most likely pass.
-  if (code === "40P01" || code === "40001") {
-    const body = {
-      error: "Conflict",
-      message: "The change collided with a concurrent one and was not applied; retry it.",
-      code: "WRITE_CONFLICT",
-      status: 409,
-    };
-    return { status: 409, body, headers: { "Retry-After": "1" } };
-  }
-  // The SQL is generated from the metadata, so an unknown column or table means the metadata
-  // changed under a request in flight (another process, or a change landing): retry shortly.
-  if (code === "42703" || code === "42P01") {
-    const body = {
-      error: "ServiceUnavailable",
-      message: "The dimension's metadata changed while the request ran; retry it.",
-      code: "METADATA_CHANGED",
-      status: 503,
-    };
-    return { status: 503, body, headers: { "Retry-After": "1" } };
-  }
-  if (UNAVAILABLE.has(code) || code.startsWith("08")) {
-    const body = {
-      error: "ServiceUnavailable",
-      message: "The database is not reachable right now; retry shortly.",
-      code: "DATABASE_UNAVAILABLE",
-      status: 503,
-    };
-    return { status: 503, body, headers: { "Retry-After": "1" } };
-  }
-  return null;
+  const sqlstate = (err as { code?: unknown })?.code;
+  if (typeof sqlstate !== "string") return null;
+  const rule = DATABASE_ERRORS.find((r) => r.matches(sqlstate));
+  if (!rule) return null;
+  const body: ErrorBody = {
+    error: rule.error,
+    message: typeof rule.message === "function" ? rule.message(sqlstate) : rule.message,
+    code: typeof rule.code === "function" ? rule.code(sqlstate) : rule.code,
+    status: rule.status,
+    ...(rule.showState ? { details: { sqlstate } } : {}),
+  };
+  return { status: rule.status, body, ...(rule.retry ? { headers: { "Retry-After": "1" } } : {}) };
 }
 
 export function mapError(err: unknown, requestId?: string): MappedError {
