@@ -5,13 +5,8 @@ import { buildModel } from "../../src/metadata/build.ts";
 import type { MetadataModel, MetadataRows, Principal, RequestContext } from "../../src/types.ts";
 import { SAMPLE_FIXTURE } from "../helpers/env.ts";
 
-export const NO_RATE_LIMITS = {
-  RATE_LIMIT_USER_PER_SECOND: "0",
-  RATE_LIMIT_USER_PER_MINUTE: "0",
-  RATE_LIMIT_USER_PER_HOUR: "0",
-  RATE_LIMIT_TENANT_PER_MINUTE: "0",
-  RATE_LIMIT_TENANT_PER_HOUR: "0",
-};
+/** Rate limits off (tests send many requests a second as one user). */
+export { UNLIMITED_ENV as NO_RATE_LIMITS } from "../helpers/auth.ts";
 
 export const ERP_GRANT = {
   COD_MENU: "erp",

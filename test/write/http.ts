@@ -45,10 +45,5 @@ export async function clientFor(app: FastifyInstance, user: keyof typeof SAMPLE_
 }
 
 /** Rate limits off: the write tests send many requests per second on purpose. */
-export const NO_RATE_LIMITS = {
-  RATE_LIMIT_USER_PER_SECOND: "0",
-  RATE_LIMIT_USER_PER_MINUTE: "0",
-  RATE_LIMIT_USER_PER_HOUR: "0",
-  RATE_LIMIT_TENANT_PER_MINUTE: "0",
-  RATE_LIMIT_TENANT_PER_HOUR: "0",
-};
+/** Rate limits off (tests send many requests a second as one user). */
+export { UNLIMITED_ENV as NO_RATE_LIMITS } from "../helpers/auth.ts";
