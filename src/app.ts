@@ -36,17 +36,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const auth = await createAuth(services);
   app.addHook("onClose", async () => auth.close());
   const deps = { services, auth };
-  // Every response carries X-RateLimit-* headers (spec 8): calls without a token count against the
-  // caller's IP (login and refresh have their own windows); answers no window covered (a 401, a
-  // health check) show the IP's window as it stands.
-  const ownLimits = /^\/(auth\/|api\/v4\/auth\/login)/;
-  const probes = /^\/(healthz|readyz)(\?|$)/;
-  app.addHook("onRequest", async (request, reply) => {
-    if (request.headers.authorization || ownLimits.test(request.url) || probes.test(request.url)) return;
-    await auth.limitAnonymous(request, reply, true);
-  });
+  // Every response carries X-RateLimit-* headers (spec 8): authenticated calls show the user's
+  // window, login and refresh theirs, refused tokens the IP window they spend; any other answer
+  // (a health check, an unknown route) shows that IP window as it stands.
   app.addHook("onSend", async (request, reply, payload) => {
-    if (!reply.hasHeader("x-ratelimit-limit")) await auth.limitAnonymous(request, reply, false);
+    if (!reply.hasHeader("x-ratelimit-limit")) await auth.showAnonymousWindow(request, reply);
     return payload;
   });
   await app.register(authRoutes, deps);

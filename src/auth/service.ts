@@ -2,6 +2,7 @@
 // services, it holds the keys, the token service and the rate-limit counters (memory or Redis).
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Redis } from "ioredis";
+import { AuthenticationError } from "../errors.ts";
 import { createRateLimits } from "../ratelimit/limits.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Services } from "../services.ts";
@@ -42,11 +43,12 @@ export interface Auth {
   /** Counts against the IP's login limit too. */
   refresh(refreshToken: string, request: FastifyRequest, reply: FastifyReply): Promise<RefreshResult>;
   /**
-   * The per-IP window of requests that carry no user: consumed for calls without a token (429
-   * when exhausted), and shown in the X-RateLimit-* headers of any answer no user window covered
-   * (401s, health checks), so that every response carries them.
+   * Shows the per-IP window of calls without a valid token in the X-RateLimit-* headers of an
+   * answer no other window covered (health checks, unknown routes), so that every response
+   * carries them. The window itself is spent by every refused token (missing, bad, expired) in
+   * authenticate, verify and logout: 429 once it is exhausted.
    */
-  limitAnonymous(request: FastifyRequest, reply: FastifyReply, consume: boolean): Promise<void>;
+  showAnonymousWindow(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** Deletes the session of the request's token (and its refresh tokens); idle sessions too. */
   logout(request: FastifyRequest): Promise<void>;
   close(): Promise<void>;
@@ -81,29 +83,44 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
     }),
     options,
   };
+  /** A refused token spends the caller's IP window: a flood of bad tokens meets a 429. */
+  async function spendingOnRefusal<T>(
+    request: FastifyRequest,
+    reply: FastifyReply | null,
+    fn: () => Promise<T>,
+  ) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof AuthenticationError) {
+        const decision = await deps.limits.anonymous(request.ip);
+        if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests without a valid token");
+        if (decision.shown && reply) reply.headers(rateLimitHeaders(decision.shown));
+      }
+      throw err;
+    }
+  }
+
   return {
-    authenticate: (request, reply) => authenticateRequest(deps, request, reply),
-    async verify(request, opts) {
-      const verified = await verifySession(deps, request, opts);
-      if (opts?.reply) await spendUserWindows(deps, verified.session, opts.reply);
-      return verified;
-    },
+    authenticate: (request, reply) =>
+      spendingOnRefusal(request, reply, () => authenticateRequest(deps, request, reply)),
+    verify: (request, opts) =>
+      spendingOnRefusal(request, opts?.reply ?? null, async () => {
+        const verified = await verifySession(deps, request, opts);
+        if (opts?.reply) await spendUserWindows(deps, verified.session, opts.reply);
+        return verified;
+      }),
     login: (input, request, reply) => login(deps, input, request, reply),
     refresh: (token, request, reply) => refresh(deps, token, request, reply),
-    async limitAnonymous(request, reply, consume) {
-      if (!consume) {
-        const state = await deps.limits.peekAnonymous(request.ip);
-        if (state) reply.headers(rateLimitHeaders(state));
-        return;
-      }
-      const decision = await deps.limits.anonymous(request.ip);
-      if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests without a token");
-      if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+    async showAnonymousWindow(request, reply) {
+      const state = await deps.limits.peekAnonymous(request.ip);
+      if (state) reply.headers(rateLimitHeaders(state));
     },
-    async logout(request) {
-      const { session } = await verifySession(deps, request, { allowIdle: true });
-      await deleteSession(deps.db, session.sessionId);
-    },
+    logout: (request) =>
+      spendingOnRefusal(request, null, async () => {
+        const { session } = await verifySession(deps, request, { allowIdle: true });
+        await deleteSession(deps.db, session.sessionId);
+      }),
     async close() {
       if (redis) await redis.quit().catch(() => redis.disconnect());
     },

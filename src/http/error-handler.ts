@@ -72,7 +72,7 @@ const UNAVAILABLE = new Set([
 ]);
 
 interface DatabaseErrorRule {
-  matches(code: string): boolean;
+  matches(code: string, message: string): boolean;
   status: number;
   error: string;
   code: string | ((sqlstate: string) => string);
@@ -107,6 +107,14 @@ const DATABASE_ERRORS: DatabaseErrorRule[] = [
     showState: true,
   },
   {
+    matches: (c) => c === "23502",
+    status: 422,
+    error: "ValidationError",
+    code: "REQUIRED_FIELD_MISSING",
+    message: "A required value is missing.",
+    showState: true,
+  },
+  {
     matches: (c) => c.startsWith("23"),
     status: 409,
     error: "Conflict",
@@ -124,7 +132,8 @@ const DATABASE_ERRORS: DatabaseErrorRule[] = [
     retry: true,
   },
   {
-    matches: (c) => c === "42703" || c === "42P01",
+    // A prepared plan whose result type a table change altered is the same drift.
+    matches: (c, m) => c === "42703" || c === "42P01" || (c === "0A000" && m.includes("cached plan")),
     status: 503,
     error: "ServiceUnavailable",
     code: "METADATA_CHANGED",
@@ -144,13 +153,17 @@ const DATABASE_ERRORS: DatabaseErrorRule[] = [
 function databaseError(err: unknown): MappedError | null {
   const sqlstate = (err as { code?: unknown })?.code;
   if (typeof sqlstate !== "string") return null;
-  const rule = DATABASE_ERRORS.find((r) => r.matches(sqlstate));
+  const message = err instanceof Error ? err.message : "";
+  const rule = DATABASE_ERRORS.find((r) => r.matches(sqlstate, message));
   if (!rule) return null;
+  // pg names the column of a NOT NULL violation.
+  const column = (err as { column?: unknown }).column;
   const body: ErrorBody = {
     error: rule.error,
     message: typeof rule.message === "function" ? rule.message(sqlstate) : rule.message,
     code: typeof rule.code === "function" ? rule.code(sqlstate) : rule.code,
     status: rule.status,
+    ...(rule.showState && typeof column === "string" ? { field: column } : {}),
     ...(rule.showState ? { details: { sqlstate } } : {}),
   };
   return { status: rule.status, body, ...(rule.retry ? { headers: { "Retry-After": "1" } } : {}) };

@@ -272,11 +272,32 @@ describe.each(BACKENDS)("rate-limit headers on answers without a user (%s)", (ba
     expect((await call("/api/v4/core/CUST?source=anag-1", "10.1.0.3")).statusCode).toBe(401);
   });
 
-  it("a bad token is answered 401 with the IP's window shown, not spent", async () => {
-    const res = await call("/api/v4/core/CUST?source=anag-1", "10.1.0.4", { authorization: "Bearer x.y.z" });
-    expect(res.statusCode).toBe(401);
-    expect(limitHeaders(res)).toMatchObject({ limit: 3, remaining: 3 });
-    expect(limitHeaders(res).reset).toBeGreaterThan(Date.now() / 1000);
+  it("bad tokens spend the IP's window too (Bearer junk, Basic, the validator): then 429", async () => {
+    const headers = [{ authorization: "Bearer x.y.z" }, { authorization: "Basic dXNlcjpwdw==" }];
+    for (const [i, h] of headers.entries()) {
+      const res = await call("/api/v4/core/CUST?source=anag-1", "10.1.0.4", h);
+      expect(res.statusCode).toBe(401);
+      expect(limitHeaders(res)).toMatchObject({ limit: 3, remaining: 2 - i });
+      expect(limitHeaders(res).reset).toBeGreaterThan(Date.now() / 1000);
+    }
+    const validator = await call("/api/v4/auth/tokenvalidator", "10.1.0.4", {
+      authorization: "Bearer x.y.z",
+    });
+    expect(validator.statusCode).toBe(401);
+    expect(validator.json()).toMatchObject({ code: 401, status: 401 });
+    expect429(
+      await call("/api/v4/core/CUST?source=anag-1", "10.1.0.4", { authorization: "Bearer x.y.z" }),
+      3,
+      60,
+    );
+  });
+
+  it("answers no window covered (an unknown route) show the IP's window without spending it", async () => {
+    for (let i = 0; i < 4; i++) {
+      const res = await call("/no/such/route", "10.1.0.6");
+      expect(res.statusCode).toBe(404);
+      expect(limitHeaders(res)).toMatchObject({ limit: 3, remaining: 3 });
+    }
   });
 
   it("an authenticated answer shows the user's window instead", async () => {

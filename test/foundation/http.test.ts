@@ -380,8 +380,14 @@ describe("mapError: every error becomes the standard body", () => {
         headers: { "Retry-After": "1" },
       });
     }
-    for (const code of ["42703", "42P01"]) {
-      const mapped = mapError(Object.assign(new Error("x"), { code }));
+    const cachedPlan = "cached plan must not change result type";
+    expect(mapError(Object.assign(new Error("not supported"), { code: "0A000" })).status).toBe(500);
+    for (const [code, message] of [
+      ["42703", "x"],
+      ["42P01", "x"],
+      ["0A000", cachedPlan],
+    ] as const) {
+      const mapped = mapError(Object.assign(new Error(message), { code }));
       expect(mapped.status).toBe(503);
       expect(mapped.body.code).toBe("METADATA_CHANGED");
       expect(mapped.headers).toEqual({ "Retry-After": "1" });
@@ -400,6 +406,10 @@ describe("mapError: every error becomes the standard body", () => {
     expect(mapError(Object.assign(new Error("x"), { code: "23503" })).body).toMatchObject({
       code: "CONSTRAINT_VIOLATION",
       status: 409,
+    });
+    expect(mapError(Object.assign(new Error("x"), { code: "23502", column: "NAME" }))).toMatchObject({
+      status: 422,
+      body: { code: "REQUIRED_FIELD_MISSING", field: "NAME", status: 422 },
     });
   });
 
