@@ -10,13 +10,19 @@ import { metadataRoutes } from "./rest/metadata-routes.ts";
 import { readRoutes } from "./rest/read-routes.ts";
 import { writeRoutes } from "./rest/write-routes.ts";
 import type { Services } from "./services.ts";
+import type { Config } from "./types.ts";
 
-export async function buildApp(services: Services): Promise<FastifyInstance> {
-  if (services.config.role !== "all") {
+/** Refuses a ROLE this build cannot run yet, before anything is opened or loaded. */
+export function assertRoleAvailable(config: Config): void {
+  if (config.role !== "all") {
     throw new ConfigError([
-      `ROLE: "${services.config.role}" is not available yet; separate processes come with the gateway. Use ROLE=all (the default).`,
+      `ROLE: "${config.role}" is not available yet; separate processes come with the gateway. Use ROLE=all (the default).`,
     ]);
   }
+}
+
+export async function buildApp(services: Services): Promise<FastifyInstance> {
+  assertRoleAvailable(services.config);
   const app = await buildHttpServer({
     config: services.config,
     logger: services.logger,

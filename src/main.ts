@@ -1,21 +1,13 @@
 // `npm start`: the whole service in one process (ROLE=all) on PORT, embedded database by default.
-import { buildApp } from "./app.ts";
-import { ConfigError, loadConfig } from "./config.ts";
-import { DatabaseInUseError } from "./db/database.ts";
+import { assertRoleAvailable, buildApp } from "./app.ts";
+import { loadConfig } from "./config.ts";
+import { describeStartupError } from "./cli/startup-error.ts";
 import { loadDemoDataIfEmpty } from "./demo/load-demo.ts";
 import { openServices } from "./services.ts";
 
 async function main(): Promise<void> {
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(err.message);
-      process.exit(1);
-    }
-    throw err;
-  }
+  const config = loadConfig();
+  assertRoleAvailable(config);
   const services = await openServices(config);
   const { logger } = services;
   if (config.loadDemoData) {
@@ -55,6 +47,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  console.error(err instanceof ConfigError || err instanceof DatabaseInUseError ? err.message : err);
+  console.error(describeStartupError(err));
   process.exit(1);
 });

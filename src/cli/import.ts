@@ -1,6 +1,6 @@
 // `npm run import -- FILE.json [--reset]`: loads a fixture into the configured database.
-import { ConfigError, loadConfig } from "../config.ts";
-import { DatabaseInUseError } from "../db/database.ts";
+import { loadConfig } from "../config.ts";
+import { describeStartupError } from "./startup-error.ts";
 import { ApiError } from "../errors.ts";
 import { importFixture, readFixtureFile } from "../fixtures/import.ts";
 import { createLogger } from "../logger.ts";
@@ -19,10 +19,14 @@ async function run(argv: string[]): Promise<number> {
     const fixture = await readFixtureFile(files[0]!);
     const summary = await importFixture(services, fixture, { reset });
     console.log(
-      `Imported ${files[0]}: ${summary.metadataChanged} metadata row(s) changed, ` +
-        `tables created [${summary.tablesCreated.join(", ")}], altered [${summary.tablesAltered.join(", ")}], ` +
-        `${summary.tenants} tenant(s), ${summary.users} user(s), ${summary.recordsCreated} record(s) created, ` +
-        `${summary.recordsSkipped} already loaded.`,
+      [
+        `Imported ${files[0]}:`,
+        `  metadata rows changed: ${summary.metadataChanged}`,
+        `  tables created: ${summary.tablesCreated.join(", ") || "none"}; altered: ${summary.tablesAltered.join(", ") || "none"}`,
+        `  tenants and users in the fixture (upserted): ${summary.tenants} and ${summary.users}`,
+        `  records created: ${summary.recordsCreated} (insert-cascade children included)`,
+        `  fixture records already loaded, skipped: ${summary.recordsSkipped}`,
+      ].join("\n"),
     );
     return 0;
   } catch (err) {
@@ -40,6 +44,6 @@ async function run(argv: string[]): Promise<number> {
 run(process.argv.slice(2))
   .then((code) => process.exit(code))
   .catch((err) => {
-    console.error(err instanceof ConfigError || err instanceof DatabaseInUseError ? err.message : err);
+    console.error(describeStartupError(err));
     process.exit(1);
   });

@@ -1,6 +1,6 @@
 // `npm run migrate`: applies the SQL migrations to the configured database and exits.
-import { ConfigError, loadConfig } from "../config.ts";
-import { DatabaseInUseError } from "../db/database.ts";
+import { loadConfig } from "../config.ts";
+import { describeStartupError } from "./startup-error.ts";
 import { migrate } from "../db/migrate.ts";
 import { openDatabase } from "../services.ts";
 
@@ -17,6 +17,6 @@ async function run(): Promise<void> {
 }
 
 run().catch((err) => {
-  console.error(err instanceof ConfigError || err instanceof DatabaseInUseError ? err.message : err);
+  console.error(describeStartupError(err));
   process.exit(1);
 });

@@ -115,7 +115,7 @@ describe.each(BACKENDS)("npm run import (src/cli/import.ts) on %s", (backend) =>
     const res = await runImport([SAMPLE_FIXTURE], t.env);
     expect(res.stderr).not.toMatch(/Error/);
     expect(res.code).toBe(0);
-    expect(res.stdout).toContain("28 record(s) created");
+    expect(res.stdout).toContain("records created: 28 (insert-cascade children included)");
     const db = await t.open();
     try {
       expect(await count(db, "TB_DIM")).toBe(8);
@@ -143,7 +143,7 @@ describe.each(BACKENDS)("npm run import (src/cli/import.ts) on %s", (backend) =>
     }
     const reset = await runImport([SAMPLE_FIXTURE, "--reset"], t.env);
     expect(reset.code).toBe(0);
-    expect(reset.stdout).toContain("28 record(s) created");
+    expect(reset.stdout).toContain("records created: 28 (insert-cascade children included)");
     const db = await t.open();
     try {
       const ids = await db.query<{ CUST_ID: number }>(`SELECT "CUST_ID" FROM "TB_ANAG_CUST00" ORDER BY 1`);

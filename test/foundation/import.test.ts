@@ -712,3 +712,37 @@ describe.each(BACKENDS)("--reset and concurrent metadata writes (%s)", (backend)
     expect(await columnType("TB_LK00", "LKB_ID")).toBeUndefined();
   });
 });
+
+describe.each(BACKENDS)("the sample fixture on top of the demo data set (%s)", (backend) => {
+  let services: Services;
+  beforeAll(async () => {
+    services = await createTestServices(backend, { fixture: "demo" });
+  });
+  afterAll(async () => {
+    await services?.close();
+  });
+
+  it("loads beside it: menus, dimensions and users of both, nothing of the demo changed", async () => {
+    const before = await services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM "TB_DOC_PO00"`);
+    const summary = await importFixture(services, await readFixtureFile(SAMPLE_FIXTURE));
+    expect(summary.recordsCreated).toBe(28);
+    const model = services.metadata.current();
+    expect([...model.dimensions.keys()].sort()).toEqual(
+      ["ADDR", "CITY", "CUST", "ITEM", "LST", "ORD", "ORDL", "PO", "POL", "PRICE", "PROD", "SUPP"].sort(),
+    );
+    expect(model.menuByCode.has("ops") && model.menuByCode.has("erp")).toBe(true);
+    const after = await services.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM "TB_DOC_PO00"`);
+    expect(after.rows).toEqual(before.rows);
+    const users = await services.db.query<{ USER_ID: string }>(`SELECT "USER_ID" FROM "TB_USER" ORDER BY 1`);
+    expect(users.rows.map((r) => r.USER_ID)).toEqual([
+      "anna",
+      "greta",
+      "kai",
+      "lucia",
+      "marco",
+      "olga",
+      "pietro",
+      "sara",
+    ]);
+  });
+});

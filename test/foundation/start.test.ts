@@ -2,12 +2,12 @@
 // demo data and prints its logins once, answers /readyz, stops cleanly on SIGTERM, and on the next
 // start finds its data again (PGlite in DATA_DIR persists) without loading the demo twice.
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { access, mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SAMPLE_FIXTURE } from "../helpers/env.ts";
+import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../helpers/env.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const TSX_CLI = path.join(ROOT, "node_modules/tsx/dist/cli.mjs");
@@ -137,4 +137,32 @@ describe("npm start on the embedded database", () => {
     expect(await running.exited).toBe(1);
     expect(running.output()).toContain("PORT");
   });
+
+  it("a ROLE not available yet stops start-up before anything is opened or loaded", async () => {
+    const fresh = path.join(dir, "role-check");
+    const running = start({ DATA_DIR: fresh, ROLE: "read", GATEWAY_SECRET: "s" });
+    expect(await running.exited).toBe(1);
+    expect(running.output()).toContain('ROLE: "read" is not available yet');
+    expect(running.output()).not.toContain("Demo data loaded");
+    await expect(access(fresh)).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
+  it("an unreachable or missing database is one line that says what to do", async () => {
+    const refused = start({ DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" });
+    expect(await refused.exited).toBe(1);
+    expect(refused.output()).toMatch(
+      /^Cannot use the database of DATABASE_URL \(.*\): nothing listens there: is PostgreSQL running\?\.$/m,
+    );
+    expect(refused.output()).not.toMatch(/\n\s+at /);
+  });
+
+  if (TEST_DATABASE_URL) {
+    it("a database that does not exist is one line telling to create it", async () => {
+      const url = new URL(TEST_DATABASE_URL!);
+      url.pathname = "/dimensio_no_such_database";
+      const missing = start({ DATABASE_URL: url.toString() });
+      expect(await missing.exited).toBe(1);
+      expect(missing.output()).toMatch(/the database does not exist: create it first \(createdb NAME\)\.$/m);
+    });
+  }
 });
