@@ -125,12 +125,6 @@ export class UnsafeSchemaChangeError extends ApiError {
   }
 }
 
-export class ServiceUnavailableError extends ApiError {
-  constructor(code: string, message: string, opts: ApiErrorOptions = {}) {
-    super(503, code, "ServiceUnavailable", message, opts);
-  }
-}
-
 export function internalErrorBody(requestId?: string): ErrorBody {
   return {
     error: "InternalError",

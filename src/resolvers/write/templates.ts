@@ -39,11 +39,6 @@ export interface TemplateScope {
   record: Record<string, unknown>;
 }
 
-/** Whether the template is a placeholder-free literal (its value is the text itself). */
-export function isLiteralTemplate(template: string): boolean {
-  return parts(template).every((p) => p.kind === "text");
-}
-
 /**
  * Another field's value as template text. A value nested too deep renders as "" (its own field
  * refuses it in the types step, so the write fails anyway) instead of overflowing JSON.stringify.
