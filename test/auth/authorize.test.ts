@@ -13,12 +13,12 @@ import {
 } from "../../src/auth/authorize.ts";
 import { ApiError } from "../../src/errors.ts";
 import { readFixtureFile } from "../../src/fixtures/import.ts";
+import { fixtureMetadata, fixtureSchema } from "../../src/fixtures/schema.ts";
 import { buildModel } from "../../src/metadata/build.ts";
 import type {
   Access,
   Grant,
   MetadataModel,
-  MetadataRows,
   Operation,
   RequestContext,
 } from "../../src/types.ts";
@@ -55,19 +55,7 @@ const USERS: Record<string, { peso: number; grants: GrantSpec[] }> = {
 let model: MetadataModel;
 
 beforeAll(async () => {
-  const fixture = (await readFixtureFile(SAMPLE_FIXTURE)) as MetadataRows;
-  model = buildModel(
-    {
-      TB_DIM: fixture.TB_DIM,
-      TB_VAR: fixture.TB_VAR,
-      TB_COST: fixture.TB_COST,
-      TB_OBJECT: fixture.TB_OBJECT,
-      TB_MENU: fixture.TB_MENU,
-      TB_SORT: fixture.TB_SORT ?? [],
-      TB_DOCUMENT: fixture.TB_DOCUMENT ?? [],
-    },
-    1,
-  );
+  model = buildModel(fixtureMetadata(fixtureSchema.parse(await readFixtureFile(SAMPLE_FIXTURE))), 1);
 });
 
 function grant([code, operations, level]: GrantSpec): Grant {

@@ -3,7 +3,7 @@
 // defaults, audit fields. Pure functions: no database.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { fixtureSchema } from "../../src/fixtures/schema.ts";
+import { fixtureMetadata, fixtureSchema } from "../../src/fixtures/schema.ts";
 import { buildModel, fieldConfig, menuSubtree } from "../../src/metadata/build.ts";
 import { normalizeDataType } from "../../src/metadata/data-types.ts";
 import { validateMetadata } from "../../src/metadata/validate.ts";
@@ -11,16 +11,7 @@ import type { DimensionDef, MetadataRows } from "../../src/types.ts";
 import { SAMPLE_FIXTURE } from "../helpers/env.ts";
 
 function sampleRows(): MetadataRows {
-  const f = fixtureSchema.parse(JSON.parse(readFileSync(SAMPLE_FIXTURE, "utf8")));
-  return {
-    TB_DIM: f.TB_DIM,
-    TB_VAR: f.TB_VAR,
-    TB_COST: f.TB_COST,
-    TB_OBJECT: f.TB_OBJECT,
-    TB_MENU: f.TB_MENU,
-    TB_SORT: f.TB_SORT,
-    TB_DOCUMENT: f.TB_DOCUMENT,
-  };
+  return fixtureMetadata(fixtureSchema.parse(JSON.parse(readFileSync(SAMPLE_FIXTURE, "utf8"))));
 }
 
 function rows(partial: Partial<MetadataRows>): MetadataRows {

@@ -1,6 +1,7 @@
 // Shared by the read tests: hand-built request contexts, the sample metadata as a model, and the
 // environment that switches rate limits off (tests send many requests per second).
 import { readFileSync } from "node:fs";
+import { fixtureMetadata, fixtureSchema } from "../../src/fixtures/schema.ts";
 import { buildModel } from "../../src/metadata/build.ts";
 import type { MetadataModel, MetadataRows, Principal, RequestContext } from "../../src/types.ts";
 import { SAMPLE_FIXTURE } from "../helpers/env.ts";
@@ -47,17 +48,5 @@ export function sampleFixture(): Record<string, unknown> & MetadataRows {
 
 /** The sample fixture's metadata as a model (no database): for pure planning and compiling tests. */
 export function sampleModel(): MetadataModel {
-  const f = sampleFixture();
-  return buildModel(
-    {
-      TB_DIM: f.TB_DIM,
-      TB_VAR: f.TB_VAR,
-      TB_COST: f.TB_COST,
-      TB_OBJECT: f.TB_OBJECT,
-      TB_MENU: f.TB_MENU,
-      TB_SORT: f.TB_SORT ?? [],
-      TB_DOCUMENT: f.TB_DOCUMENT ?? [],
-    },
-    1,
-  );
+  return buildModel(fixtureMetadata(fixtureSchema.parse(sampleFixture())), 1);
 }
