@@ -7,9 +7,9 @@
 //
 // BENCH_SECONDS (default 5) per scenario, BENCH_CONNECTIONS (default 10).
 import { createRequire } from "node:module";
-import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import { buildApp } from "../src/app.ts";
+import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -30,14 +30,6 @@ type Autocannon = (opts: {
 }) => Promise<AutocannonResult>;
 const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
 
-const NO_RATE_LIMITS = {
-  RATE_LIMIT_USER_PER_SECOND: "0",
-  RATE_LIMIT_USER_PER_MINUTE: "0",
-  RATE_LIMIT_USER_PER_HOUR: "0",
-  RATE_LIMIT_TENANT_PER_MINUTE: "0",
-  RATE_LIMIT_TENANT_PER_HOUR: "0",
-};
-
 async function main() {
   if (!TEST_DATABASE_URL) {
     console.error(
@@ -45,7 +37,7 @@ async function main() {
     );
     process.exit(2);
   }
-  const services = await createTestServices("postgres", { fixture: "sample", env: NO_RATE_LIMITS });
+  const services = await createTestServices("postgres", { fixture: "sample", env: UNLIMITED_ENV });
   const db = services.db;
   const t0 = performance.now();
   await db.query(
@@ -65,15 +57,8 @@ async function main() {
   const loadSeconds = (performance.now() - t0) / 1000;
 
   const app = await buildApp(services);
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   try {
-    const login = await fetch(`${base}/auth/login`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ username: "anna", password: "anna-secret-1" }),
-    });
-    const token = ((await login.json()) as { data: { access_token: string } }).data.access_token;
+    const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
     const headers = { authorization: `Bearer ${token}` };
     const mid = Math.floor(RECORDS / 2);
     const core = `${base}/api/v4/core`;

@@ -5,12 +5,12 @@
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/write-bench.ts
 //
 // BENCH_SECONDS (default 5) per scenario; BENCH_CONCURRENCY (default "1,8,32") workers.
-import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import { buildApp } from "../src/app.ts";
 import { createOne } from "../src/resolvers/write/operations.ts";
 import type { Services } from "../src/services.ts";
 import type { RequestContext } from "../src/types.ts";
+import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -97,24 +97,11 @@ async function main() {
   }
   const services = await createTestServices("postgres", {
     fixture: "sample",
-    env: {
-      RATE_LIMIT_USER_PER_SECOND: "0",
-      RATE_LIMIT_USER_PER_MINUTE: "0",
-      RATE_LIMIT_USER_PER_HOUR: "0",
-      RATE_LIMIT_TENANT_PER_MINUTE: "0",
-      RATE_LIMIT_TENANT_PER_HOUR: "0",
-    },
+    env: UNLIMITED_ENV,
   });
   const app = await buildApp(services);
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   try {
-    const login = await fetch(`${base}/auth/login`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ username: "anna", password: "anna-secret-1" }),
-    });
-    const token = ((await login.json()) as { data: { access_token: string } }).data.access_token;
+    const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
     const headers = { "content-type": "application/json", authorization: `Bearer ${token}` };
     const send = async (method: string, path: string, body: unknown, expected: number) => {
       const res = await fetch(`${base}${path}`, { method, headers, body: JSON.stringify(body) });

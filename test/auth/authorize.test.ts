@@ -15,13 +15,7 @@ import { ApiError } from "../../src/errors.ts";
 import { readFixtureFile } from "../../src/fixtures/import.ts";
 import { fixtureMetadata, fixtureSchema } from "../../src/fixtures/schema.ts";
 import { buildModel } from "../../src/metadata/build.ts";
-import type {
-  Access,
-  Grant,
-  MetadataModel,
-  Operation,
-  RequestContext,
-} from "../../src/types.ts";
+import type { Access, Grant, MetadataModel, Operation, RequestContext } from "../../src/types.ts";
 import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { BACKENDS, createTestApp, SAMPLE_FIXTURE, type TestApp } from "../helpers/env.ts";
 

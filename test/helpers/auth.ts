@@ -1,4 +1,5 @@
 // Logs a fixture user in over HTTP and builds the Authorization header, for any test.
+import type { AddressInfo } from "node:net";
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -103,3 +104,21 @@ export const UNLIMITED_ENV: Record<string, string> = {
   RATE_LIMIT_TENANT_PER_MINUTE: "0",
   RATE_LIMIT_TENANT_PER_HOUR: "0",
 };
+
+/** The app on a real loopback port, logged in as `username`: for benchmarks and real-socket tests. */
+export async function listenAndLogin(
+  app: FastifyInstance,
+  username: string,
+  password: string,
+): Promise<{ base: string; token: string }> {
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const res = await fetch(`${base}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ username, password }),
+  });
+  if (res.status !== 200) throw new Error(`login of ${username} answered ${res.status}: ${await res.text()}`);
+  const token = ((await res.json()) as { data: { access_token: string } }).data.access_token;
+  return { base, token };
+}
