@@ -66,19 +66,30 @@ function parse<T>(schema: z.ZodType<T>, body: Record<string, unknown>): T {
   );
 }
 
+/** The token-exchange form of either variant: the source may be given as `resource`. */
+function tokenExchangeRequest(
+  b: {
+    access_token: string;
+    source?: string | null;
+    resource?: string | null;
+    centro_dett: string | null;
+    tenantId: string | null;
+  },
+  uuid: string | null,
+): LoginRequest {
+  return {
+    kind: "token",
+    accessToken: b.access_token,
+    source: b.source ?? b.resource ?? null,
+    centroDett: b.centro_dett,
+    tenantId: b.tenantId,
+    uuid,
+  };
+}
+
 /** Variant A bodies: the credentials form, or the token-exchange form when access_token is given. */
 function variantARequest(body: Record<string, unknown>): LoginRequest {
-  if (body.access_token !== undefined) {
-    const b = parse(tokenExchangeSchema, body);
-    return {
-      kind: "token",
-      accessToken: b.access_token,
-      source: b.source ?? b.resource,
-      centroDett: b.centro_dett,
-      tenantId: b.tenantId,
-      uuid: null,
-    };
-  }
+  if (body.access_token !== undefined) return tokenExchangeRequest(parse(tokenExchangeSchema, body), null);
   const b = parse(credentialsSchema, body);
   return {
     kind: "credentials",
@@ -93,16 +104,8 @@ function variantARequest(body: Record<string, unknown>): LoginRequest {
 
 function variantBRequest(body: Record<string, unknown>): LoginRequest {
   const b = parse(variantBSchema, body);
-  if (b.access_token !== undefined) {
-    return {
-      kind: "token",
-      accessToken: b.access_token,
-      source: b.source ?? b.resource,
-      centroDett: b.centro_dett,
-      tenantId: b.tenantId,
-      uuid: b.uuid,
-    };
-  }
+  if (b.access_token !== undefined)
+    return tokenExchangeRequest({ ...b, access_token: b.access_token }, b.uuid);
   if (b.username === undefined || b.password === undefined) {
     throw new ValidationError("MISSING_PARAMETER", "username and password (or access_token) are required.", {
       field: b.username === undefined ? "username" : "password",
