@@ -24,7 +24,7 @@ export function createMetadataRegistry(deps: { prisma: PrismaClient; db: Databas
   async function load(force: boolean): Promise<MetadataModel> {
     const version = await readMetadataVersion(deps.prisma);
     if (!force && model && model.version === version) return model;
-    const rows = await readMetadataRows(deps.prisma);
+    const rows = await readMetadataRows(deps.db);
     const next = buildModel(rows, version);
     const changed = !model || model.version !== next.version || force;
     model = next;

@@ -1,21 +1,23 @@
-// Reads and writes the metadata tables. Reads go through Prisma; writes run inside the caller's
-// transaction (Queryable) so that metadata, table DDL and the version bump commit together.
+// Reads and writes the metadata tables with SQL on the caller's connection: inside a metadata
+// write's transaction (Prisma cannot join it), metadata, table DDL and the version bump commit
+// together. The tables' keys and columns come from src/metadata/tables.ts.
+import { ident } from "../db/sql.ts";
 import type { PrismaClient } from "../db/prisma.ts";
 import type { MetadataRows, Queryable } from "../types.ts";
+import { METADATA_TABLES } from "./tables.ts";
 
 export const METADATA_CHANNEL = "dimensio_metadata";
 
-export async function readMetadataRows(prisma: PrismaClient): Promise<MetadataRows> {
-  const [TB_DIM, TB_VAR, TB_COST, TB_OBJECT, TB_MENU, TB_SORT, TB_DOCUMENT] = await Promise.all([
-    prisma.tbDim.findMany({ orderBy: { COD_DIM: "asc" } }),
-    prisma.tbVar.findMany({ orderBy: [{ COD_DIM: "asc" }, { NUM_VAR: "asc" }] }),
-    prisma.tbCost.findMany({ orderBy: [{ COD_DIM: "asc" }, { NUM_COST: "asc" }] }),
-    prisma.tbObject.findMany({ orderBy: [{ COD_DIM: "asc" }, { COD_VAR: "asc" }] }),
-    prisma.tbMenu.findMany({ orderBy: { NLEFT: "asc" } }),
-    prisma.tbSort.findMany({ orderBy: [{ COD_DIM: "asc" }, { SORT_KEY: "asc" }] }),
-    prisma.tbDocument.findMany({ orderBy: { DOC_NAME: "asc" } }),
-  ]);
-  return { TB_DIM, TB_VAR, TB_COST, TB_OBJECT, TB_MENU, TB_SORT, TB_DOCUMENT };
+/** Every metadata row, on `q` (the database, or an open transaction to see its own writes). */
+export async function readMetadataRows(q: Queryable): Promise<MetadataRows> {
+  const out: Partial<Record<keyof MetadataRows, unknown[]>> = {};
+  for (const t of Object.values(METADATA_TABLES)) {
+    const res = await q.query(
+      `SELECT ${t.columns.map(ident).join(", ")} FROM ${ident(t.table)} ORDER BY ${t.key.map(ident).join(", ")}`,
+    );
+    out[t.table] = res.rows;
+  }
+  return out as MetadataRows;
 }
 
 export async function readMetadataVersion(prisma: PrismaClient): Promise<number> {
@@ -41,73 +43,8 @@ export async function bumpMetadataVersion(tx: Queryable): Promise<number> {
   return version;
 }
 
-type TableSpec = { table: keyof MetadataRows; key: string[]; columns: string[]; json?: string[] };
-
-const TABLES: TableSpec[] = [
-  {
-    table: "TB_DIM",
-    key: ["COD_DIM"],
-    columns: [
-      "COD_DIM",
-      "DESC_DIM",
-      "TABLE_NAME",
-      "ID_FIELD",
-      "CASCADE_DELETE",
-      "INSERT_CASCADE",
-      "UPDATE_CASCADE",
-      "AUDIT_STYLE",
-    ],
-  },
-  {
-    table: "TB_VAR",
-    key: ["COD_DIM", "COD_VAR"],
-    columns: [
-      "COD_DIM",
-      "COD_VAR",
-      "NUM_VAR",
-      "DESC_VAR",
-      "DATA_TYPE",
-      "LENGTH",
-      "DECIMALS",
-      "NULLABLE",
-      "TIPO_CAMPO",
-      "TIPO_VAR",
-    ],
-  },
-  {
-    table: "TB_COST",
-    key: ["COD_DIM", "NUM_COST"],
-    columns: [
-      "COD_DIM",
-      "NUM_COST",
-      "COD_VAR",
-      "COD_ON_OFF",
-      "REQUIRED",
-      "RENDER_HINT",
-      "GROUP_NAME",
-      "VALUE_TEMP",
-      "COD_UTENTE",
-      "CENTER_DETT",
-    ],
-  },
-  {
-    table: "TB_OBJECT",
-    key: ["COD_DIM", "COD_VAR"],
-    columns: ["COD_DIM", "COD_VAR", "COD_DIM_OBJ", "COD_VAR_OBJ", "REL_NAME", "COD_VAR_DESC"],
-  },
-  { table: "TB_MENU", key: ["COD_MENU"], columns: ["COD_MENU", "NLEFT", "NRIGHT", "DESC_MENU", "COD_DIM"] },
-  {
-    table: "TB_SORT",
-    key: ["COD_DIM", "SORT_KEY"],
-    columns: ["COD_DIM", "SORT_KEY", "DESC_SORT", "SORT_EXPR"],
-  },
-  {
-    table: "TB_DOCUMENT",
-    key: ["DOC_NAME"],
-    columns: ["DOC_NAME", "COD_DIM", "DEFINITION"],
-    json: ["DEFINITION"],
-  },
-];
+/** JSON columns: sent as text, stored as JSONB. */
+const JSON_COLUMNS: ReadonlySet<string> = new Set(["DEFINITION"]);
 
 const DEFAULTS: Record<string, unknown> = {
   AUDIT_STYLE: "TREC",
@@ -119,7 +56,7 @@ const DEFAULTS: Record<string, unknown> = {
 /** Upserts rows by key. Returns how many rows were inserted or actually changed. */
 export async function upsertMetadataRows(tx: Queryable, rows: Partial<MetadataRows>): Promise<number> {
   let changed = 0;
-  for (const spec of TABLES) {
+  for (const spec of Object.values(METADATA_TABLES)) {
     const list = (rows[spec.table] ?? []) as Array<Record<string, unknown>>;
     if (!list.length) continue;
     const cols = spec.columns.map((c) => `"${c}"`).join(", ");
@@ -136,7 +73,7 @@ export async function upsertMetadataRows(tx: Queryable, rows: Partial<MetadataRo
     for (const row of list) {
       const values = spec.columns.map((c) => {
         const v = row[c] === undefined ? (DEFAULTS[c] ?? null) : row[c];
-        return spec.json?.includes(c) && v !== null ? JSON.stringify(v) : v;
+        return JSON_COLUMNS.has(c) && v !== null ? JSON.stringify(v) : v;
       });
       const res = await tx.query(sql, values);
       changed += res.rowCount;

@@ -4,7 +4,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { BadRequestError } from "../errors.ts";
 import type { MetadataWriteOp } from "../resolvers/metadata/input.ts";
 import { writeMetadata } from "../resolvers/metadata/write.ts";
-import { METADATA_TABLES } from "../resolvers/metadata/tables.ts";
+import { METADATA_TABLES } from "../metadata/tables.ts";
 import { batchCreate, batchDelete, batchUpdate } from "../resolvers/write/batch.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";

@@ -3,7 +3,7 @@
 import { ConflictError, NotFoundError } from "../../errors.ts";
 import type { MetadataCode, MetadataRows } from "../../types.ts";
 import type { MetadataWriteInput, Row } from "./input.ts";
-import { keyOf, METADATA_TABLES, type MetadataTable } from "./tables.ts";
+import { keyOf, METADATA_TABLES, type MetadataTable } from "../../metadata/tables.ts";
 
 export interface AppliedChange {
   existing: Row | null;

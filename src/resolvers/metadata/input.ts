@@ -3,7 +3,7 @@
 import type { z } from "zod";
 import { NotFoundError, ValidationError } from "../../errors.ts";
 import type { MetadataCode } from "../../types.ts";
-import { METADATA_TABLES, type MetadataTable } from "./tables.ts";
+import { METADATA_TABLES, type MetadataTable } from "../../metadata/tables.ts";
 
 export type MetadataWriteOp = "create" | "replace" | "patch" | "delete";
 

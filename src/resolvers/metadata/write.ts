@@ -8,7 +8,12 @@ import { ident } from "../../db/sql.ts";
 import { ConflictError, MetadataError, ValidationError } from "../../errors.ts";
 import { insertOutboxEvent } from "../../events/outbox.ts";
 import { buildModel } from "../../metadata/build.ts";
-import { bumpMetadataVersion, lockMetadataWrites, upsertMetadataRows } from "../../metadata/store.ts";
+import {
+  bumpMetadataVersion,
+  lockMetadataWrites,
+  readMetadataRows,
+  upsertMetadataRows,
+} from "../../metadata/store.ts";
 import { validateMetadata } from "../../metadata/validate.ts";
 import type { Services } from "../../services.ts";
 import type {
@@ -21,8 +26,7 @@ import type {
 } from "../../types.ts";
 import { type AppliedChange, applyChange } from "./apply.ts";
 import { type MetadataWriteRequest, parseMetadataRequest, type Row } from "./input.ts";
-import { readMetadataRowsInTransaction } from "./rows.ts";
-import { keyOf, type MetadataTable } from "./tables.ts";
+import { keyOf, type MetadataTable } from "../../metadata/tables.ts";
 
 export type MetadataWriteDeps = Pick<Services, "db" | "metadata">;
 
@@ -130,7 +134,7 @@ export async function writeMetadata(
   try {
     result = await deps.db.transaction(async (tx) => {
       await lockMetadataWrites(tx);
-      const rows = await readMetadataRowsInTransaction(tx);
+      const rows = await readMetadataRows(tx);
       const previous = buildModel(rows, 0).dimensions;
       const change = applyChange(rows, input);
       if (input.op === "delete" && t.code === "MENU") await refuseMenuInUse(tx, ctx, change.existing!);

@@ -1,8 +1,9 @@
-// The metadata tables writable through /api/v4/core/{code}: their keys and the row schema (the
-// fixture format's, so a metadata write accepts exactly what a fixture does).
+// The metadata tables: their keys, columns and row schema (the fixture format's, so a metadata
+// write accepts exactly what a fixture does). One description for reading, upserting, merging and
+// the REST metadata endpoints (/api/v4/core/{code}).
 import type { z } from "zod";
-import { fixtureSchema } from "../../fixtures/schema.ts";
-import type { MetadataCode, MetadataRows } from "../../types.ts";
+import { fixtureSchema } from "../fixtures/schema.ts";
+import type { MetadataCode, MetadataRows } from "../types.ts";
 
 export interface MetadataTable {
   code: MetadataCode;
