@@ -1,4 +1,4 @@
-// Fixture import (src/fixtures/import.ts) of ../shared/fixtures/sample.json: rows written, import
+// Fixture import (src/fixtures/import.ts) of fixtures/sample.json: rows written, import
 // twice changes nothing, --reset reloads, a broken copy is refused whole with every problem listed.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyPassword } from "../../src/auth/passwords.ts";

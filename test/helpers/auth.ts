@@ -30,7 +30,7 @@ export function bearer(token: string): { authorization: string } {
   return { authorization: `Bearer ${token}` };
 }
 
-/** The sample fixture's users (shared/fixtures/sample.json). */
+/** The sample fixture's users (fixtures/sample.json). */
 export const SAMPLE_USERS = {
   anna: { username: "anna", password: "anna-secret-1" },
   marco: { username: "marco", password: "marco-secret-2" },

@@ -22,7 +22,7 @@ export const TEST_REDIS_URL = process.env.TEST_REDIS_URL || null;
 export const BACKENDS: Backend[] = TEST_DATABASE_URL ? ["pglite", "postgres"] : ["pglite"];
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-export const SAMPLE_FIXTURE = path.resolve(here, "../../../shared/fixtures/sample.json");
+export const SAMPLE_FIXTURE = path.resolve(here, "../../fixtures/sample.json");
 export const DEMO_FIXTURE = path.resolve(here, "../../src/demo/demo-fixture.json");
 
 export const TEST_JWT_SECRET = "test-secret-test-secret-test-secret-0123456789";
@@ -56,7 +56,7 @@ export async function createTestDatabase(backend: Backend): Promise<DatabaseHand
 }
 
 export interface TestEnvOptions {
-  /** "sample" (shared/fixtures/sample.json), "demo", a fixture object, or none. */
+  /** "sample" (fixtures/sample.json), "demo", a fixture object, or none. */
   fixture?: "sample" | "demo" | Record<string, unknown>;
   env?: Record<string, string>;
   clock?: () => Date;
