@@ -282,7 +282,9 @@ export interface Problem {
 
 // ---------------------------------------------------------------- identity and access
 
-export type Operation = "read" | "write" | "force_delete";
+/** The operations a grant may hold (decisions §6). */
+export const OPERATIONS = ["read", "write", "force_delete", "metadata"] as const;
+export type Operation = (typeof OPERATIONS)[number];
 
 /** A grant as held in the session: a TB_MENU node with its nested-set bounds. */
 export interface Grant {

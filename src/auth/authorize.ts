@@ -29,7 +29,9 @@ export const REQUIREMENTS: Record<Access, Requirement> = {
   update: { operation: "write", level: 2 },
   delete: { operation: "write", level: 3 },
   force_delete: { operation: "write", level: 3, extra: "force_delete" },
-  metadata: { operation: "write", level: 4 },
+  // Metadata is shared by every tenant of a database (decisions §6): changing it is a platform
+  // administrator's right, never a tenant admin's.
+  metadata: { operation: "metadata", level: 4 },
 };
 
 /** The 403 of spec 7.2: `required_grant` is the level (or operation) missing; `user_grants` all grants. */

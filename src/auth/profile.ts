@@ -1,7 +1,7 @@
 // Login phases 2 and 3 of spec 5.2: the user's grants (TB_USER_GRANT with the nested-set bounds of
 // TB_MENU), the context chain, the menus and boxes the grants open, and per-source DB settings.
 import { createHash } from "node:crypto";
-import type { Grant, MetadataModel, Operation, Queryable } from "../types.ts";
+import { type Grant, type MetadataModel, OPERATIONS, type Operation, type Queryable } from "../types.ts";
 import { grantCovers } from "./authorize.ts";
 
 /** TB_ANAG_SESSIONS00.CONTEXT. `grants_hash` marks the TB_USER_GRANT state GRANTS was built from. */
@@ -70,7 +70,7 @@ export function normalizeGrants(raw: unknown): Grant[] {
       NLEFT: Number(r.NLEFT),
       NRIGHT: Number(r.NRIGHT),
       OPERATIONS: Array.isArray(r.OPERATIONS)
-        ? (r.OPERATIONS.filter((o) => o === "read" || o === "write" || o === "force_delete") as Operation[])
+        ? (r.OPERATIONS.filter((o): o is Operation => OPERATIONS.includes(o as Operation)) as Operation[])
         : [],
       LEVEL: Number(r.LEVEL ?? 0),
     });

@@ -211,7 +211,7 @@ describe.each(BACKENDS)("metadata writes over HTTP (%s)", (backend) => {
       data: { COD_DIM: "CUST", NUM_VAR: 31, COD_VAR: "LOW", DATA_TYPE: "STRING" },
     });
     expect(low.status).toBe(403);
-    expect(low.body).toMatchObject({ code: "INSUFFICIENT_PERMISSIONS", required_grant: 4 });
+    expect(low.body).toMatchObject({ code: "INSUFFICIENT_PERMISSIONS", required_grant: "metadata" });
   });
 });
 
@@ -491,10 +491,10 @@ describe.each(BACKENDS)("metadata writes that reshape tables (%s)", (backend) =>
     expect((await anna.get(`/api/v4/core/BACK/b1${Q}`)).status).toBe(200);
   });
 
-  it("METADATA_IN_USE names only the caller's tenant's users, and counts them all", async () => {
+  it("METADATA_IN_USE names only the caller's tenant's users; another tenant's admin may not try", async () => {
     const other = await greta.delete(`/api/v4/core/MENU/anag${Q}`);
-    expect(other.status).toBe(409);
-    expect(other.body).toMatchObject({ code: "METADATA_IN_USE", details: { users: [], user_count: 1 } });
+    expect(other.status).toBe(403);
+    expect(other.body).toMatchObject({ code: "INSUFFICIENT_PERMISSIONS", required_grant: "metadata" });
     expect(JSON.stringify(other.body)).not.toContain("marco");
     const own = await anna.delete(`/api/v4/core/MENU/anag${Q}`);
     expect(own.body).toMatchObject({ code: "METADATA_IN_USE", details: { users: ["marco"], user_count: 1 } });
