@@ -2,7 +2,7 @@
 // (ROLE=all); the gateway and the separate backends of decisions.md §9 come with their own issue.
 import type { FastifyInstance } from "fastify";
 import { ConfigError } from "./config.ts";
-import { migrationsApplied } from "./db/migrate.ts";
+import { createReadinessCheck } from "./db/readiness.ts";
 import { buildHttpServer } from "./http/server.ts";
 import { createAuth } from "./auth/service.ts";
 import { authRoutes } from "./rest/auth-routes.ts";
@@ -26,18 +26,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const app = await buildHttpServer({
     config: services.config,
     logger: services.logger,
-    readiness: async () => {
-      const checks: Record<string, string> = {};
-      try {
-        await services.db.query("SELECT 1");
-        checks.database = "ok";
-      } catch (err) {
-        checks.database = `unreachable: ${err instanceof Error ? err.message : String(err)}`;
-      }
-      checks.migrations =
-        checks.database === "ok" && (await migrationsApplied(services.db)) ? "ok" : "pending";
-      return checks;
-    },
+    readiness: createReadinessCheck(services.db),
   });
   const auth = await createAuth(services);
   app.addHook("onClose", async () => auth.close());

@@ -127,6 +127,12 @@ const envSchema = z.object({
   BODY_LIMIT_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
+  REQUEST_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
+  STATEMENT_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
+  FIELD_MAX_BYTES: nonNegativeInt(1024 * 1024).refine((n) => n >= 1, { message: "must be at least 1" }),
+  REQUEST_EVENTS_MAX_BYTES: nonNegativeInt(16 * 1024 * 1024).refine((n) => n >= 1024, {
+    message: "must be at least 1024",
+  }),
 });
 
 /** Rules between variables, read from the raw environment so they are listed with the others. */
@@ -210,5 +216,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     loadDemoData: e.DEMO_DATA,
     maxBatchSize: e.MAX_BATCH_SIZE,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
+    fieldMaxBytes: e.FIELD_MAX_BYTES,
+    requestEventsMaxBytes: e.REQUEST_EVENTS_MAX_BYTES,
   };
 }

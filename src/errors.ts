@@ -107,6 +107,26 @@ export class ConflictError extends ApiError {
   }
 }
 
+/** A transaction that ran past its deadline (spec 8's 30 s, for writes as for reads). */
+export class TransactionTimeoutError extends ApiError {
+  constructor(timeoutMs: number) {
+    super(
+      504,
+      "QUERY_TIMEOUT",
+      "GatewayTimeout",
+      `The request's database work took longer than ${timeoutMs} ms and was rolled back.`,
+      { details: { timeout_ms: timeoutMs } },
+    );
+  }
+}
+
+/** 413 for a request whose work would exceed a bound (records, bytes of events). */
+export class PayloadTooLargeError extends ApiError {
+  constructor(message: string, details: Record<string, unknown>) {
+    super(413, "PAYLOAD_TOO_LARGE", "PayloadTooLarge", message, { details });
+  }
+}
+
 /** Metadata or a fixture that breaks the rules: every problem listed. */
 export class MetadataError extends ApiError {
   constructor(message: string, problems: ReadonlyArray<{ path: string; message: string }>) {

@@ -29,15 +29,18 @@ export interface OpenServicesOptions {
 }
 
 export async function openDatabase(config: Config): Promise<DatabaseHandle> {
-  if (config.databaseUrl) return openPostgres(config.databaseUrl);
+  const timeouts = { statementTimeoutMs: config.statementTimeoutMs };
+  if (config.databaseUrl) return openPostgres(config.databaseUrl, timeouts);
   await mkdir(config.dataDir, { recursive: true });
-  return openPglite(`${config.dataDir}/pgdata`);
+  return openPglite(`${config.dataDir}/pgdata`, { transactionTimeoutMs: config.statementTimeoutMs });
 }
 
 export async function openServices(config: Config, opts: OpenServicesOptions = {}): Promise<Services> {
   const logger = opts.logger ?? createLogger(config.logLevel);
   const db = opts.db ?? (await openDatabase(config));
-  const replica = config.databaseReadUrl ? openPostgres(config.databaseReadUrl) : null;
+  const replica = config.databaseReadUrl
+    ? openPostgres(config.databaseReadUrl, { statementTimeoutMs: config.statementTimeoutMs })
+    : null;
   const prisma = createPrisma(db);
   const metadata = createMetadataRegistry({ prisma, db });
   const closeAll = async () => {

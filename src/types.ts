@@ -62,6 +62,14 @@ export interface Config {
   loadDemoData: boolean;
   maxBatchSize: number;
   bodyLimitBytes: number;
+  /** Receiving a whole request (headers and body) takes at most this long: 408 beyond. */
+  requestTimeoutMs: number;
+  /** A statement, and a transaction as a whole, runs at most this long: 504 beyond. */
+  statementTimeoutMs: number;
+  /** Largest TEXT or JSON value (and STRING without LENGTH), in UTF-8 bytes: 400 beyond. */
+  fieldMaxBytes: number;
+  /** Largest total of event payloads one request may write to the outbox: 413 beyond. */
+  requestEventsMaxBytes: number;
 }
 
 // ---------------------------------------------------------------- database

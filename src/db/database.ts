@@ -5,6 +5,7 @@ import { createHash } from "node:crypto";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import pg from "pg";
+import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
 
 const INT8 = 20;
@@ -33,6 +34,40 @@ export type DatabaseHandle = HandleBase &
     | { readonly kind: "pglite"; readonly pglite: PGlite }
     | { readonly kind: "postgres"; readonly pool: pg.Pool; readonly connectionString: string }
   );
+
+/** Spec 8: a query is cancelled after 30 s (answered 504 QUERY_TIMEOUT). */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
+
+export interface OpenOptions {
+  /** PostgreSQL: the pool size. */
+  max?: number;
+  /** PostgreSQL: each statement is cancelled after this long (SQLSTATE 57014). */
+  statementTimeoutMs?: number;
+  /**
+   * Every transaction (writes as reads) ends with 504 QUERY_TIMEOUT once it has run this long:
+   * checked before each statement, so a request of many short statements cannot hold a
+   * connection (or, on PGlite, the whole database) for longer. Defaults to the statement timeout.
+   */
+  transactionTimeoutMs?: number;
+}
+
+/** The transaction's statements, refused once its deadline has passed. */
+function withDeadline(tx: Queryable & ScriptRunner, timeoutMs: number): Queryable & ScriptRunner {
+  const deadline = Date.now() + timeoutMs;
+  const check = () => {
+    if (Date.now() > deadline) throw new TransactionTimeoutError(timeoutMs);
+  };
+  return {
+    query(text, params, opts) {
+      check();
+      return tx.query(text, params, opts);
+    },
+    exec(sql) {
+      check();
+      return tx.exec(sql);
+    },
+  };
+}
 
 // ---------------------------------------------------------------- PostgreSQL
 
@@ -158,18 +193,14 @@ async function subscribe(
   };
 }
 
-/** Spec 8: a query is cancelled after 30 s (answered 504 QUERY_TIMEOUT). */
-export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
-
-export function openPostgres(
-  connectionString: string,
-  opts: { max?: number; statementTimeoutMs?: number } = {},
-): DatabaseHandle {
+export function openPostgres(connectionString: string, opts: OpenOptions = {}): DatabaseHandle {
+  const statementTimeoutMs = opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  const transactionTimeoutMs = opts.transactionTimeoutMs ?? statementTimeoutMs;
   const pool = new pg.Pool({
     connectionString,
     max: opts.max ?? 10,
     application_name: "dimensio",
-    statement_timeout: opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    statement_timeout: statementTimeoutMs,
   });
   // An idle client that loses its connection must not crash the process.
   pool.on("error", () => {});
@@ -186,7 +217,7 @@ export function openPostgres(
       const client = await pool.connect();
       try {
         await client.query("BEGIN");
-        const result = await fn(pgQueryable(client));
+        const result = await fn(withDeadline(pgQueryable(client), transactionTimeoutMs));
         await client.query("COMMIT");
         return result;
       } catch (err) {
@@ -278,7 +309,11 @@ function processAlive(pid: number): boolean {
 }
 
 /** dataDir null: an in-memory database (tests). */
-export async function openPglite(dataDir: string | null): Promise<DatabaseHandle> {
+export async function openPglite(
+  dataDir: string | null,
+  opts: Pick<OpenOptions, "transactionTimeoutMs"> = {},
+): Promise<DatabaseHandle> {
+  const transactionTimeoutMs = opts.transactionTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const unlock = dataDir ? await lockDataDir(dataDir) : async () => {};
   let pglite: PGlite;
   try {
@@ -295,7 +330,8 @@ export async function openPglite(dataDir: string | null): Promise<DatabaseHandle
     exec: base.exec,
     transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       // PGlite serialises: while this runs, every other query on the instance waits.
-      return pglite.transaction((tx) => fn(pgliteQueryable(tx)));
+      // The deadline bounds how long one request can hold everyone else.
+      return pglite.transaction((tx) => fn(withDeadline(pgliteQueryable(tx), transactionTimeoutMs)));
     },
     async listen(channel, onPayload) {
       const unlisten = await pglite.listen(channel, onPayload);

@@ -65,15 +65,3 @@ export async function migrate(db: DatabaseHandle, dir = MIGRATIONS_DIR): Promise
     return { applied };
   });
 }
-
-/** True when every migration on disk is recorded as applied (readiness). */
-export async function migrationsApplied(db: DatabaseHandle, dir = MIGRATIONS_DIR): Promise<boolean> {
-  const migrations = await readMigrations(dir);
-  try {
-    const res = await db.query<{ name: string }>(`SELECT "name" FROM "_dimensio_migrations"`);
-    const names = new Set(res.rows.map((r) => r.name));
-    return migrations.every((m) => names.has(m.name));
-  } catch {
-    return false;
-  }
-}

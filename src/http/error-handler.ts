@@ -1,4 +1,7 @@
 // Maps every error to the standard body of spec 7.2, once, for all HTTP routes.
+import { randomUUID } from "node:crypto";
+import { STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { ApiError, type ErrorBody, internalErrorBody } from "../errors.ts";
 
@@ -198,4 +201,56 @@ export function notFoundHandler(request: FastifyRequest, reply: FastifyReply) {
     code: "NOT_FOUND",
     status: 404,
   } satisfies ErrorBody);
+}
+
+/** Node's parser errors, before any request exists: status, error and code of the body. */
+function clientErrorKind(err: NodeJS.ErrnoException): {
+  status: number;
+  error: string;
+  code: string;
+  message: string;
+} {
+  if (err.code === "ERR_HTTP_REQUEST_TIMEOUT")
+    return {
+      status: 408,
+      error: "RequestTimeout",
+      code: "REQUEST_TIMEOUT",
+      message: "The request did not arrive completely in time.",
+    };
+  if (err.code === "HPE_HEADER_OVERFLOW")
+    return {
+      status: 431,
+      error: "HeadersTooLarge",
+      code: "HEADERS_TOO_LARGE",
+      message: "The URL and headers together exceed 16 KB.",
+    };
+  return {
+    status: 400,
+    error: "BadRequest",
+    code: "INVALID_REQUEST",
+    message: "The request is not valid HTTP.",
+  };
+}
+
+/** Fastify's clientErrorHandler: the standard body, written on the raw socket, then closed. */
+export function clientErrorResponse(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const kind = clientErrorKind(err);
+  const body = JSON.stringify({
+    error: kind.error,
+    message: kind.message,
+    code: kind.code,
+    status: kind.status,
+  } satisfies ErrorBody);
+  if (socket.writable) {
+    socket.end(
+      `HTTP/1.1 ${kind.status} ${STATUS_CODES[kind.status]}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-ID: ${randomUUID()}\r\n` +
+        `Connection: close\r\n\r\n${body}`,
+    );
+  }
+  // The answer is flushed by end(); a client that keeps sending is cut off shortly after.
+  setTimeout(() => socket.destroy(), 1000).unref();
 }

@@ -7,7 +7,7 @@ import type { Logger } from "pino";
 import type { Config } from "../types.ts";
 import { BadRequestError } from "../errors.ts";
 import { exceedsDepth, MAX_JSON_DEPTH } from "../json-depth.ts";
-import { errorHandler, notFoundHandler } from "./error-handler.ts";
+import { clientErrorResponse, errorHandler, notFoundHandler } from "./error-handler.ts";
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -23,6 +23,16 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
     loggerInstance: opts.logger as unknown as FastifyBaseLogger,
     bodyLimit: opts.config.bodyLimitBytes,
     return503OnClosing: true,
+    // A request must arrive whole within the timeout (a body that never completes is a 408), and
+    // Node checks the open connections for it every second instead of every 30 s.
+    requestTimeout: opts.config.requestTimeoutMs,
+    http: {
+      headersTimeout: opts.config.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, opts.config.requestTimeoutMs),
+    },
+    // What Node refuses before Fastify sees a request (431 headers or URL over 16 KB, 400
+    // unparsable HTTP, 408 timeout) is answered in the standard body too.
+    clientErrorHandler: clientErrorResponse,
     genReqId(req) {
       const given = req.headers["x-request-id"];
       return typeof given === "string" && REQUEST_ID_RE.test(given) ? given : randomUUID();

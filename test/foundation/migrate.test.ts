@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
-import { MIGRATIONS_DIR, migrate, migrationsApplied, readMigrations } from "../../src/db/migrate.ts";
+import { MIGRATIONS_DIR, migrate, readMigrations } from "../../src/db/migrate.ts";
+import { createReadinessCheck } from "../../src/db/readiness.ts";
 import { BACKENDS, createTestDatabase } from "../helpers/env.ts";
 
 async function migrationRows(db: DatabaseHandle) {
@@ -49,14 +50,17 @@ describe.each(BACKENDS)("migrations on %s", (backend) => {
     for (const m of migrations) expect(m.checksum).toMatch(/^[0-9a-f]{64}$/);
   });
 
-  it("migrationsApplied() is false on a fresh database", async () => {
-    expect(await migrationsApplied(db)).toBe(false);
+  it("readiness says migrations pending on a fresh database", async () => {
+    expect(await createReadinessCheck(db)()).toEqual({
+      database: 'unreachable: relation "_dimensio_migrations" does not exist',
+      migrations: "pending",
+    });
   });
 
-  it("applies every migration once and records it; migrationsApplied() is then true", async () => {
+  it("applies every migration once and records it; readiness then says ok", async () => {
     const first = await migrate(db);
     expect(first.applied).toEqual(names);
-    expect(await migrationsApplied(db)).toBe(true);
+    expect(await createReadinessCheck(db)()).toEqual({ database: "ok", migrations: "ok" });
     const rows = await migrationRows(db);
     expect(rows.map((r) => r.name)).toEqual(names);
     expect(rows.map((r) => r.checksum)).toEqual((await readMigrations()).map((m) => m.checksum));
@@ -75,9 +79,9 @@ describe.each(BACKENDS)("migrations on %s", (backend) => {
   it("a new migration added later is pending until the next run applies it", async () => {
     await cp(path.join(dir, names[0]!), path.join(dir, "9999_extra"), { recursive: true });
     await writeFile(path.join(dir, "9999_extra", "migration.sql"), `CREATE TABLE "extra_t" ("x" INTEGER);`);
-    expect(await migrationsApplied(db, dir)).toBe(false);
+    expect((await createReadinessCheck(db, dir)()).migrations).toBe("pending");
     expect((await migrate(db, dir)).applied).toEqual(["9999_extra"]);
-    expect(await migrationsApplied(db, dir)).toBe(true);
+    expect((await createReadinessCheck(db, dir)()).migrations).toBe("ok");
     expect(await tableExists(db, "extra_t")).toBe(true);
   });
 
@@ -103,15 +107,18 @@ describe.each(BACKENDS)("migrations on %s", (backend) => {
       expect([...a.applied, ...b.applied].sort()).toEqual(names);
       expect(a.applied.length === 0 || b.applied.length === 0).toBe(true);
       expect((await migrationRows(fresh)).map((r) => r.name)).toEqual(names);
-      expect(await migrationsApplied(other)).toBe(true);
+      expect((await createReadinessCheck(other)()).migrations).toBe("ok");
     } finally {
       if (other !== fresh) await other.close();
       await fresh.close();
     }
   });
 
-  it("migrationsApplied() is false on a closed database instead of throwing", async () => {
+  it("readiness reports a closed database instead of throwing", async () => {
+    const check = createReadinessCheck(db);
+    expect(await check()).toEqual({ database: "ok", migrations: "ok" });
     await db.close();
-    expect(await migrationsApplied(db)).toBe(false);
+    const after = await check();
+    expect(after.database).toMatch(/^unreachable: /);
   });
 });
