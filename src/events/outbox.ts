@@ -10,7 +10,8 @@ export interface OutboxEvent {
   kind: EventKind;
   recordId: string | number;
   tenantId: string;
-  payload: Record<string, unknown>;
+  /** The record, or its JSON text when the caller has serialised it already. */
+  payload: Record<string, unknown> | string;
   /** CREATED_AT; the database clock when absent. */
   createdAt?: Date;
 }
@@ -29,7 +30,7 @@ export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Prom
       eventType(event.dim, event.kind),
       event.dim,
       String(event.recordId),
-      JSON.stringify(event.payload),
+      typeof event.payload === "string" ? event.payload : JSON.stringify(event.payload),
       event.tenantId,
       event.createdAt ? event.createdAt.toISOString() : null,
     ],

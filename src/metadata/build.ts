@@ -62,37 +62,8 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
     costsByField.set(key, list);
   }
 
-  // Relations: TB_OBJECT rows, plus AC/VARS fields whose TB_OBJECT row is missing (destination key).
   const dimRows = new Map(rows.TB_DIM.map((d) => [d.COD_DIM, d]));
-  type RawRel = Omit<Relation, "name"> & { relName: string | null };
-  const rawRelations: RawRel[] = rows.TB_OBJECT.map((o) => ({
-    fromDim: o.COD_DIM,
-    fromField: o.COD_VAR,
-    toDim: o.COD_DIM_OBJ,
-    toField: o.COD_VAR_OBJ,
-    descField: o.COD_VAR_DESC ?? null,
-    relName: o.REL_NAME ?? null,
-  }));
-  for (const v of rows.TB_VAR) {
-    if ((v.TIPO_CAMPO === "AC" || v.TIPO_CAMPO === "VARS") && v.TIPO_VAR) {
-      if (rawRelations.some((r) => r.fromDim === v.COD_DIM && r.fromField === v.COD_VAR)) continue;
-      const target = dimRows.get(v.TIPO_VAR);
-      if (!target) continue;
-      rawRelations.push({
-        fromDim: v.COD_DIM,
-        fromField: v.COD_VAR,
-        toDim: v.TIPO_VAR,
-        toField: target.ID_FIELD,
-        descField: null,
-        relName: null,
-      });
-    }
-  }
-  const relations: Relation[] = rawRelations.map((r) => {
-    const sameTarget = rawRelations.filter((o) => o.fromDim === r.fromDim && o.toDim === r.toDim).length;
-    const { relName, ...rest } = r;
-    return Object.freeze({ ...rest, name: relName ?? (sameTarget === 1 ? r.toDim : r.fromField) });
-  });
+  const relations = resolveRelations(rows);
   // Default display field of a destination: its first STRING field by NUM_VAR other than its key.
   const displayField = (dim: string): string | null => {
     const d = dimRows.get(dim);
@@ -234,4 +205,42 @@ export function menuSubtree(model: MetadataModel, code: string): MenuNode[] {
   const node = model.menuByCode.get(code);
   if (!node) return [];
   return model.menu.filter((m) => m.nleft >= node.nleft && m.nright <= node.nright);
+}
+
+/**
+ * Relations: TB_OBJECT rows, plus AC/VARS fields whose TB_OBJECT row is missing (destination key),
+ * each with its name (decisions §2: REL_NAME, else the destination's code when only one relation
+ * of the dimension leads there, else the field's code). Metadata validation reads the same names.
+ */
+export function resolveRelations(rows: Pick<MetadataRows, "TB_DIM" | "TB_VAR" | "TB_OBJECT">): Relation[] {
+  const dimRows = new Map(rows.TB_DIM.map((d) => [d.COD_DIM, d]));
+  type RawRel = Omit<Relation, "name"> & { relName: string | null };
+  const rawRelations: RawRel[] = rows.TB_OBJECT.map((o) => ({
+    fromDim: o.COD_DIM,
+    fromField: o.COD_VAR,
+    toDim: o.COD_DIM_OBJ,
+    toField: o.COD_VAR_OBJ,
+    descField: o.COD_VAR_DESC ?? null,
+    relName: o.REL_NAME ?? null,
+  }));
+  for (const v of rows.TB_VAR) {
+    if ((v.TIPO_CAMPO === "AC" || v.TIPO_CAMPO === "VARS") && v.TIPO_VAR) {
+      if (rawRelations.some((r) => r.fromDim === v.COD_DIM && r.fromField === v.COD_VAR)) continue;
+      const target = dimRows.get(v.TIPO_VAR);
+      if (!target) continue;
+      rawRelations.push({
+        fromDim: v.COD_DIM,
+        fromField: v.COD_VAR,
+        toDim: v.TIPO_VAR,
+        toField: target.ID_FIELD,
+        descField: null,
+        relName: null,
+      });
+    }
+  }
+  return rawRelations.map((r) => {
+    const sameTarget = rawRelations.filter((o) => o.fromDim === r.fromDim && o.toDim === r.toDim).length;
+    const { relName, ...rest } = r;
+    return Object.freeze({ ...rest, name: relName ?? (sameTarget === 1 ? r.toDim : r.fromField) });
+  });
 }

@@ -34,6 +34,54 @@ export function parseFlags(codOnOff: string): Set<Flag> {
   return flags;
 }
 
+// ---------------------------------------------------------------- values every type shares
+
+// With the u flag a well-formed pair is one code point; only a lone surrogate matches \p{Cs}.
+const UNPAIRED_SURROGATE = /\p{Cs}/u;
+
+/** Whether PostgreSQL text can hold `s`: no NUL character, no unpaired UTF-16 surrogate. */
+export function storableText(s: string): boolean {
+  return !s.includes("\u0000") && !UNPAIRED_SURROGATE.test(s);
+}
+
+/** Whether a JSON value holds a string (or key) with an unpaired UTF-16 surrogate. */
+export function hasUnpairedSurrogate(value: unknown): boolean {
+  if (typeof value === "string") return UNPAIRED_SURROGATE.test(value);
+  if (Array.isArray(value)) return value.some(hasUnpairedSurrogate);
+  if (value !== null && typeof value === "object") {
+    return Object.entries(value).some(([k, v]) => UNPAIRED_SURROGATE.test(k) || hasUnpairedSurrogate(v));
+  }
+  return false;
+}
+
+/** Whether 8 (YYYYMMDD) or 14 (YYYYMMDDHHmmss) digits name a real calendar moment. */
+export function validCalendar(v: string): boolean {
+  if (!/^\d{8}(?:\d{6})?$/.test(v)) return false;
+  const y = Number(v.slice(0, 4));
+  const m = Number(v.slice(4, 6));
+  const d = Number(v.slice(6, 8));
+  const date = new Date(Date.UTC(y, m - 1, d));
+  if (date.getUTCFullYear() !== y || date.getUTCMonth() !== m - 1 || date.getUTCDate() !== d) return false;
+  if (v.length === 14) {
+    const hh = Number(v.slice(8, 10));
+    const mm = Number(v.slice(10, 12));
+    const ss = Number(v.slice(12, 14));
+    return hh < 24 && mm < 60 && ss < 60;
+  }
+  return true;
+}
+
+/**
+ * STRING record ids are safe as parts of storage keys and paths (issue 8): letters, digits, `-`,
+ * `_` and `.`, never `..`. INTEGER ids in paths are canonical decimal (`1`, not `01` or `+1`).
+ */
+export const SAFE_STRING_ID = /^[A-Za-z0-9_.-]+$/;
+export const CANONICAL_INTEGER = /^(?:0|-?[1-9]\d{0,15})$/;
+
+export function safeStringId(s: string): boolean {
+  return SAFE_STRING_ID.test(s) && !s.includes("..");
+}
+
 export const DEFAULT_STRING_LENGTH = 255;
 export const DEFAULT_DECIMAL_PRECISION = 18;
 export const DEFAULT_DECIMALS = 2;

@@ -2,7 +2,14 @@
 // problem. Used by the fixture importer and by metadata writes, before anything is written.
 import { isValidIdentifier } from "../db/sql.ts";
 import type { MetadataRows, Problem } from "../types.ts";
-import { FIXED_TABLES, METADATA_DIMENSIONS, normalizeDataType, RESERVED_COLUMNS } from "./data-types.ts";
+import { resolveRelations } from "./build.ts";
+import {
+  AUDIT_FIELDS,
+  FIXED_TABLES,
+  METADATA_DIMENSIONS,
+  normalizeDataType,
+  RESERVED_COLUMNS,
+} from "./data-types.ts";
 import { parseTemplate, TemplateSyntaxError } from "./template.ts";
 
 const DIM_CODE_MAX = 30;
@@ -203,6 +210,20 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     if (objectKeys.has(key)) add(`${p}.COD_VAR`, `two TB_OBJECT rows for ${key}`);
     objectKeys.add(key);
   });
+
+  // A relation's name is a key of the records it is expanded into: it may not hide a field.
+  for (const rel of resolveRelations(rows)) {
+    const dim = rows.TB_DIM.find((d) => d.COD_DIM === rel.fromDim);
+    if (!dim) continue;
+    const audit = AUDIT_FIELDS[dim.AUDIT_STYLE === "CREATED" ? "CREATED" : "TREC"].map((a) => a.code);
+    if (vars.get(rel.fromDim)?.has(rel.name) || audit.includes(rel.name)) {
+      const i = rows.TB_OBJECT.findIndex((o) => o.COD_DIM === rel.fromDim && o.COD_VAR === rel.fromField);
+      add(
+        i >= 0 ? `TB_OBJECT[${i}].REL_NAME` : `TB_VAR ${rel.fromDim}.${rel.fromField}`,
+        `the relation name ${rel.name} of ${rel.fromDim}.${rel.fromField} equals a field of ${rel.fromDim}; give the relation another REL_NAME`,
+      );
+    }
+  }
 
   // ---- TB_MENU (nested sets must nest: two nodes are disjoint or one holds the other)
   const menuCodes = new Set<string>();

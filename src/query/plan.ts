@@ -2,6 +2,7 @@
 // rights (spec 2.3, decisions.md §6), every value cast by its field's type, the limits of spec 8
 // applied, the TREC rule of spec 3.1 added. What comes out can be compiled without further checks.
 import { fieldAllows, fieldKnown, visibleFields } from "../auth/authorize.ts";
+import { CANONICAL_INTEGER } from "../metadata/data-types.ts";
 import type { DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
 import { assertCanReadRelated } from "./access.ts";
 import {
@@ -294,6 +295,8 @@ export function planRecord(
   query: RecordQuery,
 ): RecordsPlan | null {
   const idField = dim.fieldsByCode.get(dim.idField)!;
+  // An INTEGER id in a path is canonical decimal: /PO/01 and /PO/+1 name no record.
+  if (dim.idType === "INTEGER" && typeof id === "string" && !CANONICAL_INTEGER.test(id)) return null;
   let idValue: unknown;
   try {
     idValue = castScalar(idField, id);

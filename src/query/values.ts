@@ -1,5 +1,6 @@
 // Filter values cast and checked by the field's type (decisions.md §3), so that a wrong value is a
 // 400 INVALID_FIELD_VALUE and never reaches the database as something it would refuse.
+import { validCalendar } from "../metadata/data-types.ts";
 import type { FieldDef } from "../types.ts";
 import { filterTooComplex, invalidFieldValue, invalidFilter } from "./errors.ts";
 import type { FilterLiteral, FilterOperator } from "./types.ts";
@@ -40,7 +41,7 @@ function text(field: FieldDef, v: FilterLiteral): string {
 
 function digits(field: FieldDef, v: FilterLiteral, count: number, what: string): string {
   const s = typeof v === "number" && Number.isInteger(v) && v >= 0 ? String(v) : v;
-  if (typeof s !== "string" || s.length !== count || !/^\d+$/.test(s)) {
+  if (typeof s !== "string" || s.length !== count || !validCalendar(s)) {
     throw invalidFieldValue(field.code, `expected ${what} as ${count} digits, got ${describe(v)}`);
   }
   return s;

@@ -188,7 +188,7 @@ describe.each(BACKENDS)("importing the sample fixture on %s", (backend) => {
       ACTIVE: true,
     });
     expect(anna.grants.map((g) => [g.COD_MENU, g.OPERATIONS, g.LEVEL]).sort()).toEqual([
-      ["erp", ["read", "write", "force_delete"], 4],
+      ["erp", ["read", "write", "force_delete", "metadata"], 4],
       ["price-1", ["read", "write"], 4],
     ]);
     expect(users.find((u) => u.USER_ID === "greta")!.TENANT_ID).toBe("globex");
@@ -735,6 +735,7 @@ describe.each(BACKENDS)("the sample fixture on top of the demo data set (%s)", (
     expect(after.rows).toEqual(before.rows);
     const users = await services.db.query<{ USER_ID: string }>(`SELECT "USER_ID" FROM "TB_USER" ORDER BY 1`);
     expect(users.rows.map((r) => r.USER_ID)).toEqual([
+      "ada",
       "anna",
       "greta",
       "kai",

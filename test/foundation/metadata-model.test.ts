@@ -294,8 +294,47 @@ describe("buildModel over hand-made rows", () => {
   });
   const model = buildModel(base, 1);
 
-  it("the hand-made rows are valid", () => {
-    expect(validateMetadata(base)).toEqual([]);
+  it("relation names that hide a field are refused (issue 8): the COD_VAR default, an AC field named like its destination", () => {
+    expect(validateMetadata(base)).toEqual([
+      {
+        path: "TB_OBJECT[0].REL_NAME",
+        message:
+          "the relation name BILL_TO of INV.BILL_TO equals a field of INV; give the relation another REL_NAME",
+      },
+      {
+        path: "TB_OBJECT[1].REL_NAME",
+        message:
+          "the relation name SHIP_TO of INV.SHIP_TO equals a field of INV; give the relation another REL_NAME",
+      },
+      {
+        path: "TB_VAR INV.TAG",
+        message: "the relation name TAG of INV.TAG equals a field of INV; give the relation another REL_NAME",
+      },
+    ]);
+  });
+
+  it("the hand-made rows are valid once those relations are named", () => {
+    const named = structuredClone(base);
+    named.TB_OBJECT[0]!.REL_NAME = "billTo";
+    named.TB_OBJECT[1]!.REL_NAME = "shipTo";
+    named.TB_OBJECT.push({
+      COD_DIM: "INV",
+      COD_VAR: "TAG",
+      COD_DIM_OBJ: "TAG",
+      COD_VAR_OBJ: "TAG_CODE",
+      REL_NAME: "tag",
+    });
+    expect(validateMetadata(named)).toEqual([]);
+  });
+
+  it("a relation named like an audit field is refused", () => {
+    const audit = structuredClone(base);
+    audit.TB_OBJECT[2]!.REL_NAME = "UPDATED_BY";
+    expect(validateMetadata(audit)).toContainEqual({
+      path: "TB_OBJECT[2].REL_NAME",
+      message:
+        "the relation name UPDATED_BY of INV.SELLER equals a field of INV; give the relation another REL_NAME",
+    });
   });
 
   it("data type synonyms, case-insensitive; the declared type is kept", () => {

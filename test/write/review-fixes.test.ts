@@ -43,6 +43,8 @@ function innermost(v: unknown): unknown {
   return cur;
 }
 
+const FIELD_MAX_BYTES = 1024 * 1024;
+
 describe.each(BACKENDS)("review fixes of the write path (%s)", (backend) => {
   let t: TestApp;
   let anna: Client;
@@ -235,15 +237,15 @@ describe.each(BACKENDS)("review fixes of the write path (%s)", (backend) => {
     it("toColumnValue takes JSON and MEDIA values up to 64 levels and refuses deeper ones naming the field", () => {
       const specs = field("PROD", "SPECS");
       const image = field("PROD", "IMAGE");
-      expect(JSON.parse(toColumnValue(specs, nest(64)) as string)).toEqual(nest(64));
-      expect(toColumnValue(image, { file_id: "f", meta: nest(63) })).toBeTypeOf("string");
+      expect(JSON.parse(toColumnValue(specs, nest(64), FIELD_MAX_BYTES) as string)).toEqual(nest(64));
+      expect(toColumnValue(image, { file_id: "f", meta: nest(63) }, FIELD_MAX_BYTES)).toBeTypeOf("string");
       for (const [f, value] of [
         [specs, nest(65)],
         [specs, nest(5000)],
         [specs, { a: { b: nest(100_000) } }],
         [image, { file_id: "f", meta: nest(64) }],
       ] as const) {
-        expect(() => toColumnValue(f, value)).toThrowError(
+        expect(() => toColumnValue(f, value, FIELD_MAX_BYTES)).toThrowError(
           expect.objectContaining({
             code: "INVALID_FIELD_VALUE",
             status: 400,
@@ -378,11 +380,11 @@ describe.each(BACKENDS)("review fixes of the write path (%s)", (backend) => {
     it("counts digits on the shortest decimal form, exponent notation included", () => {
       const base = field("CUST", "CREDIT_LIMIT");
       const small: FieldDef = { ...base, length: 8, decimals: 7 };
-      expect(toColumnValue(small, 1e-7)).toBe(1e-7);
-      expect(toColumnValue(small, 0.1234567)).toBe(0.1234567);
-      expect(toColumnValue(small, -9.9999999)).toBe(-9.9999999);
+      expect(toColumnValue(small, 1e-7, FIELD_MAX_BYTES)).toBe(1e-7);
+      expect(toColumnValue(small, 0.1234567, FIELD_MAX_BYTES)).toBe(0.1234567);
+      expect(toColumnValue(small, -9.9999999, FIELD_MAX_BYTES)).toBe(-9.9999999);
       const whole: FieldDef = { ...base, length: 22, decimals: 0 };
-      expect(toColumnValue(whole, 1e21)).toBe(1e21);
+      expect(toColumnValue(whole, 1e21, FIELD_MAX_BYTES)).toBe(1e21);
       for (const [f, value] of [
         [small, 1e-8],
         [small, 1.5e-7],
@@ -390,7 +392,7 @@ describe.each(BACKENDS)("review fixes of the write path (%s)", (backend) => {
         [whole, 1e22],
         [whole, 0.5],
       ] as const) {
-        expect(() => toColumnValue(f, value)).toThrowError(
+        expect(() => toColumnValue(f, value, FIELD_MAX_BYTES)).toThrowError(
           expect.objectContaining({ code: "INVALID_FIELD_VALUE", field: "CREDIT_LIMIT" }),
         );
       }

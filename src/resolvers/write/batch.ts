@@ -2,12 +2,12 @@
 // record is reported in its result and the others are kept (partial success). PATCH batches and
 // batch-deletes lock all their rows first, in id order, so overlapping batches queue instead of
 // deadlocking; results stay in request order.
-import { ApiError, ValidationError } from "../../errors.ts";
+import { ApiError, PayloadTooLargeError, ValidationError } from "../../errors.ts";
 import type { BatchItemResult, BatchResult, RequestContext, WriteResult } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
-import { checkBatchSize, runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
+import { checkBatchSize, recordsInCreate, runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
 import { lockRecordIds } from "./record-store.ts";
 import { updateRecord } from "./update.ts";
 
@@ -35,8 +35,9 @@ async function eachInSavepoint(
       await w.tx.query("RELEASE SAVEPOINT batch_item");
       results.push({ index, id: result.recordId, status, result });
     } catch (err) {
-      // Anything but a refusal of this record's input (a bug, a lost connection) ends the batch.
-      if (!(err instanceof ApiError)) throw err;
+      // Anything but a refusal of this record's input (a bug, a lost connection, the request's
+      // bounds being spent) ends the batch.
+      if (!(err instanceof ApiError) || err instanceof PayloadTooLargeError) throw err;
       await w.tx.query("ROLLBACK TO SAVEPOINT batch_item");
       const error = { error: err.errorType, code: err.code, message: err.message, status: err.status };
       results.push({
@@ -64,6 +65,11 @@ export async function batchCreate(
   opts: WriteOptions = {},
 ): Promise<BatchResult> {
   checkBatchSize(deps, items.length);
+  const model = deps.metadata.current();
+  checkBatchSize(
+    deps,
+    items.reduce<number>((n, item) => n + recordsInCreate(model, dimCode, item), 0),
+  );
   return runWrite(deps, ctx, dimCode, "create", opts, (w, dim) =>
     eachInSavepoint(
       w,

@@ -3,8 +3,26 @@ import type { MetadataModel, Queryable, RequestContext, WriteStep } from "../../
 /** Called at each named step of the pipeline; throwing aborts the write (tests inject failures). */
 export type StepHook = (step: WriteStep) => void | Promise<void>;
 
+/**
+ * The bounds of one request's writes (issue 8): the largest TEXT/JSON value, and the bytes of event
+ * payloads the request may still write to the outbox. `events` is shared by every record the
+ * request writes (batch items, cascades), so a spread copy of the context spends the same budget.
+ */
+export interface WriteLimits {
+  fieldMaxBytes: number;
+  events: { maxBytes: number; usedBytes: number };
+}
+
+export function writeLimits(config: { fieldMaxBytes: number; requestEventsMaxBytes: number }): WriteLimits {
+  return {
+    fieldMaxBytes: config.fieldMaxBytes,
+    events: { maxBytes: config.requestEventsMaxBytes, usedBytes: 0 },
+  };
+}
+
 /** What one write needs: the open transaction, the caller, the metadata and the moment. */
 export interface WriteContext {
+  limits: WriteLimits;
   tx: Queryable;
   ctx: RequestContext;
   model: MetadataModel;

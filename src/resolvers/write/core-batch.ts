@@ -18,6 +18,7 @@ import { deleteRecord } from "./delete.ts";
 import {
   authorizeWrite,
   checkBatchSize,
+  recordsInCreate,
   inWriteTransaction,
   type WriteDeps,
   type WriteOptions,
@@ -196,6 +197,10 @@ export async function runCoreBatch(
   const ops = parseCoreBatch(body);
   checkBatchSize(deps, ops.length);
   const model = deps.metadata.current();
+  checkBatchSize(
+    deps,
+    ops.reduce((n, op) => n + (op.method === "POST" ? recordsInCreate(model, op.dim, op.data) : 1), 0),
+  );
   // Every operation is authorized before anything is written.
   const planned: Array<{ op: CoreBatchOperation; ctx: RequestContext; dim: DimensionDef }> = [];
   for (const [i, op] of ops.entries()) {

@@ -127,7 +127,8 @@ export async function createRecord(
   await step(w, "types");
   const columns: Array<[string, unknown]> = [];
   for (const f of dim.fields) {
-    if (!f.system && f.code in values) columns.push([f.code, toColumnValue(f, values[f.code])]);
+    if (!f.system && f.code in values)
+      columns.push([f.code, toColumnValue(f, values[f.code], w.limits.fieldMaxBytes)]);
   }
 
   await step(w, "required");

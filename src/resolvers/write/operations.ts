@@ -3,7 +3,7 @@
 import type { RequestContext, WriteResult } from "../../types.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
-import { runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
+import { checkBatchSize, recordsInCreate, runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
 import { type UpdateMode, updateRecord } from "./update.ts";
 
 export function createOne(
@@ -13,6 +13,7 @@ export function createOne(
   data: Record<string, unknown>,
   opts: WriteOptions = {},
 ): Promise<WriteResult> {
+  checkBatchSize(deps, recordsInCreate(deps.metadata.current(), dimCode, data));
   return runWrite(deps, ctx, dimCode, "create", opts, (w, dim) => createRecord(w, dim, data));
 }
 

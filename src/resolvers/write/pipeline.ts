@@ -1,11 +1,11 @@
 // The frame of every write: permission check and metadata first, then one database transaction
 // around the operation; a failure anywhere rolls everything back (records, outbox rows, sequences).
 import { authorize } from "../../auth/authorize.ts";
-import { ApiError, NotFoundError } from "../../errors.ts";
+import { NotFoundError, PayloadTooLargeError } from "../../errors.ts";
 import type { Services } from "../../services.ts";
 import type { Access, DimensionDef, MetadataModel, RequestContext } from "../../types.ts";
 import type { StepHook, WriteContext } from "./context.ts";
-import { step } from "./context.ts";
+import { step, writeLimits } from "./context.ts";
 
 export type WriteDeps = Pick<Services, "db" | "metadata" | "config">;
 
@@ -43,7 +43,14 @@ export function inWriteTransaction<T>(
   fn: (w: WriteContext) => Promise<T>,
 ): Promise<T> {
   return deps.db.transaction(async (tx) => {
-    const w: WriteContext = { tx, ctx, model, now: ctx.now(), trusted: false };
+    const w: WriteContext = {
+      tx,
+      ctx,
+      model,
+      now: ctx.now(),
+      trusted: false,
+      limits: writeLimits(deps.config),
+    };
     if (opts.onStep) w.onStep = opts.onStep;
     const result = await fn(w);
     await step(w, "commit");
@@ -65,18 +72,32 @@ export async function runWrite<T>(
   return inWriteTransaction(deps, ctx, model, opts, (w) => fn(w, dim));
 }
 
-/** 413 when a batch holds more items than config.maxBatchSize. */
+/**
+ * 413 when one request would write more than config.maxBatchSize records: the items of a batch,
+ * and the children each create carries for INSERT_CASCADE, all count (checked before any write).
+ */
 export function checkBatchSize(deps: WriteDeps, count: number): void {
   const max = deps.config.maxBatchSize;
   if (count > max) {
-    throw new ApiError(
-      413,
-      "PAYLOAD_TOO_LARGE",
-      "PayloadTooLarge",
-      `A batch holds at most ${max} items; got ${count}.`,
-      {
-        details: { max_batch_size: max, count },
-      },
+    throw new PayloadTooLargeError(
+      `A request writes at most ${max} records, cascaded children included; this one holds ${count}.`,
+      { max_batch_size: max, count },
     );
   }
+}
+
+/**
+ * The records a create body stands for: itself and, through INSERT_CASCADE, its children and
+ * theirs. Malformed lists count as nothing here; the pipeline refuses them with their own error.
+ */
+export function recordsInCreate(model: MetadataModel, dimCode: string, body: unknown, depth = 0): number {
+  const dim = model.dimensions.get(dimCode);
+  if (!dim || depth > 8 || body === null || typeof body !== "object" || Array.isArray(body)) return 1;
+  let count = 1;
+  for (const code of dim.insertCascade) {
+    const list = (body as Record<string, unknown>)[code];
+    if (!Array.isArray(list)) continue;
+    for (const item of list) count += recordsInCreate(model, code, item, depth + 1);
+  }
+  return count;
 }

@@ -2,7 +2,12 @@
 // tenant. Identifiers come from metadata (ident); values are parameters.
 import { ident } from "../../db/sql.ts";
 import { NotFoundError } from "../../errors.ts";
-import { DEFAULT_STRING_LENGTH, TENANT_COLUMN } from "../../metadata/data-types.ts";
+import {
+  CANONICAL_INTEGER,
+  DEFAULT_STRING_LENGTH,
+  storableText,
+  TENANT_COLUMN,
+} from "../../metadata/data-types.ts";
 import type { DimensionDef } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 import { mapDatabaseError } from "./db-errors.ts";
@@ -11,9 +16,6 @@ import { rowToRecord } from "./values.ts";
 export type RecordId = string | number;
 type Row = Record<string, unknown>;
 
-// With the u flag a well-formed pair is one code point; only a lone surrogate matches \p{Cs}.
-const UNPAIRED_SURROGATE = /\p{Cs}/u;
-
 /**
  * An id from a path or body as the id field's type, or null when it cannot name a record: a
  * STRING id the column cannot hold (a NUL, an unpaired surrogate, longer than the field) names none.
@@ -21,7 +23,7 @@ const UNPAIRED_SURROGATE = /\p{Cs}/u;
 export function parseRecordId(dim: DimensionDef, raw: unknown): RecordId | null {
   if (dim.idType === "INTEGER") {
     if (typeof raw === "number") return Number.isSafeInteger(raw) ? raw : null;
-    if (typeof raw === "string" && /^-?\d{1,16}$/.test(raw)) {
+    if (typeof raw === "string" && CANONICAL_INTEGER.test(raw)) {
       const n = Number(raw);
       return Number.isSafeInteger(n) ? n : null;
     }
@@ -32,11 +34,6 @@ export function parseRecordId(dim: DimensionDef, raw: unknown): RecordId | null 
   const field = dim.fieldsByCode.get(dim.idField);
   const length = field?.dataType === "STRING" ? (field.length ?? DEFAULT_STRING_LENGTH) : null;
   return length !== null && [...raw].length > length ? null : raw;
-}
-
-/** Whether PostgreSQL text can hold `s`: no NUL character, no unpaired UTF-16 surrogate. */
-export function storableText(s: string): boolean {
-  return !s.includes("\u0000") && !UNPAIRED_SURROGATE.test(s);
 }
 
 export function recordNotFound(dim: DimensionDef, id: unknown): NotFoundError {

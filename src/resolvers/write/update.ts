@@ -38,7 +38,7 @@ export async function updateRecord(
   await step(w, "types");
   const assignments: Array<[string, unknown]> = touched.map((f) => [
     f.code,
-    toColumnValue(f, values[f.code]),
+    toColumnValue(f, values[f.code], w.limits.fieldMaxBytes),
   ]);
 
   await step(w, "required");

@@ -3,7 +3,14 @@
 import { exceedsDepth, MAX_JSON_DEPTH } from "../../json-depth.ts";
 import { ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
-import { DEFAULT_DECIMAL_PRECISION, DEFAULT_STRING_LENGTH } from "../../metadata/data-types.ts";
+import {
+  DEFAULT_DECIMAL_PRECISION,
+  DEFAULT_STRING_LENGTH,
+  hasUnpairedSurrogate,
+  safeStringId,
+  storableText,
+  validCalendar,
+} from "../../metadata/data-types.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
 
 const DATE_RE = /^\d{8}$/;
@@ -11,21 +18,6 @@ const TIMESTAMP_RE = /^\d{14}$/;
 
 function invalid(field: FieldDef, message: string): never {
   throw new ValidationError("INVALID_FIELD_VALUE", `${field.code}: ${message}`, { field: field.code });
-}
-
-function validCalendar(v: string): boolean {
-  const y = Number(v.slice(0, 4));
-  const m = Number(v.slice(4, 6));
-  const d = Number(v.slice(6, 8));
-  const date = new Date(Date.UTC(y, m - 1, d));
-  if (date.getUTCFullYear() !== y || date.getUTCMonth() !== m - 1 || date.getUTCDate() !== d) return false;
-  if (v.length === 14) {
-    const hh = Number(v.slice(8, 10));
-    const mm = Number(v.slice(10, 12));
-    const ss = Number(v.slice(12, 14));
-    return hh < 24 && mm < 60 && ss < 60;
-  }
-  return true;
 }
 
 /**
@@ -45,17 +37,35 @@ export function decimalDigits(n: number): { integer: number; fraction: number } 
   };
 }
 
-/** Checks a JSON body value for `field` and returns the SQL parameter to store (null stays null). */
-export function toColumnValue(field: FieldDef, value: unknown): unknown {
+/**
+ * Checks a JSON body value for `field` and returns the SQL parameter to store (null stays null).
+ * TEXT and JSON values are bounded by the field's LENGTH (characters of TEXT, bytes of JSON text)
+ * or, without one, by `fieldMaxBytes` (UTF-8 bytes).
+ */
+export function toColumnValue(field: FieldDef, value: unknown, fieldMaxBytes: number): unknown {
   if (value === null || value === undefined) return null;
   switch (field.dataType) {
     case "STRING":
     case "TEXT": {
       if (typeof value !== "string") invalid(field, `expected a string, got ${typeof value}`);
-      const max = field.length ?? DEFAULT_STRING_LENGTH;
-      if (field.dataType === "STRING" && [...value].length > max)
-        invalid(field, `longer than ${max} characters`);
-      if (value.includes("\u0000")) invalid(field, "contains a NUL character");
+      if (field.dataType === "STRING" || field.length !== null) {
+        const max = field.length ?? DEFAULT_STRING_LENGTH;
+        // Counted without spreading: a value far over the limit is refused without copying it.
+        if (value.length > max && [...value].length > max) invalid(field, `longer than ${max} characters`);
+      } else if (value.length > fieldMaxBytes || Buffer.byteLength(value) > fieldMaxBytes) {
+        invalid(field, `longer than ${fieldMaxBytes} bytes`);
+      }
+      if (!storableText(value)) {
+        invalid(
+          field,
+          value.includes("\u0000")
+            ? "contains a NUL character"
+            : "contains an unpaired UTF-16 surrogate (not valid Unicode)",
+        );
+      }
+      if (field.isId && !safeStringId(value)) {
+        invalid(field, "an id may hold only letters, digits, '-', '_' and '.' (not '..')");
+      }
       return value;
     }
     case "INTEGER": {
@@ -92,8 +102,13 @@ export function toColumnValue(field: FieldDef, value: unknown): unknown {
         invalid(field, "expected a media object");
       if (exceedsDepth(value, MAX_JSON_DEPTH)) invalid(field, `nested deeper than ${MAX_JSON_DEPTH} levels`);
       const json = JSON.stringify(value);
+      const max = field.length ?? fieldMaxBytes;
+      if (json.length > max || Buffer.byteLength(json) > max)
+        invalid(field, `longer than ${max} bytes as JSON`);
       // PostgreSQL's jsonb cannot hold a NUL character.
       if (json.includes("\\u0000")) invalid(field, "contains a NUL character");
+      if (hasUnpairedSurrogate(value))
+        invalid(field, "contains an unpaired UTF-16 surrogate (not valid Unicode)");
       return json;
     }
   }
