@@ -80,8 +80,19 @@ function selectList(fields: readonly FieldDef[]): string {
   return fields.map(column).join(", ");
 }
 
+/**
+ * NULL sorts last in both directions (decisions §11). PostgreSQL puts NULL last in ASC already;
+ * DESC needs NULLS LAST, written only for nullable columns so that a NOT NULL column (the id)
+ * keeps its index scan.
+ */
+function direction(dir: "asc" | "desc", nullable: boolean): string {
+  return dir === "desc" ? (nullable ? "DESC NULLS LAST" : "DESC") : "ASC";
+}
+
 function orderBy(plan: RecordsPlan, alias: string): string {
-  return plan.sort.map((s) => `${alias}.${ident(s.field.code)} ${s.direction.toUpperCase()}`).join(", ");
+  return plan.sort
+    .map((s) => `${alias}.${ident(s.field.code)} ${direction(s.direction, s.field.nullable)}`)
+    .join(", ");
 }
 
 /**
@@ -143,7 +154,7 @@ export function compileGroupsPage(plan: GroupsPlan): CompiledQuery {
       ? groupAlias(plan.groupBy.indexOf(s.key.field))
       : aggregateAlias(plan.aggregates.indexOf(s.key.aggregate));
   const order = (alias: string) =>
-    plan.sort.map((s) => `${alias}${ident(sortAlias(s))} ${s.direction.toUpperCase()}`).join(", ");
+    plan.sort.map((s) => `${alias}${ident(sortAlias(s))} ${direction(s.direction, true)}`).join(", ");
   const total = plan.groupBy.length
     ? `SELECT count(*) AS "__total" FROM (SELECT 1 ${from}${groupBy}) AS g`
     : `SELECT 1 AS "__total"`;

@@ -1,4 +1,5 @@
-// Metadata reads under /api/v4/core: DIM/{dim}, VAR?filter[COD_DIM]=, COST?filter[COD_DIM]=.
+// Metadata reads under /api/v4/core: DIM (the readable dimensions), DIM/{dim},
+// VAR?filter[COD_DIM]=, COST?filter[COD_DIM]=.
 // Authenticated, and limited like record reads: the source must grant read on the dimension.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { BadRequestError, ValidationError } from "../errors.ts";
@@ -6,6 +7,7 @@ import type { QueryParams } from "../query/rest-params.ts";
 import {
   createReadContext,
   describeDimension,
+  listDimensions,
   listFieldConfigurations,
   listFieldDefinitions,
   type ReadContext,
@@ -45,6 +47,11 @@ export const metadataRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
       { db: services.db, metadata: services.metadata },
       await auth.authenticate(request, reply),
     );
+
+  app.get("/api/v4/core/DIM", async (request, reply) => {
+    const rc = await readContext(request, reply);
+    return { data: await listDimensions(rc) };
+  });
 
   app.get<{ Params: { dim: string } }>("/api/v4/core/DIM/:dim", async (request, reply) => {
     const rc = await readContext(request, reply);

@@ -1,9 +1,10 @@
 // Metadata reads: describeFields (GET /{dim}/fields, spec 2.4), describeDimension (GET /DIM/{dim}),
 // listFieldDefinitions (GET /VAR), listFieldConfigurations (GET /COST). A field hidden by peso is
 // left out everywhere, as if it did not exist.
-import { fieldKnown } from "../../auth/authorize.ts";
+import { authorize, fieldKnown } from "../../auth/authorize.ts";
+import { PermissionDeniedError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
-import type { FieldConfig, FieldDef } from "../../types.ts";
+import type { DimensionDef, FieldConfig, FieldDef } from "../../types.ts";
 import { readableDimension } from "./common.ts";
 import type { ReadContext } from "./context.ts";
 import type {
@@ -38,7 +39,29 @@ export async function describeFields(rc: ReadContext, dimCode: string): Promise<
 }
 
 export async function describeDimension(rc: ReadContext, dimCode: string): Promise<DimensionDescription> {
-  const dim = readableDimension(rc, dimCode);
+  return dimensionDescription(readableDimension(rc, dimCode));
+}
+
+/**
+ * GET /DIM?source=…: the dimensions the caller may read through the source (a grouping node
+ * serves those of its subtree), in code order. A source that grants nothing is a 403 as for any read.
+ */
+export async function listDimensions(rc: ReadContext): Promise<DimensionDescription[]> {
+  authorize(rc.request, rc.model, null, "read");
+  const readable: DimensionDescription[] = [];
+  for (const dim of [...rc.model.dimensions.values()].sort((a, b) => a.code.localeCompare(b.code))) {
+    try {
+      authorize(rc.request, rc.model, dim.code, "read");
+    } catch (err) {
+      if (err instanceof PermissionDeniedError) continue;
+      throw err;
+    }
+    readable.push(dimensionDescription(dim));
+  }
+  return readable;
+}
+
+function dimensionDescription(dim: DimensionDef): DimensionDescription {
   return {
     COD_DIM: dim.code,
     DESC_DIM: dim.description,

@@ -5,6 +5,7 @@ export { getRecord } from "./get.ts";
 export { countRecords, describeFilter } from "./count.ts";
 export {
   describeDimension,
+  listDimensions,
   describeFields,
   listFieldConfigurations,
   listFieldDefinitions,
