@@ -308,6 +308,22 @@ function processAlive(pid: number): boolean {
   }
 }
 
+/**
+ * PGlite's own start parameters plus smaller memory settings: the embedded database serves one
+ * process's requests, so PostgreSQL's server defaults (128 MB of shared buffers) mostly cost
+ * resident memory for nothing (docs/benchmarks.md has the figures).
+ */
+export const PGLITE_START_PARAMS: readonly string[] = [
+  ...PGlite.defaultStartParams,
+  ...[
+    "shared_buffers=16MB",
+    "wal_buffers=1MB",
+    "work_mem=4MB",
+    "maintenance_work_mem=16MB",
+    "temp_buffers=2MB",
+  ].flatMap((setting) => ["-c", setting]),
+];
+
 /** dataDir null: an in-memory database (tests). */
 export async function openPglite(
   dataDir: string | null,
@@ -317,7 +333,8 @@ export async function openPglite(
   const unlock = dataDir ? await lockDataDir(dataDir) : async () => {};
   let pglite: PGlite;
   try {
-    pglite = dataDir ? await PGlite.create(dataDir) : await PGlite.create();
+    const options = { startParams: [...PGLITE_START_PARAMS] };
+    pglite = dataDir ? await PGlite.create(dataDir, options) : await PGlite.create(options);
   } catch (err) {
     await unlock();
     throw err;

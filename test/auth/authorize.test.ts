@@ -25,10 +25,11 @@ const USERS: Record<string, { peso: number; grants: GrantSpec[] }> = {
   anna: {
     peso: 1,
     grants: [
-      ["erp", ["read", "write", "force_delete"], 4],
+      ["erp", ["read", "write", "force_delete", "metadata"], 4],
       ["price-1", ["read", "write"], 4],
     ],
   },
+  greta: { peso: 1, grants: [["erp", ["read", "write", "force_delete"], 4]] },
   marco: {
     peso: 2,
     grants: [
@@ -153,7 +154,9 @@ describe("authorize() layers", () => {
     expect(allowed("marco", "sales-1", "ORD", "update")).toHaveLength(1);
     expectDenied("marco", "sales-1", "ORD", "delete", 3);
     expect(allowed("marco", "anag-1", "CUST", "delete")).toHaveLength(1);
-    expectDenied("marco", "anag", null, "metadata", 4);
+    // Metadata needs the metadata operation (decisions §6): level 4 without it is not enough.
+    expectDenied("marco", "anag", null, "metadata", "metadata");
+    expectDenied("greta", "erp", null, "metadata", "metadata");
     expect(allowed("anna", "erp", null, "metadata")).toHaveLength(1);
     const levelZero = { peso: 3, grants: [["anag-1", ["read"], 0] as GrantSpec] };
     const err = refusal(() => authorize(ctxFor(levelZero, "anag-1"), model, "CUST", "read"));

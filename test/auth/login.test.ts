@@ -15,7 +15,13 @@ import { BACKENDS, createTestApp, manualClock, type TestApp } from "../helpers/e
 
 const FIXTURE_GRANTS = {
   anna: [
-    { COD_MENU: "erp", NLEFT: 1, NRIGHT: 22, OPERATIONS: ["read", "write", "force_delete"], LEVEL: 4 },
+    {
+      COD_MENU: "erp",
+      NLEFT: 1,
+      NRIGHT: 22,
+      OPERATIONS: ["read", "write", "force_delete", "metadata"],
+      LEVEL: 4,
+    },
     { COD_MENU: "price-1", NLEFT: 23, NRIGHT: 24, OPERATIONS: ["read", "write"], LEVEL: 4 },
   ],
   marco: [
