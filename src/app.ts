@@ -9,6 +9,7 @@ import { authRoutes } from "./rest/auth-routes.ts";
 import { metadataRoutes } from "./rest/metadata-routes.ts";
 import { readRoutes } from "./rest/read-routes.ts";
 import { writeRoutes } from "./rest/write-routes.ts";
+import { graphqlRoutes } from "./graphql/plugin.ts";
 import type { Services } from "./services.ts";
 import type { Config } from "./types.ts";
 
@@ -42,5 +43,6 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   await app.register(metadataRoutes, deps);
   await app.register(readRoutes, deps);
   await app.register(writeRoutes, deps);
+  await app.register(graphqlRoutes, deps);
   return app;
 }

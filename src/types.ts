@@ -70,6 +70,8 @@ export interface Config {
   fieldMaxBytes: number;
   /** Largest total of event payloads one request may write to the outbox: 413 beyond. */
   requestEventsMaxBytes: number;
+  /** GraphQL operations deeper or with more fields than this are refused (QUERY_TOO_COMPLEX). */
+  graphql: { maxDepth: number; maxCost: number };
 }
 
 // ---------------------------------------------------------------- database

@@ -1,0 +1,95 @@
+// GraphQL over HTTP at /graphql and /api/v4/graphql (graphql-yoga inside a Fastify route). The
+// caller is authenticated once per HTTP request, with the same rate limits as REST; what fails
+// before GraphQL runs answers in GraphQL's error shape with the REST code and status. The schema
+// is the one of the current metadata version (src/schema/cache.ts).
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { GraphQLError } from "graphql";
+import { createYoga, type Plugin } from "graphql-yoga";
+import { ApiError } from "../errors.ts";
+import { mapError } from "../http/error-handler.ts";
+import type { RouteDeps } from "../rest/deps.ts";
+import { createSchemaCache } from "../schema/cache.ts";
+import { complexityRule } from "./complexity.ts";
+import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
+
+export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
+
+interface ServerContext {
+  req: FastifyRequest;
+  reply: FastifyReply;
+}
+
+/** An error thrown by a resolver (or the database under it) as GraphQL error extensions. */
+function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): GraphQLError {
+  let original: unknown = error.originalError;
+  while (original instanceof GraphQLError && original.originalError) original = original.originalError;
+  if (original === undefined || original instanceof GraphQLError) return error;
+  const mapped = mapError(original);
+  if (mapped.status >= 500 && !(original instanceof ApiError)) log(original);
+  const { error: _type, message, code, status, ...extras } = mapped.body;
+  return new GraphQLError(
+    mapped.status >= 500 && !(original instanceof ApiError) ? "Unexpected error." : message,
+    {
+      nodes: error.nodes,
+      path: error.path,
+      extensions: { code, status, ...extras },
+    },
+  );
+}
+
+export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
+  const schemas = createSchemaCache(services.metadata, graphqlResolvers());
+  const limits = { maxDepth: services.config.graphql.maxDepth, maxCost: services.config.graphql.maxCost };
+
+  const limitComplexity: Plugin = {
+    onValidate({ addValidationRule }) {
+      addValidationRule(complexityRule(limits));
+    },
+  };
+
+  for (const endpoint of GRAPHQL_PATHS) {
+    const yoga = createYoga<ServerContext, GraphQLContext>({
+      graphqlEndpoint: endpoint,
+      schema: () => schemas.current(),
+      logging: false,
+      graphiql: false,
+      landingPage: false,
+      maskedErrors: {
+        maskError: (error) =>
+          error instanceof GraphQLError
+            ? toGraphQLError(error, (err) => services.logger.error({ err }, "GraphQL resolver failed"))
+            : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } }),
+      },
+      plugins: [limitComplexity],
+    });
+
+    app.route({
+      url: endpoint,
+      method: ["GET", "POST"],
+      handler: async (request, reply) => {
+        let context: GraphQLContext;
+        try {
+          const caller = await auth.authenticate(request, reply);
+          context = { caller: { ...caller, source: null }, services, readContexts: new Map() };
+        } catch (err) {
+          const mapped = mapError(err, request.id);
+          if (mapped.headers) reply.headers(mapped.headers);
+          const { error: _type, message, code, status, ...extras } = mapped.body;
+          return reply
+            .status(mapped.status)
+            .send({ errors: [{ message, extensions: { code, status, ...extras } }] });
+        }
+        const response = await yoga.handleNodeRequestAndResponse(request, reply, {
+          req: request,
+          reply,
+          ...context,
+        });
+        response.headers.forEach((value, key) => {
+          reply.header(key, value);
+        });
+        reply.status(response.status);
+        return reply.send(response.body);
+      },
+    });
+  }
+};

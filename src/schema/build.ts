@@ -1,0 +1,381 @@
+// The GraphQL schema of graphql.md, built from one metadata version. graphql-js types are made in
+// loops over the dimensions (Pothos' typed builder adds nothing when every type is generated at
+// run time: see docs/architecture.md). The builder is pure: the field resolvers are handed in.
+import {
+  GraphQLBoolean,
+  GraphQLEnumType,
+  GraphQLFloat,
+  type GraphQLFieldConfig,
+  type GraphQLFieldConfigArgumentMap,
+  type GraphQLFieldConfigMap,
+  type GraphQLFieldResolver,
+  GraphQLID,
+  GraphQLInputObjectType,
+  type GraphQLInputFieldConfigMap,
+  type GraphQLInputType,
+  GraphQLInt,
+  GraphQLList,
+  GraphQLNonNull,
+  GraphQLObjectType,
+  type GraphQLOutputType,
+  type GraphQLScalarType,
+  GraphQLSchema,
+  GraphQLString,
+} from "graphql";
+import type { DataType, DimensionDef, FieldDef, MetadataModel, Relation } from "../types.ts";
+import { DateScalar, Decimal, Int64, JSONScalar, Timestamp } from "./scalars.ts";
+
+/** What each generated field does; src/graphql/resolve.ts implements it over the shared resolvers. */
+export interface SchemaResolvers<C> {
+  list(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  byId(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  count(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  field(dim: DimensionDef, field: FieldDef): GraphQLFieldResolver<Record<string, unknown>, C>;
+  forward(dim: DimensionDef, relation: Relation): GraphQLFieldResolver<Record<string, unknown>, C>;
+  reverse(dim: DimensionDef, relation: Relation): GraphQLFieldResolver<Record<string, unknown>, C>;
+  create(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  update(dim: DimensionDef, mode: "put" | "patch"): GraphQLFieldResolver<unknown, C>;
+  remove(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  batchCreate(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  batch(): GraphQLFieldResolver<unknown, C>;
+}
+
+const nn = <T extends GraphQLOutputType | GraphQLInputType>(t: T) => new GraphQLNonNull(t);
+const list = <T extends GraphQLOutputType | GraphQLInputType>(t: T) => new GraphQLList(t);
+
+const OrderDirection = new GraphQLEnumType({
+  name: "OrderDirection",
+  values: { asc: { value: "asc" }, desc: { value: "desc" } },
+});
+
+const PageMeta = new GraphQLObjectType({
+  name: "PageMeta",
+  description: "total is counted only when selected.",
+  fields: {
+    total: { type: GraphQLInt },
+    num_rows: { type: nn(GraphQLInt) },
+    offset: { type: nn(GraphQLInt) },
+    has_more: { type: nn(GraphQLBoolean) },
+  },
+});
+
+const Media = new GraphQLObjectType({
+  name: "Media",
+  fields: {
+    file_id: { type: GraphQLString },
+    url: { type: GraphQLString },
+    size: { type: GraphQLFloat },
+    mime_type: { type: GraphQLString },
+    uploaded_at: { type: GraphQLString },
+    public: { type: GraphQLBoolean },
+  },
+});
+
+const RecordError = new GraphQLObjectType({
+  name: "RecordError",
+  fields: {
+    error: { type: nn(GraphQLString) },
+    code: { type: nn(GraphQLString) },
+    message: { type: nn(GraphQLString) },
+    status: { type: nn(GraphQLInt) },
+    field: { type: GraphQLString },
+  },
+});
+
+const BatchItemResult = new GraphQLObjectType({
+  name: "BatchItemResult",
+  fields: {
+    index: { type: nn(GraphQLInt) },
+    id: { type: GraphQLID },
+    status: { type: nn(GraphQLString) },
+    event_id: { type: GraphQLString },
+    error: { type: RecordError },
+  },
+});
+
+const BatchResult = new GraphQLObjectType({
+  name: "BatchResult",
+  fields: {
+    success: { type: nn(GraphQLInt) },
+    failed: { type: nn(GraphQLInt) },
+    results: { type: nn(list(nn(BatchItemResult))) },
+  },
+});
+
+const BatchMethod = new GraphQLEnumType({
+  name: "BatchMethod",
+  values: { POST: {}, PUT: {}, PATCH: {}, DELETE: {} },
+});
+
+const BatchOperation = new GraphQLInputObjectType({
+  name: "BatchOperation",
+  description: "One operation of POST /api/v4/core/batch; `@{ref}` in id or data names an earlier result.",
+  fields: {
+    method: { type: nn(BatchMethod) },
+    dim: { type: nn(GraphQLString) },
+    source: { type: GraphQLString },
+    id: { type: GraphQLID },
+    ref: { type: GraphQLString },
+    force: { type: GraphQLBoolean },
+    data: { type: JSONScalar },
+  },
+});
+
+const BatchOperationResult = new GraphQLObjectType({
+  name: "BatchOperationResult",
+  fields: {
+    index: { type: nn(GraphQLInt) },
+    ref: { type: GraphQLString },
+    method: { type: nn(GraphQLString) },
+    dim: { type: nn(GraphQLString) },
+    id: { type: GraphQLID },
+    data: { type: JSONScalar },
+    event_id: { type: GraphQLString },
+  },
+});
+
+/** The GraphQL type of a field's values (output), by field type. */
+function scalarOf(type: DataType): GraphQLScalarType {
+  switch (type) {
+    case "STRING":
+    case "TEXT":
+      return GraphQLString;
+    case "INTEGER":
+      return Int64;
+    case "DECIMAL":
+      return Decimal;
+    case "BOOLEAN":
+      return GraphQLBoolean;
+    case "DATE":
+      return DateScalar;
+    case "TIMESTAMP":
+      return Timestamp;
+    case "JSON":
+    case "MEDIA":
+      return JSONScalar;
+  }
+}
+
+/** Comparison inputs, one per scalar (the REST operators of the same names). */
+function comparisonInputs() {
+  const cache = new Map<string, GraphQLInputObjectType>();
+  return (type: DataType): GraphQLInputObjectType => {
+    const scalar = scalarOf(type);
+    const name = type === "JSON" || type === "MEDIA" ? "Null_comparison" : `${scalar.name}_comparison`;
+    let input = cache.get(name);
+    if (!input) {
+      const fields: GraphQLInputFieldConfigMap = { _is_null: { type: GraphQLBoolean } };
+      if (name !== "Null_comparison") {
+        for (const op of ["_eq", "_ne", "_gt", "_gte", "_lt", "_lte"]) fields[op] = { type: scalar };
+        fields._in = { type: list(nn(scalar)) };
+        fields._nin = { type: list(nn(scalar)) };
+        fields._between = { type: list(nn(scalar)) };
+        if (scalar === GraphQLString || scalar === DateScalar || scalar === Timestamp)
+          fields._like = { type: GraphQLString };
+      }
+      input = new GraphQLInputObjectType({ name, fields });
+      cache.set(name, input);
+    }
+    return input;
+  };
+}
+
+const contextArgs: GraphQLFieldConfigArgumentMap = {
+  source: { type: nn(GraphQLString), description: "The security area (TB_MENU node) of the request." },
+  center_dett: {
+    type: GraphQLString,
+    description: "The field visibility context; the user's own by default.",
+  },
+};
+
+export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaResolvers<C>): GraphQLSchema {
+  const dims = [...model.dimensions.values()].sort((a, b) => a.code.localeCompare(b.code));
+  const comparison = comparisonInputs();
+  const objectTypes = new Map<string, GraphQLObjectType>();
+  const whereTypes = new Map<string, GraphQLInputObjectType>();
+  const orderTypes = new Map<string, GraphQLInputObjectType>();
+  const createInputs = new Map<string, GraphQLInputObjectType>();
+
+  const listArgs = (dim: DimensionDef): GraphQLFieldConfigArgumentMap => ({
+    where: { type: whereTypes.get(dim.code)! },
+    filter: { type: GraphQLString, description: "A REST $filter expression." },
+    order_by: { type: list(nn(orderTypes.get(dim.code)!)) },
+    sort: { type: GraphQLString, description: "The REST sort syntax, e.g. NAME,-CDATA." },
+    limit: { type: GraphQLInt, description: "Page size, default 100, at most 1000." },
+    offset: { type: GraphQLInt },
+  });
+
+  for (const dim of dims) {
+    whereTypes.set(
+      dim.code,
+      new GraphQLInputObjectType({
+        name: `${dim.code}_where`,
+        fields: () => {
+          const self = whereTypes.get(dim.code)!;
+          const fields: GraphQLInputFieldConfigMap = {
+            _and: { type: list(nn(self)) },
+            _or: { type: list(nn(self)) },
+            _not: { type: self },
+          };
+          for (const f of dim.fields) fields[f.code] = { type: comparison(f.dataType) };
+          return fields;
+        },
+      }),
+    );
+    orderTypes.set(
+      dim.code,
+      new GraphQLInputObjectType({
+        name: `${dim.code}_order_by`,
+        fields: Object.fromEntries(
+          dim.fields
+            .filter((f) => f.dataType !== "JSON" && f.dataType !== "MEDIA")
+            .map((f) => [f.code, { type: OrderDirection }]),
+        ),
+      }),
+    );
+    objectTypes.set(
+      dim.code,
+      new GraphQLObjectType({
+        name: dim.code,
+        description: dim.description ?? undefined,
+        fields: () => {
+          const fields: GraphQLFieldConfigMap<Record<string, unknown>, C> = {};
+          for (const f of dim.fields) {
+            fields[f.code] = {
+              type: f.dataType === "MEDIA" ? Media : scalarOf(f.dataType),
+              description: f.description ?? undefined,
+              resolve: resolvers.field(dim, f),
+            };
+          }
+          for (const r of dim.relations) {
+            const target = objectTypes.get(r.toDim);
+            if (!target) continue;
+            fields[r.name] = { type: target, resolve: resolvers.forward(dim, r) };
+          }
+          for (const r of dim.reverseRelations) {
+            const child = model.dimensions.get(r.fromDim);
+            if (!child || !objectTypes.get(r.fromDim)) continue;
+            fields[r.name] = {
+              type: nn(list(nn(objectTypes.get(r.fromDim)!))),
+              args: listArgs(child),
+              resolve: resolvers.reverse(dim, r),
+            };
+          }
+          return fields;
+        },
+      }),
+    );
+  }
+
+  for (const dim of dims) {
+    createInputs.set(
+      dim.code,
+      new GraphQLInputObjectType({
+        name: `${dim.code}_create_input`,
+        fields: () => {
+          const fields: GraphQLInputFieldConfigMap = {};
+          for (const f of dim.fields) if (!f.system) fields[f.code] = { type: scalarOf(f.dataType) };
+          for (const child of dim.insertCascade) {
+            const input = createInputs.get(child);
+            if (input) fields[child] = { type: list(nn(input)) };
+          }
+          return fields;
+        },
+      }),
+    );
+  }
+
+  const queryFields: GraphQLFieldConfigMap<unknown, C> = {};
+  const mutationFields: GraphQLFieldConfigMap<unknown, C> = {};
+  for (const dim of dims) {
+    const type = objectTypes.get(dim.code)!;
+    const page = new GraphQLObjectType({
+      name: `${dim.code}_page`,
+      fields: { data: { type: nn(list(nn(type))) }, meta: { type: nn(PageMeta) } },
+    });
+    const trecArgs: GraphQLFieldConfigArgumentMap = { cond_trec: { type: list(nn(GraphQLString)) } };
+    queryFields[dim.code] = {
+      type: nn(page),
+      args: {
+        ...contextArgs,
+        ...listArgs(dim),
+        ...trecArgs,
+        force_list_cost: { type: list(nn(GraphQLString)) },
+      },
+      resolve: resolvers.list(dim),
+    };
+    queryFields[`${dim.code}_by_id`] = {
+      type,
+      args: { ...contextArgs, id: { type: nn(GraphQLID) } },
+      resolve: resolvers.byId(dim),
+    };
+    queryFields[`${dim.code}_count`] = {
+      type: nn(GraphQLInt),
+      args: {
+        ...contextArgs,
+        where: { type: whereTypes.get(dim.code)! },
+        filter: { type: GraphQLString },
+        ...trecArgs,
+      },
+      resolve: resolvers.count(dim),
+    };
+
+    const updateInput = new GraphQLInputObjectType({
+      name: `${dim.code}_update_input`,
+      fields: () => {
+        const fields: GraphQLInputFieldConfigMap = {};
+        for (const f of dim.fields)
+          if (!f.system || f.code === "TREC") fields[f.code] = { type: scalarOf(f.dataType) };
+        return fields;
+      },
+    });
+    const result = new GraphQLObjectType({
+      name: `${dim.code}_mutation_result`,
+      fields: {
+        data: { type },
+        message: { type: nn(GraphQLString) },
+        event_id: { type: GraphQLString },
+      },
+    });
+    const mutation = (
+      args: GraphQLFieldConfigArgumentMap,
+      resolve: GraphQLFieldResolver<unknown, C>,
+      out: GraphQLOutputType = nn(result),
+    ): GraphQLFieldConfig<unknown, C> => ({ type: out, args: { ...contextArgs, ...args }, resolve });
+    mutationFields[`${dim.code}_create`] = mutation(
+      { data: { type: nn(createInputs.get(dim.code)!) } },
+      resolvers.create(dim),
+    );
+    mutationFields[`${dim.code}_update`] = mutation(
+      { id: { type: nn(GraphQLID) }, data: { type: nn(updateInput) } },
+      resolvers.update(dim, "put"),
+    );
+    mutationFields[`${dim.code}_patch`] = mutation(
+      { id: { type: nn(GraphQLID) }, data: { type: nn(updateInput) } },
+      resolvers.update(dim, "patch"),
+    );
+    mutationFields[`${dim.code}_delete`] = mutation(
+      { id: { type: nn(GraphQLID) }, force: { type: GraphQLBoolean, defaultValue: false } },
+      resolvers.remove(dim),
+    );
+    mutationFields[`${dim.code}_batch_create`] = mutation(
+      { data: { type: nn(list(nn(createInputs.get(dim.code)!))) } },
+      resolvers.batchCreate(dim),
+      nn(BatchResult),
+    );
+  }
+  mutationFields.batch = {
+    type: nn(list(nn(BatchOperationResult))),
+    description: "POST /api/v4/core/batch: every operation or none.",
+    args: { operations: { type: nn(list(nn(BatchOperation))) } },
+    resolve: resolvers.batch(),
+  };
+
+  if (!dims.length) {
+    queryFields._empty = { type: GraphQLBoolean, description: "No dimension is defined yet." };
+  }
+  return new GraphQLSchema({
+    query: new GraphQLObjectType({ name: "Query", fields: queryFields }),
+    mutation: new GraphQLObjectType({ name: "Mutation", fields: mutationFields }),
+  });
+}
