@@ -1,0 +1,113 @@
+// The GraphQL server: batched loading (statements counted), hidden fields as FIELD_NOT_VISIBLE
+// errors, depth and cost limits before execution, authentication failures as HTTP 401, and a
+// metadata change visible without a restart.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
+import { createTestApp, type TestApp } from "../helpers/env.ts";
+import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
+import { type GraphQLReply, graphqlClient } from "./helpers.ts";
+
+type Gql = (query: string, variables?: Record<string, unknown>) => Promise<GraphQLReply>;
+
+describe("GraphQL server", () => {
+  let t: TestApp;
+  let rest: Client;
+  let anna: Gql;
+  let lucia: Gql;
+  let statements: string[] = [];
+
+  beforeAll(async () => {
+    t = await createTestApp("pglite", { fixture: "sample", env: NO_RATE_LIMITS });
+    rest = await clientFor(t.app, "anna");
+    anna = graphqlClient(t.app, await loginAs(t.app, "anna", SAMPLE_USERS.anna.password));
+    lucia = graphqlClient(t.app, await loginAs(t.app, "lucia", SAMPLE_USERS.lucia.password));
+    const created = await rest.post("/api/v4/core/CUST/batch?source=anag-1", {
+      data: Array.from({ length: 100 }, (_, i) => ({ NAME: `Bulk ${i}`, CITY_ID: i % 2 ? "MI" : "RM" })),
+    });
+    expect(created.body.success).toBe(100);
+    const query = t.services.db.query;
+    t.services.db.query = ((text: string, ...rest: unknown[]) => {
+      statements.push(text);
+      return (query as (...a: unknown[]) => unknown)(text, ...rest);
+    }) as typeof query;
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /** Statements that read dimension tables (not the session look-up of authentication). */
+  function dataStatements(): string[] {
+    const tables = [...t.services.metadata.current().dimensions.values()].map((d) => `"${d.tableName}"`);
+    return statements.filter((s) => tables.some((table) => s.includes(table)));
+  }
+
+  it("100 records with two relations cost 3 data statements; a nested chain one per level", async () => {
+    statements = [];
+    const res = await anna(
+      `{ CUST(source: "anag-1", limit: 100, order_by: [{CUST_ID: desc}]) { data { CUST_ID CITY { NAME } ADDR { KIND } } } }`,
+    );
+    expect(res.body.errors).toBeUndefined();
+    expect(res.body.data.CUST.data).toHaveLength(100);
+    expect(res.body.data.CUST.data[0].CITY.NAME).toBeTypeOf("string");
+    expect(dataStatements()).toHaveLength(3);
+
+    statements = [];
+    const nested = await anna(`{ ADDR(source: "anag-2") { data { ADDR_ID CUST { NAME CITY { NAME } } } } }`);
+    expect(nested.body.errors).toBeUndefined();
+    expect(nested.body.data.ADDR.data[0].CUST.CITY.NAME).toBeTypeOf("string");
+    expect(dataStatements()).toHaveLength(3);
+  });
+
+  it("a field the caller may not read is null with FIELD_NOT_VISIBLE at its path: peso, no L, no D", async () => {
+    const peso = await lucia(`{ CUST(source: "anag-1", limit: 1, order_by: [{CUST_ID: asc}]) { data { NAME CREDIT_LIMIT } } }`);
+    expect(peso.body.data.CUST.data[0]).toEqual({ NAME: "Rossi Srl", CREDIT_LIMIT: null });
+    expect(peso.body.errors[0]).toMatchObject({
+      path: ["CUST", "data", 0, "CREDIT_LIMIT"],
+      extensions: { code: "FIELD_NOT_VISIBLE", field: "CREDIT_LIMIT" },
+    });
+    const noL = await anna(`{ CUST(source: "anag-1", limit: 1, order_by: [{CUST_ID: asc}]) { data { EMAIL } } }`);
+    expect(noL.body.data.CUST.data[0].EMAIL).toBeNull();
+    expect(noL.body.errors[0].extensions.code).toBe("FIELD_NOT_VISIBLE");
+    const detail = await anna(`{ CUST_by_id(source: "anag-1", id: "1") { EMAIL RISK_SCORE } }`);
+    expect(detail.body.data.CUST_by_id).toEqual({ EMAIL: "info@rossi.example", RISK_SCORE: null });
+    expect(detail.body.errors).toHaveLength(1);
+    expect(detail.body.errors[0]).toMatchObject({
+      path: ["CUST_by_id", "RISK_SCORE"],
+      extensions: { code: "FIELD_NOT_VISIBLE" },
+    });
+  });
+
+  it("too deep or too wide operations are refused with QUERY_TOO_COMPLEX before they run", async () => {
+    statements = [];
+    const deep = await anna(
+      `{ ADDR(source: "anag-2") { data { CUST { ADDR { CUST { ADDR { CUST { ADDR { CUST { ADDR { ADDR_ID } } } } } } } } } } }`,
+    );
+    expect(deep.body.errors[0].extensions).toMatchObject({ code: "QUERY_TOO_COMPLEX", details: { depth: 11, max_depth: 10 } });
+    const aliases = Array.from({ length: 1001 }, (_, i) => `a${i}: CUST_count(source: "anag-1")`).join(" ");
+    const wide = await anna(`{ ${aliases} }`);
+    expect(wide.body.errors[0].extensions).toMatchObject({ code: "QUERY_TOO_COMPLEX", details: { cost: 1001, max_cost: 1000 } });
+    expect(dataStatements()).toEqual([]);
+  });
+
+  it("no token and a bad token are HTTP 401 with extensions.code", async () => {
+    const none = await graphqlClient(t.app, null)(`{ CUST_count(source: "anag-1") }`);
+    expect(none.status).toBe(401);
+    expect(none.body.errors[0].extensions).toEqual({ code: "TOKEN_MISSING", status: 401 });
+    const bad = await graphqlClient(t.app, "not-a-token", "/api/v4/graphql")(`{ CUST_count(source: "anag-1") }`);
+    expect(bad.status).toBe(401);
+    expect(bad.body.errors[0].extensions.code).toBe("TOKEN_INVALID");
+  });
+
+  it("a new field is queryable right after the metadata write, without a restart", async () => {
+    const before = await anna(`{ CUST(source: "anag-1", limit: 1) { data { NICKNAME } } }`);
+    expect(before.body.errors[0].message).toContain("NICKNAME");
+    const added = await rest.post("/api/v4/core/VAR?source=erp", {
+      data: { COD_DIM: "CUST", NUM_VAR: 40, COD_VAR: "NICKNAME", DATA_TYPE: "STRING", LENGTH: 20 },
+    });
+    expect(added.status).toBe(201);
+    const set = await anna(`mutation { CUST_patch(source: "anag-1", id: "1", data: {NICKNAME: "Ross"}) { data { NICKNAME } } }`);
+    expect(set.body.errors).toBeUndefined();
+    const after = await anna(`{ CUST_by_id(source: "anag-1", id: "1") { NICKNAME } }`);
+    expect(after.body.data.CUST_by_id.NICKNAME).toBe("Ross");
+  });
+});
