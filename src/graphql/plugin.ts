@@ -4,6 +4,7 @@
 // is the one of the current metadata version (src/schema/cache.ts).
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { GraphQLError } from "graphql";
+import { renderGraphiQL } from "@graphql-yoga/render-graphiql";
 import { createYoga, type Plugin } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
@@ -13,6 +14,17 @@ import { complexityRule } from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
 export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
+
+const GRAPHIQL_DEFAULT_QUERY = `# Paste your token in the Headers tab below, then run a query, e.g.
+# { CUST(source: "anag-1", limit: 5) { data { CUST_ID NAME } meta { total } } }
+`;
+
+/** A browser asking for the page: GET, HTML accepted, no GraphQL parameters. */
+function wantsGraphiQL(request: FastifyRequest): boolean {
+  if (request.method !== "GET") return false;
+  const query = request.query as Record<string, unknown>;
+  return (request.headers.accept ?? "").includes("text/html") && query.query === undefined;
+}
 
 interface ServerContext {
   req: FastifyRequest;
@@ -63,10 +75,26 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       plugins: [limitComplexity],
     });
 
+    let graphiqlPage: string | null = null;
     app.route({
       url: endpoint,
       method: ["GET", "POST"],
       handler: async (request, reply) => {
+        if (wantsGraphiQL(request)) {
+          // GraphiQL from the package's bundled assets (no CDN), without a token: the page's
+          // Headers tab holds the Authorization header it sends.
+          graphiqlPage ??= renderGraphiQL({
+            endpoint,
+            title: "Dimensio GraphQL",
+            headers: JSON.stringify(
+              { Authorization: "Bearer <paste an access token from POST /auth/login>" },
+              null,
+              2,
+            ),
+            defaultQuery: GRAPHIQL_DEFAULT_QUERY,
+          });
+          return reply.type("text/html; charset=utf-8").send(graphiqlPage);
+        }
         let context: GraphQLContext;
         try {
           const caller = await auth.authenticate(request, reply);

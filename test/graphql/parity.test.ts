@@ -33,7 +33,9 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     return ids(res.body.data);
   }
   async function gqlIds(where: string): Promise<number[]> {
-    const res = await gql(`{ CUST(source: "anag-1", where: ${where}, order_by: [{CUST_ID: asc}]) { data { CUST_ID } } }`);
+    const res = await gql(
+      `{ CUST(source: "anag-1", where: ${where}, order_by: [{CUST_ID: asc}]) { data { CUST_ID } } }`,
+    );
     expect(res.body.errors, JSON.stringify(res.body.errors)).toBeUndefined();
     return ids(res.body.data.CUST.data);
   }
@@ -65,9 +67,12 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     expect(expected.length).toBeGreaterThan(0);
     const where = `{_and: [{_or: [{CITY_ID: {_eq: "MI"}}, {CREDIT_LIMIT: {_gt: 100000}}]}, {_not: {VIP: {_eq: true}}}]}`;
     expect(await gqlIds(where)).toEqual(expected);
-    const res = await gql(`query($f: String) { CUST(source: "anag-1", filter: $f, sort: "CUST_ID") { data { CUST_ID } } }`, {
-      f: expr,
-    });
+    const res = await gql(
+      `query($f: String) { CUST(source: "anag-1", filter: $f, sort: "CUST_ID") { data { CUST_ID } } }`,
+      {
+        f: expr,
+      },
+    );
     expect(ids(res.body.data.CUST.data)).toEqual(expected);
   });
 
@@ -76,8 +81,15 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     const res = await gql(
       `{ CUST(source: "anag-1", order_by: [{NAME: desc}], limit: 2, offset: 1) { data { CUST_ID NAME } meta { total num_rows offset has_more } } }`,
     );
-    expect(res.body.data.CUST.data).toEqual(page.body.data.map((r: { CUST_ID: number; NAME: string }) => ({ CUST_ID: r.CUST_ID, NAME: r.NAME })));
-    expect(res.body.data.CUST.meta).toEqual({ total: page.body.meta.total, num_rows: 2, offset: 1, has_more: page.body.meta.has_more });
+    expect(res.body.data.CUST.data).toEqual(
+      page.body.data.map((r: { CUST_ID: number; NAME: string }) => ({ CUST_ID: r.CUST_ID, NAME: r.NAME })),
+    );
+    expect(res.body.data.CUST.meta).toEqual({
+      total: page.body.meta.total,
+      num_rows: 2,
+      offset: 1,
+      has_more: page.body.meta.has_more,
+    });
     const keyset = await gqlIds(`{CUST_ID: {_gt: 1}}`);
     expect(keyset).toEqual(await restIds("filter[CUST_ID][$gt]=1"));
     const count = await rest.get("/api/v4/core/CUST/count?source=anag-1&filter[CITY_ID]=MI");
@@ -90,10 +102,17 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
 
   it("relations both ways equal REST $expand", async () => {
     const restOne = await rest.get("/api/v4/core/CUST/1?source=anag-1&$expand=CITY,ADDR");
-    const res = await gql(`{ CUST_by_id(source: "anag-1", id: "1") { CUST_ID CITY { CITY_ID NAME } ADDR { ADDR_ID KIND } } }`);
+    const res = await gql(
+      `{ CUST_by_id(source: "anag-1", id: "1") { CUST_ID CITY { CITY_ID NAME } ADDR { ADDR_ID KIND } } }`,
+    );
     const one = res.body.data.CUST_by_id;
     expect(one.CITY).toEqual({ CITY_ID: restOne.body.data.CITY.CITY_ID, NAME: restOne.body.data.CITY.NAME });
-    expect(one.ADDR).toEqual(restOne.body.data.ADDR.map((a: { ADDR_ID: number; KIND: string }) => ({ ADDR_ID: a.ADDR_ID, KIND: a.KIND })));
+    expect(one.ADDR).toEqual(
+      restOne.body.data.ADDR.map((a: { ADDR_ID: number; KIND: string }) => ({
+        ADDR_ID: a.ADDR_ID,
+        KIND: a.KIND,
+      })),
+    );
     expect(one.ADDR.length).toBeGreaterThan(0);
   });
 
@@ -103,24 +122,41 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     );
     expect(created.body.errors).toBeUndefined();
     const id = created.body.data.CUST_create.data.CUST_ID;
-    expect(created.body.data.CUST_create).toMatchObject({ data: { NAME: "Graph Srl", TREC: "N" }, message: `CUST ${id} created.` });
+    expect(created.body.data.CUST_create).toMatchObject({
+      data: { NAME: "Graph Srl", TREC: "N" },
+      message: `CUST ${id} created.`,
+    });
     expect(created.body.data.CUST_create.event_id).toMatch(/^\d+$/);
     const read = await rest.get(`/api/v4/core/CUST/${id}?source=anag-1`);
     expect(read.body.data).toMatchObject({ NAME: "Graph Srl", CITY_ID: "MI", CREDIT_LIMIT: 10 });
 
-    const patched = await gql(`mutation { CUST_patch(source: "anag-1", id: "${id}", data: {CREDIT_LIMIT: 20}) { data { CREDIT_LIMIT TREC } } }`);
+    const patched = await gql(
+      `mutation { CUST_patch(source: "anag-1", id: "${id}", data: {CREDIT_LIMIT: 20}) { data { CREDIT_LIMIT TREC } } }`,
+    );
     expect(patched.body.data.CUST_patch.data).toEqual({ CREDIT_LIMIT: 20, TREC: "M" });
     expect((await rest.get(`/api/v4/core/CUST/${id}?source=anag-1`)).body.data.CITY_ID).toBe("MI");
 
-    const put = await gql(`mutation { CUST_update(source: "anag-1", id: "${id}", data: {NAME: "Graph 2"}) { data { NAME CITY_ID } } }`);
+    const put = await gql(
+      `mutation { CUST_update(source: "anag-1", id: "${id}", data: {NAME: "Graph 2"}) { data { NAME CITY_ID } } }`,
+    );
     expect(put.body.errors).toBeUndefined();
     // PUT semantics: M fields left out are cleared, as REST does.
-    expect((await rest.get(`/api/v4/core/CUST/${id}?source=anag-1`)).body.data).toMatchObject({ NAME: "Graph 2", CITY_ID: null });
+    expect((await rest.get(`/api/v4/core/CUST/${id}?source=anag-1`)).body.data).toMatchObject({
+      NAME: "Graph 2",
+      CITY_ID: null,
+    });
 
-    const soft = await gql(`mutation { CUST_delete(source: "anag-1", id: "${id}") { data { CUST_ID TREC } message } }`);
-    expect(soft.body.data.CUST_delete).toEqual({ data: { CUST_ID: id, TREC: "C" }, message: `CUST ${id} deleted.` });
+    const soft = await gql(
+      `mutation { CUST_delete(source: "anag-1", id: "${id}") { data { CUST_ID TREC } message } }`,
+    );
+    expect(soft.body.data.CUST_delete).toEqual({
+      data: { CUST_ID: id, TREC: "C" },
+      message: `CUST ${id} deleted.`,
+    });
     expect((await rest.get(`/api/v4/core/CUST/${id}?source=anag-1`)).status).toBe(404);
-    const force = await gql(`mutation { CUST_delete(source: "anag-1", id: "${id}", force: true) { data { CUST_ID } message } }`);
+    const force = await gql(
+      `mutation { CUST_delete(source: "anag-1", id: "${id}", force: true) { data { CUST_ID } message } }`,
+    );
     expect(force.body.data.CUST_delete).toEqual({ data: null, message: `CUST ${id} permanently deleted.` });
     const gone = await t.services.db.query(`SELECT 1 FROM "TB_ANAG_CUST00" WHERE "CUST_ID" = $1`, [id]);
     expect(gone.rows).toEqual([]);
@@ -142,15 +178,12 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     expect(viaGql.body.data.CUST_batch_create).toMatchObject({ success: 2, failed: 1 });
 
     const before = (await rest.get("/api/v4/core/CUST/count?source=anag-1")).body.count;
-    const batch = await gql(
-      `mutation($ops: [BatchOperation!]!) { batch(operations: $ops) { index id } }`,
-      {
-        ops: [
-          { method: "POST", dim: "CUST", source: "anag-1", data: { NAME: "Kept?" } },
-          { method: "PATCH", dim: "CUST", source: "anag-1", id: "999999", data: { NAME: "x" } },
-        ],
-      },
-    );
+    const batch = await gql(`mutation($ops: [BatchOperation!]!) { batch(operations: $ops) { index id } }`, {
+      ops: [
+        { method: "POST", dim: "CUST", source: "anag-1", data: { NAME: "Kept?" } },
+        { method: "PATCH", dim: "CUST", source: "anag-1", id: "999999", data: { NAME: "x" } },
+      ],
+    });
     expect(batch.body.errors[0].extensions).toMatchObject({ code: "RECORD_NOT_FOUND", status: 404 });
     expect((await rest.get("/api/v4/core/CUST/count?source=anag-1")).body.count).toBe(before);
   });
@@ -164,9 +197,12 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     ];
     for (const [label, data] of cases) {
       const viaRest = await rest.post("/api/v4/core/CUST?source=anag-1", { data });
-      const viaGql = await gql(`mutation($d: CUST_create_input!) { CUST_create(source: "anag-1", data: $d) { message } }`, {
-        d: data,
-      });
+      const viaGql = await gql(
+        `mutation($d: CUST_create_input!) { CUST_create(source: "anag-1", data: $d) { message } }`,
+        {
+          d: data,
+        },
+      );
       const ext = viaGql.body.errors?.[0]?.extensions;
       expect(ext, label).toMatchObject({ code: viaRest.body.code, status: viaRest.status });
       expect(ext.field, label).toBe(viaRest.body.field);

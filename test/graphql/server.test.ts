@@ -59,13 +59,17 @@ describe("GraphQL server", () => {
   });
 
   it("a field the caller may not read is null with FIELD_NOT_VISIBLE at its path: peso, no L, no D", async () => {
-    const peso = await lucia(`{ CUST(source: "anag-1", limit: 1, order_by: [{CUST_ID: asc}]) { data { NAME CREDIT_LIMIT } } }`);
+    const peso = await lucia(
+      `{ CUST(source: "anag-1", limit: 1, order_by: [{CUST_ID: asc}]) { data { NAME CREDIT_LIMIT } } }`,
+    );
     expect(peso.body.data.CUST.data[0]).toEqual({ NAME: "Rossi Srl", CREDIT_LIMIT: null });
     expect(peso.body.errors[0]).toMatchObject({
       path: ["CUST", "data", 0, "CREDIT_LIMIT"],
       extensions: { code: "FIELD_NOT_VISIBLE", field: "CREDIT_LIMIT" },
     });
-    const noL = await anna(`{ CUST(source: "anag-1", limit: 1, order_by: [{CUST_ID: asc}]) { data { EMAIL } } }`);
+    const noL = await anna(
+      `{ CUST(source: "anag-1", limit: 1, order_by: [{CUST_ID: asc}]) { data { EMAIL } } }`,
+    );
     expect(noL.body.data.CUST.data[0].EMAIL).toBeNull();
     expect(noL.body.errors[0].extensions.code).toBe("FIELD_NOT_VISIBLE");
     const detail = await anna(`{ CUST_by_id(source: "anag-1", id: "1") { EMAIL RISK_SCORE } }`);
@@ -82,10 +86,16 @@ describe("GraphQL server", () => {
     const deep = await anna(
       `{ ADDR(source: "anag-2") { data { CUST { ADDR { CUST { ADDR { CUST { ADDR { CUST { ADDR { ADDR_ID } } } } } } } } } } }`,
     );
-    expect(deep.body.errors[0].extensions).toMatchObject({ code: "QUERY_TOO_COMPLEX", details: { depth: 11, max_depth: 10 } });
+    expect(deep.body.errors[0].extensions).toMatchObject({
+      code: "QUERY_TOO_COMPLEX",
+      details: { depth: 11, max_depth: 10 },
+    });
     const aliases = Array.from({ length: 1001 }, (_, i) => `a${i}: CUST_count(source: "anag-1")`).join(" ");
     const wide = await anna(`{ ${aliases} }`);
-    expect(wide.body.errors[0].extensions).toMatchObject({ code: "QUERY_TOO_COMPLEX", details: { cost: 1001, max_cost: 1000 } });
+    expect(wide.body.errors[0].extensions).toMatchObject({
+      code: "QUERY_TOO_COMPLEX",
+      details: { cost: 1001, max_cost: 1000 },
+    });
     expect(dataStatements()).toEqual([]);
   });
 
@@ -93,7 +103,11 @@ describe("GraphQL server", () => {
     const none = await graphqlClient(t.app, null)(`{ CUST_count(source: "anag-1") }`);
     expect(none.status).toBe(401);
     expect(none.body.errors[0].extensions).toEqual({ code: "TOKEN_MISSING", status: 401 });
-    const bad = await graphqlClient(t.app, "not-a-token", "/api/v4/graphql")(`{ CUST_count(source: "anag-1") }`);
+    const bad = await graphqlClient(
+      t.app,
+      "not-a-token",
+      "/api/v4/graphql",
+    )(`{ CUST_count(source: "anag-1") }`);
     expect(bad.status).toBe(401);
     expect(bad.body.errors[0].extensions.code).toBe("TOKEN_INVALID");
   });
@@ -105,7 +119,9 @@ describe("GraphQL server", () => {
       data: { COD_DIM: "CUST", NUM_VAR: 40, COD_VAR: "NICKNAME", DATA_TYPE: "STRING", LENGTH: 20 },
     });
     expect(added.status).toBe(201);
-    const set = await anna(`mutation { CUST_patch(source: "anag-1", id: "1", data: {NICKNAME: "Ross"}) { data { NICKNAME } } }`);
+    const set = await anna(
+      `mutation { CUST_patch(source: "anag-1", id: "1", data: {NICKNAME: "Ross"}) { data { NICKNAME } } }`,
+    );
     expect(set.body.errors).toBeUndefined();
     const after = await anna(`{ CUST_by_id(source: "anag-1", id: "1") { NICKNAME } }`);
     expect(after.body.data.CUST_by_id.NICKNAME).toBe("Ross");
