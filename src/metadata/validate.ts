@@ -2,6 +2,7 @@
 // problem. Used by the fixture importer and by metadata writes, before anything is written.
 import { isValidIdentifier } from "../db/sql.ts";
 import type { MetadataRows, Problem } from "../types.ts";
+import { graphqlNameProblems } from "../schema/names.ts";
 import { resolveRelations } from "./build.ts";
 import {
   AUDIT_FIELDS,
@@ -224,6 +225,9 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
       );
     }
   }
+
+  // The GraphQL schema uses the codes verbatim: they may not collide with its generated names.
+  for (const p of graphqlNameProblems(rows)) add(p.path, p.message);
 
   // ---- TB_MENU (nested sets must nest: two nodes are disjoint or one holds the other)
   const menuCodes = new Set<string>();

@@ -1,0 +1,105 @@
+// The names the GraphQL schema generates from the metadata (graphql.md: identifiers verbatim).
+// Metadata validation refuses a dimension, field or relation whose name would collide with another
+// generated name, with a message, rather than have the schema rename anything.
+import { AUDIT_FIELDS } from "../metadata/data-types.ts";
+import { resolveRelations } from "../metadata/build.ts";
+import type { MetadataRows } from "../types.ts";
+
+/** Types every schema has, whatever the metadata. */
+export const FIXED_TYPE_NAMES: ReadonlySet<string> = new Set([
+  "Query",
+  "Mutation",
+  "Subscription",
+  "PageMeta",
+  "Media",
+  "RecordError",
+  "BatchItemResult",
+  "BatchResult",
+  "BatchMethod",
+  "BatchOperation",
+  "BatchOperationResult",
+  "OrderDirection",
+  "Int64",
+  "Decimal",
+  "Date",
+  "Timestamp",
+  "JSON",
+  "String",
+  "Int",
+  "Float",
+  "Boolean",
+  "ID",
+  "DimensionEvent",
+]);
+
+/** What the schema appends to a dimension's code for its types and root fields. */
+export const GENERATED_SUFFIXES = [
+  "_where",
+  "_order_by",
+  "_page",
+  "_create_input",
+  "_update_input",
+  "_mutation_result",
+  "_comparison",
+  "_by_id",
+  "_count",
+  "_aggregate",
+  "_create",
+  "_update",
+  "_patch",
+  "_delete",
+  "_batch_create",
+  "_events",
+] as const;
+
+export function graphqlNameProblems(rows: MetadataRows): Array<{ path: string; message: string }> {
+  const problems: Array<{ path: string; message: string }> = [];
+  const codes = rows.TB_DIM.map((d) => d.COD_DIM);
+  rows.TB_DIM.forEach((d, i) => {
+    const path = `TB_DIM[${i}].COD_DIM`;
+    if (FIXED_TYPE_NAMES.has(d.COD_DIM)) {
+      problems.push({ path, message: `${d.COD_DIM} is a type of the GraphQL schema; choose another code` });
+    }
+    for (const other of codes) {
+      const suffix = GENERATED_SUFFIXES.find((s) => d.COD_DIM === `${other}${s}`);
+      if (other !== d.COD_DIM && suffix) {
+        problems.push({
+          path,
+          message: `${d.COD_DIM} collides with the GraphQL name generated for ${other} (${other}${suffix}); choose another code`,
+        });
+      }
+    }
+  });
+  // Within a dimension's type: fields, forward relations and reverse relations share one namespace.
+  const relations = resolveRelations(rows);
+  for (const d of rows.TB_DIM) {
+    const taken = new Map<string, string>();
+    for (const v of rows.TB_VAR) if (v.COD_DIM === d.COD_DIM) taken.set(v.COD_VAR, "a field");
+    for (const a of AUDIT_FIELDS[d.AUDIT_STYLE === "CREATED" ? "CREATED" : "TREC"])
+      taken.set(a.code, "an audit field");
+    for (const r of relations.filter((r) => r.fromDim === d.COD_DIM)) {
+      const seen = taken.get(r.name);
+      if (seen && seen !== "a field" && seen !== "an audit field") {
+        problems.push({
+          path: `TB_OBJECT ${r.fromDim}.${r.fromField}`,
+          message: `the relation name ${r.name} is also ${seen} of ${d.COD_DIM}; give it another REL_NAME`,
+        });
+      }
+      taken.set(r.name, `the relation ${r.fromDim}.${r.fromField}`);
+    }
+    const reverse = relations.filter((r) => r.toDim === d.COD_DIM);
+    for (const r of reverse) {
+      const siblings = reverse.filter((o) => o.fromDim === r.fromDim).length;
+      const name = siblings === 1 ? r.fromDim : `${r.fromDim}_${r.fromField}`;
+      const seen = taken.get(name);
+      if (seen) {
+        problems.push({
+          path: `TB_OBJECT ${r.fromDim}.${r.fromField}`,
+          message: `${d.COD_DIM}'s list of ${r.fromDim} records would be named ${name}, which is ${seen} of ${d.COD_DIM}`,
+        });
+      }
+      taken.set(name, `the child list ${name}`);
+    }
+  }
+  return problems;
+}
