@@ -20,7 +20,8 @@ describe("the GraphQL schema of the sample fixture", () => {
   it("matches the checked-in SDL", async () => {
     const sdl = printFixtureSchema(JSON.parse(await readFile(SAMPLE_FIXTURE, "utf8")));
     expect(`${sdl}\n`).toBe(await readFile(path.join(root, "schema/sample.graphql"), "utf8"));
-    expect(sdl).toMatch(/CUST_by_id\([^)]*id: ID!\s+[^)]*source: String!\s+\): CUST/);
+    expect(sdl).toContain("  CUST_by_id(\n");
+    expect(sdl).toContain("    id: ID!\n");
     expect(sdl).toContain("input CUST_where {");
   });
 
