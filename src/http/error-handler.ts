@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { databaseApiError } from "../db/errors.ts";
 import { ApiError, type ErrorBody, internalErrorBody } from "../errors.ts";
 
 export interface MappedError {
@@ -62,122 +63,12 @@ function fastifyClientError(err: FastifyError): MappedError | null {
   };
 }
 
-/** Socket errors and SQLSTATEs that mean the database cannot be reached or is going away. */
-const UNAVAILABLE = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EPIPE",
-  "57P01",
-  "57P02",
-  "57P03",
-  "53300",
-]);
-
-interface DatabaseErrorRule {
-  matches(code: string, message: string): boolean;
-  status: number;
-  error: string;
-  code: string | ((sqlstate: string) => string);
-  message: string | ((sqlstate: string) => string);
-  /** A transient failure: the answer carries Retry-After. */
-  retry?: boolean;
-  /** The request's own fault: the body names the SQLSTATE. */
-  showState?: boolean;
-}
-
-/**
- * Database errors that escaped the layers that know better, first match wins. Bad values (class
- * 22: a NUL or an unpaired surrogate in text, a value out of range) are the request's fault, and so
- * are integrity violations (class 23). A deadlock wrote nothing and a retry will most likely pass.
- * The SQL is generated from the metadata, so an unknown column or table means the metadata changed
- * under a request in flight. An unreachable database is a 503, a query over the timeout (spec 8) a 504.
- */
-const DATABASE_ERRORS: DatabaseErrorRule[] = [
-  {
-    matches: (c) => c === "57014",
-    status: 504,
-    error: "GatewayTimeout",
-    code: "QUERY_TIMEOUT",
-    message: "The query took longer than the query timeout and was cancelled.",
-  },
-  {
-    matches: (c) => c.startsWith("22"),
-    status: 400,
-    error: "ValidationError",
-    code: "INVALID_FIELD_VALUE",
-    message: "A value in the request cannot be stored or compared (for example a NUL character).",
-    showState: true,
-  },
-  {
-    matches: (c) => c === "23502",
-    status: 422,
-    error: "ValidationError",
-    code: "REQUIRED_FIELD_MISSING",
-    message: "A required value is missing.",
-    showState: true,
-  },
-  {
-    matches: (c) => c.startsWith("23"),
-    status: 409,
-    error: "Conflict",
-    code: (c) => (c === "23505" ? "DUPLICATE_KEY" : "CONSTRAINT_VIOLATION"),
-    message: (c) =>
-      c === "23505" ? "A record with this key exists already." : "The change conflicts with stored data.",
-    showState: true,
-  },
-  {
-    matches: (c) => c === "40P01" || c === "40001",
-    status: 409,
-    error: "Conflict",
-    code: "WRITE_CONFLICT",
-    message: "The change collided with a concurrent one and was not applied; retry it.",
-    retry: true,
-  },
-  {
-    // A prepared plan whose result type a table change altered is the same drift.
-    matches: (c, m) => c === "42703" || c === "42P01" || (c === "0A000" && m.includes("cached plan")),
-    status: 503,
-    error: "ServiceUnavailable",
-    code: "METADATA_CHANGED",
-    message: "The dimension's metadata changed while the request ran; retry it.",
-    retry: true,
-  },
-  {
-    matches: (c) => UNAVAILABLE.has(c) || c.startsWith("08"),
-    status: 503,
-    error: "ServiceUnavailable",
-    code: "DATABASE_UNAVAILABLE",
-    message: "The database is not reachable right now; retry shortly.",
-    retry: true,
-  },
-];
-
-function databaseError(err: unknown): MappedError | null {
-  const sqlstate = (err as { code?: unknown })?.code;
-  if (typeof sqlstate !== "string") return null;
-  const message = err instanceof Error ? err.message : "";
-  const rule = DATABASE_ERRORS.find((r) => r.matches(sqlstate, message));
-  if (!rule) return null;
-  // pg names the column of a NOT NULL violation.
-  const column = (err as { column?: unknown }).column;
-  const body: ErrorBody = {
-    error: rule.error,
-    message: typeof rule.message === "function" ? rule.message(sqlstate) : rule.message,
-    code: typeof rule.code === "function" ? rule.code(sqlstate) : rule.code,
-    status: rule.status,
-    ...(rule.showState && typeof column === "string" ? { field: column } : {}),
-    ...(rule.showState ? { details: { sqlstate } } : {}),
-  };
-  return { status: rule.status, body, ...(rule.retry ? { headers: { "Retry-After": "1" } } : {}) };
-}
-
 export function mapError(err: unknown, requestId?: string): MappedError {
   if (err instanceof ApiError) {
     return { status: err.status, body: err.toBody(), ...(err.headers ? { headers: err.headers } : {}) };
   }
-  const db = databaseError(err);
-  if (db) return db;
+  const db = databaseApiError(err);
+  if (db) return { status: db.status, body: db.toBody(), ...(db.headers ? { headers: db.headers } : {}) };
   const fe = err as FastifyError;
   if (fe && typeof fe === "object" && typeof fe.statusCode === "number") {
     const mapped = fastifyClientError(fe);

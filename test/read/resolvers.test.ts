@@ -1,5 +1,6 @@
 // The read resolvers called directly, as GraphQL will call them: batching of expansions, index use of
 // keyset pages, compiled serialisation, and results over a real database.
+import { databaseApiError } from "../../src/db/errors.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError } from "../../src/errors.ts";
 import { compileRecordsPage } from "../../src/query/compile.ts";
@@ -172,15 +173,15 @@ describe.each(BACKENDS)("read resolvers (%s)", (backend) => {
     expect(fields.find((f) => f.cod_var === "SALES_REP")).toMatchObject({ cod_on_off: "LDRNM" });
   });
 
-  it("turns a value the database refuses into a 400, never a 500", async () => {
+  it("a value the database refuses maps to a 400 (src/db/errors.ts, once for REST and GraphQL)", async () => {
     const rc = context();
-    await expect(runQuery(rc, { text: "SELECT 'x'::int AS n", params: [] })).rejects.toMatchObject({
-      status: 400,
-      code: "INVALID_FIELD_VALUE",
-    });
-    await expect(
-      runQuery(rc, { text: "SELECT * FROM no_such_table", params: [] }),
-    ).rejects.not.toBeInstanceOf(ApiError);
+    const refused = await runQuery(rc, { text: "SELECT 'x'::int AS n", params: [] }).catch((e: unknown) => e);
+    expect(refused).not.toBeInstanceOf(ApiError);
+    expect(databaseApiError(refused)).toMatchObject({ status: 400, code: "INVALID_FIELD_VALUE" });
+    const drift = await runQuery(rc, { text: "SELECT * FROM no_such_table", params: [] }).catch(
+      (e: unknown) => e,
+    );
+    expect(databaseApiError(drift)).toMatchObject({ status: 503, code: "METADATA_CHANGED" });
   });
 
   it("checks the grant on the source first: 403, and 404 for an unknown dimension", async () => {

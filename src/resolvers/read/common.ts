@@ -1,6 +1,6 @@
 // Steps every read resolver shares: finding the dimension, checking the grant, running SQL.
 import { authorize, permissionDenied, sourceLevel } from "../../auth/authorize.ts";
-import { ApiError, NotFoundError, ValidationError } from "../../errors.ts";
+import { NotFoundError } from "../../errors.ts";
 import type { CompiledQuery } from "../../query/types.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
 import type { ReadContext } from "./context.ts";
@@ -40,20 +40,10 @@ export function assertDebugAllowed(rc: ReadContext): void {
 
 /**
  * Runs a compiled statement. Values are checked before they get here; should the database still
- * refuse one (a data exception, SQLSTATE class 22), the caller gets a 400, never a 500.
+ * refuse one, src/db/errors.ts maps the failure (a data exception is a 400, never a 500).
  */
 export async function runQuery<R = Record<string, unknown>>(rc: ReadContext, q: CompiledQuery): Promise<R[]> {
-  try {
-    return (await rc.db.query<R>(q.text, q.params, { prepare: rc.model.version })).rows;
-  } catch (err) {
-    const code = (err as { code?: unknown })?.code;
-    if (!(err instanceof ApiError) && typeof code === "string" && code.startsWith("22")) {
-      throw new ValidationError("INVALID_FIELD_VALUE", "A filter value was refused by the database.", {
-        details: { sqlstate: code },
-      });
-    }
-    throw err;
-  }
+  return (await rc.db.query<R>(q.text, q.params, { prepare: rc.model.version })).rows;
 }
 
 export type DataRecord = Record<string, unknown>;

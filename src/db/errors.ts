@@ -1,0 +1,122 @@
+// Database failures mapped to typed API errors, once, by SQLSTATE (issue 9): REST's error handler
+// and GraphQL's error formatting both call databaseApiError.
+import { ApiError } from "../errors.ts";
+
+/** Socket errors and SQLSTATEs that mean the database cannot be reached or is going away. */
+const UNAVAILABLE = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300",
+]);
+
+interface DatabaseErrorRule {
+  matches(code: string, message: string): boolean;
+  status: number;
+  error: string;
+  code: string | ((sqlstate: string) => string);
+  message: string | ((sqlstate: string) => string);
+  /** A transient failure: the answer carries Retry-After. */
+  retry?: boolean;
+  /** The request's own fault: the body names the SQLSTATE. */
+  showState?: boolean;
+}
+
+/**
+ * Database errors that escaped the layers that know better, first match wins. Bad values (class
+ * 22: a NUL or an unpaired surrogate in text, a value out of range) are the request's fault, and so
+ * are integrity violations (class 23). A deadlock wrote nothing and a retry will most likely pass.
+ * The SQL is generated from the metadata, so an unknown column or table means the metadata changed
+ * under a request in flight. An unreachable database is a 503, a query over the timeout (spec 8) a 504.
+ */
+const DATABASE_ERRORS: DatabaseErrorRule[] = [
+  {
+    matches: (c) => c === "57014",
+    status: 504,
+    error: "GatewayTimeout",
+    code: "QUERY_TIMEOUT",
+    message: "The query took longer than the query timeout and was cancelled.",
+  },
+  {
+    matches: (c) => c.startsWith("22"),
+    status: 400,
+    error: "ValidationError",
+    code: "INVALID_FIELD_VALUE",
+    message: "A value in the request cannot be stored or compared (for example a NUL character).",
+    showState: true,
+  },
+  {
+    matches: (c) => c === "23502",
+    status: 422,
+    error: "ValidationError",
+    code: "REQUIRED_FIELD_MISSING",
+    message: "A required value is missing.",
+    showState: true,
+  },
+  {
+    matches: (c) => c.startsWith("23"),
+    status: 409,
+    error: "Conflict",
+    code: (c) => (c === "23505" ? "DUPLICATE_KEY" : "CONSTRAINT_VIOLATION"),
+    message: (c) =>
+      c === "23505" ? "A record with this key exists already." : "The change conflicts with stored data.",
+    showState: true,
+  },
+  {
+    matches: (c) => c === "40P01" || c === "40001",
+    status: 409,
+    error: "Conflict",
+    code: "WRITE_CONFLICT",
+    message: "The change collided with a concurrent one and was not applied; retry it.",
+    retry: true,
+  },
+  {
+    // A prepared plan whose result type a table change altered is the same drift.
+    matches: (c, m) => c === "42703" || c === "42P01" || (c === "0A000" && m.includes("cached plan")),
+    status: 503,
+    error: "ServiceUnavailable",
+    code: "METADATA_CHANGED",
+    message: "The dimension's metadata changed while the request ran; retry it.",
+    retry: true,
+  },
+  {
+    matches: (c) => UNAVAILABLE.has(c) || c.startsWith("08"),
+    status: 503,
+    error: "ServiceUnavailable",
+    code: "DATABASE_UNAVAILABLE",
+    message: "The database is not reachable right now; retry shortly.",
+    retry: true,
+  },
+];
+
+/**
+ * A database error as the typed API error it means, or null when it is not one (then it is a bug:
+ * a 500). REST's error handler and GraphQL's error formatting both call this; nothing else maps
+ * SQLSTATEs.
+ */
+export function databaseApiError(err: unknown): ApiError | null {
+  if (err instanceof ApiError) return null;
+  const sqlstate = (err as { code?: unknown })?.code;
+  if (typeof sqlstate !== "string") return null;
+  const message = err instanceof Error ? err.message : "";
+  const rule = DATABASE_ERRORS.find((r) => r.matches(sqlstate, message));
+  if (!rule) return null;
+  // pg names the column of a NOT NULL violation.
+  const column = (err as { column?: unknown }).column;
+  return new ApiError(
+    rule.status,
+    typeof rule.code === "function" ? rule.code(sqlstate) : rule.code,
+    rule.error,
+    typeof rule.message === "function" ? rule.message(sqlstate) : rule.message,
+    {
+      ...(rule.showState && typeof column === "string" ? { field: column } : {}),
+      ...(rule.showState ? { details: { sqlstate } } : {}),
+      ...(rule.retry ? { headers: { "Retry-After": "1" } } : {}),
+      cause: err,
+    },
+  );
+}
