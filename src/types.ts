@@ -374,6 +374,16 @@ export interface WriteResult extends RecordChange {
   cascaded: RecordChange[];
 }
 
+/**
+ * What a write resolver returns to an adapter: the change, plus the record as the caller may see
+ * it (fields with D in the request's context, peso applied, id and audit fields, insert-cascade
+ * children), so no adapter can leak what the caller may not read. Only the outbox gets `record`,
+ * the stored row. `visible` is null after a force delete.
+ */
+export interface WriteOutcome extends WriteResult {
+  visible: Record<string, unknown> | null;
+}
+
 /** The error of one failed record of a batch: the standard error body's members. */
 export interface BatchItemError {
   error: string;
@@ -416,7 +426,7 @@ export interface CoreBatchOperationResult {
   ref: string | null;
   method: CoreBatchOperation["method"];
   dim: string;
-  result: WriteResult;
+  result: WriteOutcome;
 }
 
 /** Metadata tables writable through /api/v4/core/{code} (level 4). */

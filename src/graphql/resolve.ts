@@ -17,7 +17,6 @@ import {
 import { batchCreate } from "../resolvers/write/batch.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
-import { presentResult } from "../resolvers/write/present.ts";
 import type { SchemaResolvers } from "../schema/build.ts";
 import type { Services } from "../services.ts";
 import type { DimensionDef, RequestContext } from "../types.ts";
@@ -282,7 +281,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       const request = requestFor(ctx, args);
       const result = await createOne(writeDeps(ctx), request, dim.code, plain(args.data));
       return {
-        data: presentResult(request, ctx.services.metadata.current(), result),
+        data: result.visible,
         message: `${result.dim} ${result.recordId} created.`,
         event_id: result.eventId,
       };
@@ -294,7 +293,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         const request = requestFor(ctx, args);
         const result = await updateOne(writeDeps(ctx), request, dim.code, args.id, plain(args.data), mode);
         return {
-          data: presentResult(request, ctx.services.metadata.current(), result),
+          data: result.visible,
           message: `${result.dim} ${result.recordId} updated.`,
           event_id: result.eventId,
         };
@@ -304,7 +303,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       const request = requestFor(ctx, args);
       const result = await deleteOne(writeDeps(ctx), request, dim.code, args.id, args.force);
       return {
-        data: args.force ? null : presentResult(request, ctx.services.metadata.current(), result),
+        data: result.visible,
         message: `${result.dim} ${result.recordId} ${args.force ? "permanently deleted" : "deleted"}.`,
         event_id: result.eventId,
       };
@@ -327,14 +326,13 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
 
     batch: () => async (_root, args: { operations: unknown[] }, ctx) => {
       const results = await runCoreBatch(writeDeps(ctx), ctx.caller, { operations: plain(args.operations) });
-      const model = ctx.services.metadata.current();
       return results.map((r) => ({
         index: r.index,
         ref: r.ref,
         method: r.method,
         dim: r.dim,
         id: r.result.recordId,
-        data: presentResult({ ...ctx.caller, source: null }, model, r.result),
+        data: r.result.visible,
         event_id: r.result.eventId,
       }));
     },

@@ -8,7 +8,7 @@ import { METADATA_TABLES } from "../metadata/tables.ts";
 import { batchCreate, batchDelete, batchUpdate } from "../resolvers/write/batch.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
-import { presentCascaded, presentDeleted, presentResult } from "../resolvers/write/present.ts";
+import { presentCascaded } from "../resolvers/write/present.ts";
 import type { BatchResult, MetadataWriteResult, RequestContext, WriteResult } from "../types.ts";
 import type { RouteDeps } from "./deps.ts";
 
@@ -89,8 +89,6 @@ function metadataBody(result: MetadataWriteResult, verb: string): Body {
 export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
   const ctxOf = (request: FastifyRequest, reply: FastifyReply): Promise<RequestContext> =>
     auth.authenticate(request, reply);
-  const present = (ctx: RequestContext, result: WriteResult) =>
-    presentResult(ctx, services.metadata.current(), result);
 
   // ---------------------------------------------------------------- multi-dimension batch
   app.post(`${CORE}/batch`, async (request, reply) => {
@@ -106,7 +104,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         status: method === "POST" ? 201 : 200,
         id: result.recordId,
         event_id: result.eventId,
-        data: result.force ? null : present(ctx, result),
+        data: result.visible,
       })),
     };
   });
@@ -159,7 +157,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     const ctx = await ctxOf(request, reply);
     const result = await createOne(services, ctx, request.params.dim, dataObject(request.body));
     return reply.status(201).send({
-      data: present(ctx, result),
+      data: result.visible,
       message: `${result.dim} ${result.recordId} created.`,
       event_id: result.eventId,
     });
@@ -172,7 +170,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       const result = await updateOne(services, ctx, dim, id, dataObject(request.body), mode);
       return withCascaded(
         {
-          data: present(ctx, result),
+          data: result.visible,
           message: `${result.dim} ${result.recordId} updated.`,
           event_id: result.eventId,
         },
@@ -199,7 +197,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     }
     return withCascaded(
       {
-        data: presentDeleted(services.metadata.current(), result),
+        data: result.visible,
         message: `${result.dim} ${result.recordId} deleted.`,
         event_id: result.eventId,
       },

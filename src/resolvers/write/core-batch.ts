@@ -23,7 +23,7 @@ import {
   type WriteDeps,
   type WriteOptions,
 } from "./pipeline.ts";
-import { presentRecord } from "./present.ts";
+import { presentRecord, withVisible } from "./present.ts";
 import { lockRecordIds } from "./record-store.ts";
 import { updateRecord } from "./update.ts";
 
@@ -233,7 +233,13 @@ export async function runCoreBatch(
       };
       done.set(String(index), referable);
       if (op.ref) done.set(op.ref, referable);
-      results.push({ index, ref: op.ref ?? null, method: op.method, dim: dim.code, result });
+      results.push({
+        index,
+        ref: op.ref ?? null,
+        method: op.method,
+        dim: dim.code,
+        result: withVisible(opCtx, w.model, result),
+      });
     }
     return results;
   });

@@ -1,9 +1,11 @@
 // The write resolvers for one record, shared by REST, GraphQL and commands: each authorizes, then
-// runs the pipeline in one transaction and returns the WriteResult (the adapter shapes the body).
-import type { RequestContext, WriteResult } from "../../types.ts";
+// runs the pipeline in one transaction and returns the outcome with the record as the caller may
+// see it (the adapter only shapes the body).
+import type { RequestContext, WriteOutcome } from "../../types.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
 import { checkBatchSize, recordsInCreate, runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
+import { withVisible } from "./present.ts";
 import { type UpdateMode, updateRecord } from "./update.ts";
 
 export function createOne(
@@ -12,9 +14,11 @@ export function createOne(
   dimCode: string,
   data: Record<string, unknown>,
   opts: WriteOptions = {},
-): Promise<WriteResult> {
+): Promise<WriteOutcome> {
   checkBatchSize(deps, recordsInCreate(deps.metadata.current(), dimCode, data));
-  return runWrite(deps, ctx, dimCode, "create", opts, (w, dim) => createRecord(w, dim, data));
+  return runWrite(deps, ctx, dimCode, "create", opts, async (w, dim) =>
+    withVisible(ctx, w.model, await createRecord(w, dim, data)),
+  );
 }
 
 export function updateOne(
@@ -25,8 +29,10 @@ export function updateOne(
   data: Record<string, unknown>,
   mode: UpdateMode,
   opts: WriteOptions = {},
-): Promise<WriteResult> {
-  return runWrite(deps, ctx, dimCode, "update", opts, (w, dim) => updateRecord(w, dim, id, data, mode));
+): Promise<WriteOutcome> {
+  return runWrite(deps, ctx, dimCode, "update", opts, async (w, dim) =>
+    withVisible(ctx, w.model, await updateRecord(w, dim, id, data, mode)),
+  );
 }
 
 export function deleteOne(
@@ -36,7 +42,9 @@ export function deleteOne(
   id: unknown,
   force: boolean,
   opts: WriteOptions = {},
-): Promise<WriteResult> {
+): Promise<WriteOutcome> {
   const access = force ? "force_delete" : "delete";
-  return runWrite(deps, ctx, dimCode, access, opts, (w, dim) => deleteRecord(w, dim, id, force));
+  return runWrite(deps, ctx, dimCode, access, opts, async (w, dim) =>
+    withVisible(ctx, w.model, await deleteRecord(w, dim, id, force)),
+  );
 }

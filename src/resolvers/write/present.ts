@@ -1,7 +1,7 @@
 // What a write returns to its caller: the record's fields the caller sees in the detail (D)
 // context, plus the id field and the audit fields; insert-cascade children under their dimension.
 import { fieldAllows } from "../../auth/authorize.ts";
-import type { MetadataModel, RequestContext, WriteResult } from "../../types.ts";
+import type { MetadataModel, RequestContext, WriteOutcome, WriteResult } from "../../types.ts";
 
 export function presentRecord(
   ctx: RequestContext,
@@ -58,4 +58,9 @@ export function presentDeleted(model: MetadataModel, result: WriteResult): Recor
     if ((f.isId || f.system) && f.code in result.record) out[f.code] = result.record[f.code];
   }
   return out;
+}
+
+/** A write's result with the record as its caller may see it (what adapters answer with). */
+export function withVisible(ctx: RequestContext, model: MetadataModel, result: WriteResult): WriteOutcome {
+  return { ...result, visible: result.force ? null : presentResult(ctx, model, result) };
 }
