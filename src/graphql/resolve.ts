@@ -4,8 +4,15 @@
 // access: the resolvers do, with the REST errors.
 import { GraphQLError, type GraphQLResolveInfo, Kind, type SelectionSetNode } from "graphql";
 import { NotFoundError } from "../errors.ts";
-import { parseListParams, type QueryParams } from "../query/rest-params.ts";
-import type { FilterExpr, FilterLiteral, FilterOperator, ListQuery, SortSpec } from "../query/types.ts";
+import { parseAggregates, parseListParams, type QueryParams } from "../query/rest-params.ts";
+import type {
+  AggregateSpec,
+  FilterExpr,
+  FilterLiteral,
+  FilterOperator,
+  ListQuery,
+  SortSpec,
+} from "../query/types.ts";
 import {
   countRecords,
   createReadContext,
@@ -243,6 +250,27 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       const query = listQuery({ ...args, limit: null, offset: null }, [], true);
       return (await countRecords(rc, dim.code, query)).count;
     },
+
+    aggregate:
+      (dim) =>
+      async (
+        _root,
+        args: ListArgs & {
+          group_by: string[];
+          aggregate: Array<{ fn: AggregateSpec["fn"]; field?: string | null }>;
+          order_by?: string | null;
+        },
+        ctx,
+      ) => {
+        const rc = readContextFor(ctx, args);
+        // Through REST's parser: the same checks (a field for every function but COUNT).
+        const aggregates = parseAggregates(
+          args.aggregate.map((a) => (a.field ? `${a.fn}(${a.field})` : a.fn)).join(","),
+        );
+        const query = listQuery({ ...args, order_by: null, sort: args.order_by ?? null }, [], true);
+        const result = await listRecords(rc, dim.code, { ...query, groupBy: args.group_by, aggregates });
+        return result.data;
+      },
 
     field: (dim, field) => (parent) => {
       if (field.code in parent) return parent[field.code];

@@ -30,6 +30,7 @@ export interface SchemaResolvers<C> {
   list(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
   byId(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
   count(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  aggregate(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
   field(dim: DimensionDef, field: FieldDef): GraphQLFieldResolver<Record<string, unknown>, C>;
   forward(dim: DimensionDef, relation: Relation): GraphQLFieldResolver<Record<string, unknown>, C>;
   reverse(dim: DimensionDef, relation: Relation): GraphQLFieldResolver<Record<string, unknown>, C>;
@@ -100,6 +101,17 @@ const BatchResult = new GraphQLObjectType({
     failed: { type: nn(GraphQLInt) },
     results: { type: nn(list(nn(BatchItemResult))) },
   },
+});
+
+const AggregateFunction = new GraphQLEnumType({
+  name: "AggregateFunction",
+  values: { COUNT: {}, SUM: {}, AVG: {}, MIN: {}, MAX: {} },
+});
+
+const AggregateInput = new GraphQLInputObjectType({
+  name: "AggregateInput",
+  description: "One aggregate of REST's `aggregate` parameter; `field` is left out for COUNT(*).",
+  fields: { fn: { type: nn(AggregateFunction) }, field: { type: GraphQLString } },
 });
 
 const BatchMethod = new GraphQLEnumType({
@@ -318,6 +330,23 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
         ...trecArgs,
       },
       resolve: resolvers.count(dim),
+    };
+
+    queryFields[`${dim.code}_aggregate`] = {
+      type: nn(list(nn(JSONScalar))),
+      description:
+        "REST's $group/aggregate: one object per group with the group fields and COUNT or FN_FIELD members.",
+      args: {
+        ...contextArgs,
+        where: { type: whereTypes.get(dim.code)! },
+        filter: { type: GraphQLString },
+        group_by: { type: nn(list(nn(GraphQLString))) },
+        aggregate: { type: nn(list(nn(AggregateInput))) },
+        order_by: { type: GraphQLString, description: "REST sort syntax over group fields and aggregates." },
+        limit: { type: GraphQLInt },
+        offset: { type: GraphQLInt },
+      },
+      resolve: resolvers.aggregate(dim),
     };
 
     const updateInput = new GraphQLInputObjectType({

@@ -100,6 +100,21 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     expect(noTotal.body.data.CUST.meta).toEqual({ num_rows: 1, has_more: true });
   });
 
+  it("aggregates equal REST $group/aggregate", async () => {
+    const viaRest = await rest.get(
+      "/api/v4/core/CUST?source=anag-1&$group=CITY_ID&aggregate=COUNT,SUM(CREDIT_LIMIT)&sort=CITY_ID",
+    );
+    expect(viaRest.status).toBe(200);
+    const viaGql = await gql(
+      `{ CUST_aggregate(source: "anag-1", group_by: ["CITY_ID"], aggregate: [{fn: COUNT}, {fn: SUM, field: "CREDIT_LIMIT"}], order_by: "CITY_ID") }`,
+    );
+    expect(viaGql.body.data.CUST_aggregate).toEqual(viaRest.body.data);
+    const bad = await gql(
+      `{ CUST_aggregate(source: "anag-1", group_by: ["CITY_ID"], aggregate: [{fn: SUM}]) }`,
+    );
+    expect(bad.body.errors[0].extensions).toMatchObject({ code: "INVALID_PARAMETER", status: 400 });
+  });
+
   it("relations both ways equal REST $expand", async () => {
     const restOne = await rest.get("/api/v4/core/CUST/1?source=anag-1&$expand=CITY,ADDR");
     const res = await gql(
