@@ -3,6 +3,7 @@
 // a plain object.
 import { filterTooComplex, invalidFilter, invalidParameter } from "./errors.ts";
 import { parseFilterExpression } from "./filter-parser.ts";
+import { parseSortExpression } from "./sort-syntax.ts";
 import {
   AGGREGATE_FUNCTIONS,
   type AggregateFunction,
@@ -91,14 +92,8 @@ function booleanFlag(name: string, value: string): boolean {
   throw invalidParameter(name, `${name} must be true or false.`);
 }
 
-/** `sort` (and TB_SORT.SORT_EXPR): comma-separated fields, `-` for descending. */
-export function parseSortParam(value: string): SortSpec[] {
-  return list(value).map((item) =>
-    item.startsWith("-")
-      ? { field: item.slice(1).trim(), direction: "desc" }
-      : { field: item.replace(/^\+/, "").trim(), direction: "asc" },
-  );
-}
+/** `sort`: the sort expression syntax (src/query/sort-syntax.ts). */
+export const parseSortParam = parseSortExpression;
 
 function parseOrderParam(value: string): SortSpec[] {
   return list(value).map((item) => {

@@ -12,6 +12,7 @@ import {
   type ReadContext,
 } from "../resolvers/read/index.ts";
 import type { RouteDeps } from "./deps.ts";
+import { describeFilter } from "./filters-applied.ts";
 import { createReadSerializers } from "./response/serializers.ts";
 
 type DimParams = { Params: { dim: string } };
@@ -37,7 +38,12 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
 
   app.get<DimParams>("/api/v4/core/:dim/count", async (request, reply) => {
     const rc = await readContext(request, reply);
-    return countRecords(rc, request.params.dim, parseListParams(query(request)));
+    const { count, dimension, filter, debug } = await countRecords(
+      rc,
+      request.params.dim,
+      parseListParams(query(request)),
+    );
+    return { count, dimension, filters_applied: describeFilter(filter), ...(debug ? { debug } : {}) };
   });
 
   app.get<DimParams>("/api/v4/core/:dim/fields", async (request, reply) => {

@@ -163,11 +163,8 @@ describe.each(BACKENDS)("read resolvers (%s)", (backend) => {
 
   it("answers count, dimension and field descriptions as plain data", async () => {
     const rc = context();
-    expect(await countRecords(rc, "CUST", emptyListQuery())).toEqual({
-      count: 204,
-      dimension: "CUST",
-      filters_applied: { TREC: { $ne: "C" } },
-    });
+    const counted = await countRecords(rc, "CUST", emptyListQuery());
+    expect(counted).toMatchObject({ count: 204, dimension: "CUST", filter: { kind: "live" } });
     expect(await describeDimension(rc, "CUST")).toMatchObject({ COD_DIM: "CUST", ID_FIELD: "CUST_ID" });
     const fields = await describeFields(context({ centerDett: "nuovo" }), "CUST");
     expect(fields.find((f) => f.cod_var === "SALES_REP")).toMatchObject({ cod_on_off: "LDRNM" });

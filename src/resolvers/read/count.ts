@@ -1,40 +1,11 @@
-// countRecords: GET /{dim}/count with the list filters: {count, dimension, filters_applied}.
+// countRecords: GET /{dim}/count with the list filters: the count, and the filter as planned
+// (TREC rule included) for adapters that show it (REST's filters_applied).
 import { compileCount } from "../../query/compile.ts";
 import { planCount } from "../../query/plan.ts";
-import type { ListQuery, PlannedFilter } from "../../query/types.ts";
+import type { ListQuery } from "../../query/types.ts";
 import { assertDebugAllowed, readableDimension, runQuery } from "./common.ts";
 import type { ReadContext } from "./context.ts";
 import type { CountResult } from "./types.ts";
-
-/** The applied conditions as JSON: {FIELD: {$op: value}}; $or, $not, $and where needed. */
-export function describeFilter(f: PlannedFilter | null): Record<string, unknown> {
-  if (!f) return {};
-  switch (f.kind) {
-    case "condition":
-      return { [f.field.code]: { [`$${f.op}`]: f.literal === undefined ? f.value : f.literal } };
-    case "live":
-      return { TREC: { $ne: "C" } };
-    case "not":
-      return { $not: describeFilter(f.item) };
-    case "or":
-      return { $or: f.items.map(describeFilter) };
-    case "and": {
-      // One object when the parts do not collide ({NAME: {$like}, $or: [...]}), else $and.
-      const merged: Record<string, unknown> = {};
-      for (const part of f.items.map(describeFilter)) {
-        for (const [key, value] of Object.entries(part)) {
-          const into = merged[key] as Record<string, unknown> | undefined;
-          const operator = key.startsWith("$");
-          if (into && (operator || Object.keys(value as object).some((op) => op in into))) {
-            return { $and: f.items.map(describeFilter) };
-          }
-          merged[key] = operator ? value : { ...into, ...(value as object) };
-        }
-      }
-      return merged;
-    }
-  }
-}
 
 export async function countRecords(rc: ReadContext, dimCode: string, query: ListQuery): Promise<CountResult> {
   const dim = readableDimension(rc, dimCode);
@@ -45,7 +16,7 @@ export async function countRecords(rc: ReadContext, dimCode: string, query: List
   return {
     count: Number(rows[0]?.count ?? 0),
     dimension: dim.code,
-    filters_applied: describeFilter(scope.where),
+    filter: scope.where,
     ...(query.debug ? { debug: { sql: q.text, params: q.params } } : {}),
   };
 }

@@ -2,7 +2,7 @@
 export { type ReadContext, type ReadDeps, createReadContext } from "./context.ts";
 export { listRecords, listRecordsBySort } from "./list.ts";
 export { getRecord } from "./get.ts";
-export { countRecords, describeFilter } from "./count.ts";
+export { countRecords } from "./count.ts";
 export {
   describeDimension,
   listDimensions,

@@ -9,7 +9,7 @@ import {
   groupAlias,
 } from "../../query/compile.ts";
 import { type PlanOptions, planList } from "../../query/plan.ts";
-import { parseSortParam } from "../../query/rest-params.ts";
+import { parseSortExpression } from "../../query/sort-syntax.ts";
 import type { CompiledQuery, GroupsPlan, ListQuery, RecordsPlan } from "../../query/types.ts";
 import { assertDebugAllowed, type DataRecord, readableDimension, runQuery, toRecord } from "./common.ts";
 import type { ReadContext } from "./context.ts";
@@ -111,5 +111,5 @@ export async function listRecordsBySort(
   const named = dim.sorts.get(sortKey);
   if (!named)
     throw new NotFoundError("SORT_NOT_FOUND", `${dim.code} has no named sort ${sortKey.slice(0, 60)}.`);
-  return listRecords(rc, dimCode, { ...query, sort: parseSortParam(named.expr) }, { trustedSort: true });
+  return listRecords(rc, dimCode, { ...query, sort: parseSortExpression(named.expr) }, { trustedSort: true });
 }

@@ -1,6 +1,6 @@
 // What the read resolvers return: plain data for any adapter, with a description of the records'
 // shape (fields and embedded relations) from which an adapter can build a serializer or a type.
-import type { AggregateFunction } from "../../query/types.ts";
+import type { AggregateFunction, PlannedFilter } from "../../query/types.ts";
 import type { DataType, FieldDef } from "../../types.ts";
 import type { DataRecord, DebugInfo } from "./common.ts";
 
@@ -48,8 +48,8 @@ export interface RecordResult {
 export interface CountResult {
   count: number;
   dimension: string;
-  /** The conditions applied, the TREC rule included: {FIELD: {$op: value}}, $or / $not / $and for the rest. */
-  filters_applied: Record<string, unknown>;
+  /** The conditions applied, the TREC rule included (null: none). */
+  filter: PlannedFilter | null;
   debug?: DebugInfo;
 }
 
