@@ -1,6 +1,6 @@
 // Authorization, one module for every route (REST and GraphQL): the layers of spec 5.8 with
 // decisions.md §6. Resolvers call these; no adapter decides access on its own.
-import { BadRequestError, PermissionDeniedError } from "../errors.ts";
+import { BadRequestError, NotFoundError, PermissionDeniedError } from "../errors.ts";
 import { fieldConfig } from "../metadata/build.ts";
 import type {
   Access,
@@ -137,6 +137,44 @@ export function authorize(
     return deny(`A ${req.extra} grant is required on ${ctx.source}.`, req.extra);
   }
   return covering;
+}
+
+declare const authorizedFor: unique symbol;
+
+/**
+ * A dimension the caller was authorized for, with the access checked: the proof the planner
+ * (planList, planRecord, planCount) and the write pipeline (runWrite) require. Only
+ * `authorizeRead` and `authorizeWrite` make one, so no path reaches SQL without the check.
+ */
+export type AuthorizedDimension<A extends Access = Access> = DimensionDef & { readonly [authorizedFor]: A };
+
+function lookup(model: MetadataModel, dimCode: string): DimensionDef {
+  const dim = model.dimensions.get(dimCode);
+  if (!dim)
+    throw new NotFoundError("DIMENSION_NOT_FOUND", `Dimension ${dimCode.slice(0, 60)} does not exist.`);
+  return dim;
+}
+
+/** Reads: an unknown dimension is 404 first, then the grant on the source (400/403). */
+export function authorizeRead(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dimCode: string,
+): AuthorizedDimension<"read"> {
+  const dim = lookup(model, dimCode);
+  authorize(ctx, model, dim.code, "read");
+  return dim as AuthorizedDimension<"read">;
+}
+
+/** Writes: the grant for `access` on the source first (400/403), then the dimension (404). */
+export function authorizeWrite<A extends Exclude<Access, "read" | "metadata">>(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dimCode: string,
+  access: A,
+): AuthorizedDimension<A> {
+  authorize(ctx, model, dimCode, access);
+  return lookup(model, dimCode) as AuthorizedDimension<A>;
 }
 
 /** The highest level the caller holds on the request's source (0 when none). */

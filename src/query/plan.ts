@@ -1,7 +1,7 @@
 // Query model -> plan: every name checked against the dimension's metadata and the caller's field
 // rights (spec 2.3, decisions.md §6), every value cast by its field's type, the limits of spec 8
 // applied, the TREC rule of spec 3.1 added. What comes out can be compiled without further checks.
-import { fieldAllows, fieldKnown, visibleFields } from "../auth/authorize.ts";
+import { type AuthorizedDimension, fieldAllows, fieldKnown, visibleFields } from "../auth/authorize.ts";
 import { CANONICAL_INTEGER } from "../metadata/data-types.ts";
 import type { DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
 import { assertCanReadRelated } from "./access.ts";
@@ -263,7 +263,7 @@ export interface PlanOptions {
 export function planRecords(
   ctx: RequestContext,
   model: MetadataModel,
-  dim: DimensionDef,
+  dim: AuthorizedDimension<"read">,
   query: ListQuery,
   opts: PlanOptions = {},
 ): RecordsPlan {
@@ -290,7 +290,7 @@ export function planRecords(
 export function planRecord(
   ctx: RequestContext,
   model: MetadataModel,
-  dim: DimensionDef,
+  dim: AuthorizedDimension<"read">,
   id: string | number,
   query: RecordQuery,
 ): RecordsPlan | null {
@@ -321,7 +321,11 @@ export function planRecord(
   };
 }
 
-export function planCount(ctx: RequestContext, dim: DimensionDef, query: ListQuery): PlanScope {
+export function planCount(
+  ctx: RequestContext,
+  dim: AuthorizedDimension<"read">,
+  query: ListQuery,
+): PlanScope {
   return { dim, tenantId: ctx.principal.tenantId, where: planWhere(ctx, dim, query.filter, query.condTrec) };
 }
 
@@ -397,7 +401,7 @@ export function planGroups(ctx: RequestContext, dim: DimensionDef, query: ListQu
 export function planList(
   ctx: RequestContext,
   model: MetadataModel,
-  dim: DimensionDef,
+  dim: AuthorizedDimension<"read">,
   query: ListQuery,
   opts: PlanOptions = {},
 ): ListPlan {

@@ -11,12 +11,12 @@ import { emptyListQuery } from "../../src/query/types.ts";
 import { createReadContext, listRecords, type ReadContext } from "../../src/resolvers/read/index.ts";
 import type { Services } from "../../src/services.ts";
 import { BACKENDS, createTestServices } from "../helpers/env.ts";
-import { handContext, sampleModel } from "../read/support.ts";
+import { authorizedDimension, handContext, sampleModel } from "../read/support.ts";
 
 // ---------------------------------------------------------------- any text: a result or a 400
 
 const model = sampleModel();
-const cust = model.dimensions.get("CUST")!;
+const cust = authorizedDimension(model, "CUST");
 
 function parsesAndCompilesOr400(text: string): void {
   try {

@@ -5,10 +5,10 @@ import { ApiError } from "../../src/errors.ts";
 import { planCount, planList, planRecord } from "../../src/query/plan.ts";
 import { parseListParams } from "../../src/query/rest-params.ts";
 import { emptyListQuery, type FilterExpr } from "../../src/query/types.ts";
-import { handContext, sampleModel } from "../read/support.ts";
+import { authorizedDimension, handContext, sampleModel } from "../read/support.ts";
 
 const model = sampleModel();
-const cust = model.dimensions.get("CUST")!;
+const cust = authorizedDimension(model, "CUST");
 
 function params(query: string) {
   const out = Object.create(null) as Record<string, string>;

@@ -11,7 +11,7 @@ import {
 import { planCount, planList, planRecord } from "../../src/query/plan.ts";
 import { parseListParams, parseRecordParams, parseSortParam } from "../../src/query/rest-params.ts";
 import type { CompiledQuery } from "../../src/query/types.ts";
-import { handContext, sampleModel } from "../read/support.ts";
+import { authorizedDimension, handContext, sampleModel } from "../read/support.ts";
 
 const model = sampleModel();
 
@@ -80,7 +80,7 @@ const LIST_CASES: Array<[name: string, dim: string, source: string, query: strin
 describe("compiled SQL snapshots", () => {
   it.each(LIST_CASES)("%s", async (name, dimCode, source, query) => {
     const ctx = handContext({ source });
-    const dim = model.dimensions.get(dimCode)!;
+    const dim = authorizedDimension(model, dimCode);
     const plan = planList(ctx, model, dim, parseListParams(params(query)));
     const compiled = plan.kind === "records" ? compileRecordsPage(plan) : compileGroupsPage(plan);
     let text = render(`GET /api/v4/core/${dimCode}?${query}`, compiled);
@@ -94,7 +94,7 @@ describe("compiled SQL snapshots", () => {
 
   it("count", async () => {
     const ctx = handContext();
-    const dim = model.dimensions.get("CUST")!;
+    const dim = authorizedDimension(model, "CUST");
     const query = "filter[NAME][$like]=R%&$filter=VIP eq true";
     const compiled = compileCount(planCount(ctx, dim, parseListParams(params(query))));
     await expect(render(`GET /api/v4/core/CUST/count?${query}`, compiled)).toMatchFileSnapshot(
@@ -104,7 +104,7 @@ describe("compiled SQL snapshots", () => {
 
   it("single record", async () => {
     const ctx = handContext();
-    const dim = model.dimensions.get("CUST")!;
+    const dim = authorizedDimension(model, "CUST");
     const plan = planRecord(ctx, model, dim, "1", parseRecordParams(params("$expand=CITY")))!;
     await expect(
       render("GET /api/v4/core/CUST/1?$expand=CITY", compileRecordsSelect(plan, false)),
@@ -113,7 +113,7 @@ describe("compiled SQL snapshots", () => {
 
   it("named sort", async () => {
     const ctx = handContext({ source: "sales-1" });
-    const dim = model.dimensions.get("ORD")!;
+    const dim = authorizedDimension(model, "ORD");
     const sort = parseSortParam(dim.sorts.get("latest")!.expr);
     const plan = planList(ctx, model, dim, { ...parseListParams(params("")), sort }, { trustedSort: true });
     if (plan.kind !== "records") throw new Error("records plan expected");
@@ -124,7 +124,7 @@ describe("compiled SQL snapshots", () => {
 
   it("keeps the SQL text stable across values (one prepared plan per request shape)", () => {
     const ctx = handContext();
-    const dim = model.dimensions.get("CUST")!;
+    const dim = authorizedDimension(model, "CUST");
     const a = planList(ctx, model, dim, parseListParams(params("filter[NAME]=a&$num_rows=5")));
     const b = planList(
       ctx,

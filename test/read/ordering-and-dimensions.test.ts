@@ -6,7 +6,7 @@ import { planList } from "../../src/query/plan.ts";
 import { parseListParams } from "../../src/query/rest-params.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
-import { handContext, sampleModel } from "./support.ts";
+import { authorizedDimension, handContext, sampleModel } from "./support.ts";
 
 describe.each(BACKENDS)("NULL last and the dimension list (%s)", (backend) => {
   let t: TestApp;
@@ -96,7 +96,7 @@ describe.each(BACKENDS)("NULL last and the dimension list (%s)", (backend) => {
 describe("ordering SQL", () => {
   it("writes NULLS LAST for a nullable DESC column, plain DESC for the NOT NULL id", () => {
     const model = sampleModel();
-    const dim = model.dimensions.get("CUST")!;
+    const dim = authorizedDimension(model, "CUST");
     const plan = planList(handContext(), model, dim, parseListParams({ sort: "-CREDIT_LIMIT,-CUST_ID" }));
     if (plan.kind !== "records") throw new Error("records plan expected");
     const sql = compileRecordsPage(plan).text;

@@ -7,7 +7,7 @@ import { parseListParams } from "../../src/query/rest-params.ts";
 import { createReadContext, listRecords } from "../../src/resolvers/read/index.ts";
 import type { Services } from "../../src/services.ts";
 import { BACKENDS, createTestServices } from "../helpers/env.ts";
-import { handContext } from "./support.ts";
+import { authorizedDimension, handContext } from "./support.ts";
 
 describe.each(BACKENDS)("list totals (%s)", (backend) => {
   let services: Services;
@@ -46,7 +46,12 @@ describe.each(BACKENDS)("list totals (%s)", (backend) => {
     it("the count is never executed for a last page, and is for a full one", async () => {
       const explain = async (query: Record<string, string>) => {
         const model = services.metadata.current();
-        const plan = planList(handContext(), model, model.dimensions.get("CUST")!, parseListParams(query));
+        const plan = planList(
+          handContext(),
+          model,
+          authorizedDimension(model, "CUST"),
+          parseListParams(query),
+        );
         if (plan.kind !== "records") throw new Error("expected a records plan");
         const q = compileRecordsPage(plan);
         const res = await services.db.query<{ "QUERY PLAN": string }>(

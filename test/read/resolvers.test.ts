@@ -22,7 +22,7 @@ import { createReadSerializers } from "../../src/rest/response/serializers.ts";
 import type { Services } from "../../src/services.ts";
 import type { Queryable } from "../../src/types.ts";
 import { BACKENDS, createTestServices } from "../helpers/env.ts";
-import { handContext } from "./support.ts";
+import { authorizedDimension, handContext } from "./support.ts";
 
 function params(query: string) {
   const out = Object.create(null) as Record<string, string>;
@@ -118,7 +118,7 @@ describe.each(BACKENDS)("read resolvers (%s)", (backend) => {
     const plan = planList(
       ctx,
       model,
-      model.dimensions.get("CUST")!,
+      authorizedDimension(model, "CUST"),
       parseListParams(params("sort=CUST_ID&filter[CUST_ID][$gt]=150&$num_rows=20")),
     );
     if (plan.kind !== "records") throw new Error("records plan expected");

@@ -2,6 +2,7 @@
 // environment that switches rate limits off (tests send many requests per second).
 import { readFileSync } from "node:fs";
 import { fixtureMetadata, fixtureSchema } from "../../src/fixtures/schema.ts";
+import { type AuthorizedDimension, authorizeRead } from "../../src/auth/authorize.ts";
 import { buildModel } from "../../src/metadata/build.ts";
 import type { MetadataModel, MetadataRows, Principal, RequestContext } from "../../src/types.ts";
 import { SAMPLE_FIXTURE } from "../helpers/env.ts";
@@ -49,4 +50,17 @@ export function sampleFixture(): Record<string, unknown> & MetadataRows {
 /** The sample fixture's metadata as a model (no database): for pure planning and compiling tests. */
 export function sampleModel(): MetadataModel {
   return buildModel(fixtureMetadata(fixtureSchema.parse(sampleFixture())), 1);
+}
+
+/**
+ * A dimension of the sample model authorized for reading, as the read resolvers get it (the
+ * planner requires the proof): through the menu node that serves it, as anna.
+ */
+export function authorizedDimension(model: MetadataModel, code: string): AuthorizedDimension<"read"> {
+  const node = model.menu.find((m) => m.dim === code);
+  const grants = [
+    ERP_GRANT,
+    { COD_MENU: "price-1", NLEFT: 23, NRIGHT: 24, OPERATIONS: ["read"], LEVEL: 1 },
+  ] satisfies Principal["grants"];
+  return authorizeRead(handContext({ source: node?.code ?? "erp", principal: { grants } }), model, code);
 }

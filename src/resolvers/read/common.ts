@@ -1,5 +1,10 @@
 // Steps every read resolver shares: finding the dimension, checking the grant, running SQL.
-import { authorize, permissionDenied, sourceLevel } from "../../auth/authorize.ts";
+import {
+  type AuthorizedDimension,
+  authorizeRead,
+  permissionDenied,
+  sourceLevel,
+} from "../../auth/authorize.ts";
 import { NotFoundError } from "../../errors.ts";
 import type { CompiledQuery } from "../../query/types.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
@@ -19,11 +24,9 @@ export function requireDimension(rc: ReadContext, code: string): DimensionDef {
   return dim;
 }
 
-/** The dimension, after the read grant on the request's source (403 otherwise). */
-export function readableDimension(rc: ReadContext, code: string): DimensionDef {
-  const dim = requireDimension(rc, code);
-  authorize(rc.request, rc.model, dim.code, "read");
-  return dim;
+/** The dimension, after the read grant on the request's source (403 otherwise): the planner's proof. */
+export function readableDimension(rc: ReadContext, code: string): AuthorizedDimension<"read"> {
+  return authorizeRead(rc.request, rc.model, code);
 }
 
 /** debug=true shows SQL: level 4 on the source only. */

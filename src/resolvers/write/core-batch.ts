@@ -5,7 +5,6 @@
 import { z } from "zod";
 import { ApiError, BadRequestError } from "../../errors.ts";
 import type {
-  Access,
   CoreBatchOperation,
   CoreBatchOperationResult,
   DimensionDef,
@@ -16,7 +15,8 @@ import type { WriteContext } from "./context.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
 import {
-  authorizeWrite,
+  authorizeWriteStep,
+  type WriteAccess,
   checkBatchSize,
   recordsInCreate,
   inWriteTransaction,
@@ -86,7 +86,7 @@ export function parseCoreBatch(body: unknown): CoreBatchOperation[] {
   return ops;
 }
 
-function accessOf(op: CoreBatchOperation): Access {
+function accessOf(op: CoreBatchOperation): WriteAccess {
   if (op.method === "POST") return "create";
   if (op.method === "DELETE") return op.force ? "force_delete" : "delete";
   return "update";
@@ -206,7 +206,11 @@ export async function runCoreBatch(
   for (const [i, op] of ops.entries()) {
     const opCtx = op.source ? { ...ctx, source: op.source } : ctx;
     try {
-      planned.push({ op, ctx: opCtx, dim: await authorizeWrite(model, opCtx, op.dim, accessOf(op), opts) });
+      planned.push({
+        op,
+        ctx: opCtx,
+        dim: await authorizeWriteStep(model, opCtx, op.dim, accessOf(op), opts),
+      });
     } catch (err) {
       throw err instanceof ApiError ? inOperation(err, i, op) : err;
     }

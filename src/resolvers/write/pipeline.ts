@@ -1,6 +1,6 @@
 // The frame of every write: permission check and metadata first, then one database transaction
 // around the operation; a failure anywhere rolls everything back (records, outbox rows, sequences).
-import { authorize } from "../../auth/authorize.ts";
+import { type AuthorizedDimension, authorizeWrite } from "../../auth/authorize.ts";
 import { NotFoundError, PayloadTooLargeError } from "../../errors.ts";
 import type { Services } from "../../services.ts";
 import type { Access, DimensionDef, MetadataModel, RequestContext } from "../../types.ts";
@@ -20,18 +20,20 @@ export function findDimension(model: MetadataModel, code: string): DimensionDef 
   return dim;
 }
 
-/** Permission for `access` on `dimCode`, then the dimension's metadata. */
-export async function authorizeWrite(
+export type WriteAccess = Exclude<Access, "read" | "metadata">;
+
+/** Permission for `access` on `dimCode`, then the dimension's metadata: the pipeline's proof. */
+export async function authorizeWriteStep(
   model: MetadataModel,
   ctx: RequestContext,
   dimCode: string,
-  access: Access,
+  access: WriteAccess,
   opts: WriteOptions = {},
-): Promise<DimensionDef> {
+): Promise<AuthorizedDimension> {
   await step(opts, "authorize");
-  authorize(ctx, model, dimCode, access);
+  const dim = authorizeWrite(ctx, model, dimCode, access);
   await step(opts, "metadata");
-  return findDimension(model, dimCode);
+  return dim;
 }
 
 /** Runs `fn` in one transaction with a WriteContext; "commit" is the last step before COMMIT. */
@@ -63,12 +65,12 @@ export async function runWrite<T>(
   deps: WriteDeps,
   ctx: RequestContext,
   dimCode: string,
-  access: Access,
+  access: WriteAccess,
   opts: WriteOptions,
-  fn: (w: WriteContext, dim: DimensionDef) => Promise<T>,
+  fn: (w: WriteContext, dim: AuthorizedDimension) => Promise<T>,
 ): Promise<T> {
   const model = deps.metadata.current();
-  const dim = await authorizeWrite(model, ctx, dimCode, access, opts);
+  const dim = await authorizeWriteStep(model, ctx, dimCode, access, opts);
   return inWriteTransaction(deps, ctx, model, opts, (w) => fn(w, dim));
 }
 
