@@ -129,6 +129,7 @@ const envSchema = z.object({
   }),
   REQUEST_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   STATEMENT_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
+  COUNT_EXACT_LIMIT: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
   GRAPHQL_MAX_DEPTH: nonNegativeInt(10).refine((n) => n >= 2, { message: "must be at least 2" }),
   GRAPHQL_MAX_COST: nonNegativeInt(1000).refine((n) => n >= 10, { message: "must be at least 10" }),
   FIELD_MAX_BYTES: nonNegativeInt(1024 * 1024).refine((n) => n >= 1, { message: "must be at least 1" }),
@@ -222,6 +223,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     fieldMaxBytes: e.FIELD_MAX_BYTES,
     graphql: { maxDepth: e.GRAPHQL_MAX_DEPTH, maxCost: e.GRAPHQL_MAX_COST },
+    countExactLimit: e.COUNT_EXACT_LIMIT,
     requestEventsMaxBytes: e.REQUEST_EVENTS_MAX_BYTES,
   };
 }

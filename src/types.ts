@@ -72,6 +72,8 @@ export interface Config {
   requestEventsMaxBytes: number;
   /** GraphQL operations deeper or with more fields than this are refused (QUERY_TOO_COMPLEX). */
   graphql: { maxDepth: number; maxCost: number };
+  /** meta.total is exact up to this many matching records, the planner's estimate beyond. */
+  countExactLimit: number;
 }
 
 // ---------------------------------------------------------------- database

@@ -54,7 +54,14 @@ function readContextFor(ctx: GraphQLContext, args: ContextArgs): ReadContext {
   const key = `${request.source}\u0000${request.centerDett ?? ""}`;
   let rc = ctx.readContexts.get(key);
   if (!rc) {
-    rc = createReadContext({ db: ctx.services.readDb, metadata: ctx.services.metadata }, request);
+    rc = createReadContext(
+      {
+        db: ctx.services.readDb,
+        metadata: ctx.services.metadata,
+        countBound: ctx.services.config.countExactLimit,
+      },
+      request,
+    );
     ctx.readContexts.set(key, rc);
   }
   return rc;

@@ -102,11 +102,16 @@ function orderBy(plan: RecordsPlan, alias: string): string {
  * (an InitPlan) only when the CASE reaches it. The page keeps its own ORDER BY and LIMIT (an index
  * on the sort key is used); the join yields one row even for an empty page (the id is then null).
  */
-export function compileRecordsPage(plan: RecordsPlan): CompiledQuery {
+export function compileRecordsPage(plan: RecordsPlan, countBound: number | null = null): CompiledQuery {
   const p = new Params();
   const from = fromWhere(plan, p);
   const limit = p.add(plan.limit);
   const offset = p.add(plan.offset);
+  // Bounded (decisions §11): counting stops one past the bound; the resolver then asks the planner.
+  const count =
+    countBound === null
+      ? `(SELECT count(*) ${from})`
+      : `(SELECT count(*) FROM (SELECT 1 ${from}\nLIMIT ${p.add(countBound + 1)}) AS b)`;
   const text = [
     `WITH p AS (`,
     `SELECT ${selectList(plan.selected)}`,
@@ -115,11 +120,17 @@ export function compileRecordsPage(plan: RecordsPlan): CompiledQuery {
     `LIMIT ${limit} OFFSET ${offset}`,
     `), n AS (SELECT count(*) AS "n" FROM p)`,
     `SELECT CASE WHEN n."n" < ${limit} AND (n."n" > 0 OR ${offset} = 0) THEN ${offset} + n."n"`,
-    `ELSE (SELECT count(*) ${from}) END AS "__total", p.*`,
+    `ELSE ${count} END AS "__total", p.*`,
     `FROM n LEFT JOIN p ON true`,
     `ORDER BY ${orderBy(plan, "p")}`,
   ].join("\n");
   return { text, params: p.values };
+}
+
+/** The planner's row estimate for a plan's matches (EXPLAIN, nothing is read). */
+export function compileCountEstimate(plan: PlanScope): CompiledQuery {
+  const p = new Params();
+  return { text: `EXPLAIN (FORMAT JSON) SELECT 1 ${fromWhere(plan, p)}`, params: p.values };
 }
 
 /** The rows of a plan without the total (single-record reads, and pages whose total is not wanted). */

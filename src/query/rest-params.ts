@@ -30,6 +30,7 @@ export type QueryParams = Readonly<Record<string, string | readonly string[] | u
 const CONTEXT_PARAMETERS = new Set(["source", "center_dett", "ambiente", "modulo", "microservice"]);
 
 const LIST_PARAMETERS = new Set([
+  "$count",
   "$num_rows",
   "$offset",
   "$fields",
@@ -227,6 +228,8 @@ export function parseListParams(params: QueryParams): ListQuery {
   const groupBy: string[] = [];
   let aggregates: AggregateSpec[] = [];
   let debug = false;
+  let withTotal = true;
+  let exactCount = false;
 
   for (const [key, values] of entries(params)) {
     if (CONTEXT_PARAMETERS.has(key) || key.startsWith("filter")) continue;
@@ -274,6 +277,14 @@ export function parseListParams(params: QueryParams): ListQuery {
       case "debug":
         debug = booleanFlag(key, single(key, values));
         break;
+      case "$count": {
+        const mode = single(key, values).trim().toLowerCase();
+        if (mode !== "exact" && mode !== "none" && mode !== "auto")
+          throw invalidParameter(key, "$count is exact, none or auto (the default).");
+        withTotal = mode !== "none";
+        exactCount = mode === "exact";
+        break;
+      }
       default:
         break;
     }
@@ -290,6 +301,8 @@ export function parseListParams(params: QueryParams): ListQuery {
     groupBy,
     aggregates,
     debug,
+    withTotal,
+    exactCount,
   });
 }
 

@@ -91,6 +91,11 @@ export interface ListQuery {
    * own rows (has_more from one extra row): for GraphQL lists that do not select a total.
    */
   readonly withTotal: boolean;
+  /**
+   * `$count=exact`: count every matching record. Otherwise (decisions §11) the total is exact up to
+   * the read context's count bound and the planner's estimate beyond it (`total_estimated`).
+   */
+  readonly exactCount: boolean;
 }
 
 /** What a single-record read can ask for. */
@@ -118,6 +123,7 @@ export function emptyListQuery(overrides: Partial<ListQuery> = {}): ListQuery {
     condTrec: null,
     forceListCost: [],
     groupBy: [],
+    exactCount: false,
     aggregates: [],
     debug: false,
     withTotal: true,

@@ -25,7 +25,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   const serializers = createReadSerializers();
   const readContext = async (request: FastifyRequest, reply: FastifyReply): Promise<ReadContext> =>
     createReadContext(
-      { db: services.readDb, metadata: services.metadata },
+      { db: services.readDb, metadata: services.metadata, countBound: services.config.countExactLimit },
       await auth.authenticate(request, reply),
     );
   const query = (request: FastifyRequest) => request.query as QueryParams;

@@ -57,6 +57,7 @@ const PageMeta = new GraphQLObjectType({
     num_rows: { type: nn(GraphQLInt) },
     offset: { type: nn(GraphQLInt) },
     has_more: { type: nn(GraphQLBoolean) },
+    total_estimated: { type: GraphQLBoolean, description: "true when total is the planner's estimate." },
   },
 });
 

@@ -10,12 +10,18 @@ export interface ReadContext {
   /** One metadata version for the whole request. */
   readonly model: MetadataModel;
   readonly loaders: RelationLoaders;
+  /** meta.total is counted exactly up to this many matches, estimated beyond (decisions §11). */
+  readonly countBound: number;
 }
 
 export interface ReadDeps {
   db: Queryable;
   metadata: { current(): MetadataModel };
+  /** COUNT_EXACT_LIMIT (default 10,000). */
+  countBound?: number;
 }
+
+export const DEFAULT_COUNT_BOUND = 10_000;
 
 export function createReadContext(deps: ReadDeps, request: RequestContext): ReadContext {
   const model = deps.metadata.current();
@@ -24,5 +30,6 @@ export function createReadContext(deps: ReadDeps, request: RequestContext): Read
     db: deps.db,
     model,
     loaders: createRelationLoaders(deps.db, request.principal.tenantId, model.version),
+    countBound: deps.countBound ?? DEFAULT_COUNT_BOUND,
   };
 }

@@ -3,6 +3,7 @@
 import { NotFoundError } from "../../errors.ts";
 import {
   aggregateAlias,
+  compileCountEstimate,
   compileGroupsPage,
   compileRecordsPage,
   compileRecordsSelect,
@@ -36,12 +37,32 @@ async function pageWithoutTotal(rc: ReadContext, plan: RecordsPlan) {
   return { q, page, listMeta };
 }
 
-async function pageWithTotal(rc: ReadContext, plan: RecordsPlan) {
-  const q = compileRecordsPage(plan);
+/** The planner's estimate of the rows a plan matches (EXPLAIN's "Plan Rows"). */
+async function estimateCount(rc: ReadContext, plan: RecordsPlan): Promise<number> {
+  const q = compileCountEstimate(plan);
+  const rows = await runQuery<Record<string, unknown>>(rc, q);
+  const raw = rows[0]?.["QUERY PLAN"];
+  const plans = (typeof raw === "string" ? JSON.parse(raw) : raw) as Array<{
+    Plan?: { "Plan Rows"?: number };
+  }>;
+  return Math.round(Number(plans?.[0]?.Plan?.["Plan Rows"] ?? 0));
+}
+
+/**
+ * The page and its total (decisions §11): exact when at most the count bound match (or with
+ * `$count=exact`), else the planner's estimate, flagged `total_estimated` (never below what the
+ * bounded count saw).
+ */
+async function pageWithTotal(rc: ReadContext, plan: RecordsPlan, exact: boolean) {
+  const bound = exact ? null : rc.countBound;
+  const q = compileRecordsPage(plan, bound);
   const rows = await runQuery<Row>(rc, q);
-  const total = Number(rows[0]?.__total ?? 0);
   const page = rows.filter((r) => r[plan.dim.idField] !== null && r[plan.dim.idField] !== undefined);
-  return { q, page, listMeta: meta(total, plan, page.length) };
+  const counted = Number(rows[0]?.__total ?? 0);
+  if (bound === null || counted <= bound) return { q, page, listMeta: meta(counted, plan, page.length) };
+  const total = Math.max(await estimateCount(rc, plan), counted, plan.offset + page.length);
+  const estimated: ListMeta = { ...meta(total, plan, page.length), total_estimated: true };
+  return { q, page, listMeta: estimated };
 }
 
 function debugOf(q: CompiledQuery, wanted: boolean) {
@@ -50,7 +71,7 @@ function debugOf(q: CompiledQuery, wanted: boolean) {
 
 async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQuery): Promise<ListResult> {
   const { q, page, listMeta } = query.withTotal
-    ? await pageWithTotal(rc, plan)
+    ? await pageWithTotal(rc, plan, query.exactCount)
     : await pageWithoutTotal(rc, plan);
   const data = page.map((r) => toRecord(r, plan.columns));
   await attachExpansions(rc, plan.expand, page, data);

@@ -33,6 +33,8 @@ export interface ListMeta {
   num_rows: number;
   offset: number;
   has_more: boolean;
+  /** Present (true) when `total` is the planner's estimate (decisions §11). */
+  total_estimated?: true;
 }
 
 export type ListResult =

@@ -58,6 +58,7 @@ const META: Schema = {
     num_rows: { type: "integer" },
     offset: { type: "integer" },
     has_more: { type: "boolean" },
+    total_estimated: { type: "boolean" },
   },
 };
 
