@@ -153,6 +153,8 @@ export interface FieldDef {
   readonly length: number | null;
   readonly decimals: number;
   readonly nullable: boolean;
+  /** TB_VAR.INDEXED: the table has an index on (TENANT_ID, field). */
+  readonly indexed: boolean;
   /** TB_VAR.TIPO_CAMPO as written (AC, VARS, or another kind). */
   readonly kind: string | null;
   /** AC or VARS: a foreign key whose destination is in TB_OBJECT. */
@@ -253,6 +255,7 @@ export interface MetadataRows {
     NULLABLE?: boolean | null;
     TIPO_CAMPO?: string | null;
     TIPO_VAR?: string | null;
+    INDEXED?: boolean | null;
   }>;
   TB_COST: Array<{
     COD_DIM: string;

@@ -107,10 +107,13 @@ export function indexName(table: string, suffix: string): string {
   return `${table.slice(0, 40)}_${hash}_idx`;
 }
 
-/** Indexes besides the primary key (TENANT_ID, id), which also serves lookups by TENANT_ID. */
+/**
+ * Indexes besides the primary key (TENANT_ID, id), which also serves lookups by TENANT_ID: one
+ * per foreign key and per INDEXED field (TB_VAR.INDEXED, decisions.md §2).
+ */
 export function tableIndexes(dim: DimensionDef): Array<{ name: string; columns: string[] }> {
   const fkFields = new Set(dim.relations.map((r) => r.fromField));
-  for (const f of dim.fields) if (f.fkKind) fkFields.add(f.code);
+  for (const f of dim.fields) if (f.fkKind || (f.indexed && !f.isId)) fkFields.add(f.code);
   return [...fkFields]
     .sort()
     .map((f) => ({ name: indexName(dim.tableName, f), columns: [TENANT_COLUMN, f] }));
@@ -296,7 +299,20 @@ export async function planAlter(
     statements.push(`ALTER TABLE ${table} DROP COLUMN ${ident(cur.name)}`);
   }
   statements.push(...after);
-  for (const ix of tableIndexes(dim)) {
+  const wantedIndexes = tableIndexes(dim);
+  // An index the sync made for a field that no longer wants one (INDEXED cleared) goes; indexes
+  // made by hand under other names are left alone.
+  for (const f of dim.fields) {
+    const name = indexName(dim.tableName, f.code);
+    if (
+      existingIndexes.has(name) &&
+      wantedNames.has(f.code) &&
+      !wantedIndexes.some((ix) => ix.name === name)
+    ) {
+      statements.push(`DROP INDEX IF EXISTS ${ident(name)}`);
+    }
+  }
+  for (const ix of wantedIndexes) {
     if (existingIndexes.has(ix.name)) continue;
     statements.push(
       `CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${table} (${ix.columns.map(ident).join(", ")})`,

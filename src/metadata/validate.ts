@@ -115,6 +115,9 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     const p = `TB_VAR[${i}]`;
     if (!dims.has(v.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${v.COD_DIM} does not exist in TB_DIM`);
     if (!isValidIdentifier(v.COD_VAR)) add(`${p}.COD_VAR`, `"${v.COD_VAR}" is not a valid field code`);
+    const indexedType = normalizeDataType(v.DATA_TYPE);
+    if (v.INDEXED === true && (indexedType === "TEXT" || indexedType === "JSON" || indexedType === "MEDIA"))
+      add(`${p}.INDEXED`, `${indexedType} fields cannot be INDEXED (values may exceed an index entry)`);
     else if (RESERVED_COLUMNS.has(v.COD_VAR.toUpperCase()))
       add(`${p}.COD_VAR`, `"${v.COD_VAR}" is a system field (audit or tenant) and cannot be declared`);
     const byDim = vars.get(v.COD_DIM) ?? new Map();
