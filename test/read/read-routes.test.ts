@@ -491,7 +491,7 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
       const res = await list({ debug: "true", "filter[NAME]": "Rossi Srl" });
       expect(res.body.debug).toEqual({
         sql: expect.stringContaining(`"TB_ANAG_CUST00"`),
-        params: ["acme", "Rossi Srl", 100, 0],
+        params: ["acme", "Rossi Srl", 100, 0, 10_001],
       });
       const denied = await list({ debug: "true" }, "marco");
       expect(denied.status).toBe(403);
