@@ -10,6 +10,7 @@ import { metadataRoutes } from "./rest/metadata-routes.ts";
 import { readRoutes } from "./rest/read-routes.ts";
 import { writeRoutes } from "./rest/write-routes.ts";
 import { graphqlRoutes } from "./graphql/plugin.ts";
+import { protectedScope } from "./http/protected.ts";
 import type { Services } from "./services.ts";
 import type { Config } from "./types.ts";
 
@@ -40,9 +41,14 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     return payload;
   });
   await app.register(authRoutes, deps);
-  await app.register(metadataRoutes, deps);
-  await app.register(readRoutes, deps);
-  await app.register(writeRoutes, deps);
-  await app.register(graphqlRoutes, deps);
+  // Everything but login, refresh and the health checks needs a caller: one preHandler builds it.
+  await app.register(
+    protectedScope(auth, async (scope) => {
+      await scope.register(metadataRoutes, deps);
+      await scope.register(readRoutes, deps);
+      await scope.register(writeRoutes, deps);
+      await scope.register(graphqlRoutes, deps);
+    }),
+  );
   return app;
 }

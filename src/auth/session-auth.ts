@@ -38,16 +38,26 @@ export function accessClaims(session: StoredSession): SessionClaims {
   };
 }
 
-/**
- * The token of the Authorization header, verified, and its session: it must exist, belong to an
- * active user, match the token's user and tenant, and (unless allowIdle) not be idle-expired.
- */
-export async function verifySession(
+/** The token of the Authorization header, verified with its session (see verifyBearer). */
+export function verifySession(
   deps: AuthDeps,
   request: FastifyRequest,
   opts: { allowIdle?: boolean } = {},
 ): Promise<VerifiedSession> {
-  const token = await deps.tokens.verifyAccess(bearerToken(request));
+  return verifyBearer(deps, bearerToken(request), opts);
+}
+
+/**
+ * A bearer token, verified, and its session: it must exist, belong to an active user, match the
+ * token's user and tenant, and (unless allowIdle) not be idle-expired. No HTTP here: the time is
+ * the deps' clock; rate limits, the activity mark and token renewal are the HTTP layer's hooks.
+ */
+export async function verifyBearer(
+  deps: AuthDeps,
+  bearer: string,
+  opts: { allowIdle?: boolean } = {},
+): Promise<VerifiedSession> {
+  const token = await deps.tokens.verifyAccess(bearer);
   const session = await findSession(deps.db, token.claims.sessionId as string);
   if (!session) throw new AuthenticationError("TOKEN_INVALID", "The session of this token has ended.");
   const { claims } = token;
@@ -114,25 +124,10 @@ export async function spendUserWindows(
   if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
 }
 
-export async function authenticateRequest(
-  deps: AuthDeps,
-  request: FastifyRequest,
-  reply: FastifyReply,
-): Promise<RequestContext> {
-  const { token, session } = await verifySession(deps, request);
-  await spendUserWindows(deps, session, reply);
-
+/** The caller of a verified session, with grants and peso as they stand now (no HTTP). */
+export async function principalOf(deps: AuthDeps, session: StoredSession): Promise<Principal> {
   const grants = await syncProfile(deps, session);
-  const now = deps.clock();
-  if (now.getTime() - session.lastActivity.getTime() >= deps.options.touchIntervalS * 1000) {
-    await touchSession(deps.db, session.sessionId, now, idleDeadline(deps, now));
-  }
-  if (Math.floor(now.getTime() / 1000) - token.iat > deps.config.accessTokenActiveS) {
-    const renewed = await deps.tokens.issue(accessClaims(session));
-    reply.header("X-Access-Token", renewed.token);
-  }
-
-  const principal: Principal = {
+  return {
     userId: session.userId,
     tenantId: session.tenantId,
     sessionId: session.sessionId,
@@ -142,6 +137,40 @@ export async function authenticateRequest(
     lingua: session.context.lingua,
     grants,
   };
+}
+
+/** HTTP hook: LAST_ACTIVITY is written at most every touchIntervalS. */
+async function markActivity(deps: AuthDeps, session: StoredSession): Promise<void> {
+  const now = deps.clock();
+  if (now.getTime() - session.lastActivity.getTime() >= deps.options.touchIntervalS * 1000) {
+    await touchSession(deps.db, session.sessionId, now, idleDeadline(deps, now));
+  }
+}
+
+/** HTTP hook: a token older than ACCESS_TOKEN_ACTIVE_S gets a fresh one in X-Access-Token. */
+async function renewToken(deps: AuthDeps, verified: VerifiedSession, reply: FastifyReply): Promise<void> {
+  const now = deps.clock();
+  if (Math.floor(now.getTime() / 1000) - verified.token.iat > deps.config.accessTokenActiveS) {
+    const renewed = await deps.tokens.issue(accessClaims(verified.session));
+    reply.header("X-Access-Token", renewed.token);
+  }
+}
+
+/**
+ * The protected scope's preHandler (src/http/protected.ts): verifyBearer, then the HTTP hooks
+ * (rate-limit windows, activity mark, token renewal), then the request's context with source and
+ * center_dett from the query string or JSON body.
+ */
+export async function authenticateRequest(
+  deps: AuthDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<RequestContext> {
+  const verified = await verifyBearer(deps, bearerToken(request));
+  await spendUserWindows(deps, verified.session, reply);
+  const principal = await principalOf(deps, verified.session);
+  await markActivity(deps, verified.session);
+  await renewToken(deps, verified, reply);
   return {
     principal,
     source: contextParam(request, "source"),

@@ -8,6 +8,7 @@ import { renderGraphiQL } from "@graphql-yoga/render-graphiql";
 import { createYoga, type Plugin } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
+import { callerOf } from "../http/protected.ts";
 import type { RouteDeps } from "../rest/deps.ts";
 import { createSchemaCache } from "../schema/cache.ts";
 import { complexityRule } from "./complexity.ts";
@@ -49,7 +50,18 @@ function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): Graph
   );
 }
 
-export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
+export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
+  // What fails before GraphQL runs (no or a bad token, a spent rate limit, a body that is not
+  // JSON) answers with its REST status in GraphQL's error shape.
+  app.setErrorHandler((err, request, reply) => {
+    const mapped = mapError(err, request.id);
+    if (mapped.status >= 500) request.log.error({ err }, "GraphQL request failed");
+    if (mapped.headers) reply.headers(mapped.headers);
+    const { error: _type, message, code, status, ...extras } = mapped.body;
+    return reply
+      .status(mapped.status)
+      .send({ errors: [{ message, extensions: { code, status, ...extras } }] });
+  });
   const schemas = createSchemaCache(services.metadata, graphqlResolvers());
   const limits = { maxDepth: services.config.graphql.maxDepth, maxCost: services.config.graphql.maxCost };
 
@@ -79,6 +91,8 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     app.route({
       url: endpoint,
       method: ["GET", "POST"],
+      // GraphiQL's page needs no token; every GraphQL request does (the protected scope's hook).
+      config: { public: wantsGraphiQL },
       handler: async (request, reply) => {
         if (wantsGraphiQL(request)) {
           // GraphiQL from the package's bundled assets (no CDN), without a token: the page's
@@ -95,18 +109,11 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
           });
           return reply.type("text/html; charset=utf-8").send(graphiqlPage);
         }
-        let context: GraphQLContext;
-        try {
-          const caller = await auth.authenticate(request, reply);
-          context = { caller: { ...caller, source: null }, services, readContexts: new Map() };
-        } catch (err) {
-          const mapped = mapError(err, request.id);
-          if (mapped.headers) reply.headers(mapped.headers);
-          const { error: _type, message, code, status, ...extras } = mapped.body;
-          return reply
-            .status(mapped.status)
-            .send({ errors: [{ message, extensions: { code, status, ...extras } }] });
-        }
+        const context: GraphQLContext = {
+          caller: { ...callerOf(request), source: null },
+          services,
+          readContexts: new Map(),
+        };
         const response = await yoga.handleNodeRequestAndResponse(request, reply, {
           req: request,
           reply,

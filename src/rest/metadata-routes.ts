@@ -1,7 +1,7 @@
 // Metadata reads under /api/v4/core: DIM (the readable dimensions), DIM/{dim},
 // VAR?filter[COD_DIM]=, COST?filter[COD_DIM]=.
 // Authenticated, and limited like record reads: the source must grant read on the dimension.
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { BadRequestError, ValidationError } from "../errors.ts";
 import type { QueryParams } from "../query/rest-params.ts";
 import {
@@ -12,6 +12,7 @@ import {
   listFieldDefinitions,
   type ReadContext,
 } from "../resolvers/read/index.ts";
+import { callerOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 
 const DIM_FILTER_KEYS = new Set(["filter[COD_DIM]", "filter[COD_DIM][$eq]", "filter[COD_DIM][eq]"]);
@@ -41,30 +42,27 @@ function dimensionFilter(query: QueryParams): string {
   return dim;
 }
 
-export const metadataRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
-  const readContext = async (request: FastifyRequest, reply: FastifyReply): Promise<ReadContext> =>
-    createReadContext(
-      { db: services.db, metadata: services.metadata },
-      await auth.authenticate(request, reply),
-    );
+export const metadataRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
+  const readContext = (request: FastifyRequest): ReadContext =>
+    createReadContext({ db: services.db, metadata: services.metadata }, callerOf(request));
 
-  app.get("/api/v4/core/DIM", async (request, reply) => {
-    const rc = await readContext(request, reply);
+  app.get("/api/v4/core/DIM", async (request, _reply) => {
+    const rc = readContext(request);
     return { data: await listDimensions(rc) };
   });
 
-  app.get<{ Params: { dim: string } }>("/api/v4/core/DIM/:dim", async (request, reply) => {
-    const rc = await readContext(request, reply);
+  app.get<{ Params: { dim: string } }>("/api/v4/core/DIM/:dim", async (request, _reply) => {
+    const rc = readContext(request);
     return { data: await describeDimension(rc, request.params.dim) };
   });
 
-  app.get("/api/v4/core/VAR", async (request, reply) => {
-    const rc = await readContext(request, reply);
+  app.get("/api/v4/core/VAR", async (request, _reply) => {
+    const rc = readContext(request);
     return { data: await listFieldDefinitions(rc, dimensionFilter(request.query as QueryParams)) };
   });
 
-  app.get("/api/v4/core/COST", async (request, reply) => {
-    const rc = await readContext(request, reply);
+  app.get("/api/v4/core/COST", async (request, _reply) => {
+    const rc = readContext(request);
     return { data: await listFieldConfigurations(rc, dimensionFilter(request.query as QueryParams)) };
   });
 };

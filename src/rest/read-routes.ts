@@ -11,6 +11,7 @@ import {
   listRecordsBySort,
   type ReadContext,
 } from "../resolvers/read/index.ts";
+import { callerOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 import { describeFilter } from "./filters-applied.ts";
 import { createReadSerializers } from "./response/serializers.ts";
@@ -21,23 +22,23 @@ function sendJson(reply: FastifyReply, body: string) {
   return reply.type("application/json; charset=utf-8").send(body);
 }
 
-export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
+export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
   const serializers = createReadSerializers();
-  const readContext = async (request: FastifyRequest, reply: FastifyReply): Promise<ReadContext> =>
+  const readContext = (request: FastifyRequest): ReadContext =>
     createReadContext(
       { db: services.readDb, metadata: services.metadata, countBound: services.config.countExactLimit },
-      await auth.authenticate(request, reply),
+      callerOf(request),
     );
   const query = (request: FastifyRequest) => request.query as QueryParams;
 
   app.get<DimParams>("/api/v4/core/:dim", async (request, reply) => {
-    const rc = await readContext(request, reply);
+    const rc = readContext(request);
     const result = await listRecords(rc, request.params.dim, parseListParams(query(request)));
     return sendJson(reply, serializers.list(rc.model.version, result));
   });
 
-  app.get<DimParams>("/api/v4/core/:dim/count", async (request, reply) => {
-    const rc = await readContext(request, reply);
+  app.get<DimParams>("/api/v4/core/:dim/count", async (request, _reply) => {
+    const rc = readContext(request);
     const { count, dimension, filter, debug } = await countRecords(
       rc,
       request.params.dim,
@@ -46,15 +47,15 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     return { count, dimension, filters_applied: describeFilter(filter), ...(debug ? { debug } : {}) };
   });
 
-  app.get<DimParams>("/api/v4/core/:dim/fields", async (request, reply) => {
-    const rc = await readContext(request, reply);
+  app.get<DimParams>("/api/v4/core/:dim/fields", async (request, _reply) => {
+    const rc = readContext(request);
     return { data: await describeFields(rc, request.params.dim) };
   });
 
   app.get<{ Params: { dim: string; sortKey: string } }>(
     "/api/v4/core/:dim/sort/:sortKey",
     async (request, reply) => {
-      const rc = await readContext(request, reply);
+      const rc = readContext(request);
       const params = parseListParams(query(request));
       const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
       return sendJson(reply, serializers.list(rc.model.version, result));
@@ -62,7 +63,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   );
 
   app.get<{ Params: { dim: string; id: string } }>("/api/v4/core/:dim/:id", async (request, reply) => {
-    const rc = await readContext(request, reply);
+    const rc = readContext(request);
     const result = await getRecord(
       rc,
       request.params.dim,

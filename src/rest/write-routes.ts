@@ -10,6 +10,7 @@ import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
 import { presentCascaded } from "../resolvers/write/present.ts";
 import type { BatchResult, MetadataWriteResult, RequestContext, WriteResult } from "../types.ts";
+import { callerOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 
 const CORE = "/api/v4/core";
@@ -86,13 +87,12 @@ function metadataBody(result: MetadataWriteResult, verb: string): Body {
   return body;
 }
 
-export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
-  const ctxOf = (request: FastifyRequest, reply: FastifyReply): Promise<RequestContext> =>
-    auth.authenticate(request, reply);
+export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
+  const ctxOf = (request: FastifyRequest): RequestContext => callerOf(request);
 
   // ---------------------------------------------------------------- multi-dimension batch
-  app.post(`${CORE}/batch`, async (request, reply) => {
-    const ctx = await ctxOf(request, reply);
+  app.post(`${CORE}/batch`, async (request, _reply) => {
+    const ctx = ctxOf(request);
     const results = await runCoreBatch(services, ctx, request.body);
     return {
       success: results.length,
@@ -113,8 +113,8 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   for (const table of Object.values(METADATA_TABLES)) {
     const base = `${CORE}/${table.code}`;
     const keyPath = `${base}/${table.key.map((k) => `:${k}`).join("/")}`;
-    const run = async (request: FastifyRequest, reply: FastifyReply, op: MetadataWriteOp) => {
-      const ctx = await ctxOf(request, reply);
+    const run = async (request: FastifyRequest, _reply: FastifyReply, op: MetadataWriteOp) => {
+      const ctx = ctxOf(request);
       const body = op === "delete" ? {} : bodyObject(request.body);
       return writeMetadata(services, ctx, {
         code: table.code,
@@ -137,16 +137,16 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   }
 
   // ---------------------------------------------------------------- batches on one dimension
-  app.post<DimParams>(`${CORE}/:dim/batch`, async (request, reply) => {
-    const ctx = await ctxOf(request, reply);
+  app.post<DimParams>(`${CORE}/:dim/batch`, async (request, _reply) => {
+    const ctx = ctxOf(request);
     return batchBody(await batchCreate(services, ctx, request.params.dim, arrayMember(request.body, "data")));
   });
-  app.patch<DimParams>(`${CORE}/:dim/batch`, async (request, reply) => {
-    const ctx = await ctxOf(request, reply);
+  app.patch<DimParams>(`${CORE}/:dim/batch`, async (request, _reply) => {
+    const ctx = ctxOf(request);
     return batchBody(await batchUpdate(services, ctx, request.params.dim, arrayMember(request.body, "data")));
   });
-  app.post<DimParams>(`${CORE}/:dim/batch-delete`, async (request, reply) => {
-    const ctx = await ctxOf(request, reply);
+  app.post<DimParams>(`${CORE}/:dim/batch-delete`, async (request, _reply) => {
+    const ctx = ctxOf(request);
     const ids = arrayMember(request.body, "ids");
     const force = parseFlag(bodyObject(request.body).force, "force");
     return batchBody(await batchDelete(services, ctx, request.params.dim, ids, force));
@@ -154,7 +154,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
 
   // ---------------------------------------------------------------- one record
   app.post<DimParams>(`${CORE}/:dim`, async (request, reply) => {
-    const ctx = await ctxOf(request, reply);
+    const ctx = ctxOf(request);
     const result = await createOne(services, ctx, request.params.dim, dataObject(request.body));
     return reply.status(201).send({
       data: result.visible,
@@ -164,8 +164,8 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   });
 
   const update =
-    (mode: "put" | "patch") => async (request: FastifyRequest<RecordParams>, reply: FastifyReply) => {
-      const ctx = await ctxOf(request, reply);
+    (mode: "put" | "patch") => async (request: FastifyRequest<RecordParams>, _reply: FastifyReply) => {
+      const ctx = ctxOf(request);
       const { dim, id } = request.params;
       const result = await updateOne(services, ctx, dim, id, dataObject(request.body), mode);
       return withCascaded(
@@ -180,8 +180,8 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   app.put<RecordParams>(`${CORE}/:dim/:id`, update("put"));
   app.patch<RecordParams>(`${CORE}/:dim/:id`, update("patch"));
 
-  app.delete<RecordParams>(`${CORE}/:dim/:id`, async (request, reply) => {
-    const ctx = await ctxOf(request, reply);
+  app.delete<RecordParams>(`${CORE}/:dim/:id`, async (request, _reply) => {
+    const ctx = ctxOf(request);
     const { dim, id } = request.params;
     const force = parseFlag(request.query.force, "force");
     const result = await deleteOne(services, ctx, dim, id, force);
