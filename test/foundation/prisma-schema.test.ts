@@ -76,6 +76,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       NULLABLE: false,
       TIPO_CAMPO: "AC",
       TIPO_VAR: "PY",
+      INDEXED: true,
     };
     await services.prisma.tbVar.create({ data });
     expect(

@@ -37,6 +37,16 @@ export function decimalDigits(n: number): { integer: number; fraction: number } 
   };
 }
 
+/** The digits a double keeps exactly, whatever the value (IEEE 754: 15). */
+export const MAX_EXACT_DECIMAL_DIGITS = 15;
+
+/** Significant digits of a number's shortest decimal form (1000 and 0.001 have one). */
+export function significantDigits(n: number): number {
+  const m = /^(\d+)(?:\.(\d+))?(?:e[+-]\d+)?$/.exec(String(Math.abs(n)));
+  if (!m) return Number.POSITIVE_INFINITY;
+  return `${m[1]}${m[2] ?? ""}`.replace(/^0+/, "").replace(/0+$/, "").length;
+}
+
 /**
  * Checks a JSON body value for `field` and returns the SQL parameter to store (null stays null).
  * TEXT and JSON values are bounded by the field's LENGTH (characters of TEXT, bytes of JSON text)
@@ -79,6 +89,10 @@ export function toColumnValue(field: FieldDef, value: unknown, fieldMaxBytes: nu
       if (typeof value !== "number" || !Number.isFinite(value)) invalid(field, "expected a number");
       const precision = field.length ?? DEFAULT_DECIMAL_PRECISION;
       const scale = Math.min(field.decimals, precision);
+      // DECIMAL travels as a JSON number (a double): more than 15 significant digits would not come
+      // back as written, so such a value is refused rather than silently rounded (decisions.md).
+      if (significantDigits(value) > MAX_EXACT_DECIMAL_DIGITS)
+        invalid(field, `more than ${MAX_EXACT_DECIMAL_DIGITS} significant digits cannot be stored exactly`);
       const { integer, fraction } = decimalDigits(value);
       if (fraction > scale) invalid(field, `more than ${scale} digits after the decimal point`);
       if (integer > precision - scale)
