@@ -5,30 +5,15 @@
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/graphql-bench.ts
 //
 // BENCH_SECONDS (default 5) per scenario, BENCH_CONNECTIONS (default 10), BENCH_RECORDS (20,000).
-import { createRequire } from "node:module";
 import { buildApp } from "../src/app.ts";
 import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { autocannon, type AutocannonResult } from "./autocannon.ts";
+import { seedCustomers } from "./seed.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const RECORDS = Number(process.env.BENCH_RECORDS ?? 20_000);
-
-interface AutocannonResult {
-  requests: { average: number };
-  latency: { p50: number; p99: number };
-  non2xx: number;
-  errors: number;
-}
-type Autocannon = (opts: {
-  url: string;
-  connections: number;
-  duration: number;
-  method?: string;
-  headers: Record<string, string>;
-  body?: string;
-}) => Promise<AutocannonResult>;
-const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
 
 async function main() {
   if (!TEST_DATABASE_URL) {
@@ -38,14 +23,7 @@ async function main() {
     process.exit(2);
   }
   const services = await createTestServices("postgres", { fixture: "sample", env: UNLIMITED_ENV });
-  await services.db.query(
-    `INSERT INTO "TB_ANAG_CUST00" ("NAME", "CODE", "CITY_ID", "CREDIT_LIMIT", "VIP", "TREC", "CDATA", "OWNER", "TENANT_ID")
-     SELECT 'Bench customer ' || g, 'B-' || lpad(g::text, 7, '0'), (ARRAY['MI', 'RM', 'TO'])[1 + g % 3],
-            (g % 1000) * 100.5, g % 2 = 0, 'N', '20260101000000', 'bench', 'acme'
-       FROM generate_series(1, $1::int) AS g`,
-    [RECORDS],
-  );
-  await services.db.query(`ANALYZE "TB_ANAG_CUST00"`);
+  await seedCustomers(services.db, RECORDS);
   const app = await buildApp(services);
   try {
     const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");

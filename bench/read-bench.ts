@@ -6,29 +6,16 @@
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/read-bench.ts
 //
 // BENCH_SECONDS (default 5) per scenario, BENCH_CONNECTIONS (default 10).
-import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
 import { buildApp } from "../src/app.ts";
 import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { autocannon } from "./autocannon.ts";
+import { seedCustomers } from "./seed.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const RECORDS = Number(process.env.BENCH_RECORDS ?? 100_000);
-
-interface AutocannonResult {
-  requests: { average: number; total: number };
-  latency: { p50: number; p99: number; average: number };
-  non2xx: number;
-  errors: number;
-}
-type Autocannon = (opts: {
-  url: string;
-  connections: number;
-  duration: number;
-  headers: Record<string, string>;
-}) => Promise<AutocannonResult>;
-const autocannon = createRequire(import.meta.url)("autocannon") as Autocannon;
 
 async function main() {
   if (!TEST_DATABASE_URL) {
@@ -40,19 +27,12 @@ async function main() {
   const services = await createTestServices("postgres", { fixture: "sample", env: UNLIMITED_ENV });
   const db = services.db;
   const t0 = performance.now();
-  await db.query(
-    `INSERT INTO "TB_ANAG_CUST00" ("NAME", "CODE", "CITY_ID", "EMAIL", "CREDIT_LIMIT", "VIP", "TREC", "CDATA", "OWNER", "TENANT_ID")
-     SELECT 'Bench customer ' || g, 'B-' || lpad(g::text, 7, '0'), (ARRAY['MI', 'RM', 'TO'])[1 + g % 3],
-            'c' || g || '@bench.example', (g % 1000) * 100.5, g % 2 = 0, 'N', '20260101000000', 'bench', 'acme'
-       FROM generate_series(1, $1::int) AS g`,
-    [RECORDS],
-  );
+  await seedCustomers(db, RECORDS);
   await db.query(
     `INSERT INTO "TB_ANAG_ADDR00" ("CUST_ID", "KIND", "STREET", "CITY_ID", "TREC", "CDATA", "OWNER", "TENANT_ID")
      SELECT "CUST_ID", 'BILL', 'Via Bench ' || "CUST_ID", "CITY_ID", 'N', '20260101000000', 'bench', 'acme'
        FROM "TB_ANAG_CUST00" WHERE "OWNER" = 'bench'`,
   );
-  await db.query(`ANALYZE "TB_ANAG_CUST00"`);
   await db.query(`ANALYZE "TB_ANAG_ADDR00"`);
   const loadSeconds = (performance.now() - t0) / 1000;
 

@@ -8,19 +8,35 @@ import { createAuth } from "./auth/service.ts";
 import { authRoutes } from "./rest/auth-routes.ts";
 import { metadataRoutes } from "./rest/metadata-routes.ts";
 import { readRoutes } from "./rest/read-routes.ts";
+import { documentRoutes } from "./rest/document-routes.ts";
+import { mediaRoutes } from "./rest/media-routes.ts";
+import { openApiPageRoutes, openApiRoutes } from "./rest/openapi-routes.ts";
+import { webhookRoutes } from "./rest/webhook-routes.ts";
 import { writeRoutes } from "./rest/write-routes.ts";
 import { graphqlRoutes } from "./graphql/plugin.ts";
 import { protectedScope } from "./http/protected.ts";
+import { requireGatewaySecret } from "./gateway/secret.ts";
+import { serveMetrics } from "./observability/metrics.ts";
+import { traceRequests } from "./observability/tracing.ts";
 import type { Services } from "./services.ts";
 import type { Config } from "./types.ts";
 
-/** Refuses a ROLE this build cannot run yet, before anything is opened or loaded. */
+/** Roles that serve no API: only the health checks, next to their event work. */
+const WORKER_ROLES = new Set(["relay", "webhooks"]);
+/** Roles that serve the API behind a gateway. */
+const BACKEND_ROLES = new Set(["read", "write", "auth"]);
+
+/** The gateway is not an app over services (src/gateway/server.ts builds it, without a database). */
 export function assertRoleAvailable(config: Config): void {
-  if (config.role !== "all") {
-    throw new ConfigError([
-      `ROLE: "${config.role}" is not available yet; separate processes come with the gateway. Use ROLE=all (the default).`,
-    ]);
+  if (config.role === "gateway") {
+    throw new ConfigError([`ROLE: "gateway" runs src/gateway/server.ts (buildGateway), not buildApp.`]);
   }
+}
+
+/** Request metrics for every route, and GET /metrics (Prometheus text format). */
+function instrument(app: FastifyInstance, services: Services): void {
+  traceRequests(app, services.config.role);
+  serveMetrics(app, services.metrics, (request) => request.routeOptions.url ?? "unmatched");
 }
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
@@ -30,6 +46,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     logger: services.logger,
     readiness: createReadinessCheck(services.db),
   });
+  // Backends behind a gateway (decisions.md §9) answer only requests that carry its secret.
+  if (BACKEND_ROLES.has(services.config.role)) requireGatewaySecret(app, services.config.gateway.secret!);
+  instrument(app, services);
+  if (WORKER_ROLES.has(services.config.role)) return app;
   const auth = await createAuth(services);
   app.addHook("onClose", async () => auth.close());
   const deps = { services, auth };
@@ -41,12 +61,17 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     return payload;
   });
   await app.register(authRoutes, deps);
+  await app.register(openApiPageRoutes);
   // Everything but login, refresh and the health checks needs a caller: one preHandler builds it.
   await app.register(
     protectedScope(auth, async (scope) => {
       await scope.register(metadataRoutes, deps);
       await scope.register(readRoutes, deps);
       await scope.register(writeRoutes, deps);
+      await scope.register(webhookRoutes, deps);
+      await scope.register(documentRoutes, deps);
+      await scope.register(mediaRoutes, deps);
+      await scope.register(openApiRoutes, deps);
       await scope.register(graphqlRoutes, deps);
     }),
   );

@@ -106,6 +106,25 @@ const envSchema = z.object({
   REFRESH_TOKEN_TTL_S: nonNegativeInt(2592000),
   WEBHOOK_RETRY_BASE_MS: nonNegativeInt(1000),
   WEBHOOK_ALLOW_PRIVATE: bool(false),
+  WEBHOOK_CONCURRENCY: nonNegativeInt(32).refine((n) => n >= 1, { message: "must be at least 1" }),
+  WEBHOOK_CONCURRENCY_PER_RECEIVER: nonNegativeInt(4).refine((n) => n >= 1, {
+    message: "must be at least 1",
+  }),
+  MEDIA_MAX_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
+    message: "must be at least 1024",
+  }),
+  MEDIA_ALLOWED_TYPES: optionalString.transform((v) =>
+    (v ?? "image/png,image/jpeg,image/webp,image/gif,application/pdf")
+      .split(",")
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  ),
+  EVENTS_BATCH_SIZE: nonNegativeInt(100).refine((n) => n >= 1 && n <= 10_000, {
+    message: "must be between 1 and 10000",
+  }),
+  EVENTS_POLL_MS: nonNegativeInt(5000).refine((n) => n >= 10, { message: "must be at least 10" }),
+  EVENTS_RETENTION_MS: nonNegativeInt(7 * 24 * 3600 * 1000),
+  EVENTS_MAX_FAILURES: nonNegativeInt(5).refine((n) => n >= 1, { message: "must be at least 1" }),
   ROLE: optionalString
     .transform((v) => (v ?? "all") as Role)
     .refine((v) => (ROLES as readonly string[]).includes(v), {
@@ -119,6 +138,7 @@ const envSchema = z.object({
   MICROSERVICE_ROUTES: jsonRoutes,
   DEVELOPER_ROUTES: jsonRoutes,
   GATEWAY_SECRET: optionalString,
+  BACKEND_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 10, { message: "must be at least 10" }),
   CORS_ORIGINS: optionalString.transform((v) =>
     v === null || v === "*" ? (true as const) : v.split(",").map((s) => s.trim()),
   ),
@@ -148,8 +168,9 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
       if (!given(key)) problems.push(`${key}: required when ROLE=gateway`);
     }
   }
-  if (role !== "all" && (ROLES as readonly string[]).includes(role) && !given("GATEWAY_SECRET"))
-    problems.push("GATEWAY_SECRET: required when ROLE is not all");
+  const apiRoles = ["gateway", "read", "write", "auth"];
+  if (apiRoles.includes(role) && !given("GATEWAY_SECRET"))
+    problems.push("GATEWAY_SECRET: required when ROLE is gateway, read, write or auth");
   if (given("S3_ENDPOINT") && !given("S3_BUCKET"))
     problems.push("S3_BUCKET: required when S3_ENDPOINT is set");
   return problems;
@@ -204,6 +225,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     refreshTokenTtlS: e.REFRESH_TOKEN_TTL_S,
     webhookRetryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
+    webhookConcurrency: e.WEBHOOK_CONCURRENCY,
+    webhookConcurrencyPerReceiver: e.WEBHOOK_CONCURRENCY_PER_RECEIVER,
+    media: { maxBytes: e.MEDIA_MAX_BYTES, allowedTypes: e.MEDIA_ALLOWED_TYPES },
+    events: {
+      batchSize: e.EVENTS_BATCH_SIZE,
+      pollMs: e.EVENTS_POLL_MS,
+      retentionMs: e.EVENTS_RETENTION_MS,
+      maxFailures: e.EVENTS_MAX_FAILURES,
+    },
     role: e.ROLE,
     gateway: {
       readBackendUrl: e.READ_BACKEND_URL,
@@ -214,6 +244,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       microserviceRoutes: e.MICROSERVICE_ROUTES,
       developerRoutes: e.DEVELOPER_ROUTES,
       secret: e.GATEWAY_SECRET,
+      backendTimeoutMs: e.BACKEND_TIMEOUT_MS,
     },
     corsOrigins: e.CORS_ORIGINS,
     loadDemoData: e.DEMO_DATA,

@@ -11,6 +11,8 @@ export function createLogger(level: string): Logger {
         "req.headers.authorization",
         "req.headers.cookie",
         "headers.authorization",
+        'req.headers["x-gateway-secret"]',
+        'headers["x-gateway-secret"]',
         "*.password",
         "*.refresh_token",
         "*.access_token",

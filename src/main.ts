@@ -1,12 +1,17 @@
 // `npm start`: the whole service in one process (ROLE=all) on PORT, embedded database by default.
 import { assertRoleAvailable, buildApp } from "./app.ts";
 import { loadConfig } from "./config.ts";
+import { buildGateway } from "./gateway/server.ts";
+import { createLogger } from "./logger.ts";
+import type { Config } from "./types.ts";
 import { describeStartupError } from "./cli/startup-error.ts";
 import { loadDemoDataIfEmpty } from "./demo/load-demo.ts";
+import { eventPartsOf, startEventRuntime } from "./events/runtime.ts";
 import { openServices } from "./services.ts";
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  if (config.role === "gateway") return runGateway(config);
   assertRoleAvailable(config);
   const services = await openServices(config);
   const { logger } = services;
@@ -22,9 +27,16 @@ async function main(): Promise<void> {
     }
   }
   const app = await buildApp(services);
+  const eventParts = eventPartsOf(config.role);
+  const events = eventParts ? await startEventRuntime(services, eventParts) : null;
   await app.listen({ host: config.host, port: config.port });
   logger.info(
-    { port: config.port, database: config.databaseUrl ? "postgresql" : `pglite:${config.dataDir}` },
+    {
+      role: config.role,
+      port: config.port,
+      database: config.databaseUrl ? "postgresql" : `pglite:${config.dataDir}`,
+      events: config.amqpUrl ? "rabbitmq" : "in-process",
+    },
     "Dimensio is serving",
   );
 
@@ -35,6 +47,7 @@ async function main(): Promise<void> {
     logger.info({ signal }, "shutting down: no new requests, finishing the ones in flight");
     try {
       await app.close();
+      await events?.stop();
       await services.close();
       process.exit(0);
     } catch (err) {
@@ -44,6 +57,20 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
+}
+
+/** ROLE=gateway: no database, no services; routes to the backends. */
+async function runGateway(config: Config): Promise<void> {
+  const logger = createLogger(config.logLevel);
+  const app = await buildGateway(config, logger);
+  await app.listen({ host: config.host, port: config.port });
+  logger.info({ role: "gateway", port: config.port }, "Dimensio gateway is serving");
+  const stop = async () => {
+    await app.close();
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void stop());
+  process.on("SIGINT", () => void stop());
 }
 
 main().catch((err) => {

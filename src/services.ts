@@ -4,7 +4,15 @@ import { mkdir } from "node:fs/promises";
 import { type DatabaseHandle, openPglite, openPostgres } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
 import { createPrisma, type PrismaClient } from "./db/prisma.ts";
+import { createAmqpBus } from "./events/amqp-bus.ts";
+import { createMemoryBus, type EventBus } from "./events/bus.ts";
+import { createEventFeed, type EventFeed } from "./events/feed.ts";
 import { createLogger, type Logger } from "./logger.ts";
+import { type CommandRegistry, createCommandRegistry } from "./resolvers/write/commands.ts";
+import { createLocalStore } from "./media/local-store.ts";
+import { createS3Store } from "./media/s3-store.ts";
+import type { MediaStore } from "./media/store.ts";
+import { createMetrics, type Metrics } from "./observability/metrics.ts";
 import { createMetadataRegistry, type MetadataRegistry } from "./metadata/registry.ts";
 import type { Config, Queryable } from "./types.ts";
 
@@ -16,6 +24,16 @@ export interface Services {
   readDb: Queryable;
   prisma: PrismaClient;
   metadata: MetadataRegistry;
+  /** Where the relay publishes and subscribers read: RabbitMQ with AMQP_URL, else in-process. */
+  bus: EventBus;
+  /** This process's live feed of the bus (GraphQL subscriptions). */
+  feed: EventFeed;
+  /** This process's Prometheus registry and instruments (GET /metrics). */
+  metrics: Metrics;
+  /** Where media bytes live: S3 with S3_ENDPOINT/S3_BUCKET, else DATA_DIR/media. */
+  media: MediaStore;
+  /** Named operations per dimension (decisions.md §15): built-ins plus what the code registers. */
+  commands: CommandRegistry;
   /** The clock every time-dependent rule reads (tokens, sessions, audit stamps); injectable in tests. */
   clock: () => Date;
   close(): Promise<void>;
@@ -26,6 +44,8 @@ export interface OpenServicesOptions {
   /** An already open database (tests); otherwise opened from config. */
   db?: DatabaseHandle;
   clock?: () => Date;
+  /** Commands registered by the embedding code (built-ins are always there). */
+  commands?: CommandRegistry;
 }
 
 export async function openDatabase(config: Config): Promise<DatabaseHandle> {
@@ -33,6 +53,41 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
   if (config.databaseUrl) return openPostgres(config.databaseUrl, timeouts);
   await mkdir(config.dataDir, { recursive: true });
   return openPglite(`${config.dataDir}/pgdata`, { transactionTimeoutMs: config.statementTimeoutMs });
+}
+
+export function openMediaStore(config: Config): MediaStore {
+  const { s3 } = config;
+  if (s3.bucket) {
+    return createS3Store({
+      endpoint: s3.endpoint,
+      bucket: s3.bucket,
+      region: s3.region,
+      accessKeyId: s3.accessKeyId,
+      secretAccessKey: s3.secretAccessKey,
+      forcePathStyle: s3.forcePathStyle,
+    });
+  }
+  return createLocalStore(`${config.dataDir}/media`);
+}
+
+export function openBus(config: Config, logger: Logger): EventBus {
+  const { maxFailures } = config.events;
+  // The auth backend neither publishes nor subscribes: it opens no broker connection.
+  if (config.amqpUrl && config.role !== "auth")
+    return createAmqpBus({ url: config.amqpUrl, exchange: config.eventsExchange, maxFailures, logger });
+  return createMemoryBus({
+    maxFailures,
+    onError: (queue, event, err) =>
+      logger.warn(
+        { err, subscriber: queue, event_id: event.id, attempt: event.attempt },
+        "subscriber failed",
+      ),
+    onDeadLetter: (queue, event) =>
+      logger.error(
+        { subscriber: queue, event_id: event.id },
+        "subscriber gave up on a message (dead-lettered)",
+      ),
+  });
 }
 
 export async function openServices(config: Config, opts: OpenServicesOptions = {}): Promise<Services> {
@@ -43,7 +98,11 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     : null;
   const prisma = createPrisma(db);
   const metadata = createMetadataRegistry({ prisma, db });
+  const bus = openBus(config, logger);
+  const feed = createEventFeed(bus, logger);
   const closeAll = async () => {
+    await feed.close();
+    await bus.close();
     await metadata.stop();
     await prisma.$disconnect();
     await replica?.close();
@@ -64,6 +123,11 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     readDb: replica ?? db,
     prisma,
     metadata,
+    bus,
+    feed,
+    commands: opts.commands ?? createCommandRegistry(),
+    media: openMediaStore(config),
+    metrics: createMetrics({ db, role: config.role }),
     clock: opts.clock ?? (() => new Date()),
     async close() {
       if (closed) return;

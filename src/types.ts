@@ -47,6 +47,21 @@ export interface Config {
   refreshTokenTtlS: number;
   webhookRetryBaseMs: number;
   webhookAllowPrivate: boolean;
+  /** Webhook deliveries in flight at once, in all and per registration. */
+  webhookConcurrency: number;
+  webhookConcurrencyPerReceiver: number;
+  /** Uploads: the largest file, and the content types (sniffed from the bytes) accepted. */
+  media: { maxBytes: number; allowedTypes: string[] };
+  events: {
+    /** Outbox rows the relay claims and publishes per transaction (the most it holds in memory). */
+    batchSize: number;
+    /** The relay's safety-net poll; it is woken by NOTIFY after every commit. */
+    pollMs: number;
+    /** Published outbox rows are deleted this long after publication (0: kept). */
+    retentionMs: number;
+    /** A subscriber's message is dead-lettered after this many failed attempts. */
+    maxFailures: number;
+  };
   role: Role;
   gateway: {
     readBackendUrl: string | null;
@@ -57,6 +72,8 @@ export interface Config {
     microserviceRoutes: Record<string, string>;
     developerRoutes: Record<string, string>;
     secret: string | null;
+    /** A backend slower than this is a 504 BACKEND_TIMEOUT. */
+    backendTimeoutMs: number;
   };
   corsOrigins: string[] | true;
   loadDemoData: boolean;
@@ -326,15 +343,30 @@ export interface Principal {
 /** The kind of access a request asks for on a dimension. */
 export type Access = "read" | "create" | "update" | "delete" | "force_delete" | "metadata";
 
-/** The context of one request, independent of the HTTP or GraphQL adapter that built it. */
-export interface RequestContext {
+/** Who is calling: authenticated once per HTTP request, independent of any source. */
+export interface Caller {
   principal: Principal;
-  /** The request's `source` (a TB_MENU node code). */
-  source: string | null;
-  /** The request's `center_dett` (field visibility context); defaults to the user's. */
-  centerDett: string | null;
   requestId: string;
   now: () => Date;
+}
+
+/** Where one resolver call reads or writes: given by the adapter for each call. */
+export interface Scope {
+  /** A TB_MENU node code (REST: the `source` parameter; GraphQL: each field's `source` argument). */
+  source: string | null;
+  /** The field-visibility context (`center_dett`); defaults to the user's. */
+  centerDett: string | null;
+}
+
+/**
+ * What every resolver receives: the caller and the scope of this call. Adapters build one per call
+ * (one GraphQL operation touches several dimensions through several sources).
+ */
+export interface RequestContext extends Caller, Scope {}
+
+/** The caller in a scope: `center_dett` defaults to the user's own. */
+export function inScope(caller: Caller, source: string | null, centerDett?: string | null): RequestContext {
+  return { ...caller, source, centerDett: centerDett ?? caller.principal.centroDett };
 }
 
 // ---------------------------------------------------------------- writes (issue 5: write pipeline)

@@ -204,3 +204,20 @@ export function fieldKnown(ctx: RequestContext, field: FieldDef): boolean {
 export function visibleFields(ctx: RequestContext, dim: DimensionDef, flag: Flag): FieldDef[] {
   return dim.fields.filter((f) => fieldAllows(ctx, f, flag));
 }
+
+declare const tenantAdmin: unique symbol;
+
+/** A caller who holds a level-4 grant on their tenant's data: the proof the webhook API requires. */
+export type TenantAdmin = Principal & { readonly [tenantAdmin]: true };
+
+/**
+ * Tenant-wide settings (webhook registrations, the delivery log, event analytics) need a level-4
+ * grant on the tenant's data (decisions.md §8); the request's source is not required.
+ */
+export function authorizeTenantAdmin(principal: Principal): TenantAdmin {
+  const ok = principal.grants.some(
+    (g) => g.LEVEL >= 4 && (g.OPERATIONS.includes("read") || g.OPERATIONS.includes("write")),
+  );
+  if (!ok) throw permissionDenied(principal, "This needs a level-4 grant on the tenant's data.", 4);
+  return principal as TenantAdmin;
+}

@@ -1,12 +1,12 @@
 // The authentication service every protected route uses (deps.auth): built once per app from the
 // services, it holds the keys, the token service and the rate-limit counters (memory or Redis).
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { Redis } from "ioredis";
 import { AuthenticationError } from "../errors.ts";
 import { createRateLimits } from "../ratelimit/limits.ts";
+import { openRateLimitRedis } from "../ratelimit/redis.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Services } from "../services.ts";
-import type { RequestContext } from "../types.ts";
+import type { Caller } from "../types.ts";
 import { type AuthDeps, type AuthOptions, DEFAULT_AUTH_OPTIONS } from "./deps.ts";
 import { loadPublicKeys, loadSigningSecret } from "./keys.ts";
 import { type LoginRequest, type LoginResult, login, type RefreshResult, refresh } from "./login.ts";
@@ -26,10 +26,10 @@ export type { VerifiedSession } from "./session-auth.ts";
 export interface Auth {
   /**
    * Verifies the bearer token and its session, applies rate limits (headers set on `reply`), and
-   * builds the RequestContext (source and center_dett from the query string or the JSON body).
+   * returns the Caller (the source of each call is the adapter's: src/http/protected.ts scopeOf).
    * Throws AuthenticationError (401) / RateLimitError (429).
    */
-  authenticate(request: FastifyRequest, reply: FastifyReply): Promise<RequestContext>;
+  authenticate(request: FastifyRequest, reply: FastifyReply): Promise<Caller>;
   /**
    * Token and session checks (no activity mark): the token validator. With `reply`, the call also
    * spends the user's and tenant's rate-limit windows, like any other authenticated request.
@@ -57,11 +57,7 @@ export interface Auth {
 export async function createAuth(services: Services, overrides: Partial<AuthOptions> = {}): Promise<Auth> {
   const { config } = services;
   const options: AuthOptions = { ...DEFAULT_AUTH_OPTIONS, login: config.loginRateLimit, ...overrides };
-  const redis = config.redisUrl
-    ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false })
-    : null;
-  // An unreachable Redis is logged, not fatal: the limits fall back to memory meanwhile.
-  redis?.on("error", (err) => services.logger.warn({ err: err.message }, "redis error (rate limits)"));
+  const redis = await openRateLimitRedis(config.redisUrl, services.logger);
   const deps: AuthDeps = {
     db: services.db,
     clock: services.clock,

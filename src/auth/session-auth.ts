@@ -1,12 +1,12 @@
 // Per-request authentication: bearer token, its live session (one lookup), rate limits, grants
-// refreshed from the database when they changed, activity mark, token renewal, RequestContext.
+// refreshed from the database when they changed, activity mark, token renewal, the Caller.
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AuthenticationError } from "../errors.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
-import type { Grant, Principal, RequestContext } from "../types.ts";
+import type { Caller, Grant, Principal } from "../types.ts";
 import { type AuthDeps, idleDeadline } from "./deps.ts";
 import { buildProfile, grantsHash } from "./profile.ts";
-import { bearerToken, contextParam } from "./request-input.ts";
+import { bearerToken } from "./request-input.ts";
 import {
   deleteSession,
   findSession,
@@ -158,24 +158,18 @@ async function renewToken(deps: AuthDeps, verified: VerifiedSession, reply: Fast
 
 /**
  * The protected scope's preHandler (src/http/protected.ts): verifyBearer, then the HTTP hooks
- * (rate-limit windows, activity mark, token renewal), then the request's context with source and
- * center_dett from the query string or JSON body.
+ * (rate-limit windows, activity mark, token renewal). The caller only: the source and center_dett
+ * of each call are the adapters' business.
  */
 export async function authenticateRequest(
   deps: AuthDeps,
   request: FastifyRequest,
   reply: FastifyReply,
-): Promise<RequestContext> {
+): Promise<Caller> {
   const verified = await verifyBearer(deps, bearerToken(request));
   await spendUserWindows(deps, verified.session, reply);
   const principal = await principalOf(deps, verified.session);
   await markActivity(deps, verified.session);
   await renewToken(deps, verified, reply);
-  return {
-    principal,
-    source: contextParam(request, "source"),
-    centerDett: contextParam(request, "center_dett") ?? principal.centroDett,
-    requestId: request.id,
-    now: deps.clock,
-  };
+  return { principal, requestId: request.id, now: deps.clock };
 }

@@ -56,8 +56,31 @@ function epochSeconds(d: Date): number {
   return Math.floor(d.getTime() / 1000);
 }
 
+/** Tokens whose signature was checked, kept so that a token's signature is checked once. */
+const SIGNATURE_CACHE_SIZE = 10_000;
+
 export function createTokenService(opts: TokenServiceOptions): TokenService {
+  // Signature and payload of a token never change: checked once, remembered (bounded, oldest out).
+  // Expiry and nbf depend on the clock and are checked on every use; the session behind the token
+  // is looked up on every request all the same, so revocation is not affected.
+  const signed = new Map<string, { alg: "HS256" | "RS256"; claims: JWTPayload & Record<string, unknown> }>();
+
   async function verify(token: string, allowed: ReadonlyArray<"HS256" | "RS256">): Promise<VerifiedToken> {
+    let known = signed.get(token);
+    if (!known) {
+      known = await verifySignature(token, allowed);
+      if (signed.size >= SIGNATURE_CACHE_SIZE) signed.delete(signed.keys().next().value as string);
+      signed.set(token, known);
+    } else if (!allowed.includes(known.alg)) {
+      throw invalid(`The token algorithm ${known.alg} is not accepted here.`);
+    }
+    return checkTimes(known.alg, known.claims);
+  }
+
+  async function verifySignature(
+    token: string,
+    allowed: ReadonlyArray<"HS256" | "RS256">,
+  ): Promise<{ alg: "HS256" | "RS256"; claims: JWTPayload & Record<string, unknown> }> {
     const parts = token.split(".");
     if (parts.length !== 3 || parts.some((p) => p === "")) {
       throw invalid("The token is malformed: a JWT has three dot-separated parts.");
@@ -93,7 +116,10 @@ export function createTokenService(opts: TokenServiceOptions): TokenService {
     } catch {
       throw invalid("The token payload is not a JSON object.");
     }
+    return { alg, claims };
+  }
 
+  function checkTimes(alg: "HS256" | "RS256", claims: JWTPayload & Record<string, unknown>): VerifiedToken {
     const now = epochSeconds(opts.clock());
     if (typeof claims.exp !== "number") throw invalid("The token has no expiry (exp).");
     if (claims.exp <= now) {

@@ -21,11 +21,20 @@ export function eventType(dim: string, kind: EventKind): string {
   return `${dim}${kind}`;
 }
 
-/** Inserts one event row; returns its OUTBOX_ID as a string (the response's event_id). */
+/** The NOTIFY channel that wakes relays (in every process) when a transaction with events commits. */
+export const OUTBOX_CHANNEL = "dimensio_outbox";
+
+/**
+ * Inserts one event row and, in the same statement, queues the NOTIFY that wakes the relays when
+ * the transaction commits (identical notifications of one transaction are folded into one).
+ * Returns the OUTBOX_ID as a string (the response's event_id).
+ */
 export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Promise<string> {
   const res = await tx.query<{ OUTBOX_ID: number | string }>(
-    `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
-     VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now())) RETURNING "OUTBOX_ID"`,
+    `WITH inserted AS (
+       INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
+       VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now())) RETURNING "OUTBOX_ID")
+     SELECT "OUTBOX_ID", pg_notify('${OUTBOX_CHANNEL}', '') FROM inserted`,
     [
       eventType(event.dim, event.kind),
       event.dim,

@@ -3,7 +3,7 @@
 // before GraphQL runs answers in GraphQL's error shape with the REST code and status. The schema
 // is the one of the current metadata version (src/schema/cache.ts).
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { GraphQLError } from "graphql";
+import { type DocumentNode, GraphQLError } from "graphql";
 import { renderGraphiQL } from "@graphql-yoga/render-graphiql";
 import { createYoga, type Plugin } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
@@ -63,7 +63,19 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       .send({ errors: [{ message, extensions: { code, status, ...extras } }] });
   });
   const schemas = createSchemaCache(services.metadata, graphqlResolvers());
+  app.addHook("onClose", async () => schemas.close());
   const limits = { maxDepth: services.config.graphql.maxDepth, maxCost: services.config.graphql.maxCost };
+
+  const countOperations: Plugin = {
+    onExecute({ args }) {
+      const operation = (args.document as DocumentNode).definitions.find(
+        (d) => d.kind === "OperationDefinition",
+      );
+      services.metrics.graphqlOperations.inc({
+        operation: operation && "operation" in operation ? operation.operation : "unknown",
+      });
+    },
+  };
 
   const limitComplexity: Plugin = {
     onValidate({ addValidationRule }) {
@@ -84,7 +96,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
             ? toGraphQLError(error, (err) => services.logger.error({ err }, "GraphQL resolver failed"))
             : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } }),
       },
-      plugins: [limitComplexity],
+      plugins: [limitComplexity, countOperations],
     });
 
     let graphiqlPage: string | null = null;
@@ -110,9 +122,10 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
           return reply.type("text/html; charset=utf-8").send(graphiqlPage);
         }
         const context: GraphQLContext = {
-          caller: { ...callerOf(request), source: null },
+          caller: callerOf(request),
           services,
           readContexts: new Map(),
+          pageLoaders: new Map(),
         };
         const response = await yoga.handleNodeRequestAndResponse(request, reply, {
           req: request,

@@ -2,9 +2,15 @@
 // model (where → FilterExpr, order_by → SortSpec); what is selected decides what is loaded
 // (relations through the request's DataLoaders, `total` only when asked for). Nothing here decides
 // access: the resolvers do, with the REST errors.
+import DataLoader from "dataloader";
 import { GraphQLError, type GraphQLResolveInfo, Kind, type SelectionSetNode } from "graphql";
 import { NotFoundError } from "../errors.ts";
-import { parseAggregates, parseListParams, type QueryParams } from "../query/rest-params.ts";
+import {
+  parseAggregates,
+  parseListParams,
+  parseLookupParams,
+  type QueryParams,
+} from "../query/rest-params.ts";
 import type {
   AggregateSpec,
   FilterExpr,
@@ -18,22 +24,30 @@ import {
   createReadContext,
   getRecord,
   listRecords,
+  listRelatedPages,
   loadRelated,
   type ReadContext,
+  lookupValues,
+  subscribeToEvents,
 } from "../resolvers/read/index.ts";
+import { getDocument } from "../resolvers/read/documents.ts";
+import type { DataRecord } from "../resolvers/read/common.ts";
 import { batchCreate } from "../resolvers/write/batch.ts";
+import { runCommand } from "../resolvers/write/commands.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
 import type { SchemaResolvers } from "../schema/build.ts";
 import type { Services } from "../services.ts";
-import type { DimensionDef, RequestContext } from "../types.ts";
+import { type Caller, type DimensionDef, inScope, type RequestContext } from "../types.ts";
 
 /** One GraphQL request: the caller (authenticated once, source-less) and the services. */
 export interface GraphQLContext {
-  caller: RequestContext;
-  services: Pick<Services, "db" | "readDb" | "metadata" | "config">;
+  caller: Caller;
+  services: Pick<Services, "db" | "readDb" | "metadata" | "config" | "feed" | "commands">;
   /** Read contexts per (source, center_dett), so that one operation shares its loaders. */
   readContexts: Map<string, ReadContext>;
+  /** Loaders of reverse relations with their own arguments, per relation, context and arguments. */
+  pageLoaders: Map<string, DataLoader<string | number, DataRecord[], string>>;
 }
 
 interface ContextArgs {
@@ -41,12 +55,9 @@ interface ContextArgs {
   center_dett?: string | null;
 }
 
+/** Each field's own scope: its `source` and `center_dett` arguments. */
 function requestFor(ctx: GraphQLContext, args: ContextArgs): RequestContext {
-  return {
-    ...ctx.caller,
-    source: args.source,
-    centerDett: args.center_dett ?? ctx.caller.principal.centroDett,
-  };
+  return inScope(ctx.caller, args.source, args.center_dett);
 }
 
 function readContextFor(ctx: GraphQLContext, args: ContextArgs): ReadContext {
@@ -69,8 +80,12 @@ function readContextFor(ctx: GraphQLContext, args: ContextArgs): ReadContext {
 
 // ---------------------------------------------------------------- selections
 
-/** The field names selected under `path` of the current field (fragments followed). */
-function selected(info: GraphQLResolveInfo, path: readonly string[]): Set<string> {
+/**
+ * The field names selected under `path` of the current field (fragments followed); with
+ * `withoutArguments`, only fields selected without arguments (a relation with its own where,
+ * order or limit is loaded by its own resolver, not with the page).
+ */
+function selected(info: GraphQLResolveInfo, path: readonly string[], withoutArguments = false): Set<string> {
   let sets: SelectionSetNode[] = info.fieldNodes.flatMap((n) => (n.selectionSet ? [n.selectionSet] : []));
   for (const step of path) {
     const next: SelectionSetNode[] = [];
@@ -82,17 +97,29 @@ function selected(info: GraphQLResolveInfo, path: readonly string[]): Set<string
     sets = next;
   }
   const names = new Set<string>();
-  for (const set of sets) for (const f of fieldsOf(info, set)) names.add(f.name);
+  const withArguments = new Set<string>();
+  for (const set of sets) {
+    for (const f of fieldsOf(info, set)) {
+      names.add(f.name);
+      if (f.hasArguments) withArguments.add(f.name);
+    }
+  }
+  if (withoutArguments) for (const n of withArguments) names.delete(n);
   return names;
 }
 
 function fieldsOf(
   info: GraphQLResolveInfo,
   set: SelectionSetNode,
-): Array<{ name: string; selectionSet: SelectionSetNode | undefined }> {
-  const out: Array<{ name: string; selectionSet: SelectionSetNode | undefined }> = [];
+): Array<{ name: string; selectionSet: SelectionSetNode | undefined; hasArguments: boolean }> {
+  const out: Array<{ name: string; selectionSet: SelectionSetNode | undefined; hasArguments: boolean }> = [];
   for (const s of set.selections) {
-    if (s.kind === Kind.FIELD) out.push({ name: s.name.value, selectionSet: s.selectionSet });
+    if (s.kind === Kind.FIELD)
+      out.push({
+        name: s.name.value,
+        selectionSet: s.selectionSet,
+        hasArguments: (s.arguments?.length ?? 0) > 0,
+      });
     else if (s.kind === Kind.INLINE_FRAGMENT) out.push(...fieldsOf(info, s.selectionSet));
     else {
       const fragment = info.fragments[s.name.value];
@@ -182,6 +209,7 @@ interface ListArgs extends ContextArgs {
   offset?: number | null;
   cond_trec?: string[] | null;
   force_list_cost?: string[] | null;
+  search?: string | null;
 }
 
 /** The REST-syntax arguments go through the REST parser (same checks, same errors). */
@@ -193,6 +221,7 @@ function listQuery(args: ListArgs, expand: string[], withTotal: boolean): ListQu
   if (args.force_list_cost?.length) params.forceListCost = args.force_list_cost.join(",");
   if (args.limit !== undefined && args.limit !== null) params.$num_rows = String(args.limit);
   if (args.offset !== undefined && args.offset !== null) params.$offset = String(args.offset);
+  if (args.search !== undefined && args.search !== null) params.$search = args.search;
   const base = parseListParams(params as QueryParams);
   const where = whereToFilter(args.where);
   const filter =
@@ -220,24 +249,25 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
     db: ctx.services.db,
     metadata: ctx.services.metadata,
     config: ctx.services.config,
+    commands: ctx.services.commands,
   });
 
   return {
     list: (dim) => async (_root, args: ListArgs, ctx, info) => {
       const rc = readContextFor(ctx, args);
-      const data = selected(info, ["data"]);
+      const relations = selected(info, ["data"], true);
       const meta = selected(info, ["meta"]);
       const result = await listRecords(
         rc,
         dim.code,
-        listQuery(args, selectedRelations(dim, data), meta.has("total")),
+        listQuery(args, selectedRelations(dim, relations), meta.has("total")),
       );
       return { data: result.data, meta: result.meta };
     },
 
     byId: (dim) => async (_root, args: ContextArgs & { id: string }, ctx, info) => {
       const rc = readContextFor(ctx, args);
-      const expand = selectedRelations(dim, selected(info, []));
+      const expand = selectedRelations(dim, selected(info, [], true));
       try {
         const result = await getRecord(rc, dim.code, args.id, {
           fields: null,
@@ -298,18 +328,21 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       if (!(relation.toField in parent)) throw fieldNotVisible(dim, relation.toField);
       const rc = readContextFor(ctx, context);
       if (!hasArgs) return loadRelated(rc, dim.code, relation.name, parent[relation.toField]);
-      // With their own where/order/limit the children are one list read per parent (not batched).
-      const own: FilterExpr = {
-        kind: "condition",
-        field: relation.fromField,
-        op: "eq",
-        value: parent[relation.toField] as FilterLiteral,
-        origin: relation.name,
-      };
-      const query = listQuery({ ...context, ...args }, [], false);
-      const filter = query.filter ? { kind: "and" as const, items: [query.filter, own] } : own;
-      const result = await listRecords(rc, relation.fromDim, { ...query, filter });
-      return result.data;
+      const key = parent[relation.toField];
+      if (key === null || key === undefined) return [];
+      // With their own where/order/limit: every parent of this field (same arguments) in one
+      // statement, through a loader of the request.
+      const loaderKey = `${relation.name}\u0000${context.source}\u0000${context.center_dett ?? ""}\u0000${JSON.stringify(args)}`;
+      let loader = ctx.pageLoaders.get(loaderKey);
+      if (!loader) {
+        const query = listQuery({ ...context, ...args }, [], false);
+        loader = new DataLoader<string | number, DataRecord[], string>(
+          (keys) => listRelatedPages(rc, relation.fromDim, relation.fromField, keys, query),
+          { cacheKeyFn: String, maxBatchSize: 1000 },
+        );
+        ctx.pageLoaders.set(loaderKey, loader);
+      }
+      return loader.load(key as string | number);
     },
 
     create: (dim) => async (_root, args: ContextArgs & { data: Record<string, unknown> }, ctx) => {
@@ -344,6 +377,53 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       };
     },
 
+    vars:
+      () =>
+      async (
+        _root,
+        args: ContextArgs & { field: string; filter?: string | null; full_list?: boolean | null },
+        ctx,
+      ) => {
+        const params: Record<string, string> = { field: args.field };
+        if (args.filter) params.$filter = args.filter;
+        if (args.full_list) params.getACList = "1";
+        return lookupValues(readContextFor(ctx, args), parseLookupParams(params as QueryParams));
+      },
+
+    document:
+      () =>
+      async (
+        _root,
+        args: ContextArgs & {
+          name: string;
+          key: string;
+          params?: Record<string, unknown> | null;
+          compact?: boolean | null;
+        },
+        ctx,
+      ) => {
+        const params: Record<string, string> = {};
+        for (const [k, v] of Object.entries(args.params ?? {}))
+          if (v !== null && v !== undefined) params[k] = String(v);
+        const deps = { db: ctx.services.readDb, metadata: ctx.services.metadata };
+        return (
+          await getDocument(deps, requestFor(ctx, args), args.name, args.key, params, args.compact ?? false)
+        ).data;
+      },
+
+    command:
+      (dim) => async (_root, args: ContextArgs & { name: string; id: string; data?: unknown }, ctx) => {
+        const result = await runCommand(writeDeps(ctx), requestFor(ctx, args), dim.code, args.name, {
+          id: args.id,
+          data: args.data === undefined || args.data === null ? {} : plain(args.data),
+        });
+        return {
+          data: result.visible,
+          message: `${result.dim} ${result.recordId}: ${args.name} done.`,
+          event_id: result.eventId,
+        };
+      },
+
     batchCreate: (dim) => async (_root, args: ContextArgs & { data: Record<string, unknown>[] }, ctx) => {
       const result = await batchCreate(writeDeps(ctx), requestFor(ctx, args), dim.code, plain(args.data));
       return {
@@ -360,7 +440,9 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
     },
 
     batch: () => async (_root, args: { operations: unknown[] }, ctx) => {
-      const results = await runCoreBatch(writeDeps(ctx), ctx.caller, { operations: plain(args.operations) });
+      const results = await runCoreBatch(writeDeps(ctx), inScope(ctx.caller, null), {
+        operations: plain(args.operations),
+      });
       return results.map((r) => ({
         index: r.index,
         ref: r.ref,
@@ -371,6 +453,9 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         event_id: r.result.eventId,
       }));
     },
+
+    events: (dim) => (_root, args: ContextArgs & { event_types?: string[] | null }, ctx) =>
+      subscribeToEvents(ctx.services, requestFor(ctx, args), dim.code, args.event_types ?? null),
   };
 }
 

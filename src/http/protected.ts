@@ -4,12 +4,13 @@
 // requests with `config.public` (GraphiQL's page on GET /graphql).
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from "fastify";
 import type { Auth } from "../auth/service.ts";
-import type { RequestContext } from "../types.ts";
+import { BadRequestError } from "../errors.ts";
+import { type Caller, inScope, type RequestContext } from "../types.ts";
 
 declare module "fastify" {
   interface FastifyRequest {
     /** The authenticated caller; set by the protected scope's preHandler. */
-    caller: RequestContext | null;
+    caller: Caller | null;
   }
   interface FastifyContextConfig {
     /** The request needs no caller (true, or true for the requests the function accepts). */
@@ -18,10 +19,46 @@ declare module "fastify" {
 }
 
 /** The caller of a request in the protected scope (a route outside it asking is a bug). */
-export function callerOf(request: FastifyRequest): RequestContext {
+export function callerOf(request: FastifyRequest): Caller {
   if (!request.caller)
     throw new Error(`${request.method} ${request.url}: no caller (route outside the protected scope?)`);
   return request.caller;
+}
+
+/**
+ * A REST call's context: the caller, with the scope REST gives in the query string (or the JSON
+ * body): `source` and `center_dett`.
+ */
+export function contextOf(request: FastifyRequest): RequestContext {
+  const scope = scopeOf(request);
+  return inScope(callerOf(request), scope.source, scope.centerDett);
+}
+
+/** `source` and `center_dett` as REST gives them: the query string, else the JSON body. */
+export function scopeOf(request: FastifyRequest): { source: string | null; centerDett: string | null } {
+  return { source: contextParam(request, "source"), centerDett: contextParam(request, "center_dett") };
+}
+
+function stringParam(value: unknown, name: string): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== "string") {
+    throw new BadRequestError("INVALID_PARAMETER", `The parameter ${name} must be given once, as a string.`, {
+      field: name,
+    });
+  }
+  return value === "" ? null : value;
+}
+
+/** A context parameter from the query string, else from a JSON object body. */
+function contextParam(request: FastifyRequest, queryName: string, bodyName = queryName): string | null {
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  const fromQuery = stringParam(query[queryName], queryName);
+  if (fromQuery !== null) return fromQuery;
+  const body = request.body;
+  if (body && typeof body === "object" && !Array.isArray(body)) {
+    return stringParam((body as Record<string, unknown>)[bodyName], bodyName);
+  }
+  return null;
 }
 
 export function protectedScope(

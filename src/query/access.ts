@@ -37,3 +37,20 @@ export function assertCanReadRelated(
     dimension: dim,
   });
 }
+
+/**
+ * The request through which a related dimension is read: the request itself when its source
+ * serves the dimension, else the same request through a TB_MENU node serving it that the caller's
+ * read grants cover. 403 (naming `via`) when there is none.
+ */
+export function relatedRequest(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dim: string,
+  via: string,
+): RequestContext {
+  if (allowedThrough(ctx, model, ctx.source, dim)) return ctx;
+  const node = model.menu.find((n) => n.dim === dim && allowedThrough(ctx, model, n.code, dim));
+  if (node) return { ...ctx, source: node.code };
+  return assertCanReadRelated(ctx, model, dim, via) as never;
+}

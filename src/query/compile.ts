@@ -58,6 +58,11 @@ function compileFilter(f: PlannedFilter, p: Params): string {
       return compileCondition(f, p);
     case "live":
       return `t."TREC" <> 'C'`;
+    case "search":
+      // The search indexer's rows (src/events/search.ts): same tenant, same dimension, the words.
+      return `EXISTS (SELECT 1 FROM "TB_SEARCH" AS s WHERE s."TENANT_ID" = t.${ident(TENANT_COLUMN)} AND s."DIMENSION" = ${p.add(
+        f.dimension,
+      )} AND s."RECORD_ID" = (${column(f.idField)})::text AND to_tsvector('simple', s."TEXT") @@ plainto_tsquery('simple', ${p.add(f.text)}))`;
     case "not":
       return `(${compileFilter(f.item, p)}) IS NOT TRUE`;
     case "and":
@@ -191,6 +196,34 @@ export function relationColumns(e: ExpandPlan): FieldDef[] {
 }
 
 /** One query for every key of a relation in a request (the DataLoader batch). */
+/**
+ * One page per parent key in one statement (GraphQL reverse relations with their own where,
+ * order and limit): the plan's rows whose `partition` field is one of `keys`, numbered per key in
+ * the plan's order, cut to the plan's offset and limit per key.
+ */
+export function compilePartitionedPages(
+  plan: RecordsPlan,
+  partition: FieldDef,
+  keys: readonly unknown[],
+): CompiledQuery {
+  const p = new Params();
+  const id = plan.dim.fieldsByCode.get(plan.dim.idField)!;
+  const order = plan.sort.length ? orderBy(plan, "t") : `${column(id)} ASC`;
+  const from = fromWhere(plan, p);
+  const keyList = p.add(keys);
+  const first = p.add(plan.offset);
+  const last = p.add(plan.offset + plan.limit);
+  const text = [
+    `SELECT * FROM (`,
+    `SELECT ${selectList(plan.selected)}, ${column(partition)} AS "__parent",`,
+    `       row_number() OVER (PARTITION BY ${column(partition)} ORDER BY ${order}) AS "__rn"`,
+    `${from} AND ${column(partition)} = ANY(${keyList})`,
+    `) AS t WHERE t."__rn" > ${first} AND t."__rn" <= ${last}`,
+    `ORDER BY t."__parent", t."__rn"`,
+  ].join("\n");
+  return { text, params: p.values };
+}
+
 export function compileRelationBatch(
   e: ExpandPlan,
   tenantId: string,

@@ -132,8 +132,11 @@ export function planWhere(
   dim: DimensionDef,
   filter: FilterExpr | null,
   condTrec: readonly TrecState[] | null,
+  search: string | null = null,
 ): PlannedFilter | null {
   const items: PlannedFilter[] = [];
+  const idField = dim.fieldsByCode.get(dim.idField);
+  if (search !== null && idField) items.push({ kind: "search", dimension: dim.code, idField, text: search });
   const trecField = dim.fieldsByCode.get(TREC);
   const checked = filter ? checkFilterLimits(filter) : null;
   if (condTrec && trecField) {
@@ -268,7 +271,7 @@ export function planRecords(
   opts: PlanOptions = {},
 ): RecordsPlan {
   checkPaging(query.numRows, query.offset);
-  const where = planWhere(ctx, dim, query.filter, query.condTrec);
+  const where = planWhere(ctx, dim, query.filter, query.condTrec, query.search);
   const sort = planSort(ctx, dim, query.sort, opts.trustedSort === true);
   const expand = planExpand(ctx, model, dim, query.expand);
   const columns = withoutExpanded(chooseColumns(ctx, dim, "L", query.fields, query.forceListCost), expand);
@@ -326,7 +329,11 @@ export function planCount(
   dim: AuthorizedDimension<"read">,
   query: ListQuery,
 ): PlanScope {
-  return { dim, tenantId: ctx.principal.tenantId, where: planWhere(ctx, dim, query.filter, query.condTrec) };
+  return {
+    dim,
+    tenantId: ctx.principal.tenantId,
+    where: planWhere(ctx, dim, query.filter, query.condTrec, query.search),
+  };
 }
 
 const NUMERIC_ONLY = new Set(["SUM", "AVG"]);
@@ -389,7 +396,7 @@ export function planGroups(ctx: RequestContext, dim: DimensionDef, query: ListQu
     kind: "groups",
     dim,
     tenantId: ctx.principal.tenantId,
-    where: planWhere(ctx, dim, query.filter, query.condTrec),
+    where: planWhere(ctx, dim, query.filter, query.condTrec, query.search),
     groupBy,
     aggregates,
     sort,

@@ -1,6 +1,7 @@
 // REST query string -> query model. Fastify's query parser gives flat keys ("filter[NAME][$like]")
 // in a null-prototype object; the brackets are parsed here, and no user key is ever used to index
 // a plain object.
+import { BadRequestError } from "../errors.ts";
 import { filterTooComplex, invalidFilter, invalidParameter } from "./errors.ts";
 import { parseFilterExpression } from "./filter-parser.ts";
 import { parseSortExpression } from "./sort-syntax.ts";
@@ -29,7 +30,10 @@ export type QueryParams = Readonly<Record<string, string | readonly string[] | u
 /** Parameters that carry request context, read by the auth layer, not by the query model. */
 const CONTEXT_PARAMETERS = new Set(["source", "center_dett", "ambiente", "modulo", "microservice"]);
 
+const MAX_SEARCH_LENGTH = 200;
+
 const LIST_PARAMETERS = new Set([
+  "$search",
   "$count",
   "$num_rows",
   "$offset",
@@ -230,6 +234,7 @@ export function parseListParams(params: QueryParams): ListQuery {
   let debug = false;
   let withTotal = true;
   let exactCount = false;
+  let search: string | null = null;
 
   for (const [key, values] of entries(params)) {
     if (CONTEXT_PARAMETERS.has(key) || key.startsWith("filter")) continue;
@@ -277,6 +282,13 @@ export function parseListParams(params: QueryParams): ListQuery {
       case "debug":
         debug = booleanFlag(key, single(key, values));
         break;
+      case "$search": {
+        const text = single(key, values).trim();
+        if (text.length === 0 || text.length > MAX_SEARCH_LENGTH)
+          throw invalidParameter(key, `$search takes 1 to ${MAX_SEARCH_LENGTH} characters of words.`);
+        search = text;
+        break;
+      }
       case "$count": {
         const mode = single(key, values).trim().toLowerCase();
         if (mode !== "exact" && mode !== "none" && mode !== "auto")
@@ -303,6 +315,7 @@ export function parseListParams(params: QueryParams): ListQuery {
     debug,
     withTotal,
     exactCount,
+    search,
   });
 }
 
@@ -315,4 +328,33 @@ export function parseRecordParams(params: QueryParams): RecordQuery {
     ),
   );
   return emptyRecordQuery({ fields: q.fields, expand: q.expand, condTrec: q.condTrec, debug: q.debug });
+}
+
+const LOOKUP_PARAMETERS = new Set(["field", "$filter", "getACList"]);
+
+/** GET /vars: `field` (required), `$filter`, `getACList=1`. */
+export function parseLookupParams(params: QueryParams): {
+  field: string;
+  filter: FilterExpr | null;
+  fullList: boolean;
+} {
+  checkUnknown(params, LOOKUP_PARAMETERS);
+  const given = new Map(entries(params));
+  const one = (name: string) => {
+    const values = given.get(name);
+    return values === undefined ? "" : single(name, values).trim();
+  };
+  const field = one("field");
+  if (!field) {
+    throw new BadRequestError("MISSING_PARAMETER", "The query parameter field is required.", {
+      field: "field",
+    });
+  }
+  const expression = one("$filter");
+  const flag = one("getACList");
+  return {
+    field,
+    filter: expression ? parseFilterExpression(expression) : null,
+    fullList: flag === "1" || flag.toLowerCase() === "true",
+  };
 }

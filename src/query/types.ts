@@ -91,6 +91,8 @@ export interface ListQuery {
    * own rows (has_more from one extra row): for GraphQL lists that do not select a total.
    */
   readonly withTotal: boolean;
+  /** `$search` / `search:`: words matched against the dimension's full-text index (decisions §8). */
+  readonly search: string | null;
   /**
    * `$count=exact`: count every matching record. Otherwise (decisions §11) the total is exact up to
    * the read context's count bound and the planner's estimate beyond it (`total_estimated`).
@@ -127,6 +129,7 @@ export function emptyListQuery(overrides: Partial<ListQuery> = {}): ListQuery {
     aggregates: [],
     debug: false,
     withTotal: true,
+    search: null,
     ...overrides,
   };
 }
@@ -148,6 +151,14 @@ export interface PlannedCondition {
   readonly literal?: unknown;
 }
 
+/** Full-text search: the record is in the search index of its dimension with these words. */
+export interface PlannedSearch {
+  readonly kind: "search";
+  readonly dimension: string;
+  readonly idField: FieldDef;
+  readonly text: string;
+}
+
 /** The default lifecycle rule: TREC <> 'C'. */
 export interface PlannedLiveOnly {
   readonly kind: "live";
@@ -156,6 +167,7 @@ export interface PlannedLiveOnly {
 export type PlannedFilter =
   | PlannedCondition
   | PlannedLiveOnly
+  | PlannedSearch
   | { readonly kind: "and" | "or"; readonly items: readonly PlannedFilter[] }
   | { readonly kind: "not"; readonly item: PlannedFilter };
 

@@ -1,5 +1,7 @@
 // Authentication endpoints of spec 4.8 / part 5: login (variants A and B), refresh, logout (both
 // shapes), token validator. The logic lives in src/auth/service.ts; these adapt bodies.
+import { scopeOf } from "../http/protected.ts";
+import { inScope } from "../types.ts";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { LoginRequest, LoginResult } from "../auth/service.ts";
@@ -193,7 +195,9 @@ export const authRoutes: FastifyPluginAsync<RouteDeps> = async (app, { auth }) =
 
   // Who the token belongs to, as every protected route sees it (the RequestContext).
   app.get("/auth/me", async (request, reply) => {
-    const ctx = await auth.authenticate(request, reply);
+    const caller = await auth.authenticate(request, reply);
+    const scope = scopeOf(request);
+    const ctx = inScope(caller, scope.source, scope.centerDett);
     const p = ctx.principal;
     return {
       data: {

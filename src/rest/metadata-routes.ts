@@ -12,7 +12,7 @@ import {
   listFieldDefinitions,
   type ReadContext,
 } from "../resolvers/read/index.ts";
-import { callerOf } from "../http/protected.ts";
+import { contextOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 
 const DIM_FILTER_KEYS = new Set(["filter[COD_DIM]", "filter[COD_DIM][$eq]", "filter[COD_DIM][eq]"]);
@@ -44,7 +44,7 @@ function dimensionFilter(query: QueryParams): string {
 
 export const metadataRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
   const readContext = (request: FastifyRequest): ReadContext =>
-    createReadContext({ db: services.db, metadata: services.metadata }, callerOf(request));
+    createReadContext({ db: services.db, metadata: services.metadata }, contextOf(request));
 
   app.get("/api/v4/core/DIM", async (request, _reply) => {
     const rc = readContext(request);

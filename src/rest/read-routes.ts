@@ -1,7 +1,12 @@
 // REST read endpoints of spec 4.2 under /api/v4/core. Each route authenticates, turns the query
 // string into the query model, calls a read resolver and serialises its result; nothing else.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { parseListParams, parseRecordParams, type QueryParams } from "../query/rest-params.ts";
+import {
+  parseListParams,
+  parseLookupParams,
+  parseRecordParams,
+  type QueryParams,
+} from "../query/rest-params.ts";
 import {
   countRecords,
   createReadContext,
@@ -9,9 +14,10 @@ import {
   getRecord,
   listRecords,
   listRecordsBySort,
+  lookupValues,
   type ReadContext,
 } from "../resolvers/read/index.ts";
-import { callerOf } from "../http/protected.ts";
+import { contextOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 import { describeFilter } from "./filters-applied.ts";
 import { createReadSerializers } from "./response/serializers.ts";
@@ -27,9 +33,14 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services 
   const readContext = (request: FastifyRequest): ReadContext =>
     createReadContext(
       { db: services.readDb, metadata: services.metadata, countBound: services.config.countExactLimit },
-      callerOf(request),
+      contextOf(request),
     );
   const query = (request: FastifyRequest) => request.query as QueryParams;
+
+  // Foreign-key lookups (spec 4.4): a bare array of {key field, display field}.
+  app.get("/api/v4/core/vars", async (request) => {
+    return lookupValues(readContext(request), parseLookupParams(query(request)));
+  });
 
   app.get<DimParams>("/api/v4/core/:dim", async (request, reply) => {
     const rc = readContext(request);

@@ -6,11 +6,12 @@ import type { MetadataWriteOp } from "../resolvers/metadata/input.ts";
 import { writeMetadata } from "../resolvers/metadata/write.ts";
 import { METADATA_TABLES } from "../metadata/tables.ts";
 import { batchCreate, batchDelete, batchUpdate } from "../resolvers/write/batch.ts";
+import { runCommand } from "../resolvers/write/commands.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
 import { presentCascaded } from "../resolvers/write/present.ts";
 import type { BatchResult, MetadataWriteResult, RequestContext, WriteResult } from "../types.ts";
-import { callerOf } from "../http/protected.ts";
+import { contextOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 
 const CORE = "/api/v4/core";
@@ -88,7 +89,7 @@ function metadataBody(result: MetadataWriteResult, verb: string): Body {
 }
 
 export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
-  const ctxOf = (request: FastifyRequest): RequestContext => callerOf(request);
+  const ctxOf = (request: FastifyRequest): RequestContext => contextOf(request);
 
   // ---------------------------------------------------------------- multi-dimension batch
   app.post(`${CORE}/batch`, async (request, _reply) => {
@@ -150,6 +151,22 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     const ids = arrayMember(request.body, "ids");
     const force = parseFlag(bodyObject(request.body).force, "force");
     return batchBody(await batchDelete(services, ctx, request.params.dim, ids, force));
+  });
+
+  // ---------------------------------------------------------------- commands (decisions §15)
+  app.post<{ Params: { dim: string; name: string } }>(`${CORE}/:dim/command/:name`, async (request) => {
+    const ctx = ctxOf(request);
+    const body = bodyObject(request.body);
+    const { dim, name } = request.params;
+    const result = await runCommand(services, ctx, dim, name, { id: body.id, data: body.data });
+    return withCascaded(
+      {
+        data: result.visible,
+        message: `${result.dim} ${result.recordId}: ${name} done.`,
+        event_id: result.eventId,
+      },
+      result,
+    );
   });
 
   // ---------------------------------------------------------------- one record

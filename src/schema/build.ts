@@ -23,6 +23,7 @@ import {
   GraphQLString,
 } from "graphql";
 import type { DataType, DimensionDef, FieldDef, MetadataModel, Relation } from "../types.ts";
+import { codecOf, type GraphQLScalarName } from "../metadata/codecs.ts";
 import { DateScalar, Decimal, Int64, JSONScalar, Timestamp } from "./scalars.ts";
 
 /** What each generated field does; src/graphql/resolve.ts implements it over the shared resolvers. */
@@ -39,6 +40,14 @@ export interface SchemaResolvers<C> {
   remove(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
   batchCreate(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
   batch(): GraphQLFieldResolver<unknown, C>;
+  /** vars: foreign-key lookups (REST GET /core/vars). */
+  vars(): GraphQLFieldResolver<unknown, C>;
+  /** document: a TB_DOCUMENT document (REST GET /document/{name}/{key}). */
+  document(): GraphQLFieldResolver<unknown, C>;
+  /** D_command: a named operation (decisions.md §15). */
+  command(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  /** Subscription: an async iterator of DimensionEvent payloads. */
+  events(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
 }
 
 const nn = <T extends GraphQLOutputType | GraphQLInputType>(t: T) => new GraphQLNonNull(t);
@@ -47,6 +56,20 @@ const list = <T extends GraphQLOutputType | GraphQLInputType>(t: T) => new Graph
 const OrderDirection = new GraphQLEnumType({
   name: "OrderDirection",
   values: { asc: { value: "asc" }, desc: { value: "desc" } },
+});
+
+const DimensionEvent = new GraphQLObjectType({
+  name: "DimensionEvent",
+  description:
+    "A change of a record, as the outbox recorded it; data holds the fields the subscriber may read in detail.",
+  fields: {
+    event_id: { type: new GraphQLNonNull(GraphQLString) },
+    event_type: { type: new GraphQLNonNull(GraphQLString) },
+    dimension: { type: new GraphQLNonNull(GraphQLString) },
+    record_id: { type: new GraphQLNonNull(GraphQLString) },
+    timestamp: { type: new GraphQLNonNull(GraphQLString) },
+    data: { type: JSONScalar },
+  },
 });
 
 const PageMeta = new GraphQLObjectType({
@@ -149,25 +172,18 @@ const BatchOperationResult = new GraphQLObjectType({
 
 /** The GraphQL type of a field's values (output), by field type. */
 function scalarOf(type: DataType): GraphQLScalarType {
-  switch (type) {
-    case "STRING":
-    case "TEXT":
-      return GraphQLString;
-    case "INTEGER":
-      return Int64;
-    case "DECIMAL":
-      return Decimal;
-    case "BOOLEAN":
-      return GraphQLBoolean;
-    case "DATE":
-      return DateScalar;
-    case "TIMESTAMP":
-      return Timestamp;
-    case "JSON":
-    case "MEDIA":
-      return JSONScalar;
-  }
+  return GRAPHQL_SCALARS[codecOf(type).graphqlScalar];
 }
+
+const GRAPHQL_SCALARS: Record<GraphQLScalarName, GraphQLScalarType> = {
+  String: GraphQLString,
+  Int64,
+  Decimal,
+  Boolean: GraphQLBoolean,
+  Date: DateScalar,
+  Timestamp,
+  JSON: JSONScalar,
+};
 
 /** Comparison inputs, one per scalar (the REST operators of the same names). */
 function comparisonInputs() {
@@ -216,6 +232,7 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
     sort: { type: GraphQLString, description: "The REST sort syntax, e.g. NAME,-CDATA." },
     limit: { type: GraphQLInt, description: "Page size, default 100, at most 1000." },
     offset: { type: GraphQLInt },
+    search: { type: GraphQLString, description: "Words to find in the records' text fields (REST $search)." },
   });
 
   for (const dim of dims) {
@@ -300,6 +317,16 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
 
   const queryFields: GraphQLFieldConfigMap<unknown, C> = {};
   const mutationFields: GraphQLFieldConfigMap<unknown, C> = {};
+  const subscriptionFields: GraphQLFieldConfigMap<unknown, C> = {};
+  for (const dim of dims) {
+    subscriptionFields[`${dim.code}_events`] = {
+      type: nn(DimensionEvent),
+      description: `Changes of ${dim.code} records of the caller's tenant, as they are published (GraphQL over SSE).`,
+      args: { ...contextArgs, event_types: { type: list(nn(GraphQLString)) } },
+      subscribe: resolvers.events(dim),
+      resolve: (payload: unknown) => payload,
+    };
+  }
   for (const dim of dims) {
     const type = objectTypes.get(dim.code)!;
     const page = new GraphQLObjectType({
@@ -388,6 +415,10 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
       { id: { type: nn(GraphQLID) }, force: { type: GraphQLBoolean, defaultValue: false } },
       resolvers.remove(dim),
     );
+    mutationFields[`${dim.code}_command`] = mutation(
+      { name: { type: nn(GraphQLString) }, id: { type: nn(GraphQLID) }, data: { type: JSONScalar } },
+      resolvers.command(dim),
+    );
     mutationFields[`${dim.code}_batch_create`] = mutation(
       { data: { type: nn(list(nn(createInputs.get(dim.code)!))) } },
       resolvers.batchCreate(dim),
@@ -401,11 +432,44 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
     resolve: resolvers.batch(),
   };
 
+  if (dims.length) {
+    queryFields.vars = {
+      type: nn(list(nn(JSONScalar))),
+      description:
+        "The values an AC or VARS field may take: {key field, display field} objects (REST GET /core/vars).",
+      args: {
+        ...contextArgs,
+        field: { type: nn(GraphQLString) },
+        filter: {
+          type: GraphQLString,
+          description: "startwith, endwith, contains, equals, and, or over the key and display fields.",
+        },
+        full_list: { type: GraphQLBoolean, description: "An AC field's whole list (getACList=1)." },
+      },
+      resolve: resolvers.vars(),
+    };
+    queryFields.document = {
+      type: JSONScalar,
+      description:
+        "A TB_DOCUMENT document: the root record with its parts (REST GET /document/{name}/{key}).",
+      args: {
+        ...contextArgs,
+        name: { type: nn(GraphQLString) },
+        key: { type: nn(GraphQLString) },
+        params: { type: JSONScalar, description: 'The document\'s parameters, e.g. {codLst: "STD"}.' },
+        compact: { type: GraphQLBoolean },
+      },
+      resolve: resolvers.document(),
+    };
+  }
   if (!dims.length) {
     queryFields._empty = { type: GraphQLBoolean, description: "No dimension is defined yet." };
   }
   return new GraphQLSchema({
     query: new GraphQLObjectType({ name: "Query", fields: queryFields }),
     mutation: new GraphQLObjectType({ name: "Mutation", fields: mutationFields }),
+    ...(dims.length
+      ? { subscription: new GraphQLObjectType({ name: "Subscription", fields: subscriptionFields }) }
+      : {}),
   });
 }

@@ -37,6 +37,29 @@ async function code(p: Promise<unknown>): Promise<string> {
 }
 
 describe("token service", () => {
+  it("a token checked once is still checked against the clock on every use, and a changed token is checked anew", async () => {
+    const clock = manualClock();
+    const tokens = createTokenService({
+      secret,
+      publicKeys: null,
+      issuer: "dimensio",
+      audience: null,
+      lifetimeS: 60,
+      clock,
+    });
+    const { token } = await tokens.issue(claims);
+    expect(await code(tokens.verifyAccess(token))).toBe("OK");
+    expect(await code(tokens.verifyAccess(token))).toBe("OK");
+    // Another signature over the same header and payload: refused, whatever the cache holds.
+    const [h, p] = token.split(".");
+    const forged = `${h}.${p}.${createHmac("sha256", "another-secret-another-secret-0123").update(`${h}.${p}`).digest("base64url")}`;
+    expect(await code(tokens.verifyAccess(forged))).toBe("TOKEN_INVALID");
+    clock.advance(61_000);
+    expect(await code(tokens.verifyAccess(token))).toBe("TOKEN_EXPIRED");
+    // External tokens are RS256 only: the cached HS256 token is not one.
+    expect(await code(tokens.verifyExternal(token))).toBe("TOKEN_INVALID");
+  });
+
   it("issues HS256 tokens with iss, aud, iat, nbf, exp and jti, and leaves null claims out", async () => {
     const clock = manualClock();
     const tokens = createTokenService({

@@ -61,8 +61,9 @@ describe("loadConfig defaults", () => {
     expect(config.webhookAllowPrivate).toBe(false);
   });
 
-  it("gateway settings are empty", () => {
+  it("gateway settings are empty (the backend timeout is spec 8's 30 s)", () => {
     expect(config.gateway).toEqual({
+      backendTimeoutMs: 30_000,
       readBackendUrl: null,
       writeBackendUrl: null,
       authBackendUrl: null,
@@ -201,7 +202,7 @@ describe("loadConfig refuses bad values, naming the variable", () => {
 
   it("a backend role without GATEWAY_SECRET", () => {
     const err = refusal({ ROLE: "write" });
-    expect(err.problems).toEqual(["GATEWAY_SECRET: required when ROLE is not all"]);
+    expect(err.problems).toEqual(["GATEWAY_SECRET: required when ROLE is gateway, read, write or auth"]);
   });
 
   it("MICROSERVICE_ROUTES that is not a JSON object of URLs", () => {

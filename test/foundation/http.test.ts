@@ -515,10 +515,52 @@ describe("CORS_ORIGINS", () => {
 });
 
 describe("ROLE", () => {
-  it("anything but all is refused when the app is built, naming ROLE (separate processes are not built yet)", async () => {
-    const services = await createTestServices("pglite", { env: { ROLE: "read", GATEWAY_SECRET: "s" } });
+  it("a backend role refuses every request without the gateway's secret (health checks excepted)", async () => {
+    const services = await createTestServices("pglite", {
+      fixture: "sample",
+      env: { ROLE: "read", GATEWAY_SECRET: "the-shared-secret" },
+    });
+    const app = await buildApp(services);
     try {
-      await expect(buildApp(services)).rejects.toThrow(/ROLE: "read" is not available yet/);
+      const direct = await app.inject({
+        method: "POST",
+        url: "/auth/login",
+        payload: { username: "anna", password: "anna-secret-1" },
+      });
+      expect(direct.statusCode).toBe(403);
+      expect(direct.json()).toMatchObject({ code: "GATEWAY_REQUIRED", status: 403 });
+      const wrong = await app.inject({
+        method: "GET",
+        url: "/metrics",
+        headers: { "x-gateway-secret": "nope" },
+      });
+      expect(wrong.statusCode).toBe(403);
+      expect((await app.inject({ method: "GET", url: "/healthz" })).statusCode).toBe(200);
+      const viaGateway = await app.inject({
+        method: "POST",
+        url: "/auth/login",
+        headers: { "x-gateway-secret": "the-shared-secret" },
+        payload: { username: "anna", password: "anna-secret-1" },
+      });
+      expect(viaGateway.statusCode).toBe(200);
+    } finally {
+      await app.close();
+      await services.close();
+    }
+  });
+
+  it("ROLE=gateway is not an app of its own services (it runs src/gateway)", async () => {
+    const services = await createTestServices("pglite", {
+      env: {
+        ROLE: "gateway",
+        GATEWAY_SECRET: "s",
+        READ_BACKEND_URL: "http://127.0.0.1:1",
+        WRITE_BACKEND_URL: "http://127.0.0.1:1",
+        AUTH_BACKEND_URL: "http://127.0.0.1:1",
+      },
+    });
+    try {
+      await expect(buildApp(services)).rejects.toThrow(/ROLE: "gateway"/);
     } finally {
       await services.close();
     }

@@ -1,7 +1,9 @@
 // TB_VAR.INDEXED (decisions.md §2, issue 11): the DDL sync makes an index on (TENANT_ID, field)
 // for an INDEXED field, the planner uses it, and clearing INDEXED drops it again.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { indexName } from "../../src/ddl/sync.ts";
+import pg from "pg";
+import { concurrently, indexName } from "../../src/ddl/sync.ts";
+import { eventually } from "../events/support.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
 
@@ -55,5 +57,50 @@ describe.each(BACKENDS)("INDEXED fields (%s)", (backend) => {
     expect(res.status).toBe(400);
     expect(res.body.code).toBe("INVALID_METADATA");
     expect(JSON.stringify(res.body.errors)).toContain("INDEXED");
+  });
+
+  if (backend === "postgres") {
+    it("on PostgreSQL the index of a live table is built CONCURRENTLY: writes go on while it waits", async () => {
+      if (t.services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+      const name = indexName("TB_ANAG_CUST00", "EMAIL");
+      // Another session holds an open write on the table: an index build has to wait for it.
+      const other = new pg.Pool({ connectionString: t.services.db.connectionString, max: 2 });
+      try {
+        const holder = await other.connect();
+        await holder.query("BEGIN");
+        await holder.query(`UPDATE "TB_ANAG_CUST00" SET "NOTES" = 'held' WHERE "TENANT_ID" = 'acme'`);
+        const patch = anna.patch("/api/v4/core/VAR/CUST/EMAIL?source=erp", { data: { INDEXED: true } });
+        await eventually(
+          async () => {
+            const { rows } = await t.services.db.query(
+              `SELECT 1 FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONCURRENTLY%' AND wait_event IS NOT NULL`,
+            );
+            return rows.length > 0;
+          },
+          { what: "the index build waiting" },
+        );
+        // A plain CREATE INDEX would queue its SHARE lock ahead of this write and block it.
+        const writer = await other.connect();
+        await writer.query("SET lock_timeout = '3s'");
+        await writer.query(`UPDATE "TB_ANAG_CUST00" SET "SALES_REP" = 'w' WHERE "TENANT_ID" = 'globex'`);
+        writer.release();
+        await holder.query("ROLLBACK");
+        holder.release();
+        expect((await patch).status).toBe(200);
+        const { rows } = await t.services.db.query<{ indisvalid: boolean }>(
+          `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1`,
+          [name],
+        );
+        expect(rows).toEqual([{ indisvalid: true }]);
+      } finally {
+        await other.end();
+      }
+    });
+  }
+
+  it("a deferred CREATE INDEX becomes CONCURRENTLY", () => {
+    expect(concurrently('CREATE INDEX IF NOT EXISTS "ix" ON "T" ("TENANT_ID", "A")')).toBe(
+      'CREATE INDEX CONCURRENTLY IF NOT EXISTS "ix" ON "T" ("TENANT_ID", "A")',
+    );
   });
 });

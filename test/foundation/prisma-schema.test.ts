@@ -41,6 +41,10 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
         "TbWebhookLog",
         "TbSequence",
         "TbImportLedger",
+        "TbEventConsumed",
+        "TbWebhookDelivery",
+        "TbEventStats",
+        "TbSearch",
       ].sort(),
     );
   });
@@ -319,6 +323,67 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       data: { WEBHOOK_ID: created.WEBHOOK_ID, OUTBOX_ID: 1n, STATUS: "success" },
     });
     expect(lm).toMatchObject({ ATTEMPT_COUNT: 1, HTTP_STATUS: null });
+  });
+
+  it("TbEventConsumed", async () => {
+    const data = { SUBSCRIBER: "analytics", OUTBOX_ID: 7n, CONSUMED_AT: T0 };
+    await services.prisma.tbEventConsumed.create({ data });
+    expect(
+      await services.prisma.tbEventConsumed.findUnique({
+        where: { SUBSCRIBER_OUTBOX_ID: { SUBSCRIBER: "analytics", OUTBOX_ID: 7n } },
+      }),
+    ).toEqual(data);
+  });
+
+  it("TbWebhookDelivery", async () => {
+    const data = {
+      WEBHOOK_ID: 1,
+      OUTBOX_ID: 9n,
+      EVENT_TYPE: "PXCreated",
+      BODY: '{"event_id":"9"}',
+      STATUS: "failed",
+      ATTEMPTS: 4,
+      NEXT_AT: T0,
+      CREATED_AT: T1,
+    };
+    const d = await services.prisma.tbWebhookDelivery.create({ data });
+    expect(
+      await services.prisma.tbWebhookDelivery.findUnique({ where: { DELIVERY_ID: d.DELIVERY_ID } }),
+    ).toEqual({
+      ...data,
+      DELIVERY_ID: d.DELIVERY_ID,
+    });
+    const defaults = await services.prisma.tbWebhookDelivery.create({
+      data: { WEBHOOK_ID: 1, OUTBOX_ID: 10n, EVENT_TYPE: "PXCreated", BODY: "{}" },
+    });
+    expect(defaults).toMatchObject({ STATUS: "pending", ATTEMPTS: 0 });
+  });
+
+  it("TbEventStats", async () => {
+    const data = {
+      TENANT_ID: "px-tenant",
+      DIMENSION: "PX",
+      EVENT_TYPE: "PXCreated",
+      DAY: new Date("2026-11-21T00:00:00Z"),
+      COUNT: 3n,
+    };
+    await services.prisma.tbEventStats.create({ data });
+    expect(await services.prisma.tbEventStats.findMany({ where: { TENANT_ID: "px-tenant" } })).toEqual([
+      data,
+    ]);
+  });
+
+  it("TbSearch", async () => {
+    const data = {
+      TENANT_ID: "px-tenant",
+      DIMENSION: "PX",
+      RECORD_ID: "42",
+      TEXT: "Rossi Milano",
+      OUTBOX_ID: 5n,
+      UPDATED_AT: T0,
+    };
+    await services.prisma.tbSearch.create({ data });
+    expect(await services.prisma.tbSearch.findMany({ where: { TENANT_ID: "px-tenant" } })).toEqual([data]);
   });
 
   it("TbSequence", async () => {

@@ -1,72 +1,15 @@
 // `npm start` end to end: the service as a child process on an empty embedded database loads the
 // demo data and prints its logins once, answers /readyz, stops cleanly on SIGTERM, and on the next
 // start finds its data again (PGlite in DATA_DIR persists) without loading the demo twice.
-import { type ChildProcess, spawn } from "node:child_process";
 import { access, mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../helpers/env.ts";
-
-const ROOT = path.resolve(import.meta.dirname, "../..");
-const TSX_CLI = path.join(ROOT, "node_modules/tsx/dist/cli.mjs");
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-interface Running {
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
-}
+import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
 
 function start(env: Record<string, string>): Running {
   return spawnScript("src/main.ts", [], env);
-}
-
-function spawnScript(script: string, args: string[], env: Record<string, string>): Running {
-  const base: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && !/^(DATABASE_URL|DATABASE_READ_URL|REDIS_URL|AMQP_URL|ROLE|JWT_SECRET)$/.test(k))
-      base[k] = v;
-  }
-  const child = spawn(process.execPath, [TSX_CLI, script, ...args], {
-    cwd: ROOT,
-    env: { ...base, LOG_LEVEL: "warn", HOST: "127.0.0.1", ...env },
-  });
-  let out = "";
-  child.stdout.on("data", (d) => {
-    out += String(d);
-  });
-  child.stderr.on("data", (d) => {
-    out += String(d);
-  });
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  return { child, output: () => out, exited };
-}
-
-async function waitReady(base: string, running: Running): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`${base}/readyz`);
-      if (res.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    if (running.child.exitCode !== null) throw new Error(`the service exited:\n${running.output()}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`the service did not become ready:\n${running.output()}`);
 }
 
 async function login(base: string, username: string, password: string) {
@@ -138,11 +81,11 @@ describe("npm start on the embedded database", () => {
     expect(running.output()).toContain("PORT");
   });
 
-  it("a ROLE not available yet stops start-up before anything is opened or loaded", async () => {
+  it("a ROLE missing its settings stops start-up before anything is opened or loaded", async () => {
     const fresh = path.join(dir, "role-check");
-    const running = start({ DATA_DIR: fresh, ROLE: "read", GATEWAY_SECRET: "s" });
+    const running = start({ DATA_DIR: fresh, ROLE: "gateway", GATEWAY_SECRET: "s" });
     expect(await running.exited).toBe(1);
-    expect(running.output()).toContain('ROLE: "read" is not available yet');
+    expect(running.output()).toContain("READ_BACKEND_URL: required when ROLE=gateway");
     expect(running.output()).not.toContain("Demo data loaded");
     await expect(access(fresh)).rejects.toMatchObject({ code: "ENOENT" });
   });

@@ -5,6 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
+import { graphqlResolvers } from "../../src/graphql/resolve.ts";
+import { createSchemaCache } from "../../src/schema/cache.ts";
+import { eventually } from "../events/support.ts";
 import { type GraphQLReply, graphqlClient } from "./helpers.ts";
 
 type Gql = (query: string, variables?: Record<string, unknown>) => Promise<GraphQLReply>;
@@ -56,6 +59,41 @@ describe("GraphQL server", () => {
     expect(nested.body.errors).toBeUndefined();
     expect(nested.body.data.ADDR.data[0].CUST.CITY.NAME).toBeTypeOf("string");
     expect(dataStatements()).toHaveLength(3);
+  });
+
+  it("a reverse relation with its own where, order and limit: one statement for every parent, each page right", async () => {
+    // Two addresses for each of the last 20 customers, so that each page has something to cut.
+    const last = await rest.get("/api/v4/core/CUST?source=anag-1&sort=-CUST_ID&$num_rows=20");
+    const ids: number[] = last.body.data.map((c: { CUST_ID: number }) => c.CUST_ID);
+    const made = await rest.post("/api/v4/core/ADDR/batch?source=anag-2", {
+      data: ids.flatMap((id) => [
+        { CUST_ID: id, KIND: "BILL", STREET: `Via ${id} A`, CITY_ID: "MI" },
+        { CUST_ID: id, KIND: "SHIP", STREET: `Via ${id} B`, CITY_ID: "RM" },
+      ]),
+    });
+    expect(made.body.success).toBe(40);
+    statements = [];
+    const res = await anna(
+      `{ CUST(source: "anag-1", limit: 100, order_by: [{CUST_ID: desc}]) {
+           data { CUST_ID ADDR(where: {KIND: {_eq: "SHIP"}}, order_by: [{ADDR_ID: desc}], limit: 1) { ADDR_ID STREET } } } }`,
+    );
+    expect(res.body.errors, JSON.stringify(res.body.errors)).toBeUndefined();
+    // The page of customers, and one statement for the addresses of all 100.
+    expect(dataStatements(), dataStatements().join("\n----\n")).toHaveLength(2);
+    for (const c of res.body.data.CUST.data.slice(0, 25)) {
+      const one = await rest.get(
+        `/api/v4/core/ADDR?source=anag-2&filter[CUST_ID]=${c.CUST_ID}&filter[KIND]=SHIP&sort=-ADDR_ID&$num_rows=1`,
+      );
+      expect(c.ADDR, String(c.CUST_ID)).toEqual(
+        one.body.data.map((a: { ADDR_ID: number; STREET: string }) => ({
+          ADDR_ID: a.ADDR_ID,
+          STREET: a.STREET,
+        })),
+      );
+    }
+    expect(
+      res.body.data.CUST.data.filter((c: { ADDR: unknown[] }) => c.ADDR.length === 1).length,
+    ).toBeGreaterThanOrEqual(20);
   });
 
   it("a field the caller may not read is null with FIELD_NOT_VISIBLE at its path: peso, no L, no D", async () => {
@@ -125,5 +163,25 @@ describe("GraphQL server", () => {
     expect(set.body.errors).toBeUndefined();
     const after = await anna(`{ CUST_by_id(source: "anag-1", id: "1") { NICKNAME } }`);
     expect(after.body.data.CUST_by_id.NICKNAME).toBe("Ross");
+  });
+
+  it("a metadata change builds the new schema in the background, before any request asks", async () => {
+    const cache = createSchemaCache(t.services.metadata, graphqlResolvers());
+    try {
+      cache.current();
+      const before = cache.version();
+      expect(before).toBe(t.services.metadata.current().version);
+      const changed = await rest.patch("/api/v4/core/DIM/CUST?source=erp", {
+        data: { DESC_DIM: "Customers (renamed)" },
+      });
+      expect(changed.status).toBe(200);
+      // No request calls cache.current() here: the change itself leads to the build.
+      await eventually(() => cache.version() === t.services.metadata.current().version, {
+        what: "the background build",
+      });
+      expect(cache.version()).toBeGreaterThan(before!);
+    } finally {
+      cache.close();
+    }
   });
 });

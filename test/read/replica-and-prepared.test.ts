@@ -79,6 +79,55 @@ if (TEST_DATABASE_URL) {
       }
     });
 
+    it("a read backend on DATABASE_READ_URL answers from the replica; writes go to the primary", async () => {
+      // The "replica": a second database loaded with the same data by the test, then changed behind
+      // the service's back, so that an answer shows which database it came from.
+      const replica = await createTestServices("postgres", { fixture: "sample" });
+      try {
+        if (replica.db.kind !== "postgres") throw new Error("expected PostgreSQL");
+        await replica.db.query(
+          `UPDATE "TB_ANAG_CITY00" SET "NAME" = 'Milano (replica)' WHERE "CITY_ID" = 'MI' AND "TENANT_ID" = 'acme'`,
+        );
+        const config = loadConfig({
+          LOG_LEVEL: "silent",
+          JWT_SECRET: TEST_JWT_SECRET,
+          DEMO_DATA: "false",
+          DATABASE_URL: url,
+          DATABASE_READ_URL: replica.db.connectionString,
+        });
+        const services = await openServices(config, { logger: createLogger("silent") });
+        const app = await buildApp(services);
+        try {
+          const token = await loginAs(app, "anna", "anna-secret-1");
+          const read = await app.inject({
+            url: "/api/v4/core/CITY/MI?source=anag-3",
+            headers: bearer(token),
+          });
+          expect(read.json().data.NAME).toBe("Milano (replica)");
+          const list = await app.inject({
+            url: "/api/v4/core/CITY?source=anag-3&filter[CITY_ID]=MI",
+            headers: bearer(token),
+          });
+          expect(list.json().data[0].NAME).toBe("Milano (replica)");
+          const write = await app.inject({
+            method: "POST",
+            url: "/api/v4/core/CITY?source=anag-3",
+            headers: bearer(token),
+            payload: { data: { CITY_ID: "PRI", NAME: "Primary only", COUNTRY: "IT" } },
+          });
+          expect(write.statusCode).toBe(201);
+          const onPrimary = await services.db.query(`SELECT 1 FROM "TB_ANAG_CITY00" WHERE "CITY_ID" = 'PRI'`);
+          const onReplica = await replica.db.query(`SELECT 1 FROM "TB_ANAG_CITY00" WHERE "CITY_ID" = 'PRI'`);
+          expect([onPrimary.rows.length, onReplica.rows.length]).toEqual([1, 0]);
+        } finally {
+          await app.close();
+          await services.close();
+        }
+      } finally {
+        await replica.close();
+      }
+    });
+
     it("with DATABASE_READ_URL, list reads go through the replica handle", async () => {
       const config = loadConfig({
         LOG_LEVEL: "silent",

@@ -30,6 +30,22 @@ const PATHS = [
   "/auth/logout",
   "/api/v4/auth/login",
   "/api/v4/auth/tokenvalidator",
+  "/api/v4/core/vars",
+  "/api/v4/webhooks",
+  "/api/v4/webhooks/1",
+  "/api/v4/webhooks/1/deliveries",
+  "/api/v4/analytics/events",
+  "/api/v4/document/listino/P0001",
+  "/api/v4/document",
+  "/api/v4/core/CUST/command/process",
+  "/api/v4/core/CITY/command/nope",
+  "/api/v4/media/upload",
+  "/api/v4/core/PROD/media",
+  "/api/v4/media/PROD/P0001/IMAGE",
+  "/api/v4/media/public/PROD/P0001/IMAGE",
+  "/api/v4/core/PROD/P0001/media/IMAGE",
+  "/api/v4/openapi.json",
+  "/metrics",
 ];
 const PARAMS = [
   "source",
@@ -50,6 +66,15 @@ const PARAMS = [
   "center_dett",
   "debug",
   "forceListCost",
+  "$search",
+  "$count",
+  "field",
+  "getACList",
+  "size",
+  "tenant",
+  "codLst",
+  "from",
+  "compact",
 ];
 const VALUES = [
   "anag-1",
@@ -64,6 +89,10 @@ const VALUES = [
   "NAME",
   "COUNT(NAME)",
   "C,N",
+  "CITY_ID",
+  "thumbnail",
+  "acme",
+  "2026-02-30",
 ];
 const FIELDS = [
   "NAME",
@@ -77,6 +106,13 @@ const FIELDS = [
   "EMAIL",
   "CDATA",
   "X",
+  "url",
+  "events",
+  "id",
+  "dim",
+  "val_key",
+  "related_dim",
+  "data",
 ];
 
 const json = fc.jsonValue({ maxDepth: 3 });

@@ -3,11 +3,8 @@
 // within the limit comes back from the database exactly as written.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DatabaseHandle } from "../../src/db/database.ts";
-import {
-  MAX_EXACT_DECIMAL_DIGITS,
-  significantDigits,
-  toColumnValue,
-} from "../../src/resolvers/write/values.ts";
+import { MAX_EXACT_DECIMAL_DIGITS, significantDigits } from "../../src/metadata/codecs.ts";
+import { toColumnValue } from "../../src/resolvers/write/values.ts";
 import type { FieldDef } from "../../src/types.ts";
 import { BACKENDS, createTestDatabase } from "../helpers/env.ts";
 import { sampleModel } from "../read/support.ts";

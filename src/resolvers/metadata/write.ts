@@ -3,7 +3,7 @@
 // written, the affected table synced, the metadata version bumped and one outbox row written per
 // changed row. The registry reloads before the response, so the next request sees the change.
 import { authorize } from "../../auth/authorize.ts";
-import { syncTables } from "../../ddl/sync.ts";
+import { concurrently, syncTables } from "../../ddl/sync.ts";
 import { ident } from "../../db/sql.ts";
 import { ConflictError, MetadataError, ValidationError } from "../../errors.ts";
 import { insertOutboxEvent } from "../../events/outbox.ts";
@@ -131,6 +131,9 @@ export async function writeMetadata(
   const input = parseMetadataRequest(req);
   const t = input.table;
   let result: MetadataWriteResult;
+  // On PostgreSQL new indexes of existing tables are built after the commit, CONCURRENTLY.
+  const deferIndexes = deps.db.kind === "postgres";
+  let deferred: string[] = [];
   try {
     result = await deps.db.transaction(async (tx) => {
       await lockMetadataWrites(tx);
@@ -153,7 +156,7 @@ export async function writeMetadata(
         await upsertMetadataRows(tx, { [rt.table]: [r] } as Partial<MetadataRows>);
       const model = buildModel(rows, 0);
       const dims = [...shapedDimensions(t, change)].flatMap((c) => model.dimensions.get(c) ?? []);
-      if (dims.length) await syncTables(tx, dims, previous);
+      if (dims.length) deferred = (await syncTables(tx, dims, previous, { deferIndexes })).deferred ?? [];
       const version = await bumpMetadataVersion(tx);
 
       const main = change.written
@@ -176,5 +179,20 @@ export async function writeMetadata(
     mapDataError(err);
   }
   await deps.metadata.refresh(true);
+  for (const statement of deferred) await buildIndexConcurrently(deps.db, statement);
   return result;
+}
+
+/**
+ * CREATE INDEX CONCURRENTLY outside any transaction. A failed build leaves an invalid index
+ * behind: it is dropped, so that the next sync of the table tries again, and the error reported.
+ */
+async function buildIndexConcurrently(db: Queryable, statement: string): Promise<void> {
+  try {
+    await db.query(concurrently(statement));
+  } catch (err) {
+    const name = /IF NOT EXISTS ("(?:[^"]|"")+")/.exec(statement)?.[1];
+    if (name) await db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`).catch(() => {});
+    throw err;
+  }
 }

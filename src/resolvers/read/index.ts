@@ -11,5 +11,8 @@ export {
   listFieldDefinitions,
 } from "./describe.ts";
 export { loadRelated } from "./expand.ts";
+export { listRelatedPages } from "./related-pages.ts";
+export { type DimensionEvent, subscribeToEvents } from "./events.ts";
+export { type LookupQuery, lookupValues, MAX_LOOKUP_ITEMS } from "./lookup.ts";
 export type * from "./types.ts";
 export type { DataRecord, DebugInfo } from "./common.ts";

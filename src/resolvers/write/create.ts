@@ -7,6 +7,7 @@ import { fieldConfig } from "../../metadata/build.ts";
 import type { DimensionDef, FieldDef, Relation, WriteResult } from "../../types.ts";
 import { auditColumns } from "./audit.ts";
 import { recordChanged } from "./change-event.ts";
+import { codecOf } from "../../metadata/codecs.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkCreateBody } from "./field-rules.ts";
 import { checkForeignKeys } from "./foreign-keys.ts";
@@ -16,22 +17,7 @@ import { checkRequired, isBlank, toColumnValue } from "./values.ts";
 
 /** A template's text as a value of the field's type (the types step then checks it). */
 function templateValue(field: FieldDef, text: string): unknown {
-  switch (field.dataType) {
-    case "INTEGER":
-      return /^-?\d+$/.test(text) ? Number(text) : text;
-    case "DECIMAL":
-      return text.trim() !== "" && Number.isFinite(Number(text)) ? Number(text) : text;
-    case "BOOLEAN":
-      return text === "true" ? true : text === "false" ? false : text;
-    case "JSON":
-      try {
-        return JSON.parse(text);
-      } catch {
-        return text;
-      }
-    default:
-      return text;
-  }
+  return codecOf(field.dataType).fromTemplate(text);
 }
 
 /** Fills fields absent or null in the body from their VALUE_TEMP, in NUM_COST order. */

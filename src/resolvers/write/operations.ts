@@ -6,6 +6,7 @@ import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
 import { checkBatchSize, recordsInCreate, runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
 import { withVisible } from "./present.ts";
+import type { Trec } from "./state.ts";
 import { type UpdateMode, updateRecord } from "./update.ts";
 
 export function createOne(
@@ -29,9 +30,10 @@ export function updateOne(
   data: Record<string, unknown>,
   mode: UpdateMode,
   opts: WriteOptions = {},
+  expectFrom?: readonly Trec[],
 ): Promise<WriteOutcome> {
   return runWrite(deps, ctx, dimCode, "update", opts, async (w, dim) =>
-    withVisible(ctx, w.model, await updateRecord(w, dim, id, data, mode)),
+    withVisible(ctx, w.model, await updateRecord(w, dim, id, data, mode, expectFrom)),
   );
 }
 

@@ -43,6 +43,17 @@ export function updateTransition(from: Trec, mode: "put" | "patch", requested: u
   );
 }
 
+/** A command's precondition: the record is in one of `allowed` (else 400 INVALID_STATE_TRANSITION). */
+export function requireState(from: Trec, allowed: readonly Trec[], to: unknown): void {
+  if (!allowed.includes(from)) {
+    refuse(
+      from,
+      typeof to === "string" ? to : "?",
+      `this command applies to records in ${allowed.join(" or ")}`,
+    );
+  }
+}
+
 /**
  * The state check of a delete: soft from N or M (to C); force from N, M or C (removed).
  * `subject` names the record in the message (cascades: "ADDR 7").

@@ -7,7 +7,7 @@ import { step, type WriteContext } from "./context.ts";
 import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
 import { checkForeignKeys } from "./foreign-keys.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
-import { currentTrec, type Trec, updateTransition } from "./state.ts";
+import { currentTrec, requireState, type Trec, updateTransition } from "./state.ts";
 import { checkRequired, isBlank, toColumnValue } from "./values.ts";
 
 export type UpdateMode = "put" | "patch";
@@ -20,10 +20,13 @@ export async function updateRecord(
   rawId: unknown,
   body: Record<string, unknown>,
   mode: UpdateMode,
+  /** A command's precondition: the states the record must be in (else INVALID_STATE_TRANSITION). */
+  expectFrom?: readonly Trec[],
 ): Promise<WriteResult> {
   await step(w, "load");
   const current = await lockRecord(w, dim, rawId);
   const currentId = current[dim.idField] as RecordId;
+  if (expectFrom) requireState(currentTrec(current), expectFrom, body.TREC);
 
   await step(w, "field_rules");
   const changed = checkUpdateBody(w, dim, body, currentId);

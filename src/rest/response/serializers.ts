@@ -2,6 +2,7 @@
 // metadata: one per dimension, field set and expansion, cached by metadata version. The cache is
 // bounded (field sets come from requests) and belongs to the app instance that created it.
 import build from "fast-json-stringify";
+import { codecOf } from "../../metadata/codecs.ts";
 import type { DataType, FieldDef } from "../../types.ts";
 import type { GroupShape, ListResult, RecordResult, RecordShape } from "../../resolvers/read/types.ts";
 
@@ -11,19 +12,7 @@ type Serializer = (doc: unknown) => string;
 const ANY: Schema = {};
 
 function valueSchema(type: DataType): Schema {
-  switch (type) {
-    case "INTEGER":
-      return { type: "integer", nullable: true };
-    case "DECIMAL":
-      return { type: "number", nullable: true };
-    case "BOOLEAN":
-      return { type: "boolean", nullable: true };
-    case "JSON":
-    case "MEDIA":
-      return ANY;
-    default:
-      return { type: "string", nullable: true };
-  }
+  return codecOf(type).responseSchema;
 }
 
 function fieldProperties(fields: readonly FieldDef[]): Schema {

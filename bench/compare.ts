@@ -1,0 +1,224 @@
+// bench/compare (issue 11): the same five workloads through Dimensio and through a "floor" (the
+// same SQL behind a bare `pg` pool and node:http) on the same data in one run, with the ratio per
+// workload. Ratios, not absolute numbers, are what to compare across machines and runs.
+//
+//   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/compare.ts
+//
+// BENCH_CUSTOMERS (default 20,000), BENCH_ORDERS (default 100,000), BENCH_SECONDS (default 5),
+// BENCH_CONNECTIONS (default 16). Prints a Markdown table with the machine's CPU steal.
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import pg from "pg";
+import { buildApp } from "../src/app.ts";
+import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
+import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { autocannon } from "./autocannon.ts";
+import { seedCustomers } from "./seed.ts";
+
+const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
+const ORDERS = Number(process.env.BENCH_ORDERS ?? 100_000);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+
+function cpuTimes(): { steal: number; total: number } {
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return { steal: cpu[7] ?? 0, total: cpu.reduce((a, b) => a + b, 0) };
+}
+
+const CUST_COLUMNS = `"CUST_ID", "CODE", "NAME", "CITY_ID", "EMAIL", "CREDIT_LIMIT", "VIP", "NOTES", "SALES_REP", "TREC", "CDATA", "OWNER", "LDATA", "LOWNER"`;
+const ORD_COLUMNS = `o."ORD_ID", o."ORD_NO", o."CUST_ID", o."ORD_DATE", o."STATUS", o."TOTAL", o."CREATED_IN", o."TREC", o."CDATA", o."OWNER", o."LDATA", o."LOWNER"`;
+
+/** The floor: the same SQL through a bare pg pool, JSON out, no framework. */
+function floorServer(pool: pg.Pool): http.Server {
+  const json = (res: http.ServerResponse, status: number, body: unknown) => {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+    res.end(text);
+  };
+  return http.createServer(async (req, res) => {
+    const url = new URL(req.url!, "http://x");
+    try {
+      switch (url.pathname) {
+        case "/w1": {
+          // The page and its total: two statements, as Dimensio (and PostgREST) run them.
+          const city = url.searchParams.get("city");
+          const [page, total] = await Promise.all([
+            pool.query(
+              `SELECT ${CUST_COLUMNS} FROM "TB_ANAG_CUST00"
+                WHERE "TENANT_ID" = 'acme' AND "TREC" <> 'C' AND "CITY_ID" = $1 ORDER BY "NAME" LIMIT 20`,
+              [city],
+            ),
+            pool.query(
+              `SELECT count(*)::int AS n FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "TREC" <> 'C' AND "CITY_ID" = $1`,
+              [city],
+            ),
+          ]);
+          return json(res, 200, { data: page.rows, meta: { total: total.rows[0].n } });
+        }
+        case "/w2": {
+          const { rows } = await pool.query(
+            `SELECT ${CUST_COLUMNS} FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "CUST_ID" = $1`,
+            [Number(url.searchParams.get("id"))],
+          );
+          return json(res, rows.length ? 200 : 404, { data: rows[0] ?? null });
+        }
+        case "/w3": {
+          const { rows } = await pool.query(
+            `SELECT ${ORD_COLUMNS}, row_to_json(c) AS "CUST"
+               FROM "TB_DOC_ORD00" o
+               LEFT JOIN LATERAL (SELECT "CUST_ID", "CODE", "NAME", "CITY_ID" FROM "TB_ANAG_CUST00" c
+                                   WHERE c."TENANT_ID" = o."TENANT_ID" AND c."CUST_ID" = o."CUST_ID") c ON true
+              WHERE o."TENANT_ID" = 'acme' AND o."TREC" <> 'C' ORDER BY o."ORD_ID" DESC LIMIT 20`,
+          );
+          return json(res, 200, { data: rows });
+        }
+        case "/w4": {
+          let body = "";
+          for await (const chunk of req) body += chunk;
+          const data = JSON.parse(body).data as { NAME: string };
+          const { rows } = await pool.query(
+            `INSERT INTO "TB_ANAG_CUST00" ("NAME", "CODE", "TREC", "CDATA", "OWNER", "TENANT_ID")
+             VALUES ($1, 'F-' || left(md5(random()::text), 16), 'N', to_char(now(), 'YYYYMMDDHH24MISS'), 'floor', 'acme')
+             RETURNING ${CUST_COLUMNS}`,
+            [data.NAME],
+          );
+          return json(res, 201, { data: rows[0] });
+        }
+        case "/w5": {
+          const { rows } = await pool.query(
+            `SELECT count(*)::int AS n FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "TREC" <> 'C' AND "CITY_ID" = $1`,
+            [url.searchParams.get("city")],
+          );
+          return json(res, 200, { count: rows[0].n });
+        }
+        default:
+          return json(res, 404, {});
+      }
+    } catch (err) {
+      return json(res, 500, { error: String(err) });
+    }
+  });
+}
+
+async function main() {
+  if (!TEST_DATABASE_URL) {
+    console.error(
+      "Set TEST_DATABASE_URL to a PostgreSQL server (a scratch database is created and dropped).",
+    );
+    process.exit(2);
+  }
+  const services = await createTestServices("postgres", { fixture: "sample", env: UNLIMITED_ENV });
+  if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+  await seedCustomers(services.db, CUSTOMERS, ["MI", "RM", "TO", "MUC"]);
+  await services.db.query(
+    `INSERT INTO "TB_DOC_ORD00" ("ORD_NO", "CUST_ID", "ORD_DATE", "STATUS", "TOTAL", "TREC", "CDATA", "OWNER", "TENANT_ID")
+     SELECT 'O-' || g, c."CUST_ID", '20260101', 'N', g % 1000, 'N', '20260101000000', 'bench', 'acme'
+       FROM generate_series(1, $1::int) AS g
+       JOIN LATERAL (SELECT "CUST_ID" FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' ORDER BY "CUST_ID" OFFSET (g % $2::int) LIMIT 1) c ON true`,
+    [ORDERS, Math.min(CUSTOMERS, 1000)],
+  );
+  await services.db.query(`ANALYZE "TB_DOC_ORD00"`);
+  // The bulk load's dirty pages written now, not during the first measurements.
+  await services.db.query("CHECKPOINT");
+  const app = await buildApp(services);
+  const pool = new pg.Pool({ connectionString: services.db.connectionString, max: 10 });
+  const floor = floorServer(pool);
+  await new Promise<void>((resolve) => floor.listen(0, "127.0.0.1", resolve));
+  const floorBase = `http://127.0.0.1:${(floor.address() as AddressInfo).port}`;
+  try {
+    const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
+    const auth = { authorization: `Bearer ${token}` };
+    const { rows } = await services.db.query<{ id: number }>(
+      `SELECT "CUST_ID" AS id FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' ORDER BY "CUST_ID" OFFSET $1 LIMIT 1`,
+      [Math.floor(CUSTOMERS / 2)],
+    );
+    const id = rows[0]!.id;
+    const create = JSON.stringify({ data: { NAME: "Bench create" } });
+    type Run = { url: string; method?: string; body?: string; headers?: Record<string, string> };
+    const workloads: Array<[string, Run, Run]> = [
+      [
+        "W1 list 20 customers of a city, sorted by name (+ total)",
+        { url: `${floorBase}/w1?city=MI` },
+        {
+          url: `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
+          headers: auth,
+        },
+      ],
+      [
+        "W2 get a customer by id",
+        { url: `${floorBase}/w2?id=${id}` },
+        { url: `${base}/api/v4/core/CUST/${id}?source=anag-1`, headers: auth },
+      ],
+      [
+        "W3 latest 20 orders, each with its customer",
+        { url: `${floorBase}/w3` },
+        {
+          url: `${base}/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none`,
+          headers: auth,
+        },
+      ],
+      [
+        "W4 create a customer",
+        {
+          url: `${floorBase}/w4`,
+          method: "POST",
+          body: create,
+          headers: { "content-type": "application/json" },
+        },
+        {
+          url: `${base}/api/v4/core/CUST?source=anag-1`,
+          method: "POST",
+          body: create,
+          headers: { ...auth, "content-type": "application/json" },
+        },
+      ],
+      [
+        "W5 count customers of a city",
+        { url: `${floorBase}/w5?city=MI` },
+        { url: `${base}/api/v4/core/CUST/count?source=anag-1&filter[CITY_ID]=MI`, headers: auth },
+      ],
+    ];
+    const before = cpuTimes();
+    const lines: string[] = [];
+    // Warm-up: every endpoint of both once for a second (connections, plans, JIT of the process).
+    for (const [, floorRun, dimRun] of workloads) {
+      await autocannon({ ...floorRun, connections: 4, duration: 1 });
+      await autocannon({ ...dimRun, connections: 4, duration: 1 });
+    }
+    for (const [name, floorRun, dimRun] of workloads) {
+      const f = await autocannon({ ...floorRun, connections: CONNECTIONS, duration: SECONDS });
+      const d = await autocannon({ ...dimRun, connections: CONNECTIONS, duration: SECONDS });
+      if (f.non2xx || d.non2xx || f.errors || d.errors) {
+        console.error(
+          `${name}: floor non2xx ${f.non2xx} errors ${f.errors}; Dimensio non2xx ${d.non2xx} errors ${d.errors}`,
+        );
+      }
+      const ratio = d.requests.average / f.requests.average;
+      lines.push(
+        `| ${name} | ${f.requests.average.toFixed(0)} | ${d.requests.average.toFixed(0)} | ${ratio.toFixed(2)} | ${d.latency.p50} / ${d.latency.p99} |`,
+      );
+    }
+    const after = cpuTimes();
+    const steal = ((after.steal - before.steal) / Math.max(1, after.total - before.total)) * 100;
+    console.log(
+      `\n${CUSTOMERS} customers, ${ORDERS} orders, ${CONNECTIONS} connections, ${SECONDS} s per run; CPU steal ${steal.toFixed(1)} %\n`,
+    );
+    console.log("| workload | floor req/s | Dimensio req/s | Dimensio / floor | Dimensio p50 / p99 ms |");
+    console.log("|---|---:|---:|---:|---:|");
+    for (const l of lines) console.log(l);
+    console.log(
+      `\npeak RSS of this process (server and load generator): ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`,
+    );
+  } finally {
+    await app.close();
+    await new Promise<void>((resolve) => floor.close(() => resolve()));
+    await pool.end();
+    await services.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,55 @@
+// Where a request's time goes in the process (issue 11): loads the sample fixture plus
+// BENCH_CUSTOMERS customers on PostgreSQL, then drives GET by id and a filtered list with
+// autocannon while the process records a CPU profile. Run with --cpu-prof and summarise:
+//
+//   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
+//     node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/profile.ts
+//   node bench/summarise-profile.mjs /tmp/prof/*.cpuprofile
+import { buildApp } from "../src/app.ts";
+import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
+import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { autocannon } from "./autocannon.ts";
+import { seedCustomers } from "./seed.ts";
+
+const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+
+async function main() {
+  if (!TEST_DATABASE_URL) {
+    console.error("Set TEST_DATABASE_URL.");
+    process.exit(2);
+  }
+  const services = await createTestServices("postgres", {
+    fixture: "sample",
+    env: { ...UNLIMITED_ENV, LOG_LEVEL: "warn" },
+  });
+  await seedCustomers(services.db, CUSTOMERS);
+  const app = await buildApp(services);
+  try {
+    const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
+    const headers = { authorization: `Bearer ${token}` };
+    const byId = await autocannon({
+      url: `${base}/api/v4/core/CUST/5000?source=anag-1`,
+      connections: 16,
+      duration: SECONDS,
+      headers,
+    });
+    const list = await autocannon({
+      url: `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
+      connections: 16,
+      duration: SECONDS,
+      headers,
+    });
+    console.log(
+      `GET by id ${byId.requests.average.toFixed(0)} req/s; list ${list.requests.average.toFixed(0)} req/s`,
+    );
+  } finally {
+    await app.close();
+    await services.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

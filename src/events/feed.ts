@@ -1,0 +1,63 @@
+// The live event feed of this process (GraphQL subscriptions): one non-durable bus subscription,
+// opened when the first listener arrives and closed with the last, fanned out to the listeners.
+// Redelivered messages are dropped by a bounded memory of recent message ids.
+import type { Logger } from "../logger.ts";
+import { type EventBus, type OutboxMessage, parseMessage, type Unsubscribe } from "./bus.ts";
+
+export type FeedListener = (message: OutboxMessage) => void;
+
+export interface EventFeed {
+  listen(listener: FeedListener): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+const RECENT_IDS = 10_000;
+
+export function createEventFeed(bus: EventBus, logger: Logger): EventFeed {
+  const listeners = new Set<FeedListener>();
+  const recent = new Set<string>();
+  let subscription: Promise<Unsubscribe> | null = null;
+
+  const onEvent = async (event: { id: string; body: Buffer }) => {
+    if (recent.has(event.id)) return;
+    recent.add(event.id);
+    if (recent.size > RECENT_IDS) recent.delete(recent.values().next().value as string);
+    let message: OutboxMessage;
+    try {
+      message = parseMessage(event as never);
+    } catch (err) {
+      logger.warn({ err, event_id: event.id }, "event feed: unreadable message dropped");
+      return;
+    }
+    for (const l of listeners) l(message);
+  };
+
+  const release = async () => {
+    if (listeners.size > 0 || !subscription) return;
+    const s = subscription;
+    subscription = null;
+    await (await s)();
+  };
+
+  return {
+    async listen(listener) {
+      listeners.add(listener);
+      subscription ??= bus.subscribe("graphql-feed", onEvent, { durable: false });
+      try {
+        await subscription;
+      } catch (err) {
+        listeners.delete(listener);
+        subscription = null;
+        throw err;
+      }
+      return async () => {
+        listeners.delete(listener);
+        await release();
+      };
+    },
+    async close() {
+      listeners.clear();
+      await release();
+    },
+  };
+}

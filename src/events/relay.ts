@@ -1,0 +1,196 @@
+// The outbox relay (decisions.md §8, issue 10): publishes unpublished TB_ANAG_OUTBOX00 rows to the
+// bus in OUTBOX_ID order and marks them PUBLISHED_AT only after the bus has confirmed them.
+//
+// - Claims a batch with FOR UPDATE SKIP LOCKED, so several relays (processes) can run; a row
+//   whose aggregate has an earlier unpublished row outside the batch (claimed by another relay)
+//   waits for the next round, so the events of one record go out in order even then.
+// - Woken by NOTIFY (sent by every transaction that writes an event, delivered on commit, to
+//   every process), with a slow poll as a safety net.
+// - Bus down: the batch's transaction rolls back and the relay retries with backoff; it never
+//   holds more than one batch in memory. At least once: a crash between publishing and marking
+//   publishes the batch again (subscribers deduplicate on the message id).
+// - Published rows older than the retention are deleted.
+import type { Logger } from "../logger.ts";
+import type { Database } from "../types.ts";
+import type { BusEvent, EventBus } from "./bus.ts";
+import { OUTBOX_CHANNEL } from "./outbox.ts";
+
+export interface RelayOptions {
+  db: Database;
+  bus: EventBus;
+  logger: Logger;
+  batchSize: number;
+  pollMs: number;
+  retentionMs: number;
+  /** First wait after a failed publish; doubles up to maxBackoffMs. */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Told of every batch once the bus confirmed it (metrics). */
+  onPublished?: (events: readonly BusEvent[]) => void;
+}
+
+export interface Relay {
+  start(): Promise<void>;
+  /** Publish now (after this process's own commits; NOTIFY does it across processes). */
+  wake(): void;
+  /** Publishes every pending row once; resolves to the number published (tests, tools). */
+  drain(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+interface ClaimedRow {
+  OUTBOX_ID: string | number;
+  EVENT_TYPE: string;
+  AGGREGATE_TYPE: string;
+  AGGREGATE_ID: string;
+  PAYLOAD: string;
+  TENANT_ID: string;
+  CREATED_AT: Date | string;
+}
+
+const CLAIM_SQL = `
+  WITH claimed AS (
+    SELECT "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT"
+      FROM "TB_ANAG_OUTBOX00"
+     WHERE "PUBLISHED_AT" IS NULL
+     ORDER BY "OUTBOX_ID"
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED)
+  SELECT c."OUTBOX_ID"::text AS "OUTBOX_ID", c."EVENT_TYPE", c."AGGREGATE_TYPE", c."AGGREGATE_ID",
+         c."PAYLOAD"::text AS "PAYLOAD", c."TENANT_ID", c."CREATED_AT"
+    FROM claimed c
+   WHERE NOT EXISTS (
+     SELECT 1 FROM "TB_ANAG_OUTBOX00" o
+      WHERE o."AGGREGATE_TYPE" = c."AGGREGATE_TYPE" AND o."AGGREGATE_ID" = c."AGGREGATE_ID"
+        AND o."OUTBOX_ID" < c."OUTBOX_ID" AND o."PUBLISHED_AT" IS NULL
+        AND o."OUTBOX_ID" NOT IN (SELECT "OUTBOX_ID" FROM claimed))
+   ORDER BY c."OUTBOX_ID"`;
+
+/** The message of one outbox row: the body of decisions.md §8, PAYLOAD spliced in as stored. */
+export function outboxRowToEvent(row: ClaimedRow): BusEvent {
+  const id = String(row.OUTBOX_ID);
+  const createdAt = row.CREATED_AT instanceof Date ? row.CREATED_AT : new Date(row.CREATED_AT);
+  const body =
+    `{"OUTBOX_ID":${JSON.stringify(id)},"EVENT_TYPE":${JSON.stringify(row.EVENT_TYPE)},` +
+    `"AGGREGATE_TYPE":${JSON.stringify(row.AGGREGATE_TYPE)},"AGGREGATE_ID":${JSON.stringify(row.AGGREGATE_ID)},` +
+    `"PAYLOAD":${row.PAYLOAD},"CREATED_AT":${JSON.stringify(createdAt.toISOString())},` +
+    `"TENANT_ID":${JSON.stringify(row.TENANT_ID)}}`;
+  return {
+    id,
+    type: row.EVENT_TYPE,
+    tenantId: row.TENANT_ID,
+    dimension: row.AGGREGATE_TYPE,
+    timestamp: createdAt,
+    body: Buffer.from(body, "utf8"),
+  };
+}
+
+export function createRelay(opts: RelayOptions): Relay {
+  const { db, bus, logger } = opts;
+  const backoffMs = opts.backoffMs ?? 250;
+  const maxBackoffMs = opts.maxBackoffMs ?? 30_000;
+  let running = false;
+  let loop: Promise<void> | null = null;
+  let pending = true;
+  let wakeUp: (() => void) | null = null;
+  let sleepTimer: NodeJS.Timeout | null = null;
+  let unlisten: (() => Promise<void>) | null = null;
+  let lastPrune = 0;
+
+  /** One batch: claim, publish, mark. Resolves to how many rows were published. */
+  async function publishBatch(): Promise<number> {
+    return db.transaction(async (tx) => {
+      const { rows } = await tx.query<ClaimedRow>(CLAIM_SQL, [opts.batchSize]);
+      if (rows.length === 0) return 0;
+      const events = rows.map(outboxRowToEvent);
+      await bus.publish(events);
+      opts.onPublished?.(events);
+      await tx.query(
+        `UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "OUTBOX_ID" = ANY($1::bigint[])`,
+        [rows.map((r) => String(r.OUTBOX_ID))],
+      );
+      return rows.length;
+    });
+  }
+
+  async function prune(): Promise<void> {
+    if (opts.retentionMs <= 0 || Date.now() - lastPrune < 60_000) return;
+    lastPrune = Date.now();
+    const interval = `${Math.floor(opts.retentionMs)} milliseconds`;
+    await db.query(
+      `DELETE FROM "TB_ANAG_OUTBOX00" WHERE "OUTBOX_ID" IN (
+         SELECT "OUTBOX_ID" FROM "TB_ANAG_OUTBOX00"
+          WHERE "PUBLISHED_AT" < now() - $1::interval ORDER BY "OUTBOX_ID" LIMIT 10000)`,
+      [interval],
+    );
+    await db.query(`DELETE FROM "TB_EVENT_CONSUMED" WHERE "CONSUMED_AT" < now() - $1::interval`, [interval]);
+  }
+
+  function sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      wakeUp = resolve;
+      sleepTimer = setTimeout(resolve, ms);
+    }).then(() => {
+      wakeUp = null;
+      if (sleepTimer) clearTimeout(sleepTimer);
+      sleepTimer = null;
+    });
+  }
+
+  async function run(): Promise<void> {
+    let failures = 0;
+    while (running) {
+      if (!pending) {
+        await sleep(opts.pollMs);
+        pending = true; // the poll: look again
+        continue;
+      }
+      pending = false;
+      try {
+        let published = await publishBatch();
+        failures = 0;
+        // A full batch means there may be more: go on without waiting for a NOTIFY.
+        while (running && published >= opts.batchSize) published = await publishBatch();
+        if (published > 0) pending = true;
+        await prune();
+      } catch (err) {
+        failures++;
+        pending = true;
+        const wait = Math.min(maxBackoffMs, backoffMs * 2 ** Math.min(failures - 1, 16));
+        logger.warn({ err, retry_in_ms: wait }, "event relay: publishing failed; retrying");
+        if (running) await sleep(wait);
+      }
+    }
+  }
+
+  function wake() {
+    pending = true;
+    wakeUp?.();
+  }
+
+  return {
+    async start() {
+      if (running) return;
+      running = true;
+      unlisten = await db.listen(OUTBOX_CHANNEL, wake);
+      loop = run();
+    },
+    wake,
+    async drain() {
+      let total = 0;
+      for (;;) {
+        const n = await publishBatch();
+        total += n;
+        if (n === 0) return total;
+      }
+    },
+    async stop() {
+      running = false;
+      wakeUp?.();
+      await unlisten?.();
+      unlisten = null;
+      await loop;
+      loop = null;
+    },
+  };
+}

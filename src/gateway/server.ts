@@ -1,0 +1,110 @@
+// ROLE=gateway (decisions.md §9): the one public entry in front of separate backends. Routes each
+// request (src/gateway/routing.ts), streams bodies both ways with @fastify/reply-from over undici
+// (uploads and downloads are never buffered), keeps X-Request-ID end to end, adds the gateway's
+// secret, answers 502 BACKEND_UNAVAILABLE and 504 BACKEND_TIMEOUT in the standard body, and enforces
+// rate limits itself (per token, or per client IP without one), shared through Redis by every
+// gateway when REDIS_URL is set.
+import { createHash } from "node:crypto";
+import replyFrom from "@fastify/reply-from";
+import type { FastifyInstance } from "fastify";
+import { ApiError } from "../errors.ts";
+import { buildHttpServer } from "../http/server.ts";
+import type { Logger } from "../logger.ts";
+import { createMetrics, serveMetrics } from "../observability/metrics.ts";
+import { traceRequests } from "../observability/tracing.ts";
+import { createRateLimits } from "../ratelimit/limits.ts";
+import { openRateLimitRedis } from "../ratelimit/redis.ts";
+import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
+import type { Config } from "../types.ts";
+import { chooseBackend } from "./routing.ts";
+import { GATEWAY_SECRET_HEADER } from "./secret.ts";
+
+const BEARER = /^Bearer\s+(\S+)$/i;
+/** Login and refresh have their own limits at the auth backend. */
+const LOGIN_PATHS = /^\/(api\/v\d+\/)?auth\/(login|refresh)(\/|$|\?)/;
+
+export async function buildGateway(config: Config, logger: Logger): Promise<FastifyInstance> {
+  const secret = config.gateway.secret!;
+  const metrics = createMetrics({ db: null, role: "gateway" });
+  const app = await buildHttpServer({ config, logger, readiness: async () => ({ gateway: "ok" }) });
+  const redis = await openRateLimitRedis(config.redisUrl, logger);
+  const limits = createRateLimits({
+    config: { ...config.rateLimit, tenantPerMinute: 0, tenantPerHour: 0 },
+    login: { perIpPerMinute: 0, perUsernamePerMinute: 0 },
+    redis,
+    prefix: "dimensio:gw",
+  });
+  app.addHook("onClose", async () => {
+    redis?.disconnect();
+  });
+
+  // Bodies pass through untouched: no parser reads them.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", (_request, payload, done) => done(null, payload));
+  await app.register(replyFrom, {
+    undici: { connections: 128, pipelining: 1, keepAliveTimeout: 60_000 },
+    disableRequestLogging: true,
+  });
+
+  traceRequests(app, "gateway");
+  serveMetrics(app, metrics, (request) => String(request.backend ?? "none"));
+
+  app.decorateRequest("backend", null);
+  // OPTIONS is CORS's (answered here); everything else goes to a backend.
+  app.route({
+    method: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+    url: "/*",
+    handler: async (request, reply) => {
+      const target = chooseBackend(config, request.method, request.url, request.headers);
+      request.backend = target.name;
+      if (!LOGIN_PATHS.test(request.url)) {
+        const token = BEARER.exec(request.headers.authorization ?? "")?.[1];
+        const decision = token
+          ? await limits.request(createHash("sha256").update(token).digest("hex"), "-")
+          : await limits.anonymous(request.ip);
+        if (decision.exceeded)
+          throw rateLimitError(
+            decision.exceeded,
+            token ? "requests with this token" : "requests without a token",
+          );
+        if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+      }
+      return reply.from(`${target.url.replace(/\/$/, "")}${request.url}`, {
+        timeout: config.gateway.backendTimeoutMs,
+        rewriteRequestHeaders: (_req, headers) => ({
+          ...headers,
+          [GATEWAY_SECRET_HEADER]: secret,
+          "x-request-id": request.id,
+          "x-forwarded-for": request.ip,
+        }),
+        rewriteHeaders: (headers) => ({ ...headers, "x-request-id": request.id }),
+        onError: (errorReply, { error }) => {
+          const timedOut = (error as { statusCode?: number }).statusCode === 504;
+          request.log.warn({ err: error, backend: target.name }, "backend call failed");
+          const err = timedOut
+            ? new ApiError(
+                504,
+                "BACKEND_TIMEOUT",
+                "GatewayTimeout",
+                `The ${target.name} backend did not answer in time.`,
+              )
+            : new ApiError(
+                502,
+                "BACKEND_UNAVAILABLE",
+                "BadGateway",
+                `The ${target.name} backend is unavailable.`,
+              );
+          errorReply.status(err.status).header("x-request-id", request.id).send(err.toBody());
+        },
+      });
+    },
+  });
+  return app;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The backend the gateway chose (metrics, logs). */
+    backend: string | null;
+  }
+}

@@ -1,0 +1,126 @@
+// Prometheus metrics (decisions.md §16) with prom-client, one registry per process (no global
+// default registry): HTTP requests per route and status (count and latency), the database pool,
+// the outbox backlog and publish latency, webhook deliveries by status, rate-limit refusals and
+// GraphQL operations. Served at GET /metrics.
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { DatabaseHandle } from "../db/database.ts";
+
+export interface Metrics {
+  registry: Registry;
+  httpRequests: Counter<"method" | "route" | "status">;
+  httpDuration: Histogram<"method" | "route" | "status">;
+  rateLimitRefusals: Counter<"route">;
+  eventsPublished: Counter;
+  publishLatency: Histogram;
+  webhookDeliveries: Counter<"status">;
+  graphqlOperations: Counter<"operation">;
+}
+
+/** `db` null (the gateway): no database gauges. */
+export function createMetrics(opts: { db: DatabaseHandle | null; role: string }): Metrics {
+  const registry = new Registry();
+  registry.setDefaultLabels({ role: opts.role });
+  collectDefaultMetrics({ register: registry, prefix: "dimensio_process_" });
+  const { db } = opts;
+  if (db) registerDatabaseGauges(registry, db);
+  return {
+    registry,
+    httpRequests: new Counter({
+      name: "dimensio_http_requests_total",
+      help: "HTTP requests by method, route pattern and status.",
+      labelNames: ["method", "route", "status"],
+      registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: "dimensio_http_request_duration_seconds",
+      help: "HTTP request latency by method, route pattern and status.",
+      labelNames: ["method", "route", "status"],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+    rateLimitRefusals: new Counter({
+      name: "dimensio_rate_limit_refusals_total",
+      help: "Requests refused with 429 by route pattern.",
+      labelNames: ["route"],
+      registers: [registry],
+    }),
+    eventsPublished: new Counter({
+      name: "dimensio_events_published_total",
+      help: "Outbox events the relay published (confirmed by the bus).",
+      registers: [registry],
+    }),
+    publishLatency: new Histogram({
+      name: "dimensio_event_publish_latency_seconds",
+      help: "From the outbox row's CREATED_AT to the bus's confirm.",
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300],
+      registers: [registry],
+    }),
+    webhookDeliveries: new Counter({
+      name: "dimensio_webhook_deliveries_total",
+      help: "Webhook delivery attempts by outcome (success, retrying, failed).",
+      labelNames: ["status"],
+      registers: [registry],
+    }),
+    graphqlOperations: new Counter({
+      name: "dimensio_graphql_operations_total",
+      help: "GraphQL operations executed, by type.",
+      labelNames: ["operation"],
+      registers: [registry],
+    }),
+  };
+}
+
+function registerDatabaseGauges(registry: Registry, db: DatabaseHandle): void {
+  new Gauge({
+    name: "dimensio_db_pool_connections",
+    help: "PostgreSQL pool connections by state (the embedded database has one connection).",
+    labelNames: ["state"],
+    registers: [registry],
+    collect() {
+      if (db.kind !== "postgres") {
+        this.set({ state: "total" }, 1);
+        return;
+      }
+      this.set({ state: "total" }, db.pool.totalCount);
+      this.set({ state: "idle" }, db.pool.idleCount);
+      this.set({ state: "waiting" }, db.pool.waitingCount);
+    },
+  });
+  new Gauge({
+    name: "dimensio_outbox_backlog",
+    help: "Outbox rows not yet published.",
+    registers: [registry],
+    async collect() {
+      try {
+        const { rows } = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`,
+        );
+        this.set(rows[0]?.n ?? 0);
+      } catch {
+        // a database that is down shows in /readyz; the gauge keeps its last value
+      }
+    },
+  });
+}
+
+/**
+ * Request metrics for every route of `app`, labelled with `route` (the route pattern for the API,
+ * the backend chosen for the gateway), and GET /metrics in the Prometheus text format.
+ */
+export function serveMetrics(
+  app: FastifyInstance,
+  metrics: Metrics,
+  route: (request: FastifyRequest) => string,
+): void {
+  app.addHook("onResponse", async (request, reply) => {
+    const labels = { method: request.method, route: route(request), status: String(reply.statusCode) };
+    metrics.httpRequests.inc(labels);
+    metrics.httpDuration.observe(labels, reply.elapsedTime / 1000);
+    if (reply.statusCode === 429) metrics.rateLimitRefusals.inc({ route: labels.route });
+  });
+  app.get("/metrics", async (_request, reply) => {
+    reply.type(metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+}

@@ -1,0 +1,38 @@
+// OpenTelemetry tracing hooks (issue 13): one server span per HTTP request, continuing the caller's
+// trace (W3C traceparent), named by the route pattern, with the status code. Written against
+// @opentelemetry/api only: without an SDK registered the API is a no-op, so tracing is off unless
+// the operator starts the service with one (docs/deploy.md: NODE_OPTIONS with the SDK's register).
+import { context, propagation, type Span, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import type { FastifyInstance } from "fastify";
+
+const spans = new WeakMap<object, Span>();
+
+export function traceRequests(app: FastifyInstance, role: string): void {
+  const tracer = trace.getTracer("dimensio");
+  app.addHook("onRequest", async (request) => {
+    const parent = propagation.extract(context.active(), request.headers);
+    const route = request.routeOptions.url ?? "unmatched";
+    const span = tracer.startSpan(
+      `${request.method} ${route}`,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          "http.request.method": request.method,
+          "http.route": route,
+          "url.path": request.url.split("?")[0],
+          "dimensio.role": role,
+          "dimensio.request_id": request.id,
+        },
+      },
+      parent,
+    );
+    spans.set(request, span);
+  });
+  app.addHook("onResponse", async (request, reply) => {
+    const span = spans.get(request);
+    if (!span) return;
+    span.setAttribute("http.response.status_code", reply.statusCode);
+    if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  });
+}

@@ -1,0 +1,283 @@
+// OpenAPI 3.1 from the metadata (decisions.md §16), for one caller: only the dimensions the caller
+// may read through some menu node, with their list, detail, create and update schemas built from
+// the fields the caller's grants and peso show (L for lists, D for a record, N for create, M for
+// update), the parameters of the REST v4 routes, and the standard error body.
+import { authorize, visibleFields } from "../auth/authorize.ts";
+import { PermissionDeniedError } from "../errors.ts";
+import { codecOf } from "../metadata/codecs.ts";
+import type { DataType, DimensionDef, FieldDef, MetadataModel, RequestContext } from "../types.ts";
+
+type Schema = Record<string, unknown>;
+
+/** The JSON schema of a field's value (null allowed: any field may be empty in a response). */
+export function valueSchema(type: DataType): Schema {
+  return codecOf(type).openApiSchema;
+}
+
+function objectOf(fields: readonly FieldDef[]): Schema {
+  const properties: Schema = {};
+  for (const f of fields) {
+    properties[f.code] = { ...valueSchema(f.dataType), ...(f.description ? { title: f.description } : {}) };
+  }
+  return { type: "object", properties };
+}
+
+/** A menu node through which the caller may read the dimension, or null. */
+function readableThrough(request: RequestContext, model: MetadataModel, dim: DimensionDef): string | null {
+  for (const node of model.menu) {
+    if (node.dim !== dim.code) continue;
+    try {
+      authorize({ ...request, source: node.code }, model, dim.code, "read");
+      return node.code;
+    } catch (err) {
+      if (!(err instanceof PermissionDeniedError)) throw err;
+    }
+  }
+  return null;
+}
+
+const errorResponse = (description: string) => ({
+  description,
+  content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+});
+
+const ERRORS = {
+  "400": errorResponse("Bad request or validation error"),
+  "401": errorResponse("Missing, invalid or expired token"),
+  "403": errorResponse("Missing grant"),
+  "404": errorResponse("Dimension or record not found"),
+  "429": errorResponse("Rate limit exceeded"),
+};
+
+const param = (name: string, description: string, schema: Schema = { type: "string" }, required = false) => ({
+  name,
+  in: "query",
+  required,
+  description,
+  schema,
+});
+
+export function buildOpenApi(model: MetadataModel, request: RequestContext, serverUrl: string): Schema {
+  const schemas: Schema = {
+    Error: {
+      type: "object",
+      required: ["error", "message", "code", "status"],
+      properties: {
+        error: { type: "string" },
+        message: { type: "string" },
+        code: { type: "string" },
+        status: { type: "integer" },
+        field: { type: "string" },
+        details: { type: "object" },
+        errors: { type: "array", items: { type: "object" } },
+      },
+    },
+    Media: {
+      type: "object",
+      properties: {
+        file_id: { type: "string" },
+        url: { type: "string" },
+        size: { type: "integer" },
+        mime_type: { type: "string" },
+        uploaded_at: { type: "string", format: "date-time" },
+        public: { type: "boolean" },
+      },
+    },
+    PageMeta: {
+      type: "object",
+      properties: {
+        total: { type: ["integer", "null"] },
+        total_estimated: { type: "boolean" },
+        num_rows: { type: "integer" },
+        offset: { type: "integer" },
+        has_more: { type: "boolean" },
+      },
+    },
+  };
+  const paths: Schema = {};
+  for (const dim of [...model.dimensions.values()].sort((a, b) => a.code.localeCompare(b.code))) {
+    const source = readableThrough(request, model, dim);
+    if (!source) continue;
+    const ctx = { ...request, source };
+    const ref = (suffix: string) => ({ $ref: `#/components/schemas/${dim.code}${suffix}` });
+    schemas[dim.code] = objectOf(visibleFields(ctx, dim, "D"));
+    schemas[`${dim.code}_list_item`] = objectOf(visibleFields(ctx, dim, "L"));
+    schemas[`${dim.code}_create`] = objectOf(visibleFields(ctx, dim, "N").filter((f) => !f.system));
+    schemas[`${dim.code}_update`] = objectOf(
+      visibleFields(ctx, dim, "M").filter((f) => !f.system || f.code === "TREC"),
+    );
+    const sourceParam = param(
+      "source",
+      `The menu node the request goes through, e.g. ${source}.`,
+      { type: "string", default: source },
+      true,
+    );
+    const centerDett = param("center_dett", "Field-visibility context (TB_COST.CENTER_DETT).");
+    const dataBody = (suffix: string) => ({
+      required: true,
+      content: {
+        "application/json": {
+          schema: { type: "object", required: ["data"], properties: { data: ref(suffix) } },
+        },
+      },
+    });
+    const written = {
+      description: "The record as the caller may see it, and the outbox event",
+      content: {
+        "application/json": {
+          schema: {
+            type: "object",
+            properties: { data: ref(""), message: { type: "string" }, event_id: { type: "string" } },
+          },
+        },
+      },
+    };
+    const tag = [dim.code];
+    paths[`/api/v4/core/${dim.code}`] = {
+      get: {
+        tags: tag,
+        summary: `List ${dim.description ?? dim.code}`,
+        operationId: `list_${dim.code}`,
+        parameters: [
+          sourceParam,
+          centerDett,
+          param("$filter", "Filter expression, e.g. NAME eq 'x' and startswith(CODE,'C')."),
+          param("sort", "Sort keys, e.g. NAME,-CDATA."),
+          param("$num_rows", "Page size (at most 1000).", { type: "integer", minimum: 0, maximum: 1000 }),
+          param("$offset", "Rows to skip.", { type: "integer", minimum: 0 }),
+          param("$fields", "Comma-separated fields."),
+          param("$expand", "Comma-separated relations."),
+          param("$search", "Words to find in the text fields."),
+          param("$count", "exact, none or auto.", { type: "string", enum: ["exact", "none", "auto"] }),
+        ],
+        responses: {
+          "200": {
+            description: "A page of records",
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  properties: {
+                    data: { type: "array", items: ref("_list_item") },
+                    meta: { $ref: "#/components/schemas/PageMeta" },
+                  },
+                },
+              },
+            },
+          },
+          ...ERRORS,
+        },
+      },
+      post: {
+        tags: tag,
+        summary: `Create a ${dim.code} record`,
+        operationId: `create_${dim.code}`,
+        parameters: [sourceParam, centerDett],
+        requestBody: dataBody("_create"),
+        responses: { "201": written, ...ERRORS, "422": errorResponse("A required field is missing") },
+      },
+    };
+    const idParam = {
+      name: "id",
+      in: "path",
+      required: true,
+      description: `The record's ${dim.idField}`,
+      schema: { type: "string" },
+    };
+    paths[`/api/v4/core/${dim.code}/{id}`] = {
+      get: {
+        tags: tag,
+        summary: `One ${dim.code} record`,
+        operationId: `get_${dim.code}`,
+        parameters: [
+          idParam,
+          sourceParam,
+          centerDett,
+          param("$fields", "Comma-separated fields."),
+          param("$expand", "Comma-separated relations."),
+        ],
+        responses: {
+          "200": {
+            description: "The record",
+            content: { "application/json": { schema: { type: "object", properties: { data: ref("") } } } },
+          },
+          ...ERRORS,
+        },
+      },
+      put: {
+        tags: tag,
+        summary: `Replace a ${dim.code} record (modifiable fields left out are cleared)`,
+        operationId: `put_${dim.code}`,
+        parameters: [idParam, sourceParam, centerDett],
+        requestBody: dataBody("_update"),
+        responses: { "200": written, ...ERRORS },
+      },
+      patch: {
+        tags: tag,
+        summary: `Change fields of a ${dim.code} record`,
+        operationId: `patch_${dim.code}`,
+        parameters: [idParam, sourceParam, centerDett],
+        requestBody: dataBody("_update"),
+        responses: { "200": written, ...ERRORS },
+      },
+      delete: {
+        tags: tag,
+        summary: `Cancel (or with force=true remove) a ${dim.code} record`,
+        operationId: `delete_${dim.code}`,
+        parameters: [
+          idParam,
+          sourceParam,
+          param("force", "Remove for good (force-delete grant).", { type: "boolean" }),
+        ],
+        responses: { "200": written, ...ERRORS },
+      },
+    };
+    paths[`/api/v4/core/${dim.code}/count`] = {
+      get: {
+        tags: tag,
+        summary: `Count ${dim.code} records`,
+        operationId: `count_${dim.code}`,
+        parameters: [
+          sourceParam,
+          centerDett,
+          param("$filter", "Filter expression."),
+          param("$search", "Words to find."),
+        ],
+        responses: {
+          "200": {
+            description: "The count",
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  properties: {
+                    count: { type: "integer" },
+                    dimension: { type: "string" },
+                    filters_applied: { type: "object" },
+                  },
+                },
+              },
+            },
+          },
+          ...ERRORS,
+        },
+      },
+    };
+  }
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Dimensio REST v4",
+      version: String(model.version),
+      description:
+        "Generated from the metadata for the calling user: the dimensions and fields this caller may see. GraphQL: /graphql.",
+    },
+    servers: [{ url: serverUrl }],
+    security: [{ bearer: [] }],
+    paths,
+    components: {
+      securitySchemes: { bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT" } },
+      schemas,
+    },
+  };
+}

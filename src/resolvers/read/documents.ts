@@ -1,0 +1,217 @@
+// Documents (spec 4.6, decisions.md §14): a root record with related records embedded under each
+// part's name. Every part goes through the read resolvers: the root is a getRecord, each part one
+// listRecords (one statement), with the grants, tenant, TREC and field visibility of a read.
+//
+// A part's dimension is usually served by another menu node than the root's (a price list's
+// prices): it is authorized through the request's source when that serves it, else through the
+// nodes that serve the part's dimension the caller holds a read grant on; none is 403.
+import { z } from "zod";
+import { authorizeRead, visibleFields } from "../../auth/authorize.ts";
+import { NotFoundError, ValidationError } from "../../errors.ts";
+import { relatedRequest } from "../../query/access.ts";
+import { emptyListQuery, emptyRecordQuery, type FilterExpr, type FilterLiteral } from "../../query/types.ts";
+import type { MetadataModel, RequestContext } from "../../types.ts";
+import type { DataRecord } from "./common.ts";
+import { createReadContext, type ReadDeps } from "./context.ts";
+import { getRecord } from "./get.ts";
+import { listRecords } from "./list.ts";
+
+/** The most records one part embeds. */
+export const MAX_PART_RECORDS = 1000;
+
+const partSchema = z.object({
+  name: z.string().min(1).max(60),
+  dim: z.string().min(1).max(30),
+  join: z.record(z.string(), z.string()),
+  fields: z.array(z.string()).optional(),
+  params: z.record(z.string(), z.string()).optional(),
+});
+const definitionSchema = z.object({
+  fields: z.array(z.string()).optional(),
+  parts: z.array(partSchema).max(20),
+});
+
+export interface DocumentPart {
+  name: string;
+  dim: string;
+  /** part field → root field */
+  join: Record<string, string>;
+  fields: string[] | null;
+  /** Equality filters on the part: part field → value. */
+  where: Record<string, FilterLiteral>;
+}
+
+export interface DocumentSpec {
+  rootDim: string;
+  key: string;
+  rootFields: string[] | null;
+  parts: DocumentPart[];
+  compact: boolean;
+}
+
+const AUDIT_FIELDS = new Set(["CDATA", "LDATA", "OWNER", "LOWNER"]);
+
+/** The listed fields the caller may read in detail (all of them when none are listed). */
+function readableFields(
+  request: RequestContext,
+  model: MetadataModel,
+  dim: string,
+  listed: string[] | null,
+): string[] {
+  const def = model.dimensions.get(dim);
+  if (!def) throw new NotFoundError("DIMENSION_NOT_FOUND", `Dimension ${dim.slice(0, 30)} does not exist.`);
+  const detail = visibleFields(request, def, "D").map((f) => f.code);
+  if (!listed) return detail;
+  for (const f of listed) {
+    if (!def.fieldsByCode.has(f)) {
+      throw new ValidationError("INVALID_FIELD", `${f.slice(0, 60)} is not a field of ${dim}.`, {
+        field: f.slice(0, 60),
+      });
+    }
+  }
+  return listed.filter((f) => detail.includes(f));
+}
+
+function compacted(record: DataRecord): DataRecord {
+  const out: DataRecord = {};
+  for (const [k, v] of Object.entries(record)) if (v !== null && !AUDIT_FIELDS.has(k)) out[k] = v;
+  return out;
+}
+
+export async function buildDocument(
+  deps: ReadDeps,
+  request: RequestContext,
+  spec: DocumentSpec,
+): Promise<{ data: DataRecord }> {
+  const model = deps.metadata.current();
+  const rootRc = createReadContext(deps, request);
+  authorizeRead(request, model, spec.rootDim);
+  const rootFields = readableFields(request, model, spec.rootDim, spec.rootFields);
+  // The join keys are read even when not listed, then left out of the answer.
+  const joinKeys = [...new Set(spec.parts.flatMap((p) => Object.values(p.join)))];
+  const root = await getRecord(
+    rootRc,
+    spec.rootDim,
+    spec.key,
+    emptyRecordQuery({ fields: [...new Set([...rootFields, ...joinKeys])] }),
+  );
+  const data: DataRecord = {};
+  for (const f of rootFields) data[f] = root.data[f] ?? null;
+
+  await Promise.all(
+    spec.parts.map(async (part) => {
+      const partCtx = relatedRequest(request, model, part.dim, `document part ${part.name}`);
+      const fields = readableFields(partCtx, model, part.dim, part.fields);
+      const conditions: FilterExpr[] = [
+        ...Object.entries(part.join).map(([partField, rootField]) => ({
+          kind: "condition" as const,
+          field: partField,
+          op: "eq" as const,
+          value: (root.data[rootField] ?? null) as FilterLiteral,
+          origin: `document part ${part.name}`,
+        })),
+        ...Object.entries(part.where).map(([field, value]) => ({
+          kind: "condition" as const,
+          field,
+          op: "eq" as const,
+          value,
+          origin: `document part ${part.name}`,
+        })),
+      ];
+      const result = await listRecords(
+        createReadContext(deps, partCtx),
+        part.dim,
+        emptyListQuery({
+          filter: conditions.length === 1 ? conditions[0]! : { kind: "and", items: conditions },
+          fields,
+          // The part shows its detail (D) fields: the ones chosen above, and only those.
+          forceListCost: fields,
+          numRows: MAX_PART_RECORDS,
+          withTotal: false,
+        }),
+      );
+      data[part.name] = result.data;
+    }),
+  );
+  if (!spec.compact) return { data };
+  const out = compacted(data);
+  for (const part of spec.parts) out[part.name] = (data[part.name] as DataRecord[]).map(compacted);
+  return { data: out };
+}
+
+/** GET /api/v4/document/{name}/{key}: a TB_DOCUMENT definition with its query parameters. */
+export async function getDocument(
+  deps: ReadDeps,
+  request: RequestContext,
+  name: string,
+  key: string,
+  params: Record<string, string>,
+  compact: boolean,
+): Promise<{ data: DataRecord }> {
+  const doc = deps.metadata.current().documents.get(name);
+  if (!doc) throw new NotFoundError("DOCUMENT_NOT_FOUND", `No document ${name.slice(0, 60)}.`);
+  const parsed = definitionSchema.safeParse(doc.definition);
+  if (!parsed.success)
+    throw new NotFoundError("DOCUMENT_NOT_FOUND", `Document ${name} has no usable definition.`);
+  return buildDocument(deps, request, {
+    rootDim: doc.rootDim,
+    key,
+    rootFields: parsed.data.fields ?? null,
+    compact,
+    parts: parsed.data.parts.map((p) => {
+      const where: Record<string, FilterLiteral> = {};
+      for (const [param, field] of Object.entries(p.params ?? {})) {
+        const v = params[param];
+        if (v !== undefined && v !== "") where[field] = v;
+      }
+      return { name: p.name, dim: p.dim, join: p.join, fields: p.fields ?? null, where };
+    }),
+  });
+}
+
+const onTheFlySchema = z.strictObject({
+  dim: z.string().min(1).max(30),
+  val_key: z.union([z.string().min(1).max(100), z.number()]),
+  related_dim: z.record(z.string().max(30), z.array(z.string().max(60)).max(200)).optional(),
+  compact: z.boolean().optional(),
+});
+
+/** POST /api/v4/document: a document defined in the request, parts joined through TB_OBJECT. */
+export async function getOnTheFlyDocument(
+  deps: ReadDeps,
+  request: RequestContext,
+  body: unknown,
+): Promise<{ data: DataRecord }> {
+  const parsed = onTheFlySchema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const field =
+      issue.code === "unrecognized_keys" ? String(issue.keys[0]) : String(issue.path[0] ?? "body");
+    throw new ValidationError("INVALID_FIELD", `${field}: ${issue.message}`, { field });
+  }
+  const { dim: rootDim, val_key, related_dim = {}, compact = false } = parsed.data;
+  const model = deps.metadata.current();
+  const root = model.dimensions.get(rootDim);
+  if (!root) throw new NotFoundError("DIMENSION_NOT_FOUND", `Dimension ${rootDim} does not exist.`);
+  const parts: DocumentPart[] = Object.entries(related_dim).map(([code, fields]) => {
+    // The related dimension points at the root (reverse), or the root points at it (forward).
+    const reverse = root.reverseRelations.find((r) => r.fromDim === code);
+    const forward = root.relations.find((r) => r.toDim === code);
+    const join = reverse
+      ? { [reverse.fromField]: reverse.toField }
+      : forward
+        ? { [forward.toField]: forward.fromField }
+        : null;
+    if (!join) {
+      throw new ValidationError(
+        "INVALID_FIELD",
+        `${code.slice(0, 30)} is not related to ${rootDim} (TB_OBJECT).`,
+        {
+          field: "related_dim",
+        },
+      );
+    }
+    return { name: code, dim: code, join, fields: fields.length ? fields : null, where: {} };
+  });
+  return buildDocument(deps, request, { rootDim, key: String(val_key), rootFields: null, parts, compact });
+}

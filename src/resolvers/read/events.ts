@@ -1,0 +1,121 @@
+// Live events of one dimension for one caller (graphql.md: D_events): only the caller's tenant,
+// only the dimension asked for, authorized like a read on the source, and `data` limited to the
+// fields the caller may read in detail (D flag and peso). The stream is bounded: a consumer that
+// falls more than MAX_PENDING events behind is ended with an error instead of buffering forever.
+import { authorizeRead, visibleFields } from "../../auth/authorize.ts";
+import { ApiError } from "../../errors.ts";
+import type { OutboxMessage } from "../../events/bus.ts";
+import type { EventFeed } from "../../events/feed.ts";
+import type { MetadataModel, RequestContext } from "../../types.ts";
+
+export interface DimensionEvent {
+  event_id: string;
+  event_type: string;
+  dimension: string;
+  record_id: string;
+  timestamp: string;
+  data: Record<string, unknown> | null;
+}
+
+export const MAX_PENDING_EVENTS = 1000;
+
+export class SubscriptionOverflowError extends ApiError {
+  constructor() {
+    super(
+      503,
+      "SUBSCRIPTION_OVERFLOW",
+      "ServiceUnavailable",
+      `The subscriber fell more than ${MAX_PENDING_EVENTS} events behind; subscribe again.`,
+    );
+  }
+}
+
+export async function subscribeToEvents(
+  deps: { feed: EventFeed; metadata: { current(): MetadataModel } },
+  request: RequestContext,
+  dimCode: string,
+  eventTypes: readonly string[] | null,
+): Promise<AsyncIterableIterator<DimensionEvent>> {
+  const dim = authorizeRead(request, deps.metadata.current(), dimCode);
+  const readable = visibleFields(request, dim, "D").map((f) => f.code);
+  const wanted = eventTypes?.length ? new Set(eventTypes) : null;
+  const tenant = request.principal.tenantId;
+
+  const pending: DimensionEvent[] = [];
+  let waiting: ((r: IteratorResult<DimensionEvent>) => void) | null = null;
+  let failed: ((err: unknown) => void) | null = null;
+  let finished = false;
+  let overflow = false;
+
+  const toEvent = (m: OutboxMessage): DimensionEvent => {
+    const payload = m.PAYLOAD ?? {};
+    const data: Record<string, unknown> = {};
+    for (const code of readable) if (code in payload) data[code] = payload[code];
+    return {
+      event_id: m.OUTBOX_ID,
+      event_type: m.EVENT_TYPE,
+      dimension: m.AGGREGATE_TYPE,
+      record_id: m.AGGREGATE_ID,
+      timestamp: m.CREATED_AT,
+      data,
+    };
+  };
+
+  const stopListening = await deps.feed.listen((m) => {
+    if (finished || m.TENANT_ID !== tenant || m.AGGREGATE_TYPE !== dim.code) return;
+    if (wanted && !wanted.has(m.EVENT_TYPE)) return;
+    const event = toEvent(m);
+    if (waiting) {
+      const w = waiting;
+      waiting = null;
+      failed = null;
+      w({ value: event, done: false });
+      return;
+    }
+    if (pending.length >= MAX_PENDING_EVENTS) {
+      overflow = true;
+      void finish();
+      return;
+    }
+    pending.push(event);
+  });
+
+  async function finish(): Promise<IteratorResult<DimensionEvent>> {
+    if (!finished) {
+      finished = true;
+      pending.length = overflow ? 0 : pending.length;
+      await stopListening();
+    }
+    if (waiting) {
+      const w = waiting;
+      const f = failed;
+      waiting = null;
+      failed = null;
+      if (overflow && f) f(new SubscriptionOverflowError());
+      else w({ value: undefined, done: true });
+    }
+    return { value: undefined, done: true };
+  }
+
+  const iterator: AsyncIterableIterator<DimensionEvent> = {
+    next() {
+      if (overflow) return Promise.reject(new SubscriptionOverflowError());
+      const event = pending.shift();
+      if (event) return Promise.resolve({ value: event, done: false });
+      if (finished) return Promise.resolve({ value: undefined, done: true });
+      return new Promise((resolve, reject) => {
+        waiting = resolve;
+        failed = reject;
+      });
+    },
+    return: finish,
+    throw: async (err) => {
+      await finish();
+      throw err;
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}

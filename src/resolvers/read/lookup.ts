@@ -1,0 +1,117 @@
+// lookupValues: GET /api/v4/core/vars (spec 4.4, decisions.md §12). The values an AC or VARS field
+// of the source's dimension may take: the destination's key and display field, ordered by the
+// display field, the caller's tenant only, cancelled records left out, at most 1000. The read
+// grant on the source is what is checked (a lookup needs no grant on the destination's node); only
+// the key and display fields are read, and only those the caller's peso may see.
+import { authorize, authorizeRead, fieldKnown, pesoAllows } from "../../auth/authorize.ts";
+import { BadRequestError, ValidationError } from "../../errors.ts";
+import { fieldConfig } from "../../metadata/build.ts";
+import { compileRecordsSelect } from "../../query/compile.ts";
+import { invalidFilter } from "../../query/errors.ts";
+import { checkFilterLimits } from "../../query/plan.ts";
+import type { FilterExpr, PlannedFilter, RecordsPlan } from "../../query/types.ts";
+import { castFilterValue } from "../../query/values.ts";
+import type { FieldDef, RequestContext } from "../../types.ts";
+import { runQuery } from "./common.ts";
+import type { ReadContext } from "./context.ts";
+
+export const MAX_LOOKUP_ITEMS = 1000;
+const LOOKUP_OPERATORS = new Set(["eq", "startswith", "endswith", "contains"]);
+
+export interface LookupQuery {
+  /** The AC or VARS field of the source's dimension. */
+  field: string;
+  /** `$filter` over the key and display fields (startwith, endwith, contains, equals, and, or). */
+  filter: FilterExpr | null;
+  /** getACList=1: an AC field lists everything, like VARS. */
+  fullList: boolean;
+}
+
+function visible(ctx: RequestContext, field: FieldDef | undefined): field is FieldDef {
+  return field !== undefined && pesoAllows(ctx.principal, fieldConfig(field, ctx.centerDett).codUtente);
+}
+
+function planLookupFilter(expr: FilterExpr, allowed: ReadonlyMap<string, FieldDef>): PlannedFilter {
+  switch (expr.kind) {
+    case "condition": {
+      const field = allowed.get(expr.field);
+      if (!field) {
+        throw invalidFilter(
+          `A lookup filters only its key and display fields (${[...allowed.keys()].join(", ")}); got ${expr.field.slice(0, 60)}.`,
+          expr.origin,
+        );
+      }
+      if (!LOOKUP_OPERATORS.has(expr.op)) {
+        throw invalidFilter(
+          `A lookup filter uses startwith, endwith, contains or equals; got ${expr.op}.`,
+          expr.origin,
+        );
+      }
+      return {
+        kind: "condition",
+        field,
+        op: expr.op,
+        value: castFilterValue(field, expr.op, expr.value, expr.origin),
+        literal: expr.value,
+      };
+    }
+    case "not":
+      throw invalidFilter("A lookup filter combines conditions with and and or only.", "$filter");
+    default:
+      return { kind: expr.kind, items: expr.items.map((item) => planLookupFilter(item, allowed)) };
+  }
+}
+
+export async function lookupValues(rc: ReadContext, query: LookupQuery): Promise<Record<string, unknown>[]> {
+  const ctx = rc.request;
+  const node = ctx.source ? rc.model.menuByCode.get(ctx.source) : undefined;
+  // No source, or one that is not a security area: the grant check says which (400, 403).
+  if (!node) authorize(ctx, rc.model, null, "read");
+  if (!node?.dim) {
+    throw new BadRequestError(
+      "INVALID_PARAMETER",
+      `Source ${ctx.source} is a grouping node; name the node that serves the dimension of the field.`,
+      { field: "source" },
+    );
+  }
+  const dim = authorizeRead(ctx, rc.model, node.dim);
+  const field = dim.fieldsByCode.get(query.field);
+  if (!field || !fieldKnown(ctx, field)) {
+    throw new ValidationError("INVALID_FIELD", `${dim.code} has no field ${query.field.slice(0, 60)}.`, {
+      field: query.field.slice(0, 60),
+    });
+  }
+  const relation = dim.relations.find((r) => r.fromField === field.code);
+  if (!field.fkKind || !relation) {
+    throw new ValidationError(
+      "INVALID_FIELD_TYPE",
+      `${dim.code}.${field.code} is not a lookup field (AC or VARS).`,
+      { field: field.code },
+    );
+  }
+  if (field.fkKind === "AC" && !query.filter && !query.fullList) return [];
+
+  const target = rc.model.dimensions.get(relation.toDim)!;
+  const key = target.fieldsByCode.get(relation.toField);
+  const display = relation.descField ? target.fieldsByCode.get(relation.descField) : undefined;
+  const columns = [key, display].filter((f): f is FieldDef => visible(ctx, f));
+  if (!columns.length) return [];
+  const allowed = new Map(columns.map((f) => [f.code, f]));
+  const items: PlannedFilter[] = [];
+  if (target.fieldsByCode.has("TREC")) items.push({ kind: "live" });
+  if (query.filter) items.push(planLookupFilter(checkFilterLimits(query.filter), allowed));
+  const plan: RecordsPlan = {
+    kind: "records",
+    dim: target,
+    tenantId: ctx.principal.tenantId,
+    where: items.length === 0 ? null : items.length === 1 ? items[0]! : { kind: "and", items },
+    columns,
+    selected: columns,
+    sort: [...columns].reverse().map((f) => ({ field: f, direction: "asc" as const })),
+    limit: MAX_LOOKUP_ITEMS,
+    offset: 0,
+    expand: [],
+  };
+  const rows = await runQuery<Record<string, unknown>>(rc, compileRecordsSelect(plan, true));
+  return rows.map((row) => Object.fromEntries(columns.map((f) => [f.code, row[f.code]])));
+}

@@ -1,0 +1,266 @@
+// Webhook registrations (spec 2.7 and 4.7, decisions.md §8): create, list, read, change, remove,
+// and the delivery log. Tenant-scoped (TB_WEBHOOK.SOURCE holds the tenant), level 4 (the
+// TenantAdmin proof). The secret is echoed only in the answer to the request that set it.
+import net from "node:net";
+import { z } from "zod";
+import type { TenantAdmin } from "../auth/authorize.ts";
+import type { PrismaClient } from "../db/prisma.ts";
+import { Prisma } from "../generated/prisma/client.ts";
+import { NotFoundError, ValidationError } from "../errors.ts";
+import { isPrivateAddress } from "../events/webhooks/addresses.ts";
+import type { MetadataRegistry } from "../metadata/registry.ts";
+
+export interface WebhookDeps {
+  prisma: PrismaClient;
+  metadata: MetadataRegistry;
+  allowPrivate: boolean;
+}
+
+export const SECRET_MIN_LENGTH = 16;
+const EVENT_NAME = /^([A-Za-z][A-Za-z0-9_]{0,29})(Created|Updated|Deleted)$/;
+const MAX_DELIVERY_ROWS = 1000;
+
+export interface WebhookView {
+  webhook_id: string;
+  url: string;
+  events: string[];
+  dimensions: string[];
+  filters: Record<string, unknown>;
+  active: boolean;
+  retry_count: number;
+  timeout_ms: number;
+  created_at: string;
+  updated_at: string;
+  secret?: string;
+}
+
+const scalar = z.union([z.string().max(500), z.number(), z.boolean(), z.null()]);
+const fields = {
+  url: z.string().min(1).max(500),
+  events: z.array(z.string().max(100)).min(1).max(100),
+  dimensions: z.array(z.string().max(30)).max(100).nullable(),
+  secret: z.string().min(SECRET_MIN_LENGTH).max(100).nullable(),
+  active: z.boolean(),
+  filters: z.record(z.string().max(60), scalar).nullable(),
+  retry_count: z.number().int().min(0).max(10),
+  timeout_ms: z.number().int().min(100).max(30_000),
+};
+const createBody = z.strictObject({
+  ...fields,
+  dimensions: fields.dimensions.optional(),
+  secret: fields.secret.optional(),
+  active: fields.active.optional(),
+  filters: fields.filters.optional(),
+  retry_count: fields.retry_count.optional(),
+  timeout_ms: fields.timeout_ms.optional(),
+});
+const patchBody = createBody.partial();
+type CreateBody = z.infer<typeof createBody>;
+
+function invalid(field: string, message: string): ValidationError {
+  return new ValidationError("INVALID_FIELD", message, { field });
+}
+
+function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    throw new ValidationError("INVALID_BODY", "The body must be a JSON object.");
+  }
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const field = issue.code === "unrecognized_keys" ? String(issue.keys[0]) : String(issue.path[0] ?? "body");
+  throw invalid(field.slice(0, 60), `${field.slice(0, 60)}: ${issue.message}`);
+}
+
+/** http/https, no credentials, and (unless allowed) no literal private address. */
+function checkUrl(raw: string, allowPrivate: boolean): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw invalid("url", "url must be an absolute http or https URL.");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw invalid("url", "url must use http or https.");
+  if (url.username || url.password) throw invalid("url", "url must not carry credentials.");
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  if (!allowPrivate && (host === "localhost" || (net.isIP(host) && isPrivateAddress(host)))) {
+    throw invalid("url", "url points at a private or loopback address.");
+  }
+  return url.toString();
+}
+
+function checkNames(deps: WebhookDeps, body: Partial<CreateBody>): void {
+  const dims = deps.metadata.current().dimensions;
+  for (const name of body.events ?? []) {
+    if (name === "*") continue;
+    const m = EVENT_NAME.exec(name);
+    if (!m)
+      throw invalid(
+        "events",
+        `${name.slice(0, 60)} is not an event name (<DIM>Created, Updated, Deleted, or *).`,
+      );
+    if (!dims.has(m[1]!)) throw invalid("events", `${name.slice(0, 60)} names an unknown dimension.`);
+  }
+  for (const dim of body.dimensions ?? []) {
+    if (!dims.has(dim)) throw invalid("dimensions", `${dim.slice(0, 60)} is not a dimension.`);
+  }
+}
+
+type Row = Awaited<ReturnType<PrismaClient["tbWebhook"]["findFirstOrThrow"]>>;
+
+function view(row: Row, withSecret: boolean): WebhookView {
+  const v: WebhookView = {
+    webhook_id: String(row.WEBHOOK_ID),
+    url: row.URL,
+    events: row.EVENTS as string[],
+    dimensions: (row.DIMENSIONS as string[] | null) ?? [],
+    filters: (row.FILTERS as Record<string, unknown> | null) ?? {},
+    active: row.ACTIVE === "Y",
+    retry_count: row.RETRY_COUNT,
+    timeout_ms: row.TIMEOUT_MS,
+    created_at: row.CREATED_AT.toISOString(),
+    updated_at: row.UPDATED_AT.toISOString(),
+  };
+  if (withSecret && row.SECRET) v.secret = row.SECRET;
+  return v;
+}
+
+function parseId(id: string): number {
+  if (!/^[1-9][0-9]{0,9}$/.test(id) || Number(id) > 2_147_483_647) {
+    throw new NotFoundError("WEBHOOK_NOT_FOUND", "No such webhook.");
+  }
+  return Number(id);
+}
+
+async function own(deps: WebhookDeps, caller: TenantAdmin, id: string): Promise<Row> {
+  const row = await deps.prisma.tbWebhook.findFirst({
+    where: { WEBHOOK_ID: parseId(id), SOURCE: caller.tenantId },
+  });
+  if (!row) throw new NotFoundError("WEBHOOK_NOT_FOUND", `Webhook ${id.slice(0, 20)} does not exist.`);
+  return row;
+}
+
+export async function createWebhook(
+  deps: WebhookDeps,
+  caller: TenantAdmin,
+  input: unknown,
+): Promise<WebhookView> {
+  const body = parseBody(createBody, input);
+  const url = checkUrl(body.url, deps.allowPrivate);
+  checkNames(deps, body);
+  const row = await deps.prisma.tbWebhook.create({
+    data: {
+      SOURCE: caller.tenantId,
+      URL: url,
+      EVENTS: body.events,
+      DIMENSIONS: body.dimensions?.length ? body.dimensions : undefined,
+      FILTERS: body.filters && Object.keys(body.filters).length ? body.filters : undefined,
+      SECRET: body.secret ?? null,
+      ACTIVE: body.active === false ? "N" : "Y",
+      ...(body.retry_count !== undefined ? { RETRY_COUNT: body.retry_count } : {}),
+      ...(body.timeout_ms !== undefined ? { TIMEOUT_MS: body.timeout_ms } : {}),
+    },
+  });
+  return view(row, true);
+}
+
+export async function listWebhooks(deps: WebhookDeps, caller: TenantAdmin): Promise<WebhookView[]> {
+  const rows = await deps.prisma.tbWebhook.findMany({
+    where: { SOURCE: caller.tenantId },
+    orderBy: { WEBHOOK_ID: "asc" },
+    take: 1000,
+  });
+  return rows.map((r) => view(r, false));
+}
+
+export async function getWebhook(deps: WebhookDeps, caller: TenantAdmin, id: string): Promise<WebhookView> {
+  return view(await own(deps, caller, id), false);
+}
+
+export async function updateWebhook(
+  deps: WebhookDeps,
+  caller: TenantAdmin,
+  id: string,
+  input: unknown,
+): Promise<WebhookView> {
+  const body = parseBody(patchBody, input);
+  const row = await own(deps, caller, id);
+  const url = body.url === undefined ? undefined : checkUrl(body.url, deps.allowPrivate);
+  checkNames(deps, body);
+  const nullable = (v: object | null | undefined): Prisma.InputJsonValue | null | undefined =>
+    v === undefined
+      ? undefined
+      : v === null || Object.keys(v).length === 0
+        ? null
+        : (v as Prisma.InputJsonValue);
+  const dimensions = nullable(body.dimensions);
+  const filters = nullable(body.filters);
+  const updated = await deps.prisma.tbWebhook.update({
+    where: { WEBHOOK_ID: row.WEBHOOK_ID },
+    data: {
+      ...(url !== undefined ? { URL: url } : {}),
+      ...(body.events !== undefined ? { EVENTS: body.events } : {}),
+      ...(dimensions !== undefined ? { DIMENSIONS: dimensions ?? Prisma.DbNull } : {}),
+      ...(filters !== undefined ? { FILTERS: filters ?? Prisma.DbNull } : {}),
+      ...(body.secret !== undefined ? { SECRET: body.secret } : {}),
+      ...(body.active !== undefined ? { ACTIVE: body.active ? "Y" : "N" } : {}),
+      ...(body.retry_count !== undefined ? { RETRY_COUNT: body.retry_count } : {}),
+      ...(body.timeout_ms !== undefined ? { TIMEOUT_MS: body.timeout_ms } : {}),
+      UPDATED_AT: new Date(),
+    },
+  });
+  return view(updated, body.secret !== undefined);
+}
+
+export async function deleteWebhook(
+  deps: WebhookDeps,
+  caller: TenantAdmin,
+  id: string,
+): Promise<{ message: string; webhook_id: string }> {
+  const row = await own(deps, caller, id);
+  await deps.prisma.$transaction([
+    deps.prisma.tbWebhookDelivery.updateMany({
+      where: { WEBHOOK_ID: row.WEBHOOK_ID, STATUS: "pending" },
+      data: { STATUS: "cancelled" },
+    }),
+    deps.prisma.tbWebhook.delete({ where: { WEBHOOK_ID: row.WEBHOOK_ID } }),
+  ]);
+  return { message: "Webhook deleted", webhook_id: String(row.WEBHOOK_ID) };
+}
+
+export interface DeliveryLogRow {
+  LOG_ID: number;
+  WEBHOOK_ID: number;
+  OUTBOX_ID: string;
+  STATUS: string;
+  HTTP_STATUS: number | null;
+  ERROR_MESSAGE: string | null;
+  ATTEMPT_COUNT: number;
+  CREATED_AT: string;
+}
+
+/** The delivery log of one registration, newest first (at most `limit` rows, 1000 at most). */
+export async function listDeliveries(
+  deps: WebhookDeps,
+  caller: TenantAdmin,
+  id: string,
+  limit = 100,
+): Promise<DeliveryLogRow[]> {
+  const row = await own(deps, caller, id);
+  const rows = await deps.prisma.tbWebhookLog.findMany({
+    where: { WEBHOOK_ID: row.WEBHOOK_ID },
+    orderBy: { LOG_ID: "desc" },
+    take: Math.min(Math.max(1, limit), MAX_DELIVERY_ROWS),
+  });
+  return rows.map((r) => ({
+    LOG_ID: r.LOG_ID,
+    WEBHOOK_ID: r.WEBHOOK_ID,
+    OUTBOX_ID: String(r.OUTBOX_ID),
+    STATUS: r.STATUS,
+    HTTP_STATUS: r.HTTP_STATUS,
+    ERROR_MESSAGE: r.ERROR_MESSAGE,
+    ATTEMPT_COUNT: r.ATTEMPT_COUNT,
+    CREATED_AT: r.CREATED_AT.toISOString(),
+  }));
+}

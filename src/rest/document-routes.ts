@@ -1,0 +1,46 @@
+// Documents (spec 4.6, decisions.md §14): GET /api/v4/document/{name}/{key} from TB_DOCUMENT with
+// its query parameters, POST /api/v4/document on the fly. The read resolvers do the work.
+import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import { BadRequestError } from "../errors.ts";
+import { contextOf } from "../http/protected.ts";
+import { getDocument, getOnTheFlyDocument } from "../resolvers/read/documents.ts";
+import type { RouteDeps } from "./deps.ts";
+
+function flag(value: unknown, name: string): boolean {
+  if (value === undefined || value === "false" || value === "0") return false;
+  if (value === "true" || value === "1" || value === "") return true;
+  throw new BadRequestError("INVALID_PARAMETER", `${name} must be true or false.`, { field: name });
+}
+
+export const documentRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
+  const deps = {
+    db: services.readDb,
+    metadata: services.metadata,
+    countBound: services.config.countExactLimit,
+  };
+
+  app.get<{ Params: { name: string; key: string } }>("/api/v4/document/:name/:key", async (request) => {
+    const query = request.query as Record<string, unknown>;
+    const params: Record<string, string> = {};
+    for (const [k, v] of Object.entries(query)) {
+      if (typeof v === "string") params[k] = v;
+      else if (v !== undefined) {
+        throw new BadRequestError("INVALID_PARAMETER", `${k.slice(0, 60)} is given more than once.`, {
+          field: k.slice(0, 60),
+        });
+      }
+    }
+    return getDocument(
+      deps,
+      contextOf(request),
+      request.params.name,
+      request.params.key,
+      params,
+      flag(query.compact, "compact"),
+    );
+  });
+
+  app.post("/api/v4/document", async (request: FastifyRequest) =>
+    getOnTheFlyDocument(deps, contextOf(request), request.body),
+  );
+};

@@ -1,0 +1,117 @@
+// The bus seam (issue 10): both implementations deliver every message to every subscriber queue,
+// retry a failing subscriber and dead-letter the message after EVENTS_MAX_FAILURES attempts.
+import { randomBytes } from "node:crypto";
+import amqplib from "amqplib";
+import { afterAll, describe, expect, it } from "vitest";
+import { createAmqpBus, subscriberQueue } from "../../src/events/amqp-bus.ts";
+import { type BusEvent, createMemoryBus, type EventBus, type ReceivedEvent } from "../../src/events/bus.ts";
+import { createLogger } from "../../src/logger.ts";
+import { TEST_AMQP_URL } from "../helpers/env.ts";
+import { eventually } from "./support.ts";
+
+const MAX_FAILURES = 3;
+
+function event(id: string): BusEvent {
+  const body = {
+    OUTBOX_ID: id,
+    EVENT_TYPE: "CITYCreated",
+    AGGREGATE_TYPE: "CITY",
+    AGGREGATE_ID: `C${id}`,
+    PAYLOAD: {},
+    CREATED_AT: new Date().toISOString(),
+    TENANT_ID: "acme",
+  };
+  return {
+    id,
+    type: "CITYCreated",
+    tenantId: "acme",
+    dimension: "CITY",
+    timestamp: new Date(),
+    body: Buffer.from(JSON.stringify(body)),
+  };
+}
+
+interface Kind {
+  name: string;
+  open(exchange: string): EventBus;
+  /** The message ids dead-lettered from a subscriber's queue. */
+  deadLettered(bus: EventBus, exchange: string, subscriber: string): Promise<string[]>;
+}
+
+const KINDS: Kind[] = [
+  {
+    name: "in-process",
+    open: () => createMemoryBus({ maxFailures: MAX_FAILURES }),
+    deadLettered: async (bus, _exchange, subscriber) =>
+      (bus as ReturnType<typeof createMemoryBus>).deadLetters(subscriber).map((e) => e.id),
+  },
+];
+if (TEST_AMQP_URL) {
+  KINDS.push({
+    name: "RabbitMQ",
+    open: (exchange) =>
+      createAmqpBus({
+        url: TEST_AMQP_URL!,
+        exchange,
+        maxFailures: MAX_FAILURES,
+        logger: createLogger("silent"),
+      }),
+    deadLettered: async (_bus, exchange, subscriber) => {
+      const conn = await amqplib.connect(TEST_AMQP_URL!);
+      const ch = await conn.createChannel();
+      const ids: string[] = [];
+      for (;;) {
+        const m = await ch.get(`${subscriberQueue(exchange, subscriber)}.dead`, { noAck: true });
+        if (!m) break;
+        ids.push(String(m.properties.messageId));
+      }
+      await conn.close();
+      return ids;
+    },
+  });
+}
+
+describe.each(KINDS)("event bus ($name)", (kind) => {
+  const opened: EventBus[] = [];
+  afterAll(async () => {
+    for (const b of opened) await b.close();
+  });
+
+  it("every subscriber queue gets every message; a failing one is retried, then dead-lettered", async () => {
+    const exchange = `dimensio.test.${randomBytes(4).toString("hex")}`;
+    const bus = kind.open(exchange);
+    opened.push(bus);
+    const good: string[] = [];
+    const attempts: ReceivedEvent[] = [];
+    await bus.subscribe("good", async (e) => {
+      good.push(e.id);
+    });
+    await bus.subscribe("flaky", async (e) => {
+      attempts.push(e);
+      // "2" always fails; the others succeed.
+      if (e.id === "2") throw new Error("cannot process");
+    });
+    await bus.publish([event("1"), event("2"), event("3")]);
+    await eventually(() => good.length === 3, { what: "the good subscriber's messages" });
+    expect(good).toEqual(["1", "2", "3"]);
+    const dead = await eventually(
+      async () => {
+        const ids = await kind.deadLettered(bus, exchange, "flaky");
+        return ids.length ? ids : undefined;
+      },
+      { what: "the dead-lettered message" },
+    );
+    expect(dead).toEqual(["2"]);
+    await eventually(() => attempts.some((e) => e.id === "3"), {
+      what: "the flaky subscriber's next message",
+    });
+    const tries = attempts.filter((e) => e.id === "2").map((e) => e.attempt);
+    expect(tries).toEqual([1, 2, 3]);
+    expect(
+      attempts
+        .filter((e) => e.id !== "2")
+        .map((e) => e.id)
+        .sort(),
+    ).toEqual(["1", "3"]);
+  });
+});

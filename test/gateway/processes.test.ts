@@ -1,0 +1,183 @@
+// Gateway, read, write and auth as separate processes on loopback (issue 13), on the real
+// PostgreSQL and Redis: login, list, create, patch, delete and an upload go through the gateway;
+// each backend's /metrics shows what reached it; a backend called directly is refused; a stopped
+// backend is a 502 within a second.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
+import sharp from "sharp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { chooseBackend } from "../../src/gateway/routing.ts";
+import type { Services } from "../../src/services.ts";
+import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET, TEST_REDIS_URL } from "../helpers/env.ts";
+import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
+
+const SECRET = "gateway-shared-secret-for-tests";
+
+it("routing is a function of method, path and headers (no processes needed)", () => {
+  const config = loadConfig({
+    ROLE: "gateway",
+    GATEWAY_SECRET: "s",
+    READ_BACKEND_URL: "http://read",
+    WRITE_BACKEND_URL: "http://write",
+    AUTH_BACKEND_URL: "http://auth",
+  });
+  expect(chooseBackend(config, "GET", "/api/v4/core/CUST", {}).url).toBe("http://read");
+  expect(chooseBackend(config, "DELETE", "/api/v4/core/CUST/1", {}).url).toBe("http://write");
+  expect(chooseBackend(config, "GET", "/api/v4/auth/logout", {}).url).toBe("http://auth");
+  expect(chooseBackend(config, "POST", "/auth/login", {}).url).toBe("http://auth");
+  expect(chooseBackend(config, "POST", "/api/v4/authors", {}).url).toBe("http://write");
+});
+
+const SETUPS = TEST_DATABASE_URL && TEST_REDIS_URL ? [{ db: TEST_DATABASE_URL, redis: TEST_REDIS_URL }] : [];
+
+describe.each(SETUPS)("gateway and backends as processes", ({ redis }) => {
+  let services: Services;
+  let dataDir: string;
+  const procs: Record<string, Running> = {};
+  const ports: Record<string, number> = {};
+  const url = (name: string) => `http://127.0.0.1:${ports[name]}`;
+
+  beforeAll(async () => {
+    services = await createTestServices("postgres", { fixture: "sample" });
+    dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-gw-"));
+    for (const name of ["gateway", "read", "write", "auth"]) ports[name] = await freePort();
+    const db = services.db.kind === "postgres" ? services.db.connectionString : "";
+    const common = {
+      GATEWAY_SECRET: SECRET,
+      REDIS_URL: redis,
+      JWT_SECRET: TEST_JWT_SECRET,
+      DATA_DIR: dataDir,
+      DEMO_DATA: "false",
+      LOG_LEVEL: "warn",
+      RATE_LIMIT_USER_PER_SECOND: "0",
+      RATE_LIMIT_USER_PER_MINUTE: "0",
+      RATE_LIMIT_USER_PER_HOUR: "0",
+      RATE_LIMIT_TENANT_PER_MINUTE: "0",
+      RATE_LIMIT_TENANT_PER_HOUR: "0",
+    };
+    for (const role of ["read", "write", "auth"]) {
+      procs[role] = spawnScript("src/main.ts", [], {
+        ...common,
+        ROLE: role,
+        PORT: String(ports[role]),
+        DATABASE_URL: db,
+      });
+    }
+    procs.gateway = spawnScript("src/main.ts", [], {
+      ...common,
+      ROLE: "gateway",
+      PORT: String(ports.gateway),
+      READ_BACKEND_URL: url("read"),
+      WRITE_BACKEND_URL: url("write"),
+      AUTH_BACKEND_URL: url("auth"),
+    });
+    await Promise.all(Object.keys(procs).map((name) => waitReady(url(name), procs[name]!)));
+  }, 90_000);
+  afterAll(async () => {
+    for (const p of Object.values(procs)) if (p.child.exitCode === null) p.child.kill("SIGTERM");
+    await Promise.all(Object.values(procs).map((p) => p.exited));
+    await services?.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const metricsOf = async (name: string) => {
+    const res = await fetch(`${url(name)}/metrics`, { headers: { "x-gateway-secret": SECRET } });
+    expect(res.status).toBe(200);
+    const family = parsePrometheusTextFormat(await res.text()).find(
+      (f) => f.name === "dimensio_http_requests_total",
+    );
+    return (method: string, route: string, status: string) =>
+      Number(
+        family?.metrics.find(
+          (m) => m.labels?.method === method && m.labels?.route === route && m.labels?.status === status,
+        )?.value ?? 0,
+      );
+  };
+
+  it("login, list, create, patch, delete and an upload reach the right backend through the gateway", async () => {
+    const gw = url("gateway");
+    const login = await fetch(`${gw}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "anna", password: "anna-secret-1" }),
+    });
+    expect(login.status).toBe(200);
+    const token = ((await login.json()) as { data: { access_token: string } }).data.access_token;
+    const auth = { authorization: `Bearer ${token}` };
+    const json = { ...auth, "content-type": "application/json" };
+
+    const list = await fetch(`${gw}/api/v4/core/CITY?source=anag-3`, { headers: auth });
+    expect(list.status).toBe(200);
+    const created = await fetch(`${gw}/api/v4/core/CITY?source=anag-3`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ data: { CITY_ID: "GWY", NAME: "Gateway", COUNTRY: "IT" } }),
+    });
+    expect(created.status).toBe(201);
+    const patched = await fetch(`${gw}/api/v4/core/CITY/GWY?source=anag-3`, {
+      method: "PATCH",
+      headers: json,
+      body: JSON.stringify({ data: { NAME: "Gateway City" } }),
+    });
+    expect(patched.status).toBe(200);
+    const deleted = await fetch(`${gw}/api/v4/core/CITY/GWY?source=anag-3`, {
+      method: "DELETE",
+      headers: auth,
+    });
+    expect(deleted.status).toBe(200);
+
+    const image = await sharp({ create: { width: 64, height: 32, channels: 3, background: "#0a0" } })
+      .png()
+      .toBuffer();
+    const fd = new FormData();
+    fd.append("file", new Blob([new Uint8Array(image)], { type: "image/png" }), "g.png");
+    fd.append("dimension", "PROD");
+    fd.append("record_id", "P0001");
+    fd.append("field", "IMAGE");
+    const upload = await fetch(`${gw}/api/v4/media/upload?source=catalog-1`, {
+      method: "POST",
+      headers: auth,
+      body: fd,
+    });
+    expect(upload.status).toBe(201);
+    const download = await fetch(`${gw}/api/v4/media/PROD/P0001/IMAGE?source=catalog-1`, { headers: auth });
+    expect(download.status).toBe(200);
+    expect(Buffer.from(await download.arrayBuffer()).equals(image)).toBe(true);
+
+    const authCount = await metricsOf("auth");
+    const readCount = await metricsOf("read");
+    const writeCount = await metricsOf("write");
+    expect(authCount("POST", "/auth/login", "200")).toBe(1);
+    expect(readCount("GET", "/api/v4/core/:dim", "200")).toBe(1);
+    expect(readCount("GET", "/api/v4/media/:dim/:id/:field", "200")).toBe(1);
+    expect(writeCount("POST", "/api/v4/core/:dim", "201")).toBe(1);
+    expect(writeCount("PATCH", "/api/v4/core/:dim/:id", "200")).toBe(1);
+    expect(writeCount("DELETE", "/api/v4/core/:dim/:id", "200")).toBe(1);
+    expect(writeCount("POST", "/api/v4/media/upload", "201")).toBe(1);
+    // Nothing went to the wrong backend.
+    expect(readCount("POST", "/api/v4/core/:dim", "201")).toBe(0);
+    expect(writeCount("GET", "/api/v4/core/:dim", "200")).toBe(0);
+    expect(authCount("GET", "/api/v4/core/:dim", "200")).toBe(0);
+  });
+
+  it("a backend called directly is refused", async () => {
+    for (const name of ["read", "write", "auth"]) {
+      const res = await fetch(`${url(name)}/api/v4/core/CITY?source=anag-3`);
+      expect(res.status, name).toBe(403);
+      expect(((await res.json()) as { code: string }).code).toBe("GATEWAY_REQUIRED");
+    }
+  });
+
+  it("a stopped backend answers 502 through the gateway within a second", async () => {
+    procs.read!.child.kill("SIGTERM");
+    await procs.read!.exited;
+    const t0 = Date.now();
+    const res = await fetch(`${url("gateway")}/api/v4/core/CITY?source=anag-3`);
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { code: string }).code).toBe("BACKEND_UNAVAILABLE");
+  });
+});

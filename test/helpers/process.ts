@@ -1,0 +1,61 @@
+// The service as a child process (node + tsx, as `npm start` runs it), for end-to-end tests.
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+import path from "node:path";
+
+const ROOT = path.resolve(import.meta.dirname, "../..");
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Running {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+export function spawnScript(script: string, args: string[], env: Record<string, string>): Running {
+  const base: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && !/^(DATABASE_URL|DATABASE_READ_URL|REDIS_URL|AMQP_URL|ROLE|JWT_SECRET)$/.test(k))
+      base[k] = v;
+  }
+  // As `npm start` runs it (node --import tsx), not through tsx's CLI: that CLI relays signals and
+  // SIGKILLs a child that has not acknowledged a SIGTERM within ~60 ms, which a loaded machine misses.
+  const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+    cwd: ROOT,
+    env: { ...base, LOG_LEVEL: "warn", HOST: "127.0.0.1", ...env },
+  });
+  let out = "";
+  child.stdout.on("data", (d) => {
+    out += String(d);
+  });
+  child.stderr.on("data", (d) => {
+    out += String(d);
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+export async function waitReady(base: string, running: Running): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${base}/readyz`);
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (running.child.exitCode !== null) throw new Error(`the service exited:\n${running.output()}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the service did not become ready:\n${running.output()}`);
+}
