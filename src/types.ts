@@ -91,6 +91,8 @@ export interface Config {
   graphql: { maxDepth: number; maxCost: number };
   /** meta.total is exact up to this many matching records, the planner's estimate beyond. */
   countExactLimit: number;
+  /** How long a process keeps a verified session (invalidated by NOTIFY); 0: read it every time. */
+  sessionCacheMs: number;
 }
 
 // ---------------------------------------------------------------- database
@@ -122,8 +124,16 @@ export interface Database extends Queryable {
   readonly kind: "pglite" | "postgres";
   /** Runs fn in one transaction: commit when it resolves, rollback when it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
-  /** Subscribes to a NOTIFY channel; resolves to an unsubscribe function. */
-  listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Subscribes to a NOTIFY channel; resolves to an unsubscribe function. When the listening
+   * connection breaks, `onLost` is called at once; once listening again, `onPayload("")` says that
+   * notifications may have been missed meanwhile.
+   */
+  listen(
+    channel: string,
+    onPayload: (payload: string) => void,
+    opts?: { onLost?: () => void },
+  ): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

@@ -3,6 +3,7 @@
 import type { MetadataRegistry } from "../metadata/registry.ts";
 import type { LoginLimitConfig, RateLimits } from "../ratelimit/limits.ts";
 import type { Config, Queryable } from "../types.ts";
+import type { SessionCache } from "./session-cache.ts";
 import type { TokenService } from "./tokens.ts";
 import type { LockoutPolicy } from "./users.ts";
 
@@ -29,6 +30,8 @@ export interface AuthDeps {
   metadata: MetadataRegistry;
   tokens: TokenService;
   limits: RateLimits;
+  /** Sessions verified lately, evicted by the database's notices. */
+  sessions: SessionCache;
   options: AuthOptions;
 }
 

@@ -7,8 +7,8 @@ import type { Grant } from "../types.ts";
 import { type AuthDeps, idleDeadline } from "./deps.ts";
 import { buildProfile, loadUserGrants } from "./profile.ts";
 import { consumeRefreshToken, issueRefreshToken } from "./refresh-tokens.ts";
-import { accessClaims, syncProfile } from "./session-auth.ts";
-import { deleteSession, findSession, insertSession, purgeDeadSessions, touchSession } from "./sessions.ts";
+import { accessClaims, endSession, syncProfile } from "./session-auth.ts";
+import { findSession, insertSession, purgeDeadSessions, touchSession } from "./sessions.ts";
 import { checkCredentials, findUser, type UserRecord } from "./users.ts";
 
 /** The user block of a login response (spec 5.3). */
@@ -156,14 +156,15 @@ export async function refresh(
 ): Promise<RefreshResult> {
   await consumeLogin(deps, request, reply, null);
   const now = deps.clock();
-  const { sessionId } = await consumeRefreshToken(deps.db, refreshToken, now);
+  const { sessionId } = await consumeRefreshToken(deps.db, refreshToken, now, (id) => endSession(deps, id));
   const session = await findSession(deps.db, sessionId);
   if (!session?.userActive) {
-    if (session) await deleteSession(deps.db, sessionId);
+    if (session) await endSession(deps, sessionId);
     throw new AuthenticationError("REFRESH_TOKEN_INVALID", "The session has ended. Log in again.");
   }
   await syncProfile(deps, session);
   await touchSession(deps.db, sessionId, now, idleDeadline(deps, now));
+  deps.sessions.evict(sessionId);
   const next = await issueRefreshToken(deps.db, {
     sessionId,
     userId: session.userId,

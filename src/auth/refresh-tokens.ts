@@ -32,6 +32,8 @@ export async function consumeRefreshToken(
   db: Queryable,
   token: string,
   now: Date,
+  /** Ends the session of a reused token (the caller's, so that every process forgets it). */
+  revoke: (sessionId: string) => Promise<unknown> = (id) => deleteSession(db, id),
 ): Promise<{ sessionId: string; userId: string }> {
   const hash = hashRefreshToken(token);
   // Only a live token is claimed: an expired one is refused as expired every time, never taken
@@ -53,7 +55,7 @@ export async function consumeRefreshToken(
       throw refused("The refresh token has expired. Log in again.");
     }
     if (known) {
-      await deleteSession(db, known.SESSION_ID);
+      await revoke(known.SESSION_ID);
       throw refused("The refresh token was already used; its session is revoked. Log in again.");
     }
     throw refused("The refresh token is not valid. Log in again.");

@@ -10,13 +10,14 @@ import type { Caller } from "../types.ts";
 import { type AuthDeps, type AuthOptions, DEFAULT_AUTH_OPTIONS } from "./deps.ts";
 import { loadPublicKeys, loadSigningSecret } from "./keys.ts";
 import { type LoginRequest, type LoginResult, login, type RefreshResult, refresh } from "./login.ts";
+import { createSessionCache } from "./session-cache.ts";
 import {
   authenticateRequest,
+  endSession,
   spendUserWindows,
   type VerifiedSession,
   verifySession,
 } from "./session-auth.ts";
-import { deleteSession } from "./sessions.ts";
 import { createTokenService } from "./tokens.ts";
 
 export type { AuthOptions } from "./deps.ts";
@@ -58,6 +59,9 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
   const { config } = services;
   const options: AuthOptions = { ...DEFAULT_AUTH_OPTIONS, login: config.loginRateLimit, ...overrides };
   const redis = await openRateLimitRedis(config.redisUrl, services.logger);
+  const sessions = await createSessionCache(services.db, { ttlMs: config.sessionCacheMs });
+  // Menus shape the grants a session carries: a metadata change forgets every cached session.
+  const stopClearingOnMetadata = services.metadata.onChange(() => sessions.clear());
   const deps: AuthDeps = {
     db: services.db,
     clock: services.clock,
@@ -77,6 +81,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
       redis,
       prefix: options.rateLimitPrefix,
     }),
+    sessions,
     options,
   };
   /** A refused token spends the caller's IP window: a flood of bad tokens meets a 429. */
@@ -115,9 +120,11 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
     logout: (request) =>
       spendingOnRefusal(request, null, async () => {
         const { session } = await verifySession(deps, request, { allowIdle: true });
-        await deleteSession(deps.db, session.sessionId);
+        await endSession(deps, session.sessionId);
       }),
     async close() {
+      stopClearingOnMetadata();
+      await sessions.stop();
       if (redis) await redis.quit().catch(() => redis.disconnect());
     },
   };

@@ -58,13 +58,20 @@ export async function verifyBearer(
   opts: { allowIdle?: boolean } = {},
 ): Promise<VerifiedSession> {
   const token = await deps.tokens.verifyAccess(bearer);
-  const session = await findSession(deps.db, token.claims.sessionId as string);
+  const sessionId = token.claims.sessionId as string;
+  const read = () => findSession(deps.db, sessionId);
+  let session = await deps.sessions.get(sessionId, read);
+  if (session && !opts.allowIdle && isIdle(deps, session)) {
+    // Another process may have marked activity (or a refresh revived it) since it was cached.
+    deps.sessions.evict(sessionId);
+    session = await read();
+  }
   if (!session) throw new AuthenticationError("TOKEN_INVALID", "The session of this token has ended.");
   const { claims } = token;
   const userClaim = claims.user_id ?? claims.sub;
   if (!session.userActive) {
     // A deactivated user's sessions end for good: reactivating the user must not revive them.
-    await deleteSession(deps.db, session.sessionId);
+    await endSession(deps, session.sessionId);
     throw new AuthenticationError("TOKEN_INVALID", "The user of this token is not active.");
   }
   if (
@@ -73,15 +80,28 @@ export async function verifyBearer(
   ) {
     throw new AuthenticationError("TOKEN_INVALID", "The token does not match its session.");
   }
-  if (!opts.allowIdle) {
-    const deadline = idleDeadline(deps, session.lastActivity);
-    if (deps.clock().getTime() > deadline.getTime()) {
-      throw new AuthenticationError("TOKEN_EXPIRED", "The session expired after inactivity.", {
-        extra: { expired_at: deadline.toISOString() },
-      });
-    }
+  if (!opts.allowIdle && isIdle(deps, session)) {
+    throw new AuthenticationError("TOKEN_EXPIRED", "The session expired after inactivity.", {
+      extra: { expired_at: idleDeadline(deps, session.lastActivity).toISOString() },
+    });
   }
   return { token, session };
+}
+
+function isIdle(deps: AuthDeps, session: StoredSession): boolean {
+  return deps.clock().getTime() > idleDeadline(deps, session.lastActivity).getTime();
+}
+
+/**
+ * Deletes a session (and its refresh tokens) and answers once every process has been told: this
+ * one forgets it at once, the others when the database's notice reaches them, which it has been
+ * sent by the time this process receives its own copy.
+ */
+export async function endSession(deps: AuthDeps, sessionId: string): Promise<void> {
+  const noticed = deps.sessions.noticeOf(sessionId);
+  const existed = await deleteSession(deps.db, sessionId);
+  deps.sessions.evict(sessionId);
+  if (existed) await noticed;
 }
 
 /**
@@ -144,6 +164,7 @@ async function markActivity(deps: AuthDeps, session: StoredSession): Promise<voi
   const now = deps.clock();
   if (now.getTime() - session.lastActivity.getTime() >= deps.options.touchIntervalS * 1000) {
     await touchSession(deps.db, session.sessionId, now, idleDeadline(deps, now));
+    session.lastActivity = now;
   }
 }
 

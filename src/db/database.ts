@@ -49,6 +49,26 @@ export interface OpenOptions {
    * connection (or, on PGlite, the whole database) for longer. Defaults to the statement timeout.
    */
   transactionTimeoutMs?: number;
+  /**
+   * Told the text of every statement sent for the service's work (BEGIN and COMMIT included;
+   * LISTEN connections not): what tests count round trips with, and what a SQL log would use.
+   */
+  onStatement?: (text: string) => void;
+}
+
+/** The statements of `q`, each told to `onStatement` first. */
+function observed(q: Queryable & ScriptRunner, onStatement?: (text: string) => void): Queryable & ScriptRunner {
+  if (!onStatement) return q;
+  return {
+    query(text, params, opts) {
+      onStatement(text);
+      return q.query(text, params, opts);
+    },
+    exec(sql) {
+      onStatement(sql);
+      return q.exec(sql);
+    },
+  };
 }
 
 /** The transaction's statements, refused once its deadline has passed. */
@@ -125,6 +145,7 @@ async function subscribe(
   pool: pg.Pool,
   channel: string,
   onPayload: (payload: string) => void,
+  onLost: () => void = () => {},
 ): Promise<() => Promise<void>> {
   let client: pg.PoolClient | null = null;
   let active = true;
@@ -143,7 +164,9 @@ async function subscribe(
       detach(c);
       c.release(err);
     }
-    if (active) reconnectLater(250);
+    if (!active) return;
+    onLost();
+    reconnectLater(250);
   }
   async function connect(): Promise<void> {
     const c = await pool.connect();
@@ -204,7 +227,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   });
   // An idle client that loses its connection must not crash the process.
   pool.on("error", () => {});
-  const base = pgQueryable(pool);
+  const base = observed(pgQueryable(pool), opts.onStatement);
+  const tell = opts.onStatement ?? (() => {});
   const subscriptions = new Set<() => Promise<void>>();
   let closing: Promise<void> | null = null;
   return {
@@ -216,19 +240,24 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       try {
+        tell("BEGIN");
         await client.query("BEGIN");
-        const result = await fn(withDeadline(pgQueryable(client), transactionTimeoutMs));
+        const result = await fn(
+          withDeadline(observed(pgQueryable(client), opts.onStatement), transactionTimeoutMs),
+        );
+        tell("COMMIT");
         await client.query("COMMIT");
         return result;
       } catch (err) {
+        tell("ROLLBACK");
         await client.query("ROLLBACK").catch(() => {});
         throw err;
       } finally {
         client.release();
       }
     },
-    async listen(channel, onPayload) {
-      const stop = await subscribe(pool, channel, onPayload);
+    async listen(channel, onPayload, opts) {
+      const stop = await subscribe(pool, channel, onPayload, opts?.onLost);
       const unlisten = async () => {
         subscriptions.delete(unlisten);
         await stop();
@@ -327,7 +356,7 @@ export const PGLITE_START_PARAMS: readonly string[] = [
 /** dataDir null: an in-memory database (tests). */
 export async function openPglite(
   dataDir: string | null,
-  opts: Pick<OpenOptions, "transactionTimeoutMs"> = {},
+  opts: Pick<OpenOptions, "transactionTimeoutMs" | "onStatement"> = {},
 ): Promise<DatabaseHandle> {
   const transactionTimeoutMs = opts.transactionTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const unlock = dataDir ? await lockDataDir(dataDir) : async () => {};
@@ -339,7 +368,8 @@ export async function openPglite(
     await unlock();
     throw err;
   }
-  const base = pgliteQueryable(pglite);
+  const base = observed(pgliteQueryable(pglite), opts.onStatement);
+  const tell = opts.onStatement ?? (() => {});
   return {
     kind: "pglite",
     pglite,
@@ -348,7 +378,21 @@ export async function openPglite(
     transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       // PGlite serialises: while this runs, every other query on the instance waits.
       // The deadline bounds how long one request can hold everyone else.
-      return pglite.transaction((tx) => fn(withDeadline(pgliteQueryable(tx), transactionTimeoutMs)));
+      tell("BEGIN");
+      return pglite
+        .transaction((tx) =>
+          fn(withDeadline(observed(pgliteQueryable(tx), opts.onStatement), transactionTimeoutMs)),
+        )
+        .then(
+          (result) => {
+            tell("COMMIT");
+            return result;
+          },
+          (err) => {
+            tell("ROLLBACK");
+            throw err;
+          },
+        );
     },
     async listen(channel, onPayload) {
       const unlisten = await pglite.listen(channel, onPayload);

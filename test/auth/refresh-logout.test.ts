@@ -4,6 +4,7 @@ import { createHash } from "node:crypto";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, UNLIMITED_ENV } from "../helpers/auth.ts";
+import { eventually } from "../events/support.ts";
 import { BACKENDS, createTestApp, manualClock, type TestApp } from "../helpers/env.ts";
 
 describe.each(BACKENDS)("refresh, logout, validator (%s)", (backend) => {
@@ -196,6 +197,10 @@ describe.each(BACKENDS)("refresh, logout, validator (%s)", (backend) => {
       await t.services.db.query(`DELETE FROM "TB_ANAG_SESSIONS00" WHERE "SESSION_ID" = $1`, [
         revoked.sessionId,
       ]);
+      // The session cache hears of the deletion by NOTIFY, within milliseconds.
+      await eventually(async () => (await validate(bearer(revoked.access))).statusCode === 401, {
+        timeoutMs: 3000,
+      });
       const cases: Array<[Record<string, string>, string]> = [
         [bearer("x.y.z"), "TOKEN_INVALID"],
         [{}, "TOKEN_MISSING"],

@@ -34,15 +34,18 @@ function withDatabase(url: string, name: string): string {
 }
 
 /** A new, empty database. Closing it drops it (PostgreSQL) or discards it (PGlite, in memory). */
-export async function createTestDatabase(backend: Backend): Promise<DatabaseHandle> {
-  if (backend === "pglite") return openPglite(null);
+export async function createTestDatabase(
+  backend: Backend,
+  opts: { onStatement?: (text: string) => void } = {},
+): Promise<DatabaseHandle> {
+  if (backend === "pglite") return openPglite(null, opts);
   if (!TEST_DATABASE_URL) throw new Error("TEST_DATABASE_URL is not set");
   const name = `dimensio_t_${process.pid}_${randomBytes(4).toString("hex")}`;
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await admin.connect();
   await admin.query(`CREATE DATABASE "${name}"`);
   await admin.end();
-  const db = openPostgres(withDatabase(TEST_DATABASE_URL, name), { max: 10 });
+  const db = openPostgres(withDatabase(TEST_DATABASE_URL, name), { max: 10, ...opts });
   const close = db.close;
   return Object.assign(db, {
     async close() {
@@ -60,6 +63,8 @@ export interface TestEnvOptions {
   fixture?: "sample" | "demo" | Record<string, unknown>;
   env?: Record<string, string>;
   clock?: () => Date;
+  /** Told every statement the service sends (see OpenOptions.onStatement). */
+  onStatement?: (text: string) => void;
 }
 
 export async function createTestServices(backend: Backend, opts: TestEnvOptions = {}): Promise<Services> {
@@ -69,7 +74,7 @@ export async function createTestServices(backend: Backend, opts: TestEnvOptions 
     DEMO_DATA: "false",
     ...opts.env,
   });
-  const db = await createTestDatabase(backend);
+  const db = await createTestDatabase(backend, opts.onStatement ? { onStatement: opts.onStatement } : {});
   const services = await openServices(config, {
     db,
     logger: createLogger("silent"),
