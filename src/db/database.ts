@@ -57,7 +57,10 @@ export interface OpenOptions {
 }
 
 /** The statements of `q`, each told to `onStatement` first. */
-function observed(q: Queryable & ScriptRunner, onStatement?: (text: string) => void): Queryable & ScriptRunner {
+function observed(
+  q: Queryable & ScriptRunner,
+  onStatement?: (text: string) => void,
+): Queryable & ScriptRunner {
   if (!onStatement) return q;
   return {
     query(text, params, opts) {
