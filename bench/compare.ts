@@ -6,13 +6,19 @@
 //
 // BENCH_CUSTOMERS (default 20,000), BENCH_ORDERS (default 100,000), BENCH_SECONDS (default 5),
 // BENCH_CONNECTIONS (default 16). Prints a Markdown table with the machine's CPU steal.
+//
+// Each server is a process of its own, as operators run it (Dimensio: `node --import tsx
+// src/main.ts` with DATABASE_URL; the floor: this file with --floor), and the load generator is
+// this process: so each server's peak RSS (VmHWM) is its own, and neither shares its event loop
+// with the load generator.
+import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
-import { buildApp } from "../src/app.ts";
-import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
-import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { UNLIMITED_ENV } from "../test/helpers/auth.ts";
+import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
+import { freePort, type Running, spawnScript, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
 import { seedCustomers } from "./seed.ts";
 
@@ -101,6 +107,64 @@ function floorServer(pool: pg.Pool): http.Server {
   });
 }
 
+/** Peak resident memory of a process (VmHWM), in MB. */
+function peakRssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("VmHWM:"));
+  return Math.round(Number(line?.split(/\s+/)[1] ?? 0) / 1024);
+}
+
+/** `--floor <url>`: this file as the floor's process; prints its port. */
+async function runFloor(url: string) {
+  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  const server = floorServer(pool);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  console.log(`FLOOR_PORT=${(server.address() as AddressInfo).port}`);
+  process.on("SIGTERM", () => server.close(() => pool.end().then(() => process.exit(0))));
+}
+
+function startFloor(url: string): Promise<{ base: string; pid: number; stop: () => void }> {
+  const child = spawn(process.execPath, ["--import", "tsx", "bench/compare.ts", "--floor", url], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += String(d);
+      const m = /FLOOR_PORT=(\d+)/.exec(out);
+      if (m) resolve({ base: `http://127.0.0.1:${m[1]}`, pid: child.pid!, stop: () => child.kill("SIGTERM") });
+    });
+    child.on("exit", (code) => reject(new Error(`the floor exited with ${code}`)));
+  });
+}
+
+async function startDimensio(url: string): Promise<{ base: string; running: Running }> {
+  const port = await freePort();
+  const running = spawnScript("src/main.ts", [], {
+    ...UNLIMITED_ENV,
+    DATABASE_URL: url,
+    JWT_SECRET: TEST_JWT_SECRET,
+    DEMO_DATA: "false",
+    LOG_LEVEL: "warn",
+    PORT: String(port),
+    DATA_DIR: `/tmp/dimensio-bench-${process.pid}`,
+  });
+  const base = `http://127.0.0.1:${port}`;
+  await waitReady(base, running);
+  return { base, running };
+}
+
+async function login(base: string, username: string, password: string): Promise<string> {
+  const res = await fetch(`${base}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ username, password }),
+  });
+  if (res.status !== 200) throw new Error(`login of ${username} answered ${res.status}: ${await res.text()}`);
+  return ((await res.json()) as { data: { access_token: string } }).data.access_token;
+}
+
 async function main() {
   if (!TEST_DATABASE_URL) {
     console.error(
@@ -121,13 +185,13 @@ async function main() {
   await services.db.query(`ANALYZE "TB_DOC_ORD00"`);
   // The bulk load's dirty pages written now, not during the first measurements.
   await services.db.query("CHECKPOINT");
-  const app = await buildApp(services);
-  const pool = new pg.Pool({ connectionString: services.db.connectionString, max: 10 });
-  const floor = floorServer(pool);
-  await new Promise<void>((resolve) => floor.listen(0, "127.0.0.1", resolve));
-  const floorBase = `http://127.0.0.1:${(floor.address() as AddressInfo).port}`;
+  const url = services.db.connectionString;
+  const floor = await startFloor(url);
+  const floorBase = floor.base;
+  const dimensio = await startDimensio(url);
   try {
-    const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
+    const base = dimensio.base;
+    const token = await login(base, "anna", "anna-secret-1");
     const auth = { authorization: `Bearer ${token}` };
     const { rows } = await services.db.query<{ id: number }>(
       `SELECT "CUST_ID" AS id FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' ORDER BY "CUST_ID" OFFSET $1 LIMIT 1`,
@@ -208,17 +272,18 @@ async function main() {
     console.log("|---|---:|---:|---:|---:|");
     for (const l of lines) console.log(l);
     console.log(
-      `\npeak RSS of this process (server and load generator): ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`,
+      `\npeak RSS of the servers' processes: floor ${peakRssMb(floor.pid)} MB, Dimensio ${peakRssMb(dimensio.running.child.pid!)} MB`,
     );
   } finally {
-    await app.close();
-    await new Promise<void>((resolve) => floor.close(() => resolve()));
-    await pool.end();
+    floor.stop();
+    dimensio.running.child.kill("SIGTERM");
+    await dimensio.running.exited;
     await services.close();
   }
 }
 
-main().catch((err) => {
+const floorAt = process.argv.indexOf("--floor");
+(floorAt > 0 ? runFloor(process.argv[floorAt + 1]!) : main()).catch((err) => {
   console.error(err);
   process.exit(1);
 });

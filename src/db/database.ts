@@ -400,7 +400,8 @@ export async function openPglite(
     async listen(channel, onPayload) {
       const unlisten = await pglite.listen(channel, onPayload);
       return async () => {
-        await unlisten();
+        // A closed instance listens to nothing any more.
+        if (!pglite.closed) await unlisten().catch(() => {});
       };
     },
     async close() {
