@@ -133,7 +133,8 @@ function startFloor(url: string): Promise<{ base: string; pid: number; stop: () 
     child.stdout.on("data", (d) => {
       out += String(d);
       const m = /FLOOR_PORT=(\d+)/.exec(out);
-      if (m) resolve({ base: `http://127.0.0.1:${m[1]}`, pid: child.pid!, stop: () => child.kill("SIGTERM") });
+      if (m)
+        resolve({ base: `http://127.0.0.1:${m[1]}`, pid: child.pid!, stop: () => child.kill("SIGTERM") });
     });
     child.on("exit", (code) => reject(new Error(`the floor exited with ${code}`)));
   });

@@ -118,6 +118,12 @@ export interface Queryable {
     params?: readonly unknown[],
     opts?: QueryOptions,
   ): Promise<QueryResult<R>>;
+  /**
+   * Open transactions only: `work` (whose statements were sent already) is awaited when the
+   * transaction ends, so that nothing waits for its answer before then. On PostgreSQL its last
+   * statement and COMMIT then travel together: one round trip (the outbox row of a write).
+   */
+  defer?(work: Promise<unknown>): void;
 }
 
 export interface Database extends Queryable {

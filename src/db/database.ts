@@ -51,26 +51,39 @@ export interface OpenOptions {
   transactionTimeoutMs?: number;
   /**
    * Told the text of every statement sent for the service's work (BEGIN and COMMIT included;
-   * LISTEN connections not): what tests count round trips with, and what a SQL log would use.
+   * LISTEN connections not), and whether it went out behind another one without waiting for its
+   * answer (pipelined: no round trip of its own). What tests count round trips with.
    */
-  onStatement?: (text: string) => void;
+  onStatement?: StatementObserver;
 }
 
+export type StatementObserver = (text: string, how: { pipelined: boolean }) => void;
+
 /** The statements of `q`, each told to `onStatement` first. */
-function observed(
-  q: Queryable & ScriptRunner,
-  onStatement?: (text: string) => void,
-): Queryable & ScriptRunner {
+function observed(q: TxQueryable, onStatement?: StatementObserver, pipelined = () => false): TxQueryable {
   if (!onStatement) return q;
   return {
+    ...q,
     query(text, params, opts) {
-      onStatement(text);
+      onStatement(text, { pipelined: pipelined() });
       return q.query(text, params, opts);
     },
     exec(sql) {
-      onStatement(sql);
+      onStatement(sql, { pipelined: pipelined() });
       return q.exec(sql);
     },
+  };
+}
+
+/** Work a transaction awaits at its end (Queryable.defer); failures surface there. */
+function deferredWork() {
+  const pending: Promise<unknown>[] = [];
+  return {
+    defer(work: Promise<unknown>) {
+      work.catch(() => {});
+      pending.push(work);
+    },
+    all: () => Promise.all(pending),
   };
 }
 
@@ -81,6 +94,7 @@ function withDeadline(tx: Queryable & ScriptRunner, timeoutMs: number): Queryabl
     if (Date.now() > deadline) throw new TransactionTimeoutError(timeoutMs);
   };
   return {
+    ...tx,
     query(text, params, opts) {
       check();
       return tx.query(text, params, opts);
@@ -227,11 +241,14 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     max: opts.max ?? 10,
     application_name: "dimensio",
     statement_timeout: statementTimeoutMs,
-  });
+    // Statements are sent without waiting for the previous one's answer (pg 8.23): a transaction's
+    // BEGIN travels with its first statement, and its last deferred statement with COMMIT.
+    pipeline: true,
+  } as pg.PoolConfig);
   // An idle client that loses its connection must not crash the process.
   pool.on("error", () => {});
   const base = observed(pgQueryable(pool), opts.onStatement);
-  const tell = opts.onStatement ?? (() => {});
+  const tell: StatementObserver = opts.onStatement ?? (() => {});
   const subscriptions = new Set<() => Promise<void>>();
   let closing: Promise<void> | null = null;
   return {
@@ -242,17 +259,53 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     exec: base.exec,
     async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       const client = await pool.connect();
+      const deferred = deferredWork();
       try {
-        tell("BEGIN");
-        await client.query("BEGIN");
+        // Statements sent and not answered yet: one sent meanwhile shares their round trip.
+        let inFlight = 0;
+        const track = <R>(sent: Promise<R>): Promise<R> => {
+          inFlight++;
+          sent.then(
+            () => inFlight--,
+            () => inFlight--,
+          );
+          return sent;
+        };
+        tell("BEGIN", { pipelined: false });
+        // Not awaited: the first statement goes out right behind it (pipeline mode).
+        let begun: Promise<unknown> | null = track(client.query("BEGIN"));
+        begun.catch(() => {});
+        const raw = pgQueryable(client);
+        const afterBegin = async <R>(sent: Promise<R>): Promise<R> => {
+          if (begun) {
+            const b = begun;
+            begun = null;
+            sent.catch(() => {});
+            await b;
+          }
+          return sent;
+        };
+        const tx: TxQueryable = {
+          query: (text, params, o) => afterBegin(track(raw.query(text, params, o))),
+          exec: (sql) => afterBegin(track(raw.exec(sql))),
+          defer: deferred.defer,
+        };
         const result = await fn(
-          withDeadline(observed(pgQueryable(client), opts.onStatement), transactionTimeoutMs),
+          withDeadline(
+            observed(tx, opts.onStatement, () => inFlight > 0),
+            transactionTimeoutMs,
+          ),
         );
-        tell("COMMIT");
-        await client.query("COMMIT");
+        if (begun) await begun;
+        tell("COMMIT", { pipelined: inFlight > 0 });
+        const committing = client.query("COMMIT");
+        committing.catch(() => {});
+        // A deferred statement that failed aborted the transaction: COMMIT then rolls it back.
+        await deferred.all();
+        await committing;
         return result;
       } catch (err) {
-        tell("ROLLBACK");
+        tell("ROLLBACK", { pipelined: false });
         await client.query("ROLLBACK").catch(() => {});
         throw err;
       } finally {
@@ -372,7 +425,7 @@ export async function openPglite(
     throw err;
   }
   const base = observed(pgliteQueryable(pglite), opts.onStatement);
-  const tell = opts.onStatement ?? (() => {});
+  const tell: StatementObserver = opts.onStatement ?? (() => {});
   return {
     kind: "pglite",
     pglite,
@@ -381,18 +434,22 @@ export async function openPglite(
     transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       // PGlite serialises: while this runs, every other query on the instance waits.
       // The deadline bounds how long one request can hold everyone else.
-      tell("BEGIN");
+      tell("BEGIN", { pipelined: false });
       return pglite
-        .transaction((tx) =>
-          fn(withDeadline(observed(pgliteQueryable(tx), opts.onStatement), transactionTimeoutMs)),
-        )
+        .transaction(async (tx) => {
+          const deferred = deferredWork();
+          const q: TxQueryable = { ...pgliteQueryable(tx), defer: deferred.defer };
+          const result = await fn(withDeadline(observed(q, opts.onStatement), transactionTimeoutMs));
+          await deferred.all();
+          return result;
+        })
         .then(
           (result) => {
-            tell("COMMIT");
+            tell("COMMIT", { pipelined: false });
             return result;
           },
           (err) => {
-            tell("ROLLBACK");
+            tell("ROLLBACK", { pipelined: false });
             throw err;
           },
         );

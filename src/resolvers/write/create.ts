@@ -10,7 +10,7 @@ import { recordChanged } from "./change-event.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkCreateBody } from "./field-rules.ts";
-import { checkForeignKeys } from "./foreign-keys.ts";
+import { foreignKeyLookups } from "./foreign-keys.ts";
 import { insertRow, recordExists } from "./record-store.ts";
 import { renderTemplate } from "./templates.ts";
 import { checkRequired, isBlank, toColumnValue } from "./values.ts";
@@ -126,11 +126,12 @@ export async function createRecord(
   );
 
   await step(w, "foreign_keys");
-  await checkForeignKeys(w, dim, values);
+  // Looked up by the insert itself (one statement); a value the key cannot hold is refused here.
+  const lookups = foreignKeyLookups(w, dim, values);
 
   await step(w, "record");
   columns.push(...auditColumns(dim.auditStyle, "create", w.ctx.principal.userId, w.now, "N"));
-  const record = await insertRow(w, dim, columns);
+  const record = await insertRow(w, dim, columns, lookups);
   const change = await recordChanged(w, dim, "created", record);
 
   await step(w, "cascades");
@@ -147,5 +148,6 @@ export async function createRecord(
       created.push(await createRecord(w, child, childBody, { relation, value: record[relation.toField] }));
     }
   }
-  return { ...change, children: created, cascaded: [] };
+  // The change itself (not a copy): its eventId arrives with the deferred outbox row.
+  return Object.assign(change, { children: created, cascaded: [] });
 }

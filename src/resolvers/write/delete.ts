@@ -42,7 +42,7 @@ async function deleteLocked(
     change = await recordChanged(w, dim, "deleted", await updateRow(w, dim, id, columns));
   }
   await step(w, "cascades");
-  return { ...change, children: [], cascaded: await cascadeDelete(w, dim, current, force, seen) };
+  return Object.assign(change, { children: [], cascaded: await cascadeDelete(w, dim, current, force, seen) });
 }
 
 /**

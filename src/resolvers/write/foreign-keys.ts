@@ -16,13 +16,33 @@ function comparable(key: FieldDef, value: unknown): boolean {
   return typeof value === "string";
 }
 
-/** Checks the AC/VARS fields of `values` (only those in `only`, when given). */
-export async function checkForeignKeys(
+/** One foreign key to look up: `value` of `field` must name a live `target` record by `key`. */
+export interface KeyLookup {
+  field: FieldDef;
+  target: DimensionDef;
+  key: string;
+  value: unknown;
+}
+
+export function foreignKeyError(lookup: KeyLookup): BadRequestError {
+  return new BadRequestError(
+    "INVALID_FOREIGN_KEY",
+    `${lookup.field.code}: ${JSON.stringify(lookup.value)} does not exist in ${lookup.target.code}.`,
+    { field: lookup.field.code },
+  );
+}
+
+/**
+ * The AC/VARS fields of `values` to look up (only those in `only`, when given). A value the key
+ * field cannot hold names no record: refused here, without a query.
+ */
+export function foreignKeyLookups(
   w: WriteContext,
   dim: DimensionDef,
   values: Record<string, unknown>,
   only?: ReadonlySet<string>,
-): Promise<void> {
+): KeyLookup[] {
+  const lookups: KeyLookup[] = [];
   for (const field of dim.fields) {
     if (!field.fkKind || isBlank(values[field.code])) continue;
     if (only && !only.has(field.code)) continue;
@@ -30,21 +50,36 @@ export async function checkForeignKeys(
     const target = rel ? w.model.dimensions.get(rel.toDim) : undefined;
     const key = rel && target ? target.fieldsByCode.get(rel.toField) : undefined;
     if (!rel || !target || !key) continue;
-    const value = values[field.code];
-    const found =
-      comparable(key, value) &&
-      (
-        await w.tx.query(
-          `SELECT 1 FROM ${ident(target.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(rel.toField)} = $2 AND "TREC" <> 'C' LIMIT 1`,
-          [w.ctx.principal.tenantId, value],
-        )
-      ).rows.length > 0;
-    if (!found) {
-      throw new BadRequestError(
-        "INVALID_FOREIGN_KEY",
-        `${field.code}: ${JSON.stringify(value)} does not exist in ${target.code}.`,
-        { field: field.code },
-      );
-    }
+    const lookup = { field, target, key: rel.toField, value: values[field.code] };
+    if (!comparable(key, lookup.value)) throw foreignKeyError(lookup);
+    lookups.push(lookup);
+  }
+  return lookups;
+}
+
+/**
+ * The SQL expression that yields the key when it names a live record of the caller's tenant, and
+ * NULL otherwise: a create inserts it in place of the value, so the look-up costs no statement.
+ */
+export function keyLookupSql(w: WriteContext, lookup: KeyLookup, param: (v: unknown) => string): string {
+  const key = ident(lookup.key);
+  return `(SELECT ${key} FROM ${ident(lookup.target.tableName)} WHERE ${ident(TENANT_COLUMN)} = ${param(
+    w.ctx.principal.tenantId,
+  )} AND ${key} = ${param(lookup.value)} AND "TREC" <> 'C' LIMIT 1)`;
+}
+
+/** Checks the AC/VARS fields of `values` (only those in `only`, when given): one query each. */
+export async function checkForeignKeys(
+  w: WriteContext,
+  dim: DimensionDef,
+  values: Record<string, unknown>,
+  only?: ReadonlySet<string>,
+): Promise<void> {
+  for (const lookup of foreignKeyLookups(w, dim, values, only)) {
+    const found = await w.tx.query(
+      `SELECT 1 FROM ${ident(lookup.target.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(lookup.key)} = $2 AND "TREC" <> 'C' LIMIT 1`,
+      [w.ctx.principal.tenantId, lookup.value],
+    );
+    if (found.rows.length === 0) throw foreignKeyError(lookup);
   }
 }

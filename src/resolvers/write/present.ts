@@ -62,5 +62,6 @@ export function presentDeleted(model: MetadataModel, result: WriteResult): Recor
 
 /** A write's result with the record as its caller may see it (what adapters answer with). */
 export function withVisible(ctx: RequestContext, model: MetadataModel, result: WriteResult): WriteOutcome {
-  return { ...result, visible: result.force ? null : presentResult(ctx, model, result) };
+  // The result itself (not a copy): its eventId arrives with the deferred outbox row.
+  return Object.assign(result, { visible: result.force ? null : presentResult(ctx, model, result) });
 }

@@ -11,6 +11,7 @@ import {
 import type { DimensionDef } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 import { mapDatabaseError } from "./db-errors.ts";
+import { foreignKeyError, type KeyLookup, keyLookupSql } from "./foreign-keys.ts";
 import { rowToRecord } from "./values.ts";
 
 export type RecordId = string | number;
@@ -100,27 +101,45 @@ export async function lockRecordsWhere(
   return res.rows.map((r) => rowToRecord(dim, r));
 }
 
+/**
+ * Inserts one row. The foreign keys in `lookups` are looked up in the same statement: each such
+ * column receives the key only when it names a live record (else NULL), so a key that names none
+ * is refused (400 INVALID_FOREIGN_KEY) from the row, and the caller's transaction rolls it back.
+ */
 export async function insertRow(
   w: WriteContext,
   dim: DimensionDef,
   columns: Array<[string, unknown]>,
+  lookups: readonly KeyLookup[] = [],
 ): Promise<Row> {
   const all: Array<[string, unknown]> = [...columns, [TENANT_COLUMN, w.ctx.principal.tenantId]];
+  const params: unknown[] = [];
+  const param = (v: unknown) => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const byColumn = new Map(lookups.map((l) => [l.field.code, l]));
+  const values = all.map(([c, v]) => {
+    const lookup = byColumn.get(c);
+    return lookup ? keyLookupSql(w, lookup, param) : param(v);
+  });
   const sql = `INSERT INTO ${ident(dim.tableName)} (${all.map(([c]) => ident(c)).join(", ")})
-    VALUES (${all.map((_, i) => `$${i + 1}`).join(", ")}) RETURNING *`;
+    VALUES (${values.join(", ")}) RETURNING *`;
+  let row: Row;
   try {
-    return rowToRecord(
-      dim,
-      (
-        await w.tx.query<Row>(
-          sql,
-          all.map(([, v]) => v),
-        )
-      ).rows[0]!,
-    );
+    row = (await w.tx.query<Row>(sql, params)).rows[0]!;
   } catch (err) {
+    // A NOT NULL key column given NULL by its look-up: the key names no record.
+    const column = (err as { code?: string; column?: string }).column;
+    const missing = (err as { code?: string }).code === "23502" && column ? byColumn.get(column) : undefined;
+    if (missing) throw foreignKeyError(missing);
     return mapDatabaseError(err, dim);
   }
+  for (const lookup of lookups) {
+    if (row[lookup.field.code] === null || row[lookup.field.code] === undefined)
+      throw foreignKeyError(lookup);
+  }
+  return rowToRecord(dim, row);
 }
 
 export async function updateRow(

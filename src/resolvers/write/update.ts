@@ -58,7 +58,7 @@ export async function updateRecord(
 
   await step(w, "cascades");
   const cascaded = await cascadeUpdate(w, dim, current, record, new Set([recordKey(dim, currentId)]));
-  return { ...change, children: [], cascaded };
+  return Object.assign(change, { children: [], cascaded });
 }
 
 function recordKey(dim: DimensionDef, id: unknown): string {
