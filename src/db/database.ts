@@ -241,6 +241,10 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     max: opts.max ?? 10,
     application_name: "dimensio",
     statement_timeout: statementTimeoutMs,
+    // Prepared statements keep their parse, never a generic plan: tenants differ too much in size
+    // for one plan to fit all (a generic count of one city's customers chose a sequential scan,
+    // twice the time of the custom plan; docs/benchmarks.md).
+    options: "-c plan_cache_mode=force_custom_plan",
     // Statements are sent without waiting for the previous one's answer (pg 8.23): a transaction's
     // BEGIN travels with its first statement, and its last deferred statement with COMMIT.
     pipeline: true,
