@@ -74,6 +74,14 @@ if (TEST_DATABASE_URL) {
         expect(prepared.rows.length).toBeGreaterThan(0);
         for (const p of prepared.rows) expect(p.name.startsWith(`d${version}_`)).toBe(true);
         expect(prepared.rows.some((p) => p.statement.includes('"TB_ANAG_CUST00"'))).toBe(true);
+        // Each execution is planned with its parameters: no generic plan shared by every tenant.
+        const mode = await one.query<{ plan_cache_mode: string }>("SHOW plan_cache_mode");
+        expect(mode.rows[0]!.plan_cache_mode).toBe("force_custom_plan");
+        const counts = await one.query<{ generic_plans: string; custom_plans: string }>(
+          "SELECT generic_plans, custom_plans FROM pg_prepared_statements",
+        );
+        expect(counts.rows.every((r) => Number(r.generic_plans) === 0)).toBe(true);
+        expect(counts.rows.some((r) => Number(r.custom_plans) >= 2)).toBe(true);
       } finally {
         await one.close();
       }
