@@ -27,7 +27,9 @@ try {
     await services.db.transaction(async (tx) => {
       await tx.query(`SET LOCAL plan_cache_mode = ${mode}`);
       await tx.query(`PREPARE w1 AS ${sql}`);
-      const plan = await tx.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, BUFFERS) EXECUTE w1(${literals})`);
+      const plan = await tx.query<{ "QUERY PLAN": string }>(
+        `EXPLAIN (ANALYZE, BUFFERS) EXECUTE w1(${literals})`,
+      );
       await tx.query("DEALLOCATE w1");
       console.log(`\n--- ${mode}\n${plan.rows.map((r) => r["QUERY PLAN"]).join("\n")}`);
     });
