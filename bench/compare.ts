@@ -7,15 +7,15 @@
 // BENCH_CUSTOMERS (default 20,000), BENCH_ORDERS (default 100,000), BENCH_SECONDS (default 5),
 // BENCH_CONNECTIONS (default 16). Prints a Markdown table with the machine's CPU steal.
 //
-// Each server is a process of its own, as operators run it (Dimensio: `node --import tsx
-// src/main.ts` with DATABASE_URL; the floor: bench/floor.ts, which loads only pg), and the load generator is
-// this process: so each server's peak RSS (VmHWM) is its own, and neither shares its event loop
-// with the load generator.
+// Each server is a process of its own, as operators run it (Dimensio: `npm start`'s
+// scripts/start.mjs with DATABASE_URL; the floor: bench/floor.ts, which loads only pg), and the
+// load generator is this process: so each server's peak RSS (VmHWM) is its own, and neither
+// shares its event loop with the load generator.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
-import { freePort, type Running, spawnScript, waitReady } from "../test/helpers/process.ts";
+import { freePort, type Running, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
 import { seedCustomers } from "./seed.ts";
 
@@ -55,7 +55,7 @@ function startFloor(url: string): Promise<{ base: string; pid: number; stop: () 
 
 async function startDimensio(url: string): Promise<{ base: string; running: Running }> {
   const port = await freePort();
-  const running = spawnScript("src/main.ts", [], {
+  const running = spawnStart({
     ...UNLIMITED_ENV,
     DATABASE_URL: url,
     JWT_SECRET: TEST_JWT_SECRET,
@@ -63,6 +63,8 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
     LOG_LEVEL: "warn",
     PORT: String(port),
     DATA_DIR: `/tmp/dimensio-bench-${process.pid}`,
+    // BENCH_NODE_OPTIONS: V8 settings of the Dimensio process (e.g. --max-semi-space-size=4).
+    ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
   });
   const base = `http://127.0.0.1:${port}`;
   await waitReady(base, running);

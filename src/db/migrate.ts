@@ -4,13 +4,10 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { projectRoot } from "../paths.ts";
 import type { DatabaseHandle } from "./database.ts";
 
-export const MIGRATIONS_DIR = path.resolve(
-  path.dirname(fileURLToPath(import.meta.url)),
-  "../../prisma/migrations",
-);
+export const MIGRATIONS_DIR = path.join(projectRoot(), "prisma/migrations");
 const LOCK_KEY = 724_461_001; // arbitrary, constant: identifies Dimensio's migration lock
 
 export interface Migration {

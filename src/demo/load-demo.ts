@@ -1,11 +1,11 @@
 // The bundled demo data set (a coffee roastery and a bakery), loaded when `npm start` finds an
 // empty database.
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { importFixture, readFixtureFile } from "../fixtures/import.ts";
+import { projectRoot } from "../paths.ts";
 import type { Services } from "../services.ts";
 
-export const DEMO_FIXTURE_PATH = path.join(path.dirname(fileURLToPath(import.meta.url)), "demo-fixture.json");
+export const DEMO_FIXTURE_PATH = path.join(projectRoot(), "src/demo/demo-fixture.json");
 
 interface DemoLogin {
   user_id: string;

@@ -6,10 +6,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../helpers/env.ts";
-import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
+import { freePort, type Running, spawnScript, spawnStart, waitReady } from "../helpers/process.ts";
 
+/** As `npm start` runs it (scripts/start.mjs: the bundle, then plain node). */
 function start(env: Record<string, string>): Running {
-  return spawnScript("src/main.ts", [], env);
+  return spawnStart(env);
 }
 
 async function login(base: string, username: string, password: string) {

@@ -22,15 +22,20 @@ export interface Running {
   exited: Promise<number | null>;
 }
 
+/** A TypeScript entry point of the project (a CLI, or src/main.ts with a ROLE) through tsx. */
 export function spawnScript(script: string, args: string[], env: Record<string, string>): Running {
+  // node --import tsx, not tsx's CLI: that CLI relays signals and SIGKILLs a child that has not
+  // acknowledged a SIGTERM within ~60 ms, which a loaded machine misses.
+  return spawnNode(["--import", "tsx", script, ...args], env);
+}
+
+function spawnNode(argv: string[], env: Record<string, string>): Running {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !/^(DATABASE_URL|DATABASE_READ_URL|REDIS_URL|AMQP_URL|ROLE|JWT_SECRET)$/.test(k))
       base[k] = v;
   }
-  // As `npm start` runs it (node --import tsx), not through tsx's CLI: that CLI relays signals and
-  // SIGKILLs a child that has not acknowledged a SIGTERM within ~60 ms, which a loaded machine misses.
-  const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+  const child = spawn(process.execPath, argv, {
     cwd: ROOT,
     env: { ...base, LOG_LEVEL: "warn", HOST: "127.0.0.1", ...env },
   });
@@ -43,6 +48,11 @@ export function spawnScript(script: string, args: string[], env: Record<string, 
   });
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
   return { child, output: () => out, exited };
+}
+
+/** The service exactly as `npm start` runs it: scripts/start.mjs (bundle, then plain node). */
+export function spawnStart(env: Record<string, string>): Running {
+  return spawnNode(["scripts/start.mjs"], env);
 }
 
 export async function waitReady(base: string, running: Running): Promise<void> {
