@@ -1,7 +1,6 @@
 // `npm start`: the whole service in one process (ROLE=all) on PORT, embedded database by default.
 import { assertRoleAvailable, buildApp } from "./app.ts";
 import { loadConfig } from "./config.ts";
-import { buildGateway } from "./gateway/server.ts";
 import { createLogger } from "./logger.ts";
 import type { Config } from "./types.ts";
 import { describeStartupError } from "./cli/startup-error.ts";
@@ -62,6 +61,8 @@ async function main(): Promise<void> {
 /** ROLE=gateway: no database, no services; routes to the backends. */
 async function runGateway(config: Config): Promise<void> {
   const logger = createLogger(config.logLevel);
+  // Loaded by this role only: its HTTP proxy (undici) is no other role's business.
+  const { buildGateway } = await import("./gateway/server.ts");
   const app = await buildGateway(config, logger);
   await app.listen({ host: config.host, port: config.port });
   logger.info({ role: "gateway", port: config.port }, "Dimensio gateway is serving");

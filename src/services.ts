@@ -55,7 +55,7 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
   return openPglite(`${config.dataDir}/pgdata`, { transactionTimeoutMs: config.statementTimeoutMs });
 }
 
-export function openMediaStore(config: Config): MediaStore {
+export async function openMediaStore(config: Config): Promise<MediaStore> {
   const { s3 } = config;
   if (s3.bucket) {
     return createS3Store({
@@ -108,9 +108,11 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     await replica?.close();
     await db.close();
   };
+  let media: MediaStore;
   try {
     await migrate(db);
     await metadata.start();
+    media = await openMediaStore(config);
   } catch (err) {
     await closeAll().catch(() => {});
     throw err;
@@ -126,7 +128,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     bus,
     feed,
     commands: opts.commands ?? createCommandRegistry(),
-    media: openMediaStore(config),
+    media,
     metrics: createMetrics({ db, role: config.role }),
     clock: opts.clock ?? (() => new Date()),
     async close() {

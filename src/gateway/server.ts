@@ -5,7 +5,6 @@
 // rate limits itself (per token, or per client IP without one), shared through Redis by every
 // gateway when REDIS_URL is set.
 import { createHash } from "node:crypto";
-import replyFrom from "@fastify/reply-from";
 import type { FastifyInstance } from "fastify";
 import { ApiError } from "../errors.ts";
 import { buildHttpServer } from "../http/server.ts";
@@ -41,6 +40,8 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
   // Bodies pass through untouched: no parser reads them.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", (_request, payload, done) => done(null, payload));
+  // Imported here: the bundle `npm start` runs would otherwise load the proxy (undici) in every role.
+  const { default: replyFrom } = await import("@fastify/reply-from");
   await app.register(replyFrom, {
     undici: { connections: 128, pipelining: 1, keepAliveTimeout: 60_000 },
     disableRequestLogging: true,

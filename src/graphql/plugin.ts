@@ -4,7 +4,6 @@
 // is the one of the current metadata version (src/schema/cache.ts).
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { type DocumentNode, GraphQLError } from "graphql";
-import { renderGraphiQL } from "@graphql-yoga/render-graphiql";
 import { createYoga, type Plugin } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
@@ -109,16 +108,20 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
         if (wantsGraphiQL(request)) {
           // GraphiQL from the package's bundled assets (no CDN), without a token: the page's
           // Headers tab holds the Authorization header it sends.
-          graphiqlPage ??= renderGraphiQL({
-            endpoint,
-            title: "Dimensio GraphQL",
-            headers: JSON.stringify(
-              { Authorization: "Bearer <paste an access token from POST /auth/login>" },
-              null,
-              2,
-            ),
-            defaultQuery: GRAPHIQL_DEFAULT_QUERY,
-          });
+          // The page's assets (tens of MB once loaded) come with the first visit, not at start.
+          if (!graphiqlPage) {
+            const { renderGraphiQL } = await import("@graphql-yoga/render-graphiql");
+            graphiqlPage = renderGraphiQL({
+              endpoint,
+              title: "Dimensio GraphQL",
+              headers: JSON.stringify(
+                { Authorization: "Bearer <paste an access token from POST /auth/login>" },
+                null,
+                2,
+              ),
+              defaultQuery: GRAPHIQL_DEFAULT_QUERY,
+            });
+          }
           return reply.type("text/html; charset=utf-8").send(graphiqlPage);
         }
         const context: GraphQLContext = {

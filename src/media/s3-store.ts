@@ -1,16 +1,9 @@
 // The S3 media store (@aws-sdk/client-s3; path-style for S3-compatible servers). Uploads stream
 // through lib-storage's multipart Upload, so an object of unknown length never sits in memory
-// whole (parts of 5 MB, at most 2 in flight).
-import {
-  CopyObjectCommand,
-  DeleteObjectsCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  S3Client,
-} from "@aws-sdk/client-s3";
-import { Upload } from "@aws-sdk/lib-storage";
+// whole (parts of 5 MB, at most 2 in flight). The SDK is loaded when a store is made: a service
+// without S3 does not carry it.
 import type { Readable } from "node:stream";
+import type { S3Client } from "@aws-sdk/client-s3";
 import type { MediaStore } from "./store.ts";
 
 export interface S3StoreOptions {
@@ -27,7 +20,16 @@ const notFound = (err: unknown) => {
   return e.name === "NotFound" || e.name === "NoSuchKey" || e.$metadata?.httpStatusCode === 404;
 };
 
-export function createS3Store(opts: S3StoreOptions): MediaStore & { client: S3Client } {
+export async function createS3Store(opts: S3StoreOptions): Promise<MediaStore & { client: S3Client }> {
+  const {
+    CopyObjectCommand,
+    DeleteObjectsCommand,
+    GetObjectCommand,
+    HeadObjectCommand,
+    ListObjectsV2Command,
+    S3Client,
+  } = await import("@aws-sdk/client-s3");
+  const { Upload } = await import("@aws-sdk/lib-storage");
   const client = new S3Client({
     region: opts.region,
     forcePathStyle: opts.forcePathStyle || opts.endpoint !== null,

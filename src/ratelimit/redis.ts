@@ -2,7 +2,7 @@
 // the gateway alike. An unreachable Redis is logged, not fatal: the limits fall back to memory
 // meanwhile. It resolves once Redis is ready (or after `readyWithinMs` with the fallback), so the
 // first requests are counted where every other process sees them.
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import type { Logger } from "../logger.ts";
 
 export async function openRateLimitRedis(
@@ -11,6 +11,8 @@ export async function openRateLimitRedis(
   readyWithinMs = 2000,
 ): Promise<Redis | null> {
   if (!url) return null;
+  // Loaded only when REDIS_URL is set.
+  const { Redis } = await import("ioredis");
   const redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
   redis.on("error", (err) => logger.warn({ err: err.message }, "redis error (rate limits)"));
   await new Promise<void>((resolve) => {

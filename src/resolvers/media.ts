@@ -8,7 +8,7 @@
 // the form is read, the write authorizes it and the staged file moves into place.
 import { Readable, Transform, type TransformCallback } from "node:stream";
 import { fileTypeFromBuffer } from "file-type";
-import sharp, { type Metadata } from "sharp";
+import type { Metadata } from "sharp";
 import {
   ApiError,
   BadRequestError,
@@ -146,10 +146,16 @@ function mediaField(
   return { dim, field };
 }
 
+/** sharp (libvips) is loaded by the first image that needs it, not at start. */
+async function loadSharp() {
+  return (await import("sharp")).default;
+}
+
 async function checkPixels(deps: MediaDeps, staged: StagedFile): Promise<void> {
   if (!IMAGE_TYPES.has(staged.mimeType)) return;
   const object = await deps.media.get(staged.key);
   if (!object) throw new Error("the staged upload disappeared");
+  const sharp = await loadSharp();
   let meta: Metadata;
   try {
     meta = await object.stream.pipe(sharp({ limitInputPixels: false })).metadata();
@@ -332,6 +338,7 @@ async function makeSize(store: MediaStore, original: string, key: string, size: 
   const object = await store.get(original);
   if (!object) throw new NotFoundError("MEDIA_NOT_FOUND", "The file is gone from storage.");
   const px = MEDIA_SIZES[size];
+  const sharp = await loadSharp();
   const resize = sharp({
     limitInputPixels: MAX_MEGAPIXELS * 1_000_000,
     animated: mimeType === "image/gif",
