@@ -107,12 +107,62 @@ function orderBy(plan: RecordsPlan, alias: string): string {
  * (an InitPlan) only when the CASE reaches it. The page keeps its own ORDER BY and LIMIT (an index
  * on the sort key is used); the join yields one row even for an empty page (the id is then null).
  */
-export function compileRecordsPage(plan: RecordsPlan, countBound: number | null = null): CompiledQuery {
+/**
+ * A forward relation ($expand of a foreign key) embedded in the page's own statement: its key and
+ * the target's key have one type, so they compare in SQL. Other relations go through the loaders.
+ */
+export function joinsInPage(e: ExpandPlan): boolean {
+  return e.direction === "forward" && e.parentKey.dataType === e.targetKey.dataType;
+}
+
+/**
+ * The page row's column holding field `code` of the record embedded for `plan.expand[index]`: a
+ * name no field can have (fields are identifiers, without dots or a leading underscore).
+ */
+export const embeddedColumn = (index: number, code: string) => `__x${index}.${code}`;
+
+/** Quotes an alias made here from an index and a validated field code (see embeddedColumn). */
+function quoteAlias(alias: string): string {
+  if (!/^__x\d+(\.[A-Za-z][A-Za-z0-9_]*)?$/.test(alias))
+    throw new Error(`Refusing alias ${JSON.stringify(alias)}`);
+  return `"${alias}"`;
+}
+
+/**
+ * The joins that embed the plan's forward relations in a page whose rows are `source`: for each,
+ * the live record of the tenant that the row's key names (at most one), its columns aliased by
+ * embeddedColumn, NULL when none.
+ */
+function embeddedRelations(plan: RecordsPlan, p: Params, source: string): { columns: string; joins: string } {
+  const columns: string[] = [];
+  const joins: string[] = [];
+  plan.expand.forEach((e, index) => {
+    if (!joinsInPage(e)) return;
+    const alias = quoteAlias(`__x${index}`);
+    const fields = relationColumns(e);
+    joins.push(
+      `LEFT JOIN LATERAL (SELECT ${fields.map((f) => `r.${ident(f.code)} AS ${quoteAlias(embeddedColumn(index, f.code))}`).join(", ")}` +
+        ` FROM ${ident(e.target.tableName)} AS r WHERE r.${ident(TENANT_COLUMN)} = ${p.add(plan.tenantId)}` +
+        ` AND r."TREC" <> 'C' AND r.${ident(e.targetKey.code)} = ${source}.${ident(e.parentKey.code)}` +
+        // As the loader picks among several matches (a key that is not the target's id): the first id.
+        ` ORDER BY r.${ident(e.target.idField)} LIMIT 1) AS ${alias} ON true`,
+    );
+    columns.push(`${alias}.*`);
+  });
+  return { columns: columns.map((c) => `, ${c}`).join(""), joins: joins.map((j) => `\n${j}`).join("") };
+}
+
+export function compileRecordsPage(
+  plan: RecordsPlan,
+  countBound: number | null = null,
+  opts: { embed?: boolean } = {},
+): CompiledQuery {
   const p = new Params();
   const from = fromWhere(plan, p);
   const limit = p.add(plan.limit);
   const offset = p.add(plan.offset);
   // Bounded (decisions §11): counting stops one past the bound; the resolver then asks the planner.
+  const embedded = opts.embed ? embeddedRelations(plan, p, "p") : { columns: "", joins: "" };
   const count =
     countBound === null
       ? `(SELECT count(*) ${from})`
@@ -125,8 +175,8 @@ export function compileRecordsPage(plan: RecordsPlan, countBound: number | null 
     `LIMIT ${limit} OFFSET ${offset}`,
     `), n AS (SELECT count(*) AS "n" FROM p)`,
     `SELECT CASE WHEN n."n" < ${limit} AND (n."n" > 0 OR ${offset} = 0) THEN ${offset} + n."n"`,
-    `ELSE ${count} END AS "__total", p.*`,
-    `FROM n LEFT JOIN p ON true`,
+    `ELSE ${count} END AS "__total", p.*${embedded.columns}`,
+    `FROM n LEFT JOIN p ON true${embedded.joins}`,
     `ORDER BY ${orderBy(plan, "p")}`,
   ].join("\n");
   return { text, params: p.values };
@@ -139,12 +189,21 @@ export function compileCountEstimate(plan: PlanScope): CompiledQuery {
 }
 
 /** The rows of a plan without the total (single-record reads, and pages whose total is not wanted). */
-export function compileRecordsSelect(plan: RecordsPlan, paging: boolean): CompiledQuery {
+export function compileRecordsSelect(
+  plan: RecordsPlan,
+  paging: boolean,
+  opts: { embed?: boolean } = {},
+): CompiledQuery {
   const p = new Params();
   const lines = [`SELECT ${selectList(plan.selected)}`, fromWhere(plan, p)];
   if (plan.sort.length) lines.push(`ORDER BY ${orderBy(plan, "t")}`);
   if (paging) lines.push(`LIMIT ${p.add(plan.limit)} OFFSET ${p.add(plan.offset)}`);
-  return { text: lines.join("\n"), params: p.values };
+  if (!opts.embed || !plan.expand.some(joinsInPage)) return { text: lines.join("\n"), params: p.values };
+  // The page first, then its relations joined to its rows (not to every row the filter matches).
+  const embedded = embeddedRelations(plan, p, "p");
+  const order = plan.sort.length ? `\nORDER BY ${orderBy(plan, "p")}` : "";
+  const text = `SELECT p.*${embedded.columns}\nFROM (\n${lines.join("\n")}\n) AS p${embedded.joins}${order}`;
+  return { text, params: p.values };
 }
 
 export function compileCount(scope: PlanScope): CompiledQuery {

@@ -58,7 +58,7 @@ describe.each(BACKENDS)("read resolvers (%s)", (backend) => {
     await services?.close();
   });
 
-  it("answers a page with its total in one statement and each expanded relation in one more", async () => {
+  it("answers a page with its total and its forward relations in one statement, each reverse relation in one more", async () => {
     const rc = context();
     statements.length = 0;
     const result = await listRecords(
@@ -69,13 +69,50 @@ describe.each(BACKENDS)("read resolvers (%s)", (backend) => {
     expect(result.kind).toBe("records");
     expect(result.data).toHaveLength(50);
     expect(result.meta).toEqual({ total: 204, num_rows: 50, offset: 0, has_more: true });
-    expect(statements).toHaveLength(4);
+    // The page with its total and the city joined in (a forward relation), then one statement for
+    // each reverse relation (addresses, orders).
+    expect(statements).toHaveLength(3);
+    expect(statements[0]).toContain(`LEFT JOIN LATERAL (SELECT r."CITY_ID"`);
     expect(statements.filter((s) => s.includes(`"TB_ANAG_ADDR00"`))).toHaveLength(1);
     expect(result.data[0]).toMatchObject({
       CITY: { NAME: "Milano" },
       ADDR: [{ KIND: "BILL" }, { KIND: "SHIP" }],
     });
   });
+
+  it("a forward relation joined into the page gives what the relation's loader gives, null when the key names no live record", async () => {
+    // One customer whose city is soft-deleted and one without a city, beside the sample's.
+    await services.db.query(
+      `INSERT INTO "TB_ANAG_CITY00" ("CITY_ID", "NAME", "COUNTRY", "TREC", "CDATA", "OWNER", "TENANT_ID")
+       VALUES ('GONE', 'Gone', 'IT', 'C', '20260101000000', 'test', 'acme')`,
+    );
+    await services.db.query(
+      `INSERT INTO "TB_ANAG_CUST00" ("NAME", "CODE", "CITY_ID", "TREC", "CDATA", "OWNER", "TENANT_ID")
+       VALUES ('Joined 1', 'J-1', 'GONE', 'N', '20260101000000', 'test', 'acme')`,
+    );
+    try {
+      await expectJoinedEqualsLoaded();
+    } finally {
+      await services.db.query(`DELETE FROM "TB_ANAG_CUST00" WHERE "CODE" = 'J-1'`);
+      await services.db.query(`DELETE FROM "TB_ANAG_CITY00" WHERE "CITY_ID" = 'GONE'`);
+    }
+  });
+
+  async function expectJoinedEqualsLoaded() {
+    for (const withTotal of [true, false]) {
+      const page = await listRecords(context(), "CUST", {
+        ...parseListParams(params("$expand=CITY&$num_rows=300")),
+        withTotal,
+      });
+      expect(page.data.length).toBeGreaterThan(200);
+      const byLoader = await Promise.all(
+        page.data.map((r) => loadRelated(context(), "CUST", "CITY", r.CITY_ID ?? null)),
+      );
+      expect(page.data.map((r) => r.CITY)).toEqual(byLoader);
+      expect(page.data.filter((r) => r.CITY !== null).length).toBeGreaterThan(0);
+      expect(page.data.find((r) => r.NAME === "Joined 1")?.CITY).toBeNull();
+    }
+  }
 
   it("pages without a total when none is asked for (withTotal false): one statement, has_more from an extra row", async () => {
     const rc = context();

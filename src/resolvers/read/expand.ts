@@ -1,5 +1,6 @@
 // Embedding related records ($expand): every parent's key goes to the request's loader in the same
 // tick, so each relation costs one query however many rows the page has.
+import { embeddedColumn, joinsInPage, relationColumns } from "../../query/compile.ts";
 import { planExpand } from "../../query/plan.ts";
 import type { ExpandPlan } from "../../query/types.ts";
 import { type DataRecord, requireDimension, toRecord } from "./common.ts";
@@ -16,15 +17,34 @@ function embed(e: ExpandPlan, records: DataRecord[]): DataRecord | DataRecord[] 
   return e.direction === "reverse" ? records : (records[0] ?? null);
 }
 
-/** Adds each expanded relation to each record; `rows` are the records' table rows (keys included). */
+/** The record of relation `index` that the page's statement embedded in `row`, or null. */
+function embedded(e: ExpandPlan, index: number, row: Record<string, unknown>): DataRecord | null {
+  if (row[embeddedColumn(index, e.targetKey.code)] == null) return null;
+  const fields: Record<string, unknown> = {};
+  for (const f of relationColumns(e)) fields[f.code] = row[embeddedColumn(index, f.code)];
+  return toRecord(fields, e.columns);
+}
+
+/**
+ * Adds each expanded relation to each record; `rows` are the records' table rows (keys included).
+ * With `joined`, the rows come from a page statement that embedded its forward relations
+ * (compileRecordsPage / compileRecordsSelect with embed): those are read from the rows.
+ */
 export async function attachExpansions(
   rc: ReadContext,
   expand: readonly ExpandPlan[],
   rows: ReadonlyArray<Record<string, unknown>>,
   records: DataRecord[],
+  opts: { joined?: boolean } = {},
 ): Promise<void> {
   await Promise.all(
-    expand.map(async (e) => {
+    expand.map(async (e, index) => {
+      if (opts.joined && joinsInPage(e)) {
+        rows.forEach((row, i) => {
+          records[i]![e.name] = embedded(e, index, row);
+        });
+        return;
+      }
       const values = await Promise.all(rows.map((row) => related(rc, e, row[e.parentKey.code])));
       values.forEach((list, i) => {
         records[i]![e.name] = embed(e, list);

@@ -25,7 +25,7 @@ function meta(total: number, plan: { limit: number; offset: number }, returned: 
 
 /** A page without its total: one row more than asked tells whether there is more. */
 async function pageWithoutTotal(rc: ReadContext, plan: RecordsPlan) {
-  const q = compileRecordsSelect({ ...plan, limit: plan.limit + 1 }, true);
+  const q = compileRecordsSelect({ ...plan, limit: plan.limit + 1 }, true, { embed: true });
   const rows = await runQuery<Row>(rc, q);
   const page = rows.slice(0, plan.limit);
   const listMeta: ListMeta = {
@@ -55,7 +55,7 @@ async function estimateCount(rc: ReadContext, plan: RecordsPlan): Promise<number
  */
 async function pageWithTotal(rc: ReadContext, plan: RecordsPlan, exact: boolean) {
   const bound = exact ? null : rc.countBound;
-  const q = compileRecordsPage(plan, bound);
+  const q = compileRecordsPage(plan, bound, { embed: true });
   const rows = await runQuery<Row>(rc, q);
   const page = rows.filter((r) => r[plan.dim.idField] !== null && r[plan.dim.idField] !== undefined);
   const counted = Number(rows[0]?.__total ?? 0);
@@ -74,7 +74,8 @@ async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQ
     ? await pageWithTotal(rc, plan, query.exactCount)
     : await pageWithoutTotal(rc, plan);
   const data = page.map((r) => toRecord(r, plan.columns));
-  await attachExpansions(rc, plan.expand, page, data);
+  // Forward relations came with the page's statement; the others cost one query each.
+  await attachExpansions(rc, plan.expand, page, data, { joined: true });
   return {
     kind: "records",
     data,
