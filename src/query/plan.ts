@@ -98,10 +98,18 @@ export function checkFilterLimits(expr: FilterExpr): FilterExpr {
   return flat;
 }
 
-function planExpr(ctx: RequestContext, dim: DimensionDef, expr: FilterExpr): PlannedFilter {
+/** What a filter may name: the field of each condition (or a 400), and whether NOT is allowed. */
+export interface FilterRules {
+  field(condition: Extract<FilterExpr, { kind: "condition" }>): FieldDef;
+  /** Throws when the filter may not negate (lookups); absent: NOT is allowed. */
+  refuseNot?: () => never;
+}
+
+/** A parsed filter as planned conditions: fields checked by `rules`, values cast by field type. */
+export function planFilterExpr(expr: FilterExpr, rules: FilterRules): PlannedFilter {
   switch (expr.kind) {
     case "condition": {
-      const field = searchableField(ctx, dim, expr.field);
+      const field = rules.field(expr);
       return {
         kind: "condition",
         field,
@@ -111,10 +119,15 @@ function planExpr(ctx: RequestContext, dim: DimensionDef, expr: FilterExpr): Pla
       };
     }
     case "not":
-      return { kind: "not", item: planExpr(ctx, dim, expr.item) };
+      if (rules.refuseNot) rules.refuseNot();
+      return { kind: "not", item: planFilterExpr(expr.item, rules) };
     default:
-      return { kind: expr.kind, items: expr.items.map((item) => planExpr(ctx, dim, item)) };
+      return { kind: expr.kind, items: expr.items.map((item) => planFilterExpr(item, rules)) };
   }
+}
+
+function planExpr(ctx: RequestContext, dim: DimensionDef, expr: FilterExpr): PlannedFilter {
+  return planFilterExpr(expr, { field: (c) => searchableField(ctx, dim, c.field) });
 }
 
 function mentionsTrec(expr: FilterExpr): boolean {

@@ -8,9 +8,8 @@ import { BadRequestError, ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
 import { compileRecordsSelect } from "../../query/compile.ts";
 import { invalidFilter } from "../../query/errors.ts";
-import { checkFilterLimits } from "../../query/plan.ts";
+import { checkFilterLimits, planFilterExpr } from "../../query/plan.ts";
 import type { FilterExpr, PlannedFilter, RecordsPlan } from "../../query/types.ts";
-import { castFilterValue } from "../../query/values.ts";
 import type { FieldDef, RequestContext } from "../../types.ts";
 import { runQuery } from "./common.ts";
 import type { ReadContext } from "./context.ts";
@@ -31,35 +30,29 @@ function visible(ctx: RequestContext, field: FieldDef | undefined): field is Fie
   return field !== undefined && pesoAllows(ctx.principal, fieldConfig(field, ctx.centerDett).codUtente);
 }
 
+/** A lookup's filter: only its key and display fields, text operators, and no NOT. */
 function planLookupFilter(expr: FilterExpr, allowed: ReadonlyMap<string, FieldDef>): PlannedFilter {
-  switch (expr.kind) {
-    case "condition": {
-      const field = allowed.get(expr.field);
+  return planFilterExpr(expr, {
+    field(condition) {
+      const field = allowed.get(condition.field);
       if (!field) {
         throw invalidFilter(
-          `A lookup filters only its key and display fields (${[...allowed.keys()].join(", ")}); got ${expr.field.slice(0, 60)}.`,
-          expr.origin,
+          `A lookup filters only its key and display fields (${[...allowed.keys()].join(", ")}); got ${condition.field.slice(0, 60)}.`,
+          condition.origin,
         );
       }
-      if (!LOOKUP_OPERATORS.has(expr.op)) {
+      if (!LOOKUP_OPERATORS.has(condition.op)) {
         throw invalidFilter(
-          `A lookup filter uses startwith, endwith, contains or equals; got ${expr.op}.`,
-          expr.origin,
+          `A lookup filter uses startwith, endwith, contains or equals; got ${condition.op}.`,
+          condition.origin,
         );
       }
-      return {
-        kind: "condition",
-        field,
-        op: expr.op,
-        value: castFilterValue(field, expr.op, expr.value, expr.origin),
-        literal: expr.value,
-      };
-    }
-    case "not":
+      return field;
+    },
+    refuseNot() {
       throw invalidFilter("A lookup filter combines conditions with and and or only.", "$filter");
-    default:
-      return { kind: expr.kind, items: expr.items.map((item) => planLookupFilter(item, allowed)) };
-  }
+    },
+  });
 }
 
 export async function lookupValues(rc: ReadContext, query: LookupQuery): Promise<Record<string, unknown>[]> {
