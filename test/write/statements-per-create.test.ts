@@ -98,4 +98,46 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
     // Each record: SAVEPOINT, sequence, insert, outbox row, RELEASE; and BEGIN, COMMIT.
     else expect(lines).toHaveLength(5 * 10 + 2);
   });
+
+  it("an outbox row refused by the database (sent deferred) rolls the whole write back", async () => {
+    await t.services.db.exec(`
+      CREATE FUNCTION refuse_marked_events() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW."PAYLOAD"::text LIKE '%REFUSE-EVENT%' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER refuse_marked_events BEFORE INSERT ON "TB_ANAG_OUTBOX00"
+        FOR EACH ROW EXECUTE FUNCTION refuse_marked_events();`);
+    try {
+      const state = async () => {
+        const { rows } = await t.services.db.query<{ named: number; seq: number; outbox: number }>(
+          `SELECT (SELECT count(*)::int FROM "TB_ANAG_CUST00" WHERE "NAME" LIKE 'REFUSE-EVENT%') AS named,
+                  (SELECT coalesce(sum("VALUE"), 0)::int FROM "TB_SEQUENCE") AS seq,
+                  (SELECT count(*)::int FROM "TB_ANAG_OUTBOX00") AS outbox`,
+        );
+        return rows[0];
+      };
+      const before = await state();
+      const one = await request("POST", "/api/v4/core/CUST?source=anag-1", {
+        data: { NAME: "REFUSE-EVENT 1" },
+      });
+      expect(one.statusCode).toBe(500);
+      expect(one.json()).toMatchObject({ code: "INTERNAL_ERROR", status: 500 });
+      expect(await state()).toEqual(before);
+      // In a batch, a refused outbox row is no fault of the record's input: the batch fails whole.
+      const batch = await request("POST", "/api/v4/core/CUST/batch?source=anag-1", {
+        data: [{ NAME: "Kept only if all pass" }, { NAME: "REFUSE-EVENT 2" }, { NAME: "After it" }],
+      });
+      expect(batch.statusCode).toBe(500);
+      expect(await state()).toEqual(before);
+      // And the connection is usable again afterwards.
+      expect(
+        (await request("POST", "/api/v4/core/CUST?source=anag-1", { data: { NAME: "Fine" } })).statusCode,
+      ).toBe(201);
+    } finally {
+      await t.services.db.exec(
+        `DROP TRIGGER refuse_marked_events ON "TB_ANAG_OUTBOX00"; DROP FUNCTION refuse_marked_events();`,
+      );
+    }
+  });
 });
