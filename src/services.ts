@@ -70,11 +70,32 @@ export async function openMediaStore(config: Config): Promise<MediaStore> {
   return createLocalStore(`${config.dataDir}/media`);
 }
 
+/** A bus made on its first use. */
+function lazyBus(kind: EventBus["kind"], make: () => EventBus): EventBus {
+  let bus: EventBus | null = null;
+  const opened = () => {
+    bus ??= make();
+    return bus;
+  };
+  return {
+    kind,
+    publish: (events) => opened().publish(events),
+    subscribe: (name, handler, opts) => opened().subscribe(name, handler, opts),
+    async close() {
+      if (bus) await bus.close();
+    },
+  };
+}
+
 export function openBus(config: Config, logger: Logger): EventBus {
   const { maxFailures } = config.events;
-  // The auth backend neither publishes nor subscribes: it opens no broker connection.
-  if (config.amqpUrl && config.role !== "auth")
-    return createAmqpBus({ url: config.amqpUrl, exchange: config.eventsExchange, maxFailures, logger });
+  // The broker connection opens on the first publish or subscription: the auth backend never
+  // makes one, the read and write backends only with a GraphQL subscription.
+  const { amqpUrl } = config;
+  if (amqpUrl && config.role !== "auth")
+    return lazyBus("amqp", () =>
+      createAmqpBus({ url: amqpUrl, exchange: config.eventsExchange, maxFailures, logger }),
+    );
   return createMemoryBus({
     maxFailures,
     onError: (queue, event, err) =>

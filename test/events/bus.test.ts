@@ -1,11 +1,14 @@
 // The bus seam (issue 10): both implementations deliver every message to every subscriber queue,
 // retry a failing subscriber and dead-letter the message after EVENTS_MAX_FAILURES attempts.
 import { randomBytes } from "node:crypto";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import amqplib from "amqplib";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAmqpBus, subscriberQueue } from "../../src/events/amqp-bus.ts";
 import { type BusEvent, createMemoryBus, type EventBus, type ReceivedEvent } from "../../src/events/bus.ts";
+import { loadConfig } from "../../src/config.ts";
 import { createLogger } from "../../src/logger.ts";
+import { openBus } from "../../src/services.ts";
 import { TEST_AMQP_URL } from "../helpers/env.ts";
 import { eventually } from "./support.ts";
 
@@ -113,5 +116,48 @@ describe.each(KINDS)("event bus ($name)", (kind) => {
         .map((e) => e.id)
         .sort(),
     ).toEqual(["1", "3"]);
+  });
+});
+
+describe("the broker connection of a service", () => {
+  it("opens on the first subscription, not at start", async () => {
+    // A TCP listener in the broker's place: it counts the connections it is offered.
+    const offered: Socket[] = [];
+    const server = createServer((socket) => offered.push(socket));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    /** Resolves when the listener has accepted a connection that satisfies `which`. */
+    const accepted = (which: (s: Socket) => boolean) =>
+      new Promise<void>((resolve) => {
+        if (offered.some(which)) return resolve();
+        const check = () => {
+          if (!offered.some(which)) return;
+          server.off("connection", onConnection);
+          resolve();
+        };
+        const onConnection = () => setImmediate(check);
+        server.on("connection", onConnection);
+      });
+    const bus = openBus(
+      loadConfig({ AMQP_URL: `amqp://guest:guest@127.0.0.1:${port}`, LOG_LEVEL: "silent" }),
+      createLogger("silent"),
+    );
+    try {
+      // Nothing connects while nothing is published or subscribed: an absence, so it is watched
+      // for a bounded time (a bus that connects at start does so within a few milliseconds here).
+      const early = await Promise.race([
+        accepted(() => true).then(() => "connected"),
+        new Promise((resolve) => setTimeout(() => resolve("quiet"), 750)),
+      ]);
+      expect(early).toBe("quiet");
+      expect(offered).toHaveLength(0);
+      void bus.subscribe("lazy-test", async () => {}).catch(() => {});
+      await accepted(() => true);
+      expect(offered).toHaveLength(1);
+    } finally {
+      for (const s of offered) s.destroy();
+      await Promise.race([bus.close().catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);
+      server.close();
+    }
   });
 });
