@@ -117,15 +117,17 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
   const replica = config.databaseReadUrl
     ? openPostgres(config.databaseReadUrl, { statementTimeoutMs: config.statementTimeoutMs })
     : null;
-  const prisma = createPrisma(db);
-  const metadata = createMetadataRegistry({ prisma, db });
+  // Prisma's engine (about 45 MB once it ran a query, and a pool of its own) is made on first use:
+  // the registration of webhooks, fixture imports, the demo's first load.
+  let prisma: PrismaClient | null = null;
+  const metadata = createMetadataRegistry({ db });
   const bus = openBus(config, logger);
   const feed = createEventFeed(bus, logger);
   const closeAll = async () => {
     await feed.close();
     await bus.close();
     await metadata.stop();
-    await prisma.$disconnect();
+    await prisma?.$disconnect();
     await replica?.close();
     await db.close();
   };
@@ -144,7 +146,10 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     logger,
     db,
     readDb: replica ?? db,
-    prisma,
+    get prisma() {
+      prisma ??= createPrisma(db);
+      return prisma;
+    },
     metadata,
     bus,
     feed,

@@ -1,6 +1,5 @@
 // Holds the current MetadataModel of the database. Rebuilt when the metadata version moves:
 // at once after this process's own metadata writes (refresh()), and on NOTIFY from others.
-import type { PrismaClient } from "../db/prisma.ts";
 import type { Database, MetadataModel } from "../types.ts";
 import { buildModel } from "./build.ts";
 import { METADATA_CHANNEL, readMetadataRows, readMetadataVersion } from "./store.ts";
@@ -15,14 +14,14 @@ export interface MetadataRegistry {
   stop(): Promise<void>;
 }
 
-export function createMetadataRegistry(deps: { prisma: PrismaClient; db: Database }): MetadataRegistry {
+export function createMetadataRegistry(deps: { db: Database }): MetadataRegistry {
   let model: MetadataModel | null = null;
   let inFlight: Promise<MetadataModel> | null = null;
   let unlisten: (() => Promise<void>) | null = null;
   const listeners = new Set<(m: MetadataModel) => void>();
 
   async function load(force: boolean): Promise<MetadataModel> {
-    const version = await readMetadataVersion(deps.prisma);
+    const version = await readMetadataVersion(deps.db);
     if (!force && model && model.version === version) return model;
     const rows = await readMetadataRows(deps.db);
     const next = buildModel(rows, version);

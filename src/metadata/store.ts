@@ -2,7 +2,6 @@
 // write's transaction (Prisma cannot join it), metadata, table DDL and the version bump commit
 // together. The tables' keys and columns come from src/metadata/tables.ts.
 import { ident } from "../db/sql.ts";
-import type { PrismaClient } from "../db/prisma.ts";
 import type { MetadataRows, Queryable } from "../types.ts";
 import { METADATA_TABLES } from "./tables.ts";
 
@@ -20,8 +19,11 @@ export async function readMetadataRows(q: Queryable): Promise<MetadataRows> {
   return out as MetadataRows;
 }
 
-export async function readMetadataVersion(prisma: PrismaClient): Promise<number> {
-  const row = await prisma.tbMetaState.findUnique({ where: { ID: 1 } });
+export async function readMetadataVersion(q: Queryable): Promise<number> {
+  const res = await q.query<{ VERSION: number | string }>(
+    `SELECT "VERSION" FROM "TB_META_STATE" WHERE "ID" = 1`,
+  );
+  const row = res.rows[0];
   return row ? Number(row.VERSION) : 1;
 }
 

@@ -32,7 +32,10 @@ function oneParam(request: FastifyRequest, name: string): string | undefined {
 
 export const webhookRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
   const deps: WebhookDeps = {
-    prisma: services.prisma,
+    // Read on use: Prisma is made when the first webhook request needs it.
+    get prisma() {
+      return services.prisma;
+    },
     metadata: services.metadata,
     allowPrivate: services.config.webhookAllowPrivate,
   };

@@ -2,11 +2,10 @@
 // metadata version moves (refresh after own writes, NOTIFY from other processes).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
-import { createPrisma, type PrismaClient } from "../../src/db/prisma.ts";
 import { createMetadataRegistry } from "../../src/metadata/registry.ts";
 import { bumpMetadataVersion, upsertMetadataRows } from "../../src/metadata/store.ts";
 import type { Services } from "../../src/services.ts";
-import type { MetadataModel } from "../../src/types.ts";
+import type { Database, MetadataModel } from "../../src/types.ts";
 import { BACKENDS, createTestServices } from "../helpers/env.ts";
 
 async function until<T>(probe: () => T | Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
@@ -50,7 +49,7 @@ describe.each(BACKENDS)("metadata registry on %s", (backend) => {
   });
 
   it("current() before start() throws", () => {
-    const reg = createMetadataRegistry({ prisma: services.prisma, db: services.db });
+    const reg = createMetadataRegistry({ db: services.db });
     expect(() => reg.current()).toThrow("metadata registry not started");
   });
 
@@ -89,28 +88,32 @@ describe.each(BACKENDS)("metadata registry on %s", (backend) => {
     const gate = new Promise<void>((r) => {
       release = r;
     });
+    let reached!: () => void;
+    const atGate = new Promise<void>((r) => {
+      reached = r;
+    });
     let gated = false;
-    const prisma = services.prisma;
-    const slowPrisma = new Proxy(prisma, {
-      get(target, prop, receiver) {
-        if (prop === "tbDim" && gated) {
-          return {
-            findMany: async (...args: Parameters<PrismaClient["tbDim"]["findMany"]>) => {
-              await gate;
-              return target.tbDim.findMany(...args);
-            },
-          };
+    const db = services.db;
+    const slowDb: Database = {
+      kind: db.kind,
+      transaction: (fn) => db.transaction(fn),
+      listen: (channel, onPayload, opts) => db.listen(channel, onPayload, opts),
+      close: () => db.close(),
+      async query(text, params, opts) {
+        if (gated && text.includes(`FROM "TB_DIM"`)) {
+          reached();
+          await gate;
         }
-        return Reflect.get(target, prop, receiver);
+        return db.query(text, params, opts);
       },
-    }) as PrismaClient;
-    const reg = createMetadataRegistry({ prisma: slowPrisma, db: services.db });
+    };
+    const reg = createMetadataRegistry({ db: slowDb });
     await reg.start();
     try {
       const start = reg.current().version;
       gated = true;
       const first = reg.refresh(true); // reads the version, then waits at the gate
-      await new Promise((r) => setTimeout(r, 50));
+      await atGate;
       const version = await writeMetadata(services.db, "REGC", "during reload");
       expect(version).toBeGreaterThan(start);
       const second = reg.refresh(); // the change committed after `first` read the version
@@ -127,7 +130,7 @@ describe.each(BACKENDS)("metadata registry on %s", (backend) => {
   });
 
   it("after stop(), NOTIFY no longer reaches the registry", async () => {
-    const reg = createMetadataRegistry({ prisma: services.prisma, db: services.db });
+    const reg = createMetadataRegistry({ db: services.db });
     await reg.start();
     const held = reg.current().version;
     await reg.stop();
@@ -155,7 +158,6 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))(
     it("a change written through another DatabaseHandle to the same database is picked up via NOTIFY", async () => {
       if (services.db.kind !== "postgres") throw new Error("postgres only");
       const other = openPostgres(services.db.connectionString, { max: 2 });
-      const otherPrisma = createPrisma(other);
       try {
         const version = await writeMetadata(other, "REGE", "from another process");
         const m = await until(
@@ -164,7 +166,7 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))(
         );
         expect(m.dimensions.get("REGE")?.description).toBe("from another process");
         // And the other way round: a registry on the other handle sees this handle's change.
-        const reg = createMetadataRegistry({ prisma: otherPrisma, db: other });
+        const reg = createMetadataRegistry({ db: other });
         await reg.start();
         try {
           const v2 = await writeMetadata(services.db, "REGE", "changed back here");
@@ -177,7 +179,6 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))(
           await reg.stop();
         }
       } finally {
-        await otherPrisma.$disconnect();
         await other.close();
       }
     });
