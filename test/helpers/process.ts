@@ -1,5 +1,6 @@
 // The service as a child process (node + tsx, as `npm start` runs it), for end-to-end tests.
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 
@@ -50,9 +51,17 @@ function spawnNode(argv: string[], env: Record<string, string>): Running {
   return { child, output: () => out, exited };
 }
 
-/** The service exactly as `npm start` runs it: scripts/start.mjs (bundle, then plain node). */
+/**
+ * The service exactly as `npm start` runs it (scripts/start.mjs: the bundle under plain node),
+ * with the node flags of package.json's start script.
+ */
 export function spawnStart(env: Record<string, string>): Running {
-  return spawnNode(["scripts/start.mjs"], env);
+  const manifest = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
+    scripts: { start: string };
+  };
+  const argv = manifest.scripts.start.replace(/^exec\s+/, "").split(/\s+/);
+  if (argv[0] !== "node") throw new Error(`npm start runs ${argv[0]}, not node`);
+  return spawnNode(argv.slice(1), env);
 }
 
 export async function waitReady(base: string, running: Running): Promise<void> {
