@@ -3,7 +3,7 @@
 import { mkdir } from "node:fs/promises";
 import { type DatabaseHandle, openPglite, openPostgres } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
-import { createPrisma, type PrismaClient } from "./db/prisma.ts";
+import { type PrismaClient, prismaFactory } from "./db/prisma.ts";
 import { createAmqpBus } from "./events/amqp-bus.ts";
 import { createMemoryBus, type EventBus } from "./events/bus.ts";
 import { createEventFeed, type EventFeed } from "./events/feed.ts";
@@ -120,6 +120,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
   // Prisma's engine (about 45 MB once it ran a query, and a pool of its own) is made on first use:
   // the registration of webhooks, fixture imports, the demo's first load.
   let prisma: PrismaClient | null = null;
+  const createPrisma = await prismaFactory(db);
   const metadata = createMetadataRegistry({ db });
   const bus = openBus(config, logger);
   const feed = createEventFeed(bus, logger);
@@ -147,7 +148,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     db,
     readDb: replica ?? db,
     get prisma() {
-      prisma ??= createPrisma(db);
+      prisma ??= createPrisma();
       return prisma;
     },
     metadata,

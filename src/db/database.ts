@@ -3,13 +3,15 @@
 // JS numbers, so that INTEGER and DECIMAL fields come back as JSON numbers).
 import { createHash } from "node:crypto";
 import { readFile, rm, writeFile } from "node:fs/promises";
-import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
+// PGlite itself is imported by openPglite: a service on PostgreSQL does not load it.
+import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
 
 const INT8 = 20;
 const NUMERIC = 1700;
+const TIMESTAMPTZ = 1184;
 
 function parseBigintish(v: string): number | string {
   const n = Number(v);
@@ -341,7 +343,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
 const pgliteParsers = {
   [INT8]: parseBigintish,
   [NUMERIC]: parseNumeric,
-  [pgliteTypes.TIMESTAMPTZ]: (v: string) => new Date(v),
+  [TIMESTAMPTZ]: (v: string) => new Date(v),
 };
 
 interface PgliteLike {
@@ -402,8 +404,7 @@ function processAlive(pid: number): boolean {
  * process's requests, so PostgreSQL's server defaults (128 MB of shared buffers) mostly cost
  * resident memory for nothing (docs/benchmarks.md has the figures).
  */
-export const PGLITE_START_PARAMS: readonly string[] = [
-  ...PGlite.defaultStartParams,
+export const PGLITE_SETTINGS: readonly string[] = [
   ...[
     "shared_buffers=16MB",
     "wal_buffers=1MB",
@@ -422,7 +423,8 @@ export async function openPglite(
   const unlock = dataDir ? await lockDataDir(dataDir) : async () => {};
   let pglite: PGlite;
   try {
-    const options = { startParams: [...PGLITE_START_PARAMS] };
+    const { PGlite } = await import("@electric-sql/pglite");
+    const options = { startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS] };
     pglite = dataDir ? await PGlite.create(dataDir, options) : await PGlite.create(options);
   } catch (err) {
     await unlock();
