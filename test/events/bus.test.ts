@@ -1,7 +1,7 @@
 // The bus seam (issue 10): both implementations deliver every message to every subscriber queue,
 // retry a failing subscriber and dead-letter the message after EVENTS_MAX_FAILURES attempts.
 import { randomBytes } from "node:crypto";
-import { type AddressInfo, connect, createServer, type Socket } from "node:net";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import amqplib from "amqplib";
 import { afterAll, describe, expect, it } from "vitest";
 import { createAmqpBus, subscriberQueue } from "../../src/events/amqp-bus.ts";
