@@ -216,6 +216,15 @@ describe("loadConfig refuses bad values, naming the variable", () => {
     ]);
   });
 
+  it("SESSION_CACHE_MS: 5 s by default, 0 turns the cache off, above a minute refused", () => {
+    expect(loadConfig({}).sessionCacheMs).toBe(5000);
+    expect(loadConfig({ SESSION_CACHE_MS: "0" }).sessionCacheMs).toBe(0);
+    expect(refusal({ SESSION_CACHE_MS: "120000" }).problems).toEqual([
+      "SESSION_CACHE_MS: must be at most 60000",
+    ]);
+    expect(refusal({ SESSION_CACHE_MS: "-1" }).problems[0]).toMatch(/^SESSION_CACHE_MS:/);
+  });
+
   it("BODY_LIMIT_BYTES below 1024", () => {
     expect(refusal({ BODY_LIMIT_BYTES: "10" }).problems).toEqual(["BODY_LIMIT_BYTES: must be at least 1024"]);
   });
