@@ -12,12 +12,37 @@ import { step, type WriteContext } from "./context.ts";
 import { checkCreateBody } from "./field-rules.ts";
 import { foreignKeyLookups } from "./foreign-keys.ts";
 import { insertRow, recordExists } from "./record-store.ts";
-import { renderTemplate } from "./templates.ts";
+import { CounterValue, renderParts, renderTemplate, templateParts } from "./templates.ts";
 import { checkRequired, isBlank, toColumnValue } from "./values.ts";
 
 /** A template's text as a value of the field's type (the types step then checks it). */
 function templateValue(field: FieldDef, text: string): unknown {
   return codecOf(field.dataType).fromTemplate(text);
+}
+
+/**
+ * Whether a template's `{seq}` counter can be drawn by the INSERT (a CounterValue): a STRING field
+ * that is neither the id (whose value is checked for collisions first) nor a foreign key, one
+ * counter in its template, a counter no other template of the dimension draws (so the order in
+ * which fields draw numbers stays NUM_COST's), and no template that reads the field's value.
+ */
+function counterInInsert(
+  f: FieldDef,
+  parts: ReturnType<typeof templateParts>,
+  templates: readonly string[],
+): boolean {
+  if (f.isId || f.fkKind || f.dataType !== "STRING") return false;
+  const counters = parts.filter((p) => p.kind === "seq");
+  if (counters.length !== 1) return false;
+  const name = (counters[0] as { name: string }).name;
+  let drawn = 0;
+  for (const t of templates) {
+    for (const p of templateParts(t)) {
+      if (p.kind === "seq" && p.name === name) drawn++;
+      if (p.kind === "field" && p.field === f.code) return false;
+    }
+  }
+  return drawn === 1;
 }
 
 /** Fills fields absent or null in the body from their VALUE_TEMP, in NUM_COST order. */
@@ -26,8 +51,22 @@ async function applyTemplates(w: WriteContext, dim: DimensionDef, values: Record
   const templated = dim.fields
     .filter((f) => !f.system && config(f).valueTemp)
     .sort((a, b) => (config(a).numCost ?? 0) - (config(b).numCost ?? 0));
+  const templates = templated.map((f) => config(f).valueTemp!);
   for (const f of templated) {
     if (!isBlank(values[f.code])) continue;
+    const parts = templateParts(config(f).valueTemp!);
+    if (counterInInsert(f, parts, templates)) {
+      const at = parts.findIndex((p) => p.kind === "seq");
+      const counter = parts[at] as { name: string; width: number | null };
+      const scope = { tx: w.tx, ctx: w.ctx, now: w.now, record: values };
+      values[f.code] = new CounterValue(
+        await renderParts(parts.slice(0, at), scope),
+        counter.name,
+        counter.width,
+        await renderParts(parts.slice(at + 1), scope),
+      );
+      continue;
+    }
     const render = async () =>
       templateValue(
         f,
@@ -113,8 +152,14 @@ export async function createRecord(
   await step(w, "types");
   const columns: Array<[string, unknown]> = [];
   for (const f of dim.fields) {
-    if (!f.system && f.code in values)
-      columns.push([f.code, toColumnValue(f, values[f.code], w.limits.fieldMaxBytes)]);
+    if (!f.system && f.code in values) {
+      const value = values[f.code];
+      if (value instanceof CounterValue) {
+        // Its shortest text must fit; a counter grown past the field is refused by the INSERT.
+        toColumnValue(f, value.shortest(), w.limits.fieldMaxBytes);
+        columns.push([f.code, value]);
+      } else columns.push([f.code, toColumnValue(f, value, w.limits.fieldMaxBytes)]);
+    }
   }
 
   await step(w, "required");

@@ -1,7 +1,7 @@
 // Row-level SQL of the write pipeline on one dimension table, always limited to the caller's
 // tenant. Identifiers come from metadata (ident); values are parameters.
 import { ident } from "../../db/sql.ts";
-import { NotFoundError } from "../../errors.ts";
+import { NotFoundError, ValidationError } from "../../errors.ts";
 import {
   CANONICAL_INTEGER,
   DEFAULT_STRING_LENGTH,
@@ -12,6 +12,7 @@ import type { DimensionDef } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 import { mapDatabaseError } from "./db-errors.ts";
 import { foreignKeyError, type KeyLookup, keyLookupSql } from "./foreign-keys.ts";
+import { CounterValue } from "./templates.ts";
 import { rowToRecord } from "./values.ts";
 
 export type RecordId = string | number;
@@ -119,11 +120,27 @@ export async function insertRow(
     return `$${params.length}`;
   };
   const byColumn = new Map(lookups.map((l) => [l.field.code, l]));
+  // Template counters drawn by this statement: one CTE each (the counter row stays locked until
+  // COMMIT, from here on only), the value its text around the number.
+  const counters: string[] = [];
+  const counterColumns: string[] = [];
   const values = all.map(([c, v]) => {
     const lookup = byColumn.get(c);
-    return lookup ? keyLookupSql(w, lookup, param) : param(v);
+    if (lookup) return keyLookupSql(w, lookup, param);
+    if (!(v instanceof CounterValue)) return param(v);
+    const cte = `c${counters.length}`;
+    counters.push(
+      `${cte} AS (INSERT INTO "TB_SEQUENCE" ("TENANT_ID", "SEQ_NAME", "VALUE") VALUES (${param(w.ctx.principal.tenantId)}, ${param(v.name)}, 1)
+       ON CONFLICT ("TENANT_ID", "SEQ_NAME") DO UPDATE SET "VALUE" = "TB_SEQUENCE"."VALUE" + 1 RETURNING "VALUE"::text AS n)`,
+    );
+    counterColumns.push(c);
+    // As String(n).padStart(width, "0"): padded to the width, never cut.
+    const digits = v.width
+      ? `CASE WHEN length(n) >= ${v.width} THEN n ELSE lpad(n, ${v.width}, '0') END`
+      : "n";
+    return `(SELECT CAST(${param(v.prefix)} AS text) || ${digits} || CAST(${param(v.suffix)} AS text) FROM ${cte})`;
   });
-  const sql = `INSERT INTO ${ident(dim.tableName)} (${all.map(([c]) => ident(c)).join(", ")})
+  const sql = `${counters.length ? `WITH ${counters.join(",\n")}\n` : ""}INSERT INTO ${ident(dim.tableName)} (${all.map(([c]) => ident(c)).join(", ")})
     VALUES (${values.join(", ")}) RETURNING *`;
   let row: Row;
   try {
@@ -133,6 +150,13 @@ export async function insertRow(
     const column = (err as { code?: string; column?: string }).column;
     const missing = (err as { code?: string }).code === "23502" && column ? byColumn.get(column) : undefined;
     if (missing) throw foreignKeyError(missing);
+    const counted = counterColumns.length === 1 ? dim.fieldsByCode.get(counterColumns[0]!) : undefined;
+    if ((err as { code?: string }).code === "22001" && counted) {
+      const max = counted.length ?? DEFAULT_STRING_LENGTH;
+      throw new ValidationError("INVALID_FIELD_VALUE", `${counted.code}: longer than ${max} characters`, {
+        field: counted.code,
+      });
+    }
     return mapDatabaseError(err, dim);
   }
   for (const lookup of lookups) {

@@ -7,7 +7,7 @@ import { compactTimestamp } from "./values.ts";
 
 const parsedCache = new Map<string, TemplatePart[]>();
 
-function parts(template: string): TemplatePart[] {
+export function templateParts(template: string): TemplatePart[] {
   let p = parsedCache.get(template);
   if (!p) {
     p = parseTemplate(template);
@@ -49,11 +49,34 @@ function fieldText(v: unknown): string {
   return exceedsDepth(v) ? "" : JSON.stringify(v);
 }
 
+/**
+ * A template value whose `{seq}` counter is drawn by the INSERT that stores it (record-store.ts):
+ * the counter row is then locked from that statement to COMMIT only, instead of from the
+ * template step on. The text around the counter is rendered here; `width` pads as `{seq:N:W}`.
+ */
+export class CounterValue {
+  constructor(
+    readonly prefix: string,
+    readonly name: string,
+    readonly width: number | null,
+    readonly suffix: string,
+  ) {}
+
+  /** The shortest text it can become (the types step checks that one against the field). */
+  shortest(): string {
+    return `${this.prefix}${"1".padStart(this.width ?? 1, "0")}${this.suffix}`;
+  }
+}
+
 export async function renderTemplate(template: string, scope: TemplateScope): Promise<string> {
+  return renderParts(templateParts(template), scope);
+}
+
+export async function renderParts(parts: readonly TemplatePart[], scope: TemplateScope): Promise<string> {
   const { ctx, now } = scope;
   const stamp = compactTimestamp(now);
   let out = "";
-  for (const part of parts(template)) {
+  for (const part of parts) {
     switch (part.kind) {
       case "text":
         out += part.text;
