@@ -6,6 +6,8 @@
 //
 // BENCH_CUSTOMERS (default 20,000), BENCH_ORDERS (default 100,000), BENCH_SECONDS (default 5),
 // BENCH_CONNECTIONS (default 16). Prints a Markdown table with the machine's CPU steal.
+// BENCH_ROLE=write runs Dimensio as the write backend (no relay or subscribers in its process);
+// BENCH_NODE_OPTIONS passes V8 flags to it.
 //
 // Each server is a process of its own, as operators run it (Dimensio: `npm start`'s
 // scripts/start.mjs with DATABASE_URL; the floor: bench/floor.ts, which loads only pg), and the
@@ -63,6 +65,8 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
     LOG_LEVEL: "warn",
     PORT: String(port),
     DATA_DIR: `/tmp/dimensio-bench-${process.pid}`,
+    // BENCH_ROLE: run Dimensio as one backend role (e.g. write: no relay or subscribers in it).
+    ...(process.env.BENCH_ROLE ? { ROLE: process.env.BENCH_ROLE, GATEWAY_SECRET: BENCH_SECRET } : {}),
     // BENCH_NODE_OPTIONS: V8 settings of the Dimensio process (e.g. --max-semi-space-size=4).
     ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
   });
@@ -71,10 +75,15 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
   return { base, running };
 }
 
+const BENCH_SECRET = "bench-gateway-secret";
+
 async function login(base: string, username: string, password: string): Promise<string> {
   const res = await fetch(`${base}/auth/login`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: {
+      "content-type": "application/json",
+      ...(process.env.BENCH_ROLE ? { "x-gateway-secret": BENCH_SECRET } : {}),
+    },
     body: JSON.stringify({ username, password }),
   });
   if (res.status !== 200) throw new Error(`login of ${username} answered ${res.status}: ${await res.text()}`);
@@ -108,7 +117,10 @@ async function main() {
   try {
     const base = dimensio.base;
     const token = await login(base, "anna", "anna-secret-1");
-    const auth = { authorization: `Bearer ${token}` };
+    const auth = {
+      authorization: `Bearer ${token}`,
+      ...(process.env.BENCH_ROLE ? { "x-gateway-secret": BENCH_SECRET } : {}),
+    };
     const { rows } = await services.db.query<{ id: number }>(
       `SELECT "CUST_ID" AS id FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' ORDER BY "CUST_ID" OFFSET $1 LIMIT 1`,
       [Math.floor(CUSTOMERS / 2)],

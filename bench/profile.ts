@@ -5,6 +5,8 @@
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
 //     node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/profile.ts
 //   node bench/summarise-profile.mjs /tmp/prof/*.cpuprofile
+//
+// BENCH_WORKLOAD=create profiles creates instead (bench/compare's W4).
 import { buildApp } from "../src/app.ts";
 import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
@@ -28,6 +30,19 @@ async function main() {
   try {
     const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
     const headers = { authorization: `Bearer ${token}` };
+    if (process.env.BENCH_WORKLOAD === "create") {
+      // BENCH_WORKLOAD=create: only creates (W4 of bench/compare).
+      const creates = await autocannon({
+        url: `${base}/api/v4/core/CUST?source=anag-1`,
+        method: "POST",
+        body: JSON.stringify({ data: { NAME: "Profiled create" } }),
+        connections: 16,
+        duration: SECONDS,
+        headers: { ...headers, "content-type": "application/json" },
+      });
+      console.log(`create ${creates.requests.average.toFixed(0)} req/s`);
+      return;
+    }
     const byId = await autocannon({
       url: `${base}/api/v4/core/CUST/5000?source=anag-1`,
       connections: 16,
