@@ -6,7 +6,8 @@
 //     node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/profile.ts
 //   node bench/summarise-profile.mjs /tmp/prof/*.cpuprofile
 //
-// BENCH_WORKLOAD=create profiles creates instead (bench/compare's W4).
+// BENCH_WORKLOAD=create profiles creates instead (bench/compare's W4), BENCH_WORKLOAD=expand the
+// latest orders with their customer (W3).
 import { buildApp } from "../src/app.ts";
 import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
@@ -30,6 +31,17 @@ async function main() {
   try {
     const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
     const headers = { authorization: `Bearer ${token}` };
+    if (process.env.BENCH_WORKLOAD === "expand") {
+      // BENCH_WORKLOAD=expand: the latest orders with their customer (W3 of bench/compare).
+      const expand = await autocannon({
+        url: `${base}/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none`,
+        connections: 16,
+        duration: SECONDS,
+        headers,
+      });
+      console.log(`expand ${expand.requests.average.toFixed(0)} req/s`);
+      return;
+    }
     if (process.env.BENCH_WORKLOAD === "create") {
       // BENCH_WORKLOAD=create: only creates (W4 of bench/compare).
       const creates = await autocannon({

@@ -1,6 +1,6 @@
 // Authorization, one module for every route (REST and GraphQL): the layers of spec 5.8 with
 // decisions.md §6. Resolvers call these; no adapter decides access on its own.
-import { BadRequestError, NotFoundError, PermissionDeniedError } from "../errors.ts";
+import { type ApiError, BadRequestError, NotFoundError, PermissionDeniedError } from "../errors.ts";
 import { fieldConfig } from "../metadata/build.ts";
 import type {
   Access,
@@ -84,16 +84,39 @@ export function authorize(
   dimCode: string | null,
   access: Access,
 ): Grant[] {
+  const decision = accessDecision(ctx, model, dimCode, access);
+  if ("refusal" in decision) throw decision.refusal();
+  return decision.grants;
+}
+
+/** Whether `authorize` would let the caller through (no error is made when it would not). */
+export function mayAccess(ctx: RequestContext, model: MetadataModel, dimCode: string | null, access: Access) {
+  return "grants" in accessDecision(ctx, model, dimCode, access);
+}
+
+/**
+ * The decision behind `authorize`: the covering grants, or the refusal to throw. The refusal is
+ * made only when thrown: callers that only ask (relations, GraphQL) pay for no error object.
+ */
+function accessDecision(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dimCode: string | null,
+  access: Access,
+): { grants: Grant[] } | { refusal: () => ApiError } {
   const { principal } = ctx;
   if (!ctx.source) {
-    throw new BadRequestError("MISSING_PARAMETER", "The query parameter source is required.", {
-      field: "source",
-    });
+    return {
+      refusal: () =>
+        new BadRequestError("MISSING_PARAMETER", "The query parameter source is required.", {
+          field: "source",
+        }),
+    };
   }
   const req = REQUIREMENTS[access];
-  const deny = (message: string, required: number | string, details?: Record<string, unknown>): never => {
-    throw permissionDenied(principal, message, required, details);
-  };
+  const deny = (message: string, required: number | string, details?: Record<string, unknown>) => ({
+    refusal: () => permissionDenied(principal, message, required, details),
+  });
   // Source-layer refusals name the level the access needs; details say which rule refused it.
   const sourceDetails = (reason: string, extra: Record<string, unknown> = {}) => ({
     reason,
@@ -136,7 +159,7 @@ export function authorize(
   if (req.extra && !covering.some((g) => g.OPERATIONS.includes(req.extra!))) {
     return deny(`A ${req.extra} grant is required on ${ctx.source}.`, req.extra);
   }
-  return covering;
+  return { grants: covering };
 }
 
 declare const authorizedFor: unique symbol;

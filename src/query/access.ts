@@ -1,8 +1,7 @@
 // Access to a dimension reached through a relation ($expand) rather than through the request's
 // source: allowed when the request's source covers it, or when some TB_MENU node serving that
 // dimension is covered by a read grant of the caller. The rules themselves stay in src/auth.
-import { authorize, permissionDenied } from "../auth/authorize.ts";
-import { ApiError } from "../errors.ts";
+import { mayAccess, permissionDenied } from "../auth/authorize.ts";
 import type { MetadataModel, RequestContext } from "../types.ts";
 
 function allowedThrough(
@@ -11,13 +10,7 @@ function allowedThrough(
   source: string | null,
   dim: string,
 ): boolean {
-  try {
-    authorize({ ...ctx, source }, model, dim, "read");
-    return true;
-  } catch (err) {
-    if (err instanceof ApiError) return false;
-    throw err;
-  }
+  return mayAccess({ ...ctx, source }, model, dim, "read");
 }
 
 export function canReadRelated(ctx: RequestContext, model: MetadataModel, dim: string): boolean {

@@ -17,12 +17,16 @@ function embed(e: ExpandPlan, records: DataRecord[]): DataRecord | DataRecord[] 
   return e.direction === "reverse" ? records : (records[0] ?? null);
 }
 
-/** The record of relation `index` that the page's statement embedded in `row`, or null. */
-function embedded(e: ExpandPlan, index: number, row: Record<string, unknown>): DataRecord | null {
-  if (row[embeddedColumn(index, e.targetKey.code)] == null) return null;
-  const fields: Record<string, unknown> = {};
-  for (const f of relationColumns(e)) fields[f.code] = row[embeddedColumn(index, f.code)];
-  return toRecord(fields, e.columns);
+/** Reads the record of relation `index` that the page's statement embedded in a row (or null). */
+function embeddedReader(e: ExpandPlan, index: number): (row: Record<string, unknown>) => DataRecord | null {
+  const key = embeddedColumn(index, e.targetKey.code);
+  const columns = relationColumns(e).map((f) => [f.code, embeddedColumn(index, f.code)] as const);
+  return (row) => {
+    if (row[key] == null) return null;
+    const fields: Record<string, unknown> = {};
+    for (const [code, column] of columns) fields[code] = row[column];
+    return toRecord(fields, e.columns);
+  };
 }
 
 /**
@@ -40,8 +44,9 @@ export async function attachExpansions(
   await Promise.all(
     expand.map(async (e, index) => {
       if (opts.joined && joinsInPage(e)) {
+        const read = embeddedReader(e, index);
         rows.forEach((row, i) => {
-          records[i]![e.name] = embedded(e, index, row);
+          records[i]![e.name] = read(row);
         });
         return;
       }
