@@ -111,10 +111,13 @@ async function main() {
   // The bulk load's dirty pages written now, not during the first measurements.
   await services.db.query("CHECKPOINT");
   const url = services.db.connectionString;
-  const floor = await startFloor(url);
-  const floorBase = floor.base;
-  const dimensio = await startDimensio(url);
+  let floor: Awaited<ReturnType<typeof startFloor>> | null = null;
+  let dimensio: Awaited<ReturnType<typeof startDimensio>> | null = null;
   try {
+    // Started inside the try: a server that fails to start stops the other and drops the data.
+    floor = await startFloor(url);
+    const floorBase = floor.base;
+    dimensio = await startDimensio(url);
     const base = dimensio.base;
     const token = await login(base, "anna", "anna-secret-1");
     const auth = {
@@ -218,9 +221,11 @@ async function main() {
       `\npeak RSS of the servers' processes: floor ${peakRssMb(floor.pid)} MB, Dimensio ${peakRssMb(dimensio.running.child.pid!)} MB`,
     );
   } finally {
-    floor.stop();
-    dimensio.running.child.kill("SIGTERM");
-    await dimensio.running.exited;
+    floor?.stop();
+    if (dimensio && dimensio.running.child.exitCode === null) {
+      dimensio.running.child.kill("SIGTERM");
+      await dimensio.running.exited;
+    }
     await services.close();
   }
 }
