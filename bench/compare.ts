@@ -15,11 +15,11 @@
 // shares its event loop with the load generator.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { UNLIMITED_ENV } from "../test/helpers/auth.ts";
-import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
+import { loginOverHttp, UNLIMITED_ENV } from "../test/helpers/auth.ts";
+import { TEST_JWT_SECRET } from "../test/helpers/env.ts";
 import { freePort, type Running, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
-import { seedCustomers } from "./seed.ts";
+import { openBenchServices, seedCustomers } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 100_000);
@@ -77,27 +77,8 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
 
 const BENCH_SECRET = "bench-gateway-secret";
 
-async function login(base: string, username: string, password: string): Promise<string> {
-  const res = await fetch(`${base}/auth/login`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      ...(process.env.BENCH_ROLE ? { "x-gateway-secret": BENCH_SECRET } : {}),
-    },
-    body: JSON.stringify({ username, password }),
-  });
-  if (res.status !== 200) throw new Error(`login of ${username} answered ${res.status}: ${await res.text()}`);
-  return ((await res.json()) as { data: { access_token: string } }).data.access_token;
-}
-
 async function main() {
-  if (!TEST_DATABASE_URL) {
-    console.error(
-      "Set TEST_DATABASE_URL to a PostgreSQL server (a scratch database is created and dropped).",
-    );
-    process.exit(2);
-  }
-  const services = await createTestServices("postgres", { fixture: "sample", env: UNLIMITED_ENV });
+  const services = await openBenchServices();
   if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
   await seedCustomers(services.db, CUSTOMERS, ["MI", "RM", "TO", "MUC"]);
   await services.db.query(
@@ -119,7 +100,12 @@ async function main() {
     const floorBase = floor.base;
     dimensio = await startDimensio(url);
     const base = dimensio.base;
-    const token = await login(base, "anna", "anna-secret-1");
+    const token = await loginOverHttp(
+      base,
+      "anna",
+      "anna-secret-1",
+      process.env.BENCH_ROLE ? { "x-gateway-secret": BENCH_SECRET } : {},
+    );
     const auth = {
       authorization: `Bearer ${token}`,
       ...(process.env.BENCH_ROLE ? { "x-gateway-secret": BENCH_SECRET } : {}),
@@ -131,6 +117,19 @@ async function main() {
     const id = rows[0]!.id;
     const create = JSON.stringify({ data: { NAME: "Bench create" } });
     type Run = { url: string; method?: string; body?: string; headers?: Record<string, string> };
+    const json = { "content-type": "application/json" };
+    const floorCreate = (path: string): Run => ({
+      url: `${floorBase}/${path}`,
+      method: "POST",
+      body: create,
+      headers: json,
+    });
+    const dimensioCreate: Run = {
+      url: `${base}/api/v4/core/CUST?source=anag-1`,
+      method: "POST",
+      body: create,
+      headers: { ...auth, ...json },
+    };
     const workloads: Array<[string, Run, Run]> = [
       [
         "W1 list 20 customers of a city, sorted by name (+ total)",
@@ -153,35 +152,11 @@ async function main() {
           headers: auth,
         },
       ],
-      [
-        "W4 create a customer",
-        {
-          url: `${floorBase}/w4`,
-          method: "POST",
-          body: create,
-          headers: { "content-type": "application/json" },
-        },
-        {
-          url: `${base}/api/v4/core/CUST?source=anag-1`,
-          method: "POST",
-          body: create,
-          headers: { ...auth, "content-type": "application/json" },
-        },
-      ],
+      ["W4 create a customer", floorCreate("w4"), dimensioCreate],
       [
         "W4s create a customer, the floor doing the same work (counter, row, outbox row) in one statement",
-        {
-          url: `${floorBase}/w4s`,
-          method: "POST",
-          body: create,
-          headers: { "content-type": "application/json" },
-        },
-        {
-          url: `${base}/api/v4/core/CUST?source=anag-1`,
-          method: "POST",
-          body: create,
-          headers: { ...auth, "content-type": "application/json" },
-        },
+        floorCreate("w4s"),
+        dimensioCreate,
       ],
       [
         "W5 count customers of a city",

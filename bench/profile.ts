@@ -9,23 +9,15 @@
 // BENCH_WORKLOAD=create profiles creates instead (bench/compare's W4), BENCH_WORKLOAD=expand the
 // latest orders with their customer (W3).
 import { buildApp } from "../src/app.ts";
-import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
-import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { listenAndLogin } from "../test/helpers/auth.ts";
 import { autocannon } from "./autocannon.ts";
-import { seedCustomers } from "./seed.ts";
+import { openBenchServices, seedCustomers } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 
 async function main() {
-  if (!TEST_DATABASE_URL) {
-    console.error("Set TEST_DATABASE_URL.");
-    process.exit(2);
-  }
-  const services = await createTestServices("postgres", {
-    fixture: "sample",
-    env: { ...UNLIMITED_ENV, LOG_LEVEL: "warn" },
-  });
+  const services = await openBenchServices({ LOG_LEVEL: "warn" });
   await seedCustomers(services.db, CUSTOMERS);
   const app = await buildApp(services);
   try {

@@ -8,23 +8,16 @@
 // BENCH_SECONDS (default 5) per scenario, BENCH_CONNECTIONS (default 10).
 import { performance } from "node:perf_hooks";
 import { buildApp } from "../src/app.ts";
-import { listenAndLogin, UNLIMITED_ENV } from "../test/helpers/auth.ts";
-import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { listenAndLogin } from "../test/helpers/auth.ts";
 import { autocannon } from "./autocannon.ts";
-import { seedCustomers } from "./seed.ts";
+import { openBenchServices, seedCustomers } from "./seed.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10);
 const RECORDS = Number(process.env.BENCH_RECORDS ?? 100_000);
 
 async function main() {
-  if (!TEST_DATABASE_URL) {
-    console.error(
-      "Set TEST_DATABASE_URL to a PostgreSQL server (a scratch database is created and dropped).",
-    );
-    process.exit(2);
-  }
-  const services = await createTestServices("postgres", { fixture: "sample", env: UNLIMITED_ENV });
+  const services = await openBenchServices();
   const db = services.db;
   const t0 = performance.now();
   await seedCustomers(db, RECORDS);

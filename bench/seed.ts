@@ -1,6 +1,10 @@
 // Bench data: `count` customers of the sample fixture's tenant acme in TB_ANAG_CUST00, spread over
 // the given cities, each with a unique CODE (NOT NULL), and the table analysed.
+import path from "node:path";
+import type { Services } from "../src/services.ts";
 import type { Queryable } from "../src/types.ts";
+import { UNLIMITED_ENV } from "../test/helpers/auth.ts";
+import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
 
 export async function seedCustomers(
   db: Queryable,
@@ -15,4 +19,24 @@ export async function seedCustomers(
     [count, cities],
   );
   await db.query(`ANALYZE "TB_ANAG_CUST00"`);
+}
+
+/**
+ * The services of a bench: a scratch PostgreSQL database (dropped on close) with the sample
+ * fixture and no rate limits. Without TEST_DATABASE_URL the bench stops with how to run it.
+ */
+export async function openBenchServices(env: Record<string, string> = {}): Promise<Services> {
+  if (!TEST_DATABASE_URL) {
+    console.error(
+      "Set TEST_DATABASE_URL to a PostgreSQL server (a scratch database is created and dropped), e.g.\n" +
+        `  TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx ${path.relative(process.cwd(), process.argv[1] ?? "bench/compare.ts")}`,
+    );
+    process.exit(2);
+  }
+  const services = await createTestServices("postgres", {
+    fixture: "sample",
+    env: { ...UNLIMITED_ENV, ...env },
+  });
+  if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+  return services;
 }

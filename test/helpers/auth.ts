@@ -113,12 +113,21 @@ export async function listenAndLogin(
 ): Promise<{ base: string; token: string }> {
   await app.listen({ host: "127.0.0.1", port: 0 });
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  return { base, token: await loginOverHttp(base, username, password) };
+}
+
+/** POST /auth/login on a service over HTTP: the access token (throws on anything but 200). */
+export async function loginOverHttp(
+  base: string,
+  username: string,
+  password: string,
+  headers: Record<string, string> = {},
+): Promise<string> {
   const res = await fetch(`${base}/auth/login`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({ username, password }),
   });
   if (res.status !== 200) throw new Error(`login of ${username} answered ${res.status}: ${await res.text()}`);
-  const token = ((await res.json()) as { data: { access_token: string } }).data.access_token;
-  return { base, token };
+  return ((await res.json()) as { data: { access_token: string } }).data.access_token;
 }
