@@ -56,12 +56,33 @@ export function floorServer(pool: pg.Pool): http.Server {
         case "/w4": {
           let body = "";
           for await (const chunk of req) body += chunk;
-          const data = JSON.parse(body).data as { NAME: string };
+          // The row as the client sent it (NAME and CODE): no counter, no outbox row.
+          const data = JSON.parse(body).data as { NAME: string; CODE: string };
           const { rows } = await pool.query(
             `INSERT INTO "TB_ANAG_CUST00" ("NAME", "CODE", "TREC", "CDATA", "OWNER", "TENANT_ID")
-             VALUES ($1, 'F-' || left(md5(random()::text), 16), 'N', to_char(now(), 'YYYYMMDDHH24MISS'), 'floor', 'acme')
+             VALUES ($1, $2, 'N', to_char(now(), 'YYYYMMDDHH24MISS'), 'floor', 'acme')
              RETURNING ${CUST_COLUMNS}`,
-            [data.NAME],
+            [data.NAME, data.CODE],
+          );
+          return json(res, 201, { data: rows[0] });
+        }
+        case "/w4o": {
+          // The same row with its outbox row, in one statement (a transaction of its own): what
+          // the contract asks of every write, as an expert would hand-write it.
+          let body = "";
+          for await (const chunk of req) body += chunk;
+          const data = JSON.parse(body).data as { NAME: string; CODE: string };
+          const { rows } = await pool.query(
+            `WITH c AS (
+               INSERT INTO "TB_ANAG_CUST00" ("NAME", "CODE", "TREC", "CDATA", "OWNER", "TENANT_ID")
+               VALUES ($1, $2, 'N', to_char(now(), 'YYYYMMDDHH24MISS'), 'floor', 'acme')
+               RETURNING ${CUST_COLUMNS}),
+             o AS (
+               INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
+               SELECT 'CUST.Created', 'CUST', c."CUST_ID"::text, to_jsonb(c), 'acme', now() FROM c
+               RETURNING "OUTBOX_ID")
+             SELECT c.* FROM c, o`,
+            [data.NAME, data.CODE],
           );
           return json(res, 201, { data: rows[0] });
         }

@@ -39,7 +39,7 @@ async function main() {
       const creates = await autocannon({
         url: `${base}/api/v4/core/CUST?source=anag-1`,
         method: "POST",
-        body: JSON.stringify({ data: { NAME: "Profiled create" } }),
+        body: JSON.stringify({ data: { NAME: "Profiled create", CODE: "P-00001" } }),
         connections: 16,
         duration: SECONDS,
         headers: { ...headers, "content-type": "application/json" },

@@ -32,5 +32,5 @@ console.log("| where | self time % |\n|---|---:|");
 for (const [g, us] of [...groups].sort((a, b) => b[1] - a[1]).slice(0, 18))
   console.log(`| ${g} | ${pct(us)} |`);
 console.log("\ntop functions:");
-for (const [f, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, 15))
+for (const [f, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.TOP ?? 15)))
   console.log(`${pct(us)}%  ${f}`);

@@ -124,6 +124,12 @@ export interface Queryable {
    * statement and COMMIT then travel together: one round trip (the outbox row of a write).
    */
   defer?(work: Promise<unknown>): void;
+  /**
+   * Open transactions on PostgreSQL only: wake the listeners of `channel` once the transaction
+   * has committed; this process's own at once, other processes' through a NOTIFY folded with
+   * those of other transactions (at most one per channel every few milliseconds under load).
+   */
+  notifyAfterCommit?(channel: string): void;
 }
 
 export interface Database extends Queryable {

@@ -3,6 +3,7 @@
 // JS numbers, so that INTEGER and DECIMAL fields come back as JSON numbers).
 import { createHash } from "node:crypto";
 import { readFile, rm, writeFile } from "node:fs/promises";
+import type { Writable } from "node:stream";
 // PGlite itself is imported by openPglite: a service on PostgreSQL does not load it.
 import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
@@ -86,6 +87,44 @@ function deferredWork() {
       pending.push(work);
     },
     all: () => Promise.all(pending),
+  };
+}
+
+/** The longest a NOTIFY of a committed transaction waits to be folded with the next ones. */
+export const NOTIFY_FOLD_MS = 5;
+
+/**
+ * Wakes the listeners of committed transactions' channels: this process's own at once (no round
+ * trip), other processes' through NOTIFY. A NOTIFY goes out at once when none went out in the last
+ * NOTIFY_FOLD_MS, else once that time is over, standing for every commit in between: each NOTIFY
+ * wakes every listening connection of the database, so one per commit would cost PostgreSQL more
+ * than the writes that asked for them.
+ */
+function committedNotifier(pool: pg.Pool, local: Map<string, Set<(payload: string) => void>>) {
+  const folding = new Map<string, { timer: NodeJS.Timeout; again: boolean }>();
+  const send = (channel: string) => {
+    pool.query("SELECT pg_notify($1, '')", [channel]).catch(() => {}); // the relays' poll covers a lost one
+    const window = {
+      again: false,
+      timer: setTimeout(() => {
+        folding.delete(channel);
+        if (window.again) send(channel);
+      }, NOTIFY_FOLD_MS),
+    };
+    window.timer.unref();
+    folding.set(channel, window);
+  };
+  return {
+    signal(channel: string) {
+      for (const onPayload of local.get(channel) ?? []) onPayload("");
+      const window = folding.get(channel);
+      if (window) window.again = true;
+      else send(channel);
+    },
+    stop() {
+      for (const w of folding.values()) clearTimeout(w.timer);
+      folding.clear();
+    },
   };
 }
 
@@ -235,6 +274,29 @@ async function subscribe(
   };
 }
 
+/**
+ * pg writes each statement to the socket as it is queued (a system call each). Corked until the
+ * current turn of the event loop ends, the statements a turn queues on one connection leave in
+ * one write: a transaction's BEGIN with its first statement, the outbox row with COMMIT.
+ */
+function coalesceWrites(client: pg.PoolClient): void {
+  const stream = (client as unknown as { connection: { stream: Writable } }).connection.stream;
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    stream.uncork();
+  };
+  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args) => {
+    if (!corked && stream.writable) {
+      corked = true;
+      stream.cork();
+      setImmediate(uncork);
+    }
+    return query(...args);
+  };
+}
+
 export function openPostgres(connectionString: string, opts: OpenOptions = {}): DatabaseHandle {
   const statementTimeoutMs = opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const transactionTimeoutMs = opts.transactionTimeoutMs ?? statementTimeoutMs;
@@ -253,9 +315,12 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   } as pg.PoolConfig);
   // An idle client that loses its connection must not crash the process.
   pool.on("error", () => {});
+  pool.on("connect", coalesceWrites);
   const base = observed(pgQueryable(pool), opts.onStatement);
   const tell: StatementObserver = opts.onStatement ?? (() => {});
   const subscriptions = new Set<() => Promise<void>>();
+  const localListeners = new Map<string, Set<(payload: string) => void>>();
+  const notifier = committedNotifier(pool, localListeners);
   let closing: Promise<void> | null = null;
   return {
     kind: "postgres",
@@ -266,6 +331,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       const deferred = deferredWork();
+      const channels = new Set<string>();
       try {
         // Statements sent and not answered yet: one sent meanwhile shares their round trip.
         let inFlight = 0;
@@ -295,6 +361,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           query: (text, params, o) => afterBegin(track(raw.query(text, params, o))),
           exec: (sql) => afterBegin(track(raw.exec(sql))),
           defer: deferred.defer,
+          notifyAfterCommit: (channel) => void channels.add(channel),
         };
         const result = await fn(
           withDeadline(
@@ -309,6 +376,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         // A deferred statement that failed aborted the transaction: COMMIT then rolls it back.
         await deferred.all();
         await committing;
+        for (const channel of channels) notifier.signal(channel);
         return result;
       } catch (err) {
         tell("ROLLBACK", { pipelined: false });
@@ -320,8 +388,13 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     },
     async listen(channel, onPayload, opts) {
       const stop = await subscribe(pool, channel, onPayload, opts?.onLost);
+      let here = localListeners.get(channel);
+      if (!here) localListeners.set(channel, (here = new Set()));
+      const local = here;
+      local.add(onPayload);
       const unlisten = async () => {
         subscriptions.delete(unlisten);
+        local.delete(onPayload);
         await stop();
       };
       subscriptions.add(unlisten);
@@ -330,6 +403,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     close() {
       // The pool ends only when every client is back: listening clients are returned first.
       closing ??= (async () => {
+        notifier.stop();
         await Promise.all([...subscriptions].map((u) => u()));
         await pool.end();
       })();

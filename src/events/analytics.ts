@@ -3,26 +3,49 @@
 import type { TenantAdmin } from "../auth/authorize.ts";
 import { ValidationError } from "../errors.ts";
 import type { Database, Queryable } from "../types.ts";
-import { parseMessage, type ReceivedEvent } from "./bus.ts";
-import { processOnce } from "./consumed.ts";
+import type { BatchHandler } from "./batching.ts";
+import { parseMessage } from "./bus.ts";
+import { processEachOnce } from "./consumed.ts";
 
 export const ANALYTICS_SUBSCRIBER = "analytics";
 
-export function createAnalyticsWriter(db: Database) {
-  return async (event: ReceivedEvent): Promise<void> => {
-    const message = parseMessage(event);
-    await processOnce(db, ANALYTICS_SUBSCRIBER, event.id, (tx) =>
-      tx
-        .query(
-          `INSERT INTO "TB_EVENT_STATS" ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY", "COUNT")
-           VALUES ($1, $2, $3, ($4::timestamptz AT TIME ZONE 'UTC')::date, 1)
-           ON CONFLICT ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY")
-           DO UPDATE SET "COUNT" = "TB_EVENT_STATS"."COUNT" + 1`,
-          [message.TENANT_ID, message.AGGREGATE_TYPE, message.EVENT_TYPE, message.CREATED_AT],
-        )
-        .then(() => {}),
-    );
-  };
+/**
+ * Adds a batch of events to the counts: one statement for the batch's new messages, summed per
+ * tenant, dimension, event type and day (a busy day's row is updated once per batch, not once
+ * per event).
+ */
+export function createAnalyticsWriter(db: Database): BatchHandler {
+  return (events) =>
+    processEachOnce(db, ANALYTICS_SUBSCRIBER, events, async (tx, fresh) => {
+      const counts = new Map<string, { key: [string, string, string, string]; count: number }>();
+      for (const e of fresh) {
+        const m = parseMessage(e);
+        const key: [string, string, string, string] = [
+          m.TENANT_ID,
+          m.AGGREGATE_TYPE,
+          m.EVENT_TYPE,
+          new Date(m.CREATED_AT).toISOString().slice(0, 10),
+        ];
+        const id = key.join("\u0000");
+        const entry = counts.get(id);
+        if (entry) entry.count++;
+        else counts.set(id, { key, count: 1 });
+      }
+      const rows = [...counts.values()];
+      await tx.query(
+        `INSERT INTO "TB_EVENT_STATS" ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY", "COUNT")
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::date[], $5::int[])
+         ON CONFLICT ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY")
+         DO UPDATE SET "COUNT" = "TB_EVENT_STATS"."COUNT" + EXCLUDED."COUNT"`,
+        [
+          rows.map((r) => r.key[0]),
+          rows.map((r) => r.key[1]),
+          rows.map((r) => r.key[2]),
+          rows.map((r) => r.key[3]),
+          rows.map((r) => r.count),
+        ],
+      );
+    });
 }
 
 export interface EventCount {

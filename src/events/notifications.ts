@@ -3,8 +3,9 @@
 // shipped is a log line per notification.
 import type { Logger } from "../logger.ts";
 import type { Database } from "../types.ts";
-import { parseMessage, type ReceivedEvent } from "./bus.ts";
-import { processOnce } from "./consumed.ts";
+import type { BatchHandler } from "./batching.ts";
+import { parseMessage } from "./bus.ts";
+import { processEachOnce } from "./consumed.ts";
 
 export interface Notification {
   tenantId: string;
@@ -29,19 +30,23 @@ export function logTransport(logger: Logger): NotificationTransport {
 
 export const NOTIFICATIONS_SUBSCRIBER = "notifications";
 
-/** One notification per event, sent once per message id (the mark commits after the send). */
-export function createNotificationSender(db: Database, transport: NotificationTransport) {
-  return async (event: ReceivedEvent): Promise<void> => {
-    const m = parseMessage(event);
-    await processOnce(db, NOTIFICATIONS_SUBSCRIBER, event.id, () =>
-      transport.send({
-        tenantId: m.TENANT_ID,
-        eventId: m.OUTBOX_ID,
-        eventType: m.EVENT_TYPE,
-        dimension: m.AGGREGATE_TYPE,
-        recordId: m.AGGREGATE_ID,
-        subject: `${m.EVENT_TYPE} ${m.AGGREGATE_TYPE} ${m.AGGREGATE_ID}`,
-      }),
-    );
-  };
+/**
+ * One notification per event, sent once per message id: a batch's marks commit after its sends
+ * (a failed send rolls the batch's marks back; its events are then retried one by one).
+ */
+export function createNotificationSender(db: Database, transport: NotificationTransport): BatchHandler {
+  return (events) =>
+    processEachOnce(db, NOTIFICATIONS_SUBSCRIBER, events, async (_tx, fresh) => {
+      for (const event of fresh) {
+        const m = parseMessage(event);
+        await transport.send({
+          tenantId: m.TENANT_ID,
+          eventId: m.OUTBOX_ID,
+          eventType: m.EVENT_TYPE,
+          dimension: m.AGGREGATE_TYPE,
+          recordId: m.AGGREGATE_ID,
+          subject: `${m.EVENT_TYPE} ${m.AGGREGATE_TYPE} ${m.AGGREGATE_ID}`,
+        });
+      }
+    });
 }

@@ -25,16 +25,19 @@ export function eventType(dim: string, kind: EventKind): string {
 export const OUTBOX_CHANNEL = "dimensio_outbox";
 
 /**
- * Inserts one event row and, in the same statement, queues the NOTIFY that wakes the relays when
- * the transaction commits (identical notifications of one transaction are folded into one).
+ * Inserts one event row and has the relays woken when the transaction commits: on PostgreSQL by
+ * the database handle after COMMIT (folded with other commits' wake-ups), elsewhere by a NOTIFY
+ * queued in the same statement (identical notifications of one transaction are folded into one).
  * Returns the OUTBOX_ID as a string (the response's event_id).
  */
 export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Promise<string> {
+  const afterCommit = tx.notifyAfterCommit !== undefined;
+  tx.notifyAfterCommit?.(OUTBOX_CHANNEL);
   const res = await tx.query<{ OUTBOX_ID: number | string }>(
     `WITH inserted AS (
        INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
        VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now())) RETURNING "OUTBOX_ID")
-     SELECT "OUTBOX_ID", pg_notify('${OUTBOX_CHANNEL}', '') FROM inserted`,
+     SELECT "OUTBOX_ID"${afterCommit ? "" : `, pg_notify('${OUTBOX_CHANNEL}', '')`} FROM inserted`,
     [
       eventType(event.dim, event.kind),
       event.dim,
@@ -43,6 +46,8 @@ export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Prom
       event.tenantId,
       event.createdAt ? event.createdAt.toISOString() : null,
     ],
+    // A fixed table's statement: parsed once per connection.
+    { prepare: "outbox" },
   );
   return String(res.rows[0]!.OUTBOX_ID);
 }

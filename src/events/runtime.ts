@@ -3,6 +3,7 @@
 // its delivery worker alone. Subscribers are attached before the relay starts publishing.
 import type { Services } from "../services.ts";
 import { createAnalyticsWriter } from "./analytics.ts";
+import { inBatches } from "./batching.ts";
 import type { Unsubscribe } from "./bus.ts";
 import { createNotificationSender, logTransport, type NotificationTransport } from "./notifications.ts";
 import { createRelay, type Relay } from "./relay.ts";
@@ -10,6 +11,12 @@ import { createSearchIndexer } from "./search.ts";
 import { createMediaCollector } from "./media-gc.ts";
 import { createDeliveryWorker, type DeliveryWorker } from "./webhooks/delivery.ts";
 import { createWebhookDispatcher } from "./webhooks/dispatcher.ts";
+
+/**
+ * Events a batched subscriber takes at once (its queue's concurrency, the AMQP prefetch): a burst
+ * of writes costs each subscriber one transaction per batch, not one per event.
+ */
+const SUBSCRIBER_BATCH = 100;
 
 export interface EventRuntimeOptions {
   relay?: boolean;
@@ -53,17 +60,28 @@ export async function startEventRuntime(
       deliveries = worker;
       worker.start();
       subscriptions.push(
-        await bus.subscribe("webhooks", createWebhookDispatcher({ db, onQueued: worker.wake }), {
-          concurrency: 8,
-        }),
+        await bus.subscribe(
+          "webhooks",
+          inBatches(createWebhookDispatcher({ db, onQueued: worker.wake }), { maxBatch: SUBSCRIBER_BATCH }),
+          { concurrency: SUBSCRIBER_BATCH },
+        ),
       );
     }
     if (opts.subscribers) {
-      subscriptions.push(await bus.subscribe("analytics", createAnalyticsWriter(db), { concurrency: 4 }));
+      const batched = { concurrency: SUBSCRIBER_BATCH };
       subscriptions.push(
-        await bus.subscribe("search", createSearchIndexer({ db, metadata: services.metadata }), {
-          concurrency: 4,
-        }),
+        await bus.subscribe(
+          "analytics",
+          inBatches(createAnalyticsWriter(db), { maxBatch: SUBSCRIBER_BATCH }),
+          batched,
+        ),
+      );
+      subscriptions.push(
+        await bus.subscribe(
+          "search",
+          inBatches(createSearchIndexer({ db, metadata: services.metadata }), { maxBatch: SUBSCRIBER_BATCH }),
+          batched,
+        ),
       );
       subscriptions.push(
         await bus.subscribe(
@@ -75,7 +93,10 @@ export async function startEventRuntime(
       subscriptions.push(
         await bus.subscribe(
           "notifications",
-          createNotificationSender(db, opts.notificationTransport ?? logTransport(logger)),
+          inBatches(createNotificationSender(db, opts.notificationTransport ?? logTransport(logger)), {
+            maxBatch: SUBSCRIBER_BATCH,
+          }),
+          batched,
         ),
       );
     }

@@ -5,7 +5,8 @@
 // repeated message changes nothing (idempotent, and safe against reordering).
 import type { MetadataRegistry } from "../metadata/registry.ts";
 import type { Database, DimensionDef, FieldDef } from "../types.ts";
-import { parseMessage, type ReceivedEvent } from "./bus.ts";
+import type { BatchHandler } from "./batching.ts";
+import { type OutboxMessage, parseMessage } from "./bus.ts";
 
 /** Longest text kept per record (the index is for finding records, not storing them). */
 const MAX_TEXT = 64 * 1024;
@@ -19,31 +20,67 @@ export function searchableFields(dim: DimensionDef): FieldDef[] {
   );
 }
 
-export function createSearchIndexer(deps: { db: Database; metadata: MetadataRegistry }) {
-  return async (event: ReceivedEvent): Promise<void> => {
-    const m = parseMessage(event);
-    const dim = deps.metadata.current().dimensions.get(m.AGGREGATE_TYPE);
-    if (!dim) return; // a metadata table's event
-    const payload = m.PAYLOAD ?? {};
-    if (m.EVENT_TYPE === `${dim.code}Deleted` && payload.force === true) {
-      await deps.db.query(
-        `DELETE FROM "TB_SEARCH" WHERE "TENANT_ID" = $1 AND "DIMENSION" = $2 AND "RECORD_ID" = $3 AND "OUTBOX_ID" < $4::bigint`,
-        [m.TENANT_ID, dim.code, m.AGGREGATE_ID, m.OUTBOX_ID],
-      );
-      return;
+/**
+ * Indexes a batch of events: per record only its latest event counts (a record created and then
+ * changed in one batch is indexed once, as it is now); one DELETE for the batch's force deletes
+ * and one upsert for the rest, each guarded by OUTBOX_ID so an older message changes nothing.
+ */
+export function createSearchIndexer(deps: { db: Database; metadata: MetadataRegistry }): BatchHandler {
+  return async (events) => {
+    const dimensions = deps.metadata.current().dimensions;
+    const latest = new Map<string, { m: OutboxMessage; dim: DimensionDef }>();
+    for (const e of events) {
+      const m = parseMessage(e);
+      const dim = dimensions.get(m.AGGREGATE_TYPE);
+      if (!dim) continue; // a metadata table's event
+      const key = `${m.TENANT_ID}\u0000${dim.code}\u0000${m.AGGREGATE_ID}`;
+      const seen = latest.get(key);
+      if (!seen || BigInt(seen.m.OUTBOX_ID) < BigInt(m.OUTBOX_ID)) latest.set(key, { m, dim });
     }
-    const text = searchableFields(dim)
-      .map((f) => payload[f.code])
-      .filter((v): v is string => typeof v === "string" && v.length > 0)
-      .join(" ")
-      .slice(0, MAX_TEXT);
-    await deps.db.query(
-      `INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
-       VALUES ($1, $2, $3, $4, $5::bigint)
-       ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE
-          SET "TEXT" = EXCLUDED."TEXT", "OUTBOX_ID" = EXCLUDED."OUTBOX_ID", "UPDATED_AT" = now()
-        WHERE "TB_SEARCH"."OUTBOX_ID" < EXCLUDED."OUTBOX_ID"`,
-      [m.TENANT_ID, dim.code, m.AGGREGATE_ID, text, m.OUTBOX_ID],
-    );
+    const deletes: OutboxMessage[] = [];
+    const upserts: Array<{ m: OutboxMessage; dim: string; text: string }> = [];
+    for (const { m, dim } of latest.values()) {
+      const payload = m.PAYLOAD ?? {};
+      if (m.EVENT_TYPE === `${dim.code}Deleted` && payload.force === true) {
+        deletes.push(m);
+        continue;
+      }
+      const text = searchableFields(dim)
+        .map((f) => payload[f.code])
+        .filter((v): v is string => typeof v === "string" && v.length > 0)
+        .join(" ")
+        .slice(0, MAX_TEXT);
+      upserts.push({ m, dim: dim.code, text });
+    }
+    if (deletes.length > 0) {
+      await deps.db.query(
+        `DELETE FROM "TB_SEARCH" s
+          USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS d(tenant, dimension, record, outbox)
+          WHERE s."TENANT_ID" = d.tenant AND s."DIMENSION" = d.dimension AND s."RECORD_ID" = d.record
+            AND s."OUTBOX_ID" < d.outbox`,
+        [
+          deletes.map((m) => m.TENANT_ID),
+          deletes.map((m) => m.AGGREGATE_TYPE),
+          deletes.map((m) => m.AGGREGATE_ID),
+          deletes.map((m) => m.OUTBOX_ID),
+        ],
+      );
+    }
+    if (upserts.length > 0) {
+      await deps.db.query(
+        `INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+         ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE
+            SET "TEXT" = EXCLUDED."TEXT", "OUTBOX_ID" = EXCLUDED."OUTBOX_ID", "UPDATED_AT" = now()
+          WHERE "TB_SEARCH"."OUTBOX_ID" < EXCLUDED."OUTBOX_ID"`,
+        [
+          upserts.map((u) => u.m.TENANT_ID),
+          upserts.map((u) => u.dim),
+          upserts.map((u) => u.m.AGGREGATE_ID),
+          upserts.map((u) => u.text),
+          upserts.map((u) => u.m.OUTBOX_ID),
+        ],
+      );
+    }
   };
 }

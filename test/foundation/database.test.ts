@@ -186,3 +186,90 @@ describe("the embedded database's data directory", () => {
     }
   });
 });
+
+describe.each(BACKENDS.filter((b) => b === "postgres"))("wake-ups and writes on %s (issue 11)", (backend) => {
+  let db: DatabaseHandle;
+  let other: DatabaseHandle;
+  beforeAll(async () => {
+    db = await createTestDatabase(backend);
+    if (db.kind !== "postgres") throw new Error("PostgreSQL expected");
+    other = openPostgres(db.connectionString, { max: 2 });
+  });
+  afterAll(async () => {
+    await other?.close();
+    await db?.close();
+  });
+
+  it("notifyAfterCommit: this process's listener at once, another's by NOTIFY, folded under load", async () => {
+    const here: number[] = [];
+    const there: number[] = [];
+    const stopHere = await db.listen("wake_test", () => void here.push(performance.now()));
+    const stopThere = await other.listen("wake_test", () => void there.push(performance.now()));
+    // A rolled-back transaction wakes nobody.
+    await expect(
+      db.transaction(async (tx) => {
+        tx.notifyAfterCommit?.("wake_test");
+        throw new Error("rolled back");
+      }),
+    ).rejects.toThrow("rolled back");
+    // One commit: the local listener is told before transaction() returns; the other by NOTIFY.
+    await db.transaction(async (tx) => {
+      expect(tx.notifyAfterCommit).toBeTypeOf("function");
+      tx.notifyAfterCommit!("wake_test");
+      await tx.query("SELECT 1");
+    });
+    expect(here.length).toBeGreaterThanOrEqual(1);
+    await until(() => there.length === 1);
+    // 200 commits at once: every one wakes the local listener, far fewer NOTIFYs reach the other
+    // process, and one comes after the last commit (nothing is left unsignalled).
+    here.length = 0;
+    there.length = 0;
+    let lastCommit = 0;
+    await Promise.all(
+      Array.from({ length: 200 }, () =>
+        db
+          .transaction(async (tx) => {
+            tx.notifyAfterCommit!("wake_test");
+            await tx.query("SELECT 1");
+          })
+          .then(() => {
+            lastCommit = performance.now();
+          }),
+      ),
+    );
+    // (The local listener also hears the folded NOTIFYs on its own LISTEN connection.)
+    expect(here.length).toBeGreaterThanOrEqual(200);
+    await until(() => there.length > 0 && there.at(-1)! >= lastCommit);
+    expect(there.length).toBeLessThan(100);
+    await stopHere();
+    await stopThere();
+  });
+
+  it("the statements queued in one turn leave in one write to the socket", async () => {
+    if (db.kind !== "postgres") throw new Error("PostgreSQL expected");
+    const client = await db.pool.connect();
+    try {
+      const stream = (client as unknown as { connection: { stream: import("node:stream").Writable } })
+        .connection.stream;
+      let writes = 0;
+      const s = stream as unknown as Record<string, (...args: unknown[]) => unknown>;
+      for (const method of ["_write", "_writev"]) {
+        const original = s[method]!.bind(stream);
+        s[method] = (...args: unknown[]) => {
+          writes++;
+          return original(...args);
+        };
+      }
+      const results = await Promise.all([
+        client.query("BEGIN"),
+        client.query("SELECT $1::int AS n", [1]),
+        client.query("SELECT $1::int AS n", [2]),
+        client.query("COMMIT"),
+      ]);
+      expect(results.map((r) => r.rows[0]?.n ?? null)).toEqual([null, 1, 2, null]);
+      expect(writes).toBe(1);
+    } finally {
+      client.release();
+    }
+  });
+});

@@ -3,7 +3,8 @@
 // TB_WEBHOOK_DELIVERY (idempotent on registration and event, so a redelivered message adds
 // nothing). The delivery worker sends them.
 import type { Database } from "../../types.ts";
-import { type OutboxMessage, parseMessage, type ReceivedEvent } from "../bus.ts";
+import type { BatchHandler } from "../batching.ts";
+import { type OutboxMessage, parseMessage } from "../bus.ts";
 
 export interface Registration {
   WEBHOOK_ID: number;
@@ -39,22 +40,41 @@ export function deliveryBody(message: OutboxMessage): string {
   });
 }
 
-export function createWebhookDispatcher(deps: { db: Database; onQueued: () => void }) {
-  return async function dispatch(event: ReceivedEvent): Promise<void> {
-    const message = parseMessage(event);
-    const { rows } = await deps.db.query<Registration>(
-      `SELECT "WEBHOOK_ID", "EVENTS", "DIMENSIONS", "FILTERS" FROM "TB_WEBHOOK"
-        WHERE "SOURCE" = $1 AND "ACTIVE" = 'Y'`,
-      [message.TENANT_ID],
+/**
+ * Matches a batch of events: the registrations of the batch's tenants read in one statement, and
+ * the deliveries of every match written in one.
+ */
+export function createWebhookDispatcher(deps: { db: Database; onQueued: () => void }): BatchHandler {
+  return async function dispatch(events) {
+    const messages = events.map(parseMessage);
+    const tenants = [...new Set(messages.map((m) => m.TENANT_ID))];
+    const { rows } = await deps.db.query<Registration & { SOURCE: string }>(
+      `SELECT "WEBHOOK_ID", "EVENTS", "DIMENSIONS", "FILTERS", "SOURCE" FROM "TB_WEBHOOK"
+        WHERE "SOURCE" = ANY($1::text[]) AND "ACTIVE" = 'Y'`,
+      [tenants],
     );
-    const matched = rows.filter((r) => matches(r, message));
-    if (matched.length === 0) return;
-    const body = deliveryBody(message);
+    if (rows.length === 0) return;
+    const webhooks: number[] = [];
+    const outboxIds: string[] = [];
+    const types: string[] = [];
+    const bodies: string[] = [];
+    for (const message of messages) {
+      let body: string | null = null;
+      for (const reg of rows) {
+        if (reg.SOURCE !== message.TENANT_ID || !matches(reg, message)) continue;
+        body ??= deliveryBody(message);
+        webhooks.push(reg.WEBHOOK_ID);
+        outboxIds.push(message.OUTBOX_ID);
+        types.push(message.EVENT_TYPE);
+        bodies.push(body);
+      }
+    }
+    if (webhooks.length === 0) return;
     await deps.db.query(
       `INSERT INTO "TB_WEBHOOK_DELIVERY" ("WEBHOOK_ID", "OUTBOX_ID", "EVENT_TYPE", "BODY")
-       SELECT w, $2::bigint, $3, $4 FROM unnest($1::int[]) AS w
+       SELECT * FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[])
        ON CONFLICT ("WEBHOOK_ID", "OUTBOX_ID") DO NOTHING`,
-      [matched.map((r) => r.WEBHOOK_ID), message.OUTBOX_ID, message.EVENT_TYPE, body],
+      [webhooks, outboxIds, types, bodies],
     );
     deps.onQueued();
   };
