@@ -388,9 +388,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     },
     async listen(channel, onPayload, opts) {
       const stop = await subscribe(pool, channel, onPayload, opts?.onLost);
-      let here = localListeners.get(channel);
-      if (!here) localListeners.set(channel, (here = new Set()));
-      const local = here;
+      const local = localListeners.get(channel) ?? new Set<(payload: string) => void>();
+      localListeners.set(channel, local);
       local.add(onPayload);
       const unlisten = async () => {
         subscriptions.delete(unlisten);
