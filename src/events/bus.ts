@@ -55,8 +55,17 @@ export interface EventBus {
   close(): Promise<void>;
 }
 
-export function parseMessage(event: BusEvent): OutboxMessage {
-  return JSON.parse(event.body.toString("utf8")) as OutboxMessage;
+/** Bodies parsed already: the in-process bus hands one body to every subscriber. */
+const parsed = new WeakMap<Buffer, Readonly<OutboxMessage>>();
+
+/** The message of an event, parsed once per body (subscribers only read it). */
+export function parseMessage(event: BusEvent): Readonly<OutboxMessage> {
+  let message = parsed.get(event.body);
+  if (!message) {
+    message = JSON.parse(event.body.toString("utf8")) as OutboxMessage;
+    parsed.set(event.body, message);
+  }
+  return message;
 }
 
 export interface MemoryBusOptions {
