@@ -194,25 +194,29 @@ function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner 
   };
 }
 
+interface ChannelListener {
+  onPayload: (payload: string) => void;
+  onLost: () => void;
+}
+
 /**
- * One LISTEN subscription on a pool client of its own. When that connection breaks, the client is
- * dropped and the subscription re-established with backoff; `onPayload("")` then tells the
- * subscriber that notifications may have been missed meanwhile.
+ * Every LISTEN of a pool on one connection of its own (a NOTIFY wakes each listening connection of
+ * the database, so one per process, not one per channel). When that connection breaks, each
+ * listener's `onLost` is called at once and the connection is re-established with backoff; once
+ * listening again, `onPayload("")` tells each listener that notifications may have been missed.
  */
-async function subscribe(
-  pool: pg.Pool,
-  channel: string,
-  onPayload: (payload: string) => void,
-  onLost: () => void = () => {},
-): Promise<() => Promise<void>> {
+function listeningConnection(pool: pg.Pool) {
+  const channels = new Map<string, Set<ChannelListener>>();
   let client: pg.PoolClient | null = null;
-  let active = true;
+  let connecting: Promise<pg.PoolClient> | null = null;
   let retry: NodeJS.Timeout | null = null;
-  const handler = (msg: pg.Notification) => {
-    if (msg.channel === channel) onPayload(msg.payload ?? "");
+  let closed = false;
+
+  const onNotification = (msg: pg.Notification) => {
+    for (const l of channels.get(msg.channel) ?? []) l.onPayload(msg.payload ?? "");
   };
   const detach = (c: pg.PoolClient) => {
-    c.off("notification", handler);
+    c.off("notification", onNotification);
     c.off("error", onError);
   };
   function onError(err: Error) {
@@ -222,55 +226,102 @@ async function subscribe(
       detach(c);
       c.release(err);
     }
-    if (!active) return;
-    onLost();
+    if (closed || channels.size === 0) return;
+    for (const listeners of channels.values()) for (const l of listeners) l.onLost();
     reconnectLater(250);
   }
-  async function connect(): Promise<void> {
+  async function connect(): Promise<pg.PoolClient> {
     const c = await pool.connect();
-    c.on("notification", handler);
+    c.on("notification", onNotification);
     c.on("error", onError);
     try {
-      await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      for (const channel of channels.keys()) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
     } catch (err) {
       detach(c);
       c.release(err as Error);
       throw err;
     }
-    client = c;
+    return c;
+  }
+  /** The listening connection, made when there is none (one attempt shared by its callers). */
+  function connected(): Promise<pg.PoolClient> {
+    if (client) return Promise.resolve(client);
+    connecting ??= connect()
+      .then((c) => {
+        client = c;
+        return c;
+      })
+      .finally(() => {
+        connecting = null;
+      });
+    return connecting;
   }
   function reconnectLater(delay: number) {
+    if (retry) return;
     retry = setTimeout(async () => {
       retry = null;
-      if (!active) return;
+      if (closed || channels.size === 0) return;
       try {
-        await connect();
+        await connected();
       } catch {
-        if (active) reconnectLater(Math.min(delay * 2, 10_000));
+        if (!closed) reconnectLater(Math.min(delay * 2, 10_000));
         return;
       }
-      if (!active) return void unlistenClient();
-      onPayload("");
+      for (const listeners of channels.values()) for (const l of listeners) l.onPayload("");
     }, delay);
     retry.unref();
   }
-  async function unlistenClient() {
+  /** Gives the connection back to the pool in a clean state (no channel left, or closing). */
+  async function letGo() {
     const c = client;
     client = null;
     if (!c) return;
     detach(c);
-    // A client that stops listening goes back to the pool in a clean state.
     c.on("error", () => {});
-    await c.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
+    await c.query("UNLISTEN *").catch(() => {});
     c.release();
   }
-  await connect();
-  return async () => {
-    if (!active) return;
-    active = false;
-    if (retry) clearTimeout(retry);
-    retry = null;
-    await unlistenClient();
+
+  return {
+    async listen(channel: string, listener: ChannelListener): Promise<() => Promise<void>> {
+      const listeners = channels.get(channel) ?? new Set<ChannelListener>();
+      const first = listeners.size === 0;
+      channels.set(channel, listeners);
+      listeners.add(listener);
+      try {
+        const c = await connected();
+        // LISTEN twice is harmless (a connection made meanwhile has listened already).
+        if (first) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      } catch (err) {
+        listeners.delete(listener);
+        if (listeners.size === 0) channels.delete(channel);
+        throw err;
+      }
+      let active = true;
+      return async () => {
+        if (!active) return;
+        active = false;
+        listeners.delete(listener);
+        if (listeners.size > 0 || channels.get(channel) !== listeners) return;
+        channels.delete(channel);
+        if (channels.size === 0) {
+          if (retry) clearTimeout(retry);
+          retry = null;
+          await connecting?.catch(() => {});
+          if (channels.size === 0) await letGo();
+        } else {
+          await client?.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
+        }
+      };
+    },
+    async close() {
+      closed = true;
+      if (retry) clearTimeout(retry);
+      retry = null;
+      channels.clear();
+      await connecting?.catch(() => {});
+      await letGo();
+    },
   };
 }
 
@@ -318,7 +369,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   pool.on("connect", coalesceWrites);
   const base = observed(pgQueryable(pool), opts.onStatement);
   const tell: StatementObserver = opts.onStatement ?? (() => {});
-  const subscriptions = new Set<() => Promise<void>>();
+  const listening = listeningConnection(pool);
   const localListeners = new Map<string, Set<(payload: string) => void>>();
   const notifier = committedNotifier(pool, localListeners);
   let closing: Promise<void> | null = null;
@@ -387,23 +438,20 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       }
     },
     async listen(channel, onPayload, opts) {
-      const stop = await subscribe(pool, channel, onPayload, opts?.onLost);
+      const stop = await listening.listen(channel, { onPayload, onLost: opts?.onLost ?? (() => {}) });
       const local = localListeners.get(channel) ?? new Set<(payload: string) => void>();
       localListeners.set(channel, local);
       local.add(onPayload);
-      const unlisten = async () => {
-        subscriptions.delete(unlisten);
+      return async () => {
         local.delete(onPayload);
         await stop();
       };
-      subscriptions.add(unlisten);
-      return unlisten;
     },
     close() {
       // The pool ends only when every client is back: listening clients are returned first.
       closing ??= (async () => {
         notifier.stop();
-        await Promise.all([...subscriptions].map((u) => u()));
+        await listening.close();
         await pool.end();
       })();
       return closing;

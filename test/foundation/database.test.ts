@@ -139,23 +139,48 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("LISTEN resilience on %s
     await db?.close();
   });
 
-  it("after the listening connection is killed, the subscription comes back and says so", async () => {
+  it("every channel on one listening connection; killed, it comes back and says so", async () => {
     if (db.kind !== "postgres") throw new Error("postgres only");
     const got: string[] = [];
-    const unlisten = await db.listen("dimensio_resilience", (p) => got.push(p));
+    const other: string[] = [];
+    const lost: string[] = [];
+    const unlisten = await db.listen("dimensio_resilience", (p) => got.push(p), {
+      onLost: () => lost.push("resilience"),
+    });
+    const unlistenOther = await db.listen("dimensio_other", (p) => other.push(p), {
+      onLost: () => lost.push("other"),
+    });
     const admin = openPostgres(db.connectionString, { max: 1 });
     try {
+      // Two channels, one connection: exactly one backend listens, and it hears both.
+      const listening = await admin.query<{ channels: number }>(
+        `SELECT count(*)::int AS channels FROM pg_stat_activity
+          WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+      );
+      expect(listening.rows).toEqual([{ channels: 1 }]);
+      await admin.query(`SELECT pg_notify('dimensio_other', 'before')`);
+      await until(() => other.includes("before"));
       const killed = await admin.query<{ ok: boolean }>(
         `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
           WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
       );
       expect(killed.rows).toEqual([{ ok: true }]);
-      // Re-subscribed: the listener hears "" (notifications may have been missed) ...
-      await until(() => got.includes(""));
-      // ... and then the notifications again.
+      // Each listener is told at once, then hears "" once listening again (notifications may
+      // have been missed) ...
+      await until(() => got.includes("") && other.includes(""));
+      expect(lost.sort()).toEqual(["other", "resilience"]);
+      // ... and then the notifications again, on both channels.
       await admin.query(`SELECT pg_notify('dimensio_resilience', 'after')`);
-      await until(() => got.includes("after"));
+      await admin.query(`SELECT pg_notify('dimensio_other', 'after')`);
+      await until(() => got.includes("after") && other.includes("after"));
+      // The last one gone, the connection goes back to the pool listening to nothing.
       await unlisten();
+      await unlistenOther();
+      const left = await admin.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'UNLISTEN *'`,
+      );
+      expect(left.rows).toEqual([{ n: 1 }]);
     } finally {
       await admin.close();
     }

@@ -73,6 +73,8 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
       const res = await request("POST", "/api/v4/core/CUST?source=anag-1", { data: { NAME: "Too far" } });
       expect(res.statusCode).toBe(400);
       expect(res.json()).toMatchObject({ code: "INVALID_FIELD_VALUE", field: "CODE" });
+      // What to do about it: give the field, or lengthen it or shorten the template.
+      expect(res.json().message).toMatch(/give CODE in the request.*TB_VAR\.LENGTH/);
       expect(await counter()).toBe("999999999999999999");
     } finally {
       await t.services.db.query(

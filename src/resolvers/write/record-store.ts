@@ -153,9 +153,12 @@ export async function insertRow(
     const counted = counterColumns.length === 1 ? dim.fieldsByCode.get(counterColumns[0]!) : undefined;
     if ((err as { code?: string }).code === "22001" && counted) {
       const max = counted.length ?? DEFAULT_STRING_LENGTH;
-      throw new ValidationError("INVALID_FIELD_VALUE", `${counted.code}: longer than ${max} characters`, {
-        field: counted.code,
-      });
+      throw new ValidationError(
+        "INVALID_FIELD_VALUE",
+        `${counted.code}: its template's counter has grown past ${max} characters; give ${counted.code} ` +
+          "in the request, or have an administrator lengthen the field (TB_VAR.LENGTH) or shorten the template",
+        { field: counted.code },
+      );
     }
     return mapDatabaseError(err, dim);
   }
