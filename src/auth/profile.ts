@@ -78,8 +78,16 @@ export function normalizeGrants(raw: unknown): Grant[] {
   return out;
 }
 
-export function grantsHash(grants: Grant[]): string {
-  return createHash("sha256").update(JSON.stringify(grants)).digest("hex").slice(0, 32);
+/** Hashes made already, by grant list (a cached session asks for its list's hash per request). */
+const hashes = new WeakMap<readonly Grant[], string>();
+
+export function grantsHash(grants: readonly Grant[]): string {
+  let hash = hashes.get(grants);
+  if (hash === undefined) {
+    hash = createHash("sha256").update(JSON.stringify(grants)).digest("hex").slice(0, 32);
+    hashes.set(grants, hash);
+  }
+  return hash;
 }
 
 export async function loadUserGrants(db: Queryable, userId: string): Promise<Grant[]> {
