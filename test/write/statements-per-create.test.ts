@@ -113,6 +113,29 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
     else expect(lines).toHaveLength(5);
   });
 
+  it("a patch of a foreign key: looked up by the UPDATE, still 3 round trips; a missing key 400", async () => {
+    const created = await request("POST", "/api/v4/core/CUST?source=anag-1", { data: { NAME: "Moves" } });
+    const id = created.json().data.CUST_ID;
+    const lines = await trace(
+      () => request("PATCH", `/api/v4/core/CUST/${id}?source=anag-1`, { data: { CITY_ID: "MI" } }),
+      200,
+    );
+    expect(lines.some((l) => l.includes('SELECT 1 FROM "TB_ANAG_CITY'))).toBe(false);
+    if (backend === "postgres") expect(roundTrips(lines)).toBe(3);
+    else expect(lines).toHaveLength(5);
+    // A key that names no city: refused, and the record keeps its city.
+    const refused = await request("PATCH", `/api/v4/core/CUST/${id}?source=anag-1`, {
+      data: { CITY_ID: "NOWHERE", NAME: "Moved away" },
+    });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "CITY_ID" });
+    const stored = await t.services.db.query<{ CITY_ID: string; NAME: string }>(
+      `SELECT "CITY_ID", "NAME" FROM "TB_ANAG_CUST00" WHERE "CUST_ID" = $1`,
+      [id],
+    );
+    expect(stored.rows).toEqual([{ CITY_ID: "MI", NAME: "Moves" }]);
+  });
+
   it("a batch of 10 creates: 1 round trip per record (savepoints and outbox rows travel with the next statement)", async () => {
     const data = Array.from({ length: 10 }, (_, i) => ({ NAME: `Batch ${i}`, CITY_ID: "RM" }));
     const lines = await trace(() => request("POST", "/api/v4/core/CUST/batch?source=anag-1", { data }), 200);

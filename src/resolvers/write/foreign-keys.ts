@@ -59,27 +59,12 @@ export function foreignKeyLookups(
 
 /**
  * The SQL expression that yields the key when it names a live record of the caller's tenant, and
- * NULL otherwise: a create inserts it in place of the value, so the look-up costs no statement.
+ * NULL otherwise: a create's INSERT and an update's UPDATE store it in place of the value, so the
+ * look-up costs no statement of its own.
  */
 export function keyLookupSql(w: WriteContext, lookup: KeyLookup, param: (v: unknown) => string): string {
   const key = ident(lookup.key);
   return `(SELECT ${key} FROM ${ident(lookup.target.tableName)} WHERE ${ident(TENANT_COLUMN)} = ${param(
     w.ctx.principal.tenantId,
   )} AND ${key} = ${param(lookup.value)} AND "TREC" <> 'C' LIMIT 1)`;
-}
-
-/** Checks the AC/VARS fields of `values` (only those in `only`, when given): one query each. */
-export async function checkForeignKeys(
-  w: WriteContext,
-  dim: DimensionDef,
-  values: Record<string, unknown>,
-  only?: ReadonlySet<string>,
-): Promise<void> {
-  for (const lookup of foreignKeyLookups(w, dim, values, only)) {
-    const found = await w.tx.query(
-      `SELECT 1 FROM ${ident(lookup.target.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(lookup.key)} = $2 AND "TREC" <> 'C' LIMIT 1`,
-      [w.ctx.principal.tenantId, lookup.value],
-    );
-    if (found.rows.length === 0) throw foreignKeyError(lookup);
-  }
 }

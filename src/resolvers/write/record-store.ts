@@ -169,24 +169,48 @@ export async function insertRow(
   return rowToRecord(dim, row);
 }
 
+/**
+ * Updates one record. A foreign key among the assignments (`lookups`) is set by its look-up
+ * (keyLookupSql): NULL when it names no live record, and the change is then refused with 400
+ * INVALID_FOREIGN_KEY (the caller's transaction rolls back).
+ */
 export async function updateRow(
   w: WriteContext,
   dim: DimensionDef,
   id: RecordId,
   assignments: Array<[string, unknown]>,
+  lookups: readonly KeyLookup[] = [],
 ): Promise<Row> {
-  const sets = assignments.map(([c], i) => `${ident(c)} = $${i + 3}`).join(", ");
+  const params: unknown[] = [w.ctx.principal.tenantId, id];
+  const param = (v: unknown) => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const byColumn = new Map(lookups.map((l) => [l.field.code, l]));
+  const sets = assignments
+    .map(([c, v]) => {
+      const lookup = byColumn.get(c);
+      return `${ident(c)} = ${lookup ? keyLookupSql(w, lookup, param) : param(v)}`;
+    })
+    .join(", ");
   const sql = `UPDATE ${ident(dim.tableName)} SET ${sets}
     WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2 RETURNING *`;
+  let row: Row | undefined;
   try {
-    const res = await w.tx.query<Row>(sql, [w.ctx.principal.tenantId, id, ...assignments.map(([, v]) => v)]);
-    const row = res.rows[0];
-    if (!row) throw recordNotFound(dim, id);
-    return rowToRecord(dim, row);
+    row = (await w.tx.query<Row>(sql, params)).rows[0];
   } catch (err) {
-    if (err instanceof NotFoundError) throw err;
+    // A NOT NULL key column given NULL by its look-up: the key names no record.
+    const column = (err as { code?: string; column?: string }).column;
+    const missing = (err as { code?: string }).code === "23502" && column ? byColumn.get(column) : undefined;
+    if (missing) throw foreignKeyError(missing);
     return mapDatabaseError(err, dim);
   }
+  if (!row) throw recordNotFound(dim, id);
+  for (const lookup of lookups) {
+    if (row[lookup.field.code] === null || row[lookup.field.code] === undefined)
+      throw foreignKeyError(lookup);
+  }
+  return rowToRecord(dim, row);
 }
 
 export async function deleteRow(w: WriteContext, dim: DimensionDef, id: RecordId): Promise<void> {

@@ -5,7 +5,7 @@ import { type AuditEvent, auditColumns } from "./audit.ts";
 import { recordChanged } from "./change-event.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
-import { checkForeignKeys } from "./foreign-keys.ts";
+import { foreignKeyLookups } from "./foreign-keys.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { currentTrec, requireState, type Trec, updateTransition } from "./state.ts";
 import { checkRequired, isBlank, toColumnValue } from "./values.ts";
@@ -48,12 +48,13 @@ export async function updateRecord(
   checkRequired(dim, touched, values, w.ctx.centerDett);
 
   await step(w, "foreign_keys");
-  await checkForeignKeys(w, dim, values, new Set(changed.map((f) => f.code)));
+  // Looked up by the UPDATE itself (as a create's by its INSERT): no statement of their own.
+  const lookups = foreignKeyLookups(w, dim, values, new Set(changed.map((f) => f.code)));
 
   await step(w, "record");
   const event: AuditEvent = from === "C" ? "restore" : "update";
   assignments.push(...auditColumns(dim.auditStyle, event, w.ctx.principal.userId, w.now, to));
-  const record = await updateRow(w, dim, currentId, assignments);
+  const record = await updateRow(w, dim, currentId, assignments, lookups);
   const change = await recordChanged(w, dim, "updated", record);
 
   await step(w, "cascades");
