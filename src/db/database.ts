@@ -326,11 +326,12 @@ function listeningConnection(pool: pg.Pool) {
 }
 
 /**
- * pg writes each statement to the socket as it is queued (a system call each). Corked until the
- * current turn of the event loop ends, the statements a turn queues on one connection leave in
- * one write: a transaction's BEGIN with its first statement, the outbox row with COMMIT.
+ * pg writes each statement to the socket as it is queued (a system call each). While a connection
+ * runs a transaction (`inTransaction`), it is corked until the current turn of the event loop
+ * ends, so the statements a turn queues leave in one write: BEGIN with the first statement, the
+ * outbox row with COMMIT. A lone statement goes out at once.
  */
-function coalesceWrites(client: pg.PoolClient): void {
+function coalesceWrites(client: pg.PoolClient, inTransaction: WeakSet<pg.PoolClient>): void {
   const stream = (client as unknown as { connection: { stream: Writable } }).connection.stream;
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   let corked = false;
@@ -339,7 +340,7 @@ function coalesceWrites(client: pg.PoolClient): void {
     stream.uncork();
   };
   (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args) => {
-    if (!corked && stream.writable) {
+    if (!corked && inTransaction.has(client) && stream.writable) {
       corked = true;
       stream.cork();
       setImmediate(uncork);
@@ -366,7 +367,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   } as pg.PoolConfig);
   // An idle client that loses its connection must not crash the process.
   pool.on("error", () => {});
-  pool.on("connect", coalesceWrites);
+  const inTransaction = new WeakSet<pg.PoolClient>();
+  pool.on("connect", (client) => coalesceWrites(client, inTransaction));
   const base = observed(pgQueryable(pool), opts.onStatement);
   const tell: StatementObserver = opts.onStatement ?? (() => {});
   const listening = listeningConnection(pool);
@@ -381,6 +383,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     exec: base.exec,
     async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       const client = await pool.connect();
+      inTransaction.add(client);
       const deferred = deferredWork();
       const channels = new Set<string>();
       try {
@@ -434,6 +437,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         await client.query("ROLLBACK").catch(() => {});
         throw err;
       } finally {
+        inTransaction.delete(client);
         client.release();
       }
     },

@@ -270,12 +270,16 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("wake-ups and writes on 
     await stopThere();
   });
 
-  it("the statements queued in one turn leave in one write to the socket", async () => {
+  it("a transaction's statements queued in one turn leave in one write to the socket", async () => {
     if (db.kind !== "postgres") throw new Error("PostgreSQL expected");
-    const client = await db.pool.connect();
+    // A pool of one connection: the spied connection is the one the transaction gets.
+    const one = openPostgres(db.connectionString, { max: 1 });
     try {
+      if (one.kind !== "postgres") throw new Error("PostgreSQL expected");
+      const client = await one.pool.connect();
       const stream = (client as unknown as { connection: { stream: import("node:stream").Writable } })
         .connection.stream;
+      client.release();
       let writes = 0;
       const s = stream as unknown as Record<string, (...args: unknown[]) => unknown>;
       for (const method of ["_write", "_writev"]) {
@@ -285,16 +289,22 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("wake-ups and writes on 
           return original(...args);
         };
       }
-      const results = await Promise.all([
-        client.query("BEGIN"),
-        client.query("SELECT $1::int AS n", [1]),
-        client.query("SELECT $1::int AS n", [2]),
-        client.query("COMMIT"),
-      ]);
-      expect(results.map((r) => r.rows[0]?.n ?? null)).toEqual([null, 1, 2, null]);
+      // BEGIN and two statements sent in one turn, the second deferred so that it travels with COMMIT.
+      const rows = await one.transaction(async (tx) => {
+        const first = tx.query<{ n: number }>("SELECT $1::int AS n", [1]);
+        const second = tx.query<{ n: number }>("SELECT $1::int AS n", [2]);
+        tx.defer?.(second);
+        return [(await first).rows[0]!.n, (await second).rows[0]!.n];
+      });
+      expect(rows).toEqual([1, 2]);
+      // BEGIN + both statements in one write; COMMIT (sent once they were answered) in another.
+      expect(writes).toBe(2);
+      // A lone statement outside a transaction is not held back.
+      writes = 0;
+      expect((await one.query<{ n: number }>("SELECT 3 AS n")).rows).toEqual([{ n: 3 }]);
       expect(writes).toBe(1);
     } finally {
-      client.release();
+      await one.close();
     }
   });
 });
