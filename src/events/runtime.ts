@@ -3,7 +3,7 @@
 // its delivery worker alone. Subscribers are attached before the relay starts publishing.
 import type { Services } from "../services.ts";
 import { createAnalyticsWriter } from "./analytics.ts";
-import { inBatches } from "./batching.ts";
+import { type BatchHandler, inBatches } from "./batching.ts";
 import type { Unsubscribe } from "./bus.ts";
 import { createNotificationSender, logTransport, type NotificationTransport } from "./notifications.ts";
 import { createRelay, type Relay } from "./relay.ts";
@@ -38,6 +38,10 @@ export async function startEventRuntime(
 ): Promise<EventRuntime> {
   const { db, bus, config, logger } = services;
   const subscriptions: Unsubscribe[] = [];
+  const subscribeInBatches = (name: string, handler: BatchHandler) =>
+    bus.subscribe(name, inBatches(handler, { maxBatch: SUBSCRIBER_BATCH }), {
+      concurrency: SUBSCRIBER_BATCH,
+    });
   let deliveries: DeliveryWorker | null = null;
   let relay: Relay | null = null;
   const stop = async () => {
@@ -60,28 +64,13 @@ export async function startEventRuntime(
       deliveries = worker;
       worker.start();
       subscriptions.push(
-        await bus.subscribe(
-          "webhooks",
-          inBatches(createWebhookDispatcher({ db, onQueued: worker.wake }), { maxBatch: SUBSCRIBER_BATCH }),
-          { concurrency: SUBSCRIBER_BATCH },
-        ),
+        await subscribeInBatches("webhooks", createWebhookDispatcher({ db, onQueued: worker.wake })),
       );
     }
     if (opts.subscribers) {
-      const batched = { concurrency: SUBSCRIBER_BATCH };
+      subscriptions.push(await subscribeInBatches("analytics", createAnalyticsWriter(db)));
       subscriptions.push(
-        await bus.subscribe(
-          "analytics",
-          inBatches(createAnalyticsWriter(db), { maxBatch: SUBSCRIBER_BATCH }),
-          batched,
-        ),
-      );
-      subscriptions.push(
-        await bus.subscribe(
-          "search",
-          inBatches(createSearchIndexer({ db, metadata: services.metadata }), { maxBatch: SUBSCRIBER_BATCH }),
-          batched,
-        ),
+        await subscribeInBatches("search", createSearchIndexer({ db, metadata: services.metadata })),
       );
       subscriptions.push(
         await bus.subscribe(
@@ -91,12 +80,9 @@ export async function startEventRuntime(
         ),
       );
       subscriptions.push(
-        await bus.subscribe(
+        await subscribeInBatches(
           "notifications",
-          inBatches(createNotificationSender(db, opts.notificationTransport ?? logTransport(logger)), {
-            maxBatch: SUBSCRIBER_BATCH,
-          }),
-          batched,
+          createNotificationSender(db, opts.notificationTransport ?? logTransport(logger)),
         ),
       );
     }
