@@ -116,7 +116,12 @@ function committedNotifier(pool: pg.Pool, local: Map<string, Set<(payload: strin
   };
   return {
     signal(channel: string) {
-      for (const onPayload of local.get(channel) ?? []) onPayload("");
+      // After COMMIT: a listener that throws must not turn a committed write into a failed one.
+      for (const onPayload of local.get(channel) ?? []) {
+        try {
+          onPayload("");
+        } catch {}
+      }
       const window = folding.get(channel);
       if (window) window.again = true;
       else send(channel);
@@ -213,7 +218,12 @@ function listeningConnection(pool: pg.Pool) {
   let closed = false;
 
   const onNotification = (msg: pg.Notification) => {
-    for (const l of channels.get(msg.channel) ?? []) l.onPayload(msg.payload ?? "");
+    for (const l of channels.get(msg.channel) ?? []) {
+      // One listener's failure must not reach the connection (an uncaught throw) or the others.
+      try {
+        l.onPayload(msg.payload ?? "");
+      } catch {}
+    }
   };
   const detach = (c: pg.PoolClient) => {
     c.off("notification", onNotification);

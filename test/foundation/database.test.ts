@@ -270,6 +270,18 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("wake-ups and writes on 
     await stopThere();
   });
 
+  it("a local listener that throws does not fail the committed transaction", async () => {
+    const stop = await db.listen("wake_throws", () => {
+      throw new Error("listener broke");
+    });
+    const result = await db.transaction(async (tx) => {
+      tx.notifyAfterCommit!("wake_throws");
+      return (await tx.query<{ n: number }>("SELECT 7 AS n")).rows[0]!.n;
+    });
+    expect(result).toBe(7);
+    await stop();
+  });
+
   it("a transaction's statements queued in one turn leave in one write to the socket", async () => {
     if (db.kind !== "postgres") throw new Error("PostgreSQL expected");
     // A pool of one connection: the spied connection is the one the transaction gets.
