@@ -108,9 +108,13 @@ function accessDecision(
   if (!ctx.source) {
     return {
       refusal: () =>
-        new BadRequestError("MISSING_PARAMETER", "The query parameter source is required.", {
-          field: "source",
-        }),
+        new BadRequestError(
+          "MISSING_PARAMETER",
+          "The query parameter source is required (in GraphQL, the argument source): give the code of the menu entry (TB_MENU.COD_MENU) the dimension is reached through.",
+          {
+            field: "source",
+          },
+        ),
     };
   }
   const req = REQUIREMENTS[access];

@@ -100,7 +100,7 @@ export const NOTIFY_FOLD_MS = 5;
  * wakes every listening connection of the database, so one per commit would cost PostgreSQL more
  * than the writes that asked for them.
  */
-function committedNotifier(pool: pg.Pool, local: Map<string, Set<(payload: string) => void>>) {
+function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: string) => void) {
   const folding = new Map<string, { timer: NodeJS.Timeout; again: boolean }>();
   const send = (channel: string) => {
     pool.query("SELECT pg_notify($1, '')", [channel]).catch(() => {}); // the relays' poll covers a lost one
@@ -116,12 +116,7 @@ function committedNotifier(pool: pg.Pool, local: Map<string, Set<(payload: strin
   };
   return {
     signal(channel: string) {
-      // After COMMIT: a listener that throws must not turn a committed write into a failed one.
-      for (const onPayload of local.get(channel) ?? []) {
-        try {
-          onPayload("");
-        } catch {}
-      }
+      tellLocal(channel, "");
       const window = folding.get(channel);
       if (window) window.again = true;
       else send(channel);
@@ -217,14 +212,19 @@ function listeningConnection(pool: pg.Pool) {
   let retry: NodeJS.Timeout | null = null;
   let closed = false;
 
-  const onNotification = (msg: pg.Notification) => {
-    for (const l of channels.get(msg.channel) ?? []) {
-      // One listener's failure must not reach the connection (an uncaught throw) or the others.
+  /**
+   * Gives `payload` to the channel's listeners in this process. One listener's failure reaches
+   * neither the others nor the caller: the listening connection (an uncaught throw), or a write
+   * that has committed (committedNotifier).
+   */
+  const tell = (channel: string, payload: string) => {
+    for (const l of channels.get(channel) ?? []) {
       try {
-        l.onPayload(msg.payload ?? "");
+        l.onPayload(payload);
       } catch {}
     }
   };
+  const onNotification = (msg: pg.Notification) => tell(msg.channel, msg.payload ?? "");
   const detach = (c: pg.PoolClient) => {
     c.off("notification", onNotification);
     c.off("error", onError);
@@ -293,6 +293,7 @@ function listeningConnection(pool: pg.Pool) {
   }
 
   return {
+    tell,
     async listen(channel: string, listener: ChannelListener): Promise<() => Promise<void>> {
       const listeners = channels.get(channel) ?? new Set<ChannelListener>();
       const first = listeners.size === 0;
@@ -382,8 +383,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   const base = observed(pgQueryable(pool), opts.onStatement);
   const tell: StatementObserver = opts.onStatement ?? (() => {});
   const listening = listeningConnection(pool);
-  const localListeners = new Map<string, Set<(payload: string) => void>>();
-  const notifier = committedNotifier(pool, localListeners);
+  const notifier = committedNotifier(pool, listening.tell);
   let closing: Promise<void> | null = null;
   return {
     kind: "postgres",
@@ -451,16 +451,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         client.release();
       }
     },
-    async listen(channel, onPayload, opts) {
-      const stop = await listening.listen(channel, { onPayload, onLost: opts?.onLost ?? (() => {}) });
-      const local = localListeners.get(channel) ?? new Set<(payload: string) => void>();
-      localListeners.set(channel, local);
-      local.add(onPayload);
-      return async () => {
-        local.delete(onPayload);
-        await stop();
-      };
-    },
+    listen: (channel, onPayload, opts) =>
+      listening.listen(channel, { onPayload, onLost: opts?.onLost ?? (() => {}) }),
     close() {
       // The pool ends only when every client is back: listening clients are returned first.
       closing ??= (async () => {

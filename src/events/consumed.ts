@@ -5,36 +5,14 @@ import type { Database, Queryable } from "../types.ts";
 import type { ReceivedEvent } from "./bus.ts";
 
 /**
- * Runs `effect` for a message this subscriber has not processed yet, in one transaction with the
- * mark; returns false (and runs nothing) for a message it has processed already.
+ * Marks every message of a batch in one statement and runs `effect` with those this subscriber
+ * had not processed yet (in the batch's order), in one transaction with the marks.
  */
-export async function processOnce(
+export async function processEachOnce<E extends Pick<ReceivedEvent, "id">>(
   db: Database,
   subscriber: string,
-  messageId: string,
-  effect: (tx: Queryable) => Promise<void>,
-): Promise<boolean> {
-  return db.transaction(async (tx) => {
-    const { rows } = await tx.query(
-      `INSERT INTO "TB_EVENT_CONSUMED" ("SUBSCRIBER", "OUTBOX_ID") VALUES ($1, $2::bigint)
-       ON CONFLICT DO NOTHING RETURNING 1 AS "NEW"`,
-      [subscriber, messageId],
-    );
-    if (rows.length === 0) return false;
-    await effect(tx);
-    return true;
-  });
-}
-
-/**
- * The batch form: marks every message of the batch in one statement and runs `effect` with those
- * this subscriber had not processed yet (in the batch's order), in one transaction with the marks.
- */
-export async function processEachOnce(
-  db: Database,
-  subscriber: string,
-  events: readonly ReceivedEvent[],
-  effect: (tx: Queryable, fresh: ReceivedEvent[]) => Promise<void>,
+  events: readonly E[],
+  effect: (tx: Queryable, fresh: E[]) => Promise<void>,
 ): Promise<void> {
   await db.transaction(async (tx) => {
     const { rows } = await tx.query<{ OUTBOX_ID: string }>(

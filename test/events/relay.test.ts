@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { BusEvent } from "../../src/events/bus.ts";
-import { processOnce } from "../../src/events/consumed.ts";
+import { processEachOnce } from "../../src/events/consumed.ts";
 import { createRelay, type Relay } from "../../src/events/relay.ts";
 import { createLogger } from "../../src/logger.ts";
 import type { Database } from "../../src/types.ts";
@@ -240,8 +240,8 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
     // A subscriber that deduplicates on the message id applies it once.
     const effects: string[] = [];
     const apply = (e: Pick<BusEvent, "id">) =>
-      processOnce(t.services.db, "test-dedupe", e.id, async () => {
-        effects.push(e.id);
+      processEachOnce(t.services.db, "test-dedupe", [e], async (_tx, fresh) => {
+        effects.push(...fresh.map((f) => f.id));
       });
     for (const m of collected.messages.filter((x) => x.body.OUTBOX_ID === eventId)) {
       await apply({ id: String(m.body.OUTBOX_ID) });

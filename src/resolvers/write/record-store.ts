@@ -103,6 +103,42 @@ export async function lockRecordsWhere(
 }
 
 /**
+ * A statement's values as parameters ($1, $2, … in the order added), and its foreign keys set by
+ * their look-up (keyLookupSql) in place of the value.
+ */
+function statementValues(w: WriteContext, lookups: readonly KeyLookup[], first: unknown[] = []) {
+  const params = [...first];
+  const param = (v: unknown) => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const byColumn = new Map(lookups.map((l) => [l.field.code, l]));
+  return {
+    params,
+    param,
+    /** The SQL of column `c`'s value: its look-up for a foreign key, else a parameter. */
+    value: (c: string, v: unknown) => {
+      const lookup = byColumn.get(c);
+      return lookup ? keyLookupSql(w, lookup, param) : param(v);
+    },
+    /** A NOT NULL key column given NULL by its look-up: the key names no record (400). */
+    keyError(err: unknown) {
+      const { code, column } = err as { code?: string; column?: string };
+      const lookup = code === "23502" && column ? byColumn.get(column) : undefined;
+      return lookup ? foreignKeyError(lookup) : null;
+    },
+  };
+}
+
+/** A nullable key column left NULL by its look-up: the key names no record (400). */
+function checkLookedUp(row: Row, lookups: readonly KeyLookup[]): void {
+  for (const lookup of lookups) {
+    if (row[lookup.field.code] === null || row[lookup.field.code] === undefined)
+      throw foreignKeyError(lookup);
+  }
+}
+
+/**
  * Inserts one row. The foreign keys in `lookups` are looked up in the same statement: each such
  * column receives the key only when it names a live record (else NULL), so a key that names none
  * is refused (400 INVALID_FOREIGN_KEY) from the row, and the caller's transaction rolls it back.
@@ -114,20 +150,13 @@ export async function insertRow(
   lookups: readonly KeyLookup[] = [],
 ): Promise<Row> {
   const all: Array<[string, unknown]> = [...columns, [TENANT_COLUMN, w.ctx.principal.tenantId]];
-  const params: unknown[] = [];
-  const param = (v: unknown) => {
-    params.push(v);
-    return `$${params.length}`;
-  };
-  const byColumn = new Map(lookups.map((l) => [l.field.code, l]));
+  const { params, param, value, keyError } = statementValues(w, lookups);
   // Template counters drawn by this statement: one CTE each (the counter row stays locked until
   // COMMIT, from here on only), the value its text around the number.
   const counters: string[] = [];
   const counterColumns: string[] = [];
   const values = all.map(([c, v]) => {
-    const lookup = byColumn.get(c);
-    if (lookup) return keyLookupSql(w, lookup, param);
-    if (!(v instanceof CounterValue)) return param(v);
+    if (!(v instanceof CounterValue)) return value(c, v);
     const cte = `c${counters.length}`;
     counters.push(
       `${cte} AS (INSERT INTO "TB_SEQUENCE" ("TENANT_ID", "SEQ_NAME", "VALUE") VALUES (${param(w.ctx.principal.tenantId)}, ${param(v.name)}, 1)
@@ -146,10 +175,8 @@ export async function insertRow(
   try {
     row = (await w.tx.query<Row>(sql, params)).rows[0]!;
   } catch (err) {
-    // A NOT NULL key column given NULL by its look-up: the key names no record.
-    const column = (err as { code?: string; column?: string }).column;
-    const missing = (err as { code?: string }).code === "23502" && column ? byColumn.get(column) : undefined;
-    if (missing) throw foreignKeyError(missing);
+    const missing = keyError(err);
+    if (missing) throw missing;
     const counted = counterColumns.length === 1 ? dim.fieldsByCode.get(counterColumns[0]!) : undefined;
     if ((err as { code?: string }).code === "22001" && counted) {
       const max = counted.length ?? DEFAULT_STRING_LENGTH;
@@ -162,10 +189,7 @@ export async function insertRow(
     }
     return mapDatabaseError(err, dim);
   }
-  for (const lookup of lookups) {
-    if (row[lookup.field.code] === null || row[lookup.field.code] === undefined)
-      throw foreignKeyError(lookup);
-  }
+  checkLookedUp(row, lookups);
   return rowToRecord(dim, row);
 }
 
@@ -181,35 +205,20 @@ export async function updateRow(
   assignments: Array<[string, unknown]>,
   lookups: readonly KeyLookup[] = [],
 ): Promise<Row> {
-  const params: unknown[] = [w.ctx.principal.tenantId, id];
-  const param = (v: unknown) => {
-    params.push(v);
-    return `$${params.length}`;
-  };
-  const byColumn = new Map(lookups.map((l) => [l.field.code, l]));
-  const sets = assignments
-    .map(([c, v]) => {
-      const lookup = byColumn.get(c);
-      return `${ident(c)} = ${lookup ? keyLookupSql(w, lookup, param) : param(v)}`;
-    })
-    .join(", ");
+  const { params, value, keyError } = statementValues(w, lookups, [w.ctx.principal.tenantId, id]);
+  const sets = assignments.map(([c, v]) => `${ident(c)} = ${value(c, v)}`).join(", ");
   const sql = `UPDATE ${ident(dim.tableName)} SET ${sets}
     WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2 RETURNING *`;
   let row: Row | undefined;
   try {
     row = (await w.tx.query<Row>(sql, params)).rows[0];
   } catch (err) {
-    // A NOT NULL key column given NULL by its look-up: the key names no record.
-    const column = (err as { code?: string; column?: string }).column;
-    const missing = (err as { code?: string }).code === "23502" && column ? byColumn.get(column) : undefined;
-    if (missing) throw foreignKeyError(missing);
+    const missing = keyError(err);
+    if (missing) throw missing;
     return mapDatabaseError(err, dim);
   }
   if (!row) throw recordNotFound(dim, id);
-  for (const lookup of lookups) {
-    if (row[lookup.field.code] === null || row[lookup.field.code] === undefined)
-      throw foreignKeyError(lookup);
-  }
+  checkLookedUp(row, lookups);
   return rowToRecord(dim, row);
 }
 
