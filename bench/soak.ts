@@ -1,0 +1,293 @@
+// bench/soak (issue 18 §5): Dimensio as `npm start` runs it, on PostgreSQL (and RabbitMQ when
+// TEST_AMQP_URL is set), under a steady mix of REST reads, GraphQL reads, REST and GraphQL writes,
+// webhook deliveries to a loopback receiver and GraphQL subscriptions over SSE, for SOAK_SECONDS
+// (default 600). It samples the process's RSS every 5 s and reports the RSS after the first minute
+// against the RSS at the end (target: within 15 %), the request count per kind and every error.
+// Exit code 1 when a request failed, an event went missing or RSS grew past the target.
+//
+//   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
+//   TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:5672 npx tsx bench/soak.ts
+//
+// SOAK_SECONDS (600), SOAK_WORKERS (8 concurrent request loops), SOAK_SUBSCRIBERS (4). Traffic goes
+// to loopback only; every loop stops at the deadline.
+import { createHmac } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createServer, type IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
+import { loginOverHttp, UNLIMITED_ENV } from "../test/helpers/auth.ts";
+import { TEST_AMQP_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
+import { freePort, spawnStart, waitReady } from "../test/helpers/process.ts";
+import { openBenchServices, seedCustomers } from "./seed.ts";
+
+const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
+const WORKERS = Number(process.env.SOAK_WORKERS ?? 8);
+const SUBSCRIBERS = Number(process.env.SOAK_SUBSCRIBERS ?? 4);
+const SAMPLE_MS = 5_000;
+const WEBHOOK_SECRET = "soak-webhook-secret-0123456789";
+
+function rssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("VmRSS:"));
+  return Math.round(Number(line?.split(/\s+/)[1] ?? 0) / 1024);
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+/** A webhook receiver on loopback: counts deliveries whose signature checks out, and bad ones. */
+async function startReceiver() {
+  const received = new Set<string>();
+  let badSignatures = 0;
+  const server = createServer(async (req, res) => {
+    const body = await readBody(req);
+    const expected = createHmac("sha256", WEBHOOK_SECRET).update(body).digest("hex");
+    const given = String(req.headers["x-service-signature"] ?? "");
+    if (given !== `sha256=${expected}`) badSignatures++;
+    const id = String(req.headers["x-service-event-id"] ?? "");
+    received.add(id);
+    res.writeHead(204).end();
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    received,
+    badSignatures: () => badSignatures,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+/** A GraphQL subscription over SSE that counts the events it receives until aborted. */
+function subscribe(base: string, token: string, query: string, signal: AbortSignal) {
+  const state = { events: 0, errors: 0, ended: false };
+  const done = (async () => {
+    try {
+      const res = await fetch(`${base}/graphql`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "text/event-stream",
+        },
+        body: JSON.stringify({ query }),
+        signal,
+      });
+      if (res.status !== 200 || !res.body) {
+        state.errors++;
+        return;
+      }
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let cut = buffer.indexOf("\n\n");
+        while (cut >= 0) {
+          const block = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          cut = buffer.indexOf("\n\n");
+          if (!block.includes("data:")) continue;
+          if (block.includes('"errors"')) state.errors++;
+          else if (!block.startsWith("event: complete")) state.events++;
+        }
+      }
+    } catch (err) {
+      if (!signal.aborted) state.errors++;
+      void err;
+    } finally {
+      state.ended = true;
+    }
+  })();
+  return { state, done };
+}
+
+interface Tally {
+  ok: number;
+  errors: number;
+  firstErrors: string[];
+}
+
+async function main() {
+  const services = await openBenchServices();
+  if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+  const databaseUrl = services.db.connectionString;
+  await seedCustomers(services.db, 2_000, ["MI", "RM", "TO", "MUC"]);
+  const receiver = await startReceiver();
+  const port = await freePort();
+  const running = spawnStart({
+    ...UNLIMITED_ENV,
+    DATABASE_URL: databaseUrl,
+    ...(TEST_AMQP_URL ? { AMQP_URL: TEST_AMQP_URL } : {}),
+    JWT_SECRET: TEST_JWT_SECRET,
+    DEMO_DATA: "false",
+    LOG_LEVEL: "warn",
+    PORT: String(port),
+    DATA_DIR: `/tmp/dimensio-soak-${process.pid}`,
+    WEBHOOK_ALLOW_PRIVATE: "true",
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const pid = running.child.pid!;
+  const tallies = new Map<string, Tally>();
+  const rss: Array<{ at: number; mb: number }> = [];
+  const abort = new AbortController();
+  try {
+    await waitReady(base, running);
+    const anna = await loginOverHttp(base, "anna", "anna-secret-1");
+    const greta = await loginOverHttp(base, "greta", "greta-secret-4");
+    const hook = await fetch(`${base}/api/v4/webhooks`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${anna}`, "content-type": "application/json" },
+      body: JSON.stringify({ url: receiver.url, events: ["CUSTCreated"], secret: WEBHOOK_SECRET }),
+    });
+    if (hook.status !== 201)
+      throw new Error(`webhook registration answered ${hook.status}: ${await hook.text()}`);
+
+    const subscriptions = Array.from({ length: SUBSCRIBERS }, () =>
+      subscribe(
+        base,
+        anna,
+        `subscription { CUST_events(source: "anag-1") { event_id event_type record_id } }`,
+        abort.signal,
+      ),
+    );
+
+    const json = { "content-type": "application/json" };
+    const as = (token: string) => ({ authorization: `Bearer ${token}` });
+    const gql = (token: string, query: string) => ({
+      method: "POST",
+      headers: { ...as(token), ...json },
+      body: JSON.stringify({ query }),
+    });
+    let n = 0;
+    const kinds: Array<[string, () => [string, RequestInit]]> = [
+      [
+        "REST list",
+        () => [
+          `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
+          { headers: as(anna) },
+        ],
+      ],
+      [
+        "REST list (other tenant)",
+        () => [`${base}/api/v4/core/CUST?source=anag-1&$num_rows=5`, { headers: as(greta) }],
+      ],
+      [
+        "GraphQL list + relation",
+        () => [
+          `${base}/graphql`,
+          gql(
+            anna,
+            `{ ORD(source: "sales-1", order_by: [{ORD_ID: desc}], limit: 10) { data { ORD_ID ORD_NO CUST { NAME } } } }`,
+          ),
+        ],
+      ],
+      [
+        "REST create",
+        () => [
+          `${base}/api/v4/core/CUST?source=anag-1`,
+          {
+            method: "POST",
+            headers: { ...as(anna), ...json },
+            body: JSON.stringify({ data: { NAME: `Soak ${++n}`, CODE: `S-${process.pid}-${n}` } }),
+          },
+        ],
+      ],
+      [
+        "GraphQL create",
+        () => [
+          `${base}/graphql`,
+          gql(
+            anna,
+            `mutation { CUST_create(source: "anag-1", data: {NAME: "Soak G ${++n}", CODE: "SG-${process.pid}-${n}"}) { data { CUST_ID } } }`,
+          ),
+        ],
+      ],
+      [
+        "REST count",
+        () => [`${base}/api/v4/core/CUST/count?source=anag-1&filter[CITY_ID]=RM`, { headers: as(anna) }],
+      ],
+    ];
+    for (const [kind] of kinds) tallies.set(kind, { ok: 0, errors: 0, firstErrors: [] });
+
+    const started = Date.now();
+    const deadline = started + SECONDS * 1000;
+    const sampler = setInterval(() => rss.push({ at: Date.now() - started, mb: rssMb(pid) }), SAMPLE_MS);
+    async function worker(w: number) {
+      let i = w;
+      while (Date.now() < deadline) {
+        const [kind, make] = kinds[i++ % kinds.length]!;
+        const tally = tallies.get(kind)!;
+        const [url, init] = make();
+        try {
+          const res = await fetch(url, init);
+          const text = await res.text();
+          const bad = res.status >= 400 || (url.endsWith("/graphql") && text.includes('"errors"'));
+          if (bad) {
+            tally.errors++;
+            if (tally.firstErrors.length < 3) tally.firstErrors.push(`${res.status} ${text.slice(0, 300)}`);
+          } else tally.ok++;
+        } catch (err) {
+          tally.errors++;
+          if (tally.firstErrors.length < 3) tally.firstErrors.push(String(err));
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w)));
+    clearInterval(sampler);
+    rss.push({ at: Date.now() - started, mb: rssMb(pid) });
+
+    // Every webhook for the creates arrives (bounded wait): as many signed deliveries as creates.
+    const creates = (tallies.get("REST create")?.ok ?? 0) + (tallies.get("GraphQL create")?.ok ?? 0);
+    const catchUp = Date.now() + 60_000;
+    while (receiver.received.size < creates && Date.now() < catchUp)
+      await new Promise((r) => setTimeout(r, 250));
+    abort.abort();
+    await Promise.allSettled(subscriptions.map((s) => s.done));
+
+    const afterMinute = rss.find((s) => s.at >= 60_000) ?? rss[0]!;
+    const end = rss[rss.length - 1]!;
+    const growth = (end.mb - afterMinute.mb) / afterMinute.mb;
+    const requestErrors = [...tallies.values()].reduce((a, t) => a + t.errors, 0);
+    const subscriptionErrors = subscriptions.reduce((a, s) => a + s.state.errors, 0);
+    const cpu = readFileSync("/proc/loadavg", "utf8").trim();
+    console.log(
+      `\n## Soak: ${SECONDS} s, ${WORKERS} request loops, ${SUBSCRIBERS} subscriptions (${TEST_AMQP_URL ? "RabbitMQ" : "in-process bus"})\n`,
+    );
+    console.log(`load average at the end: ${cpu}\n`);
+    console.log("| kind | ok | errors |\n|---|---:|---:|");
+    for (const [kind, t] of tallies) console.log(`| ${kind} | ${t.ok} | ${t.errors} |`);
+    console.log(`\n| measure | value |\n|---|---:|`);
+    console.log(`| RSS after the first minute | ${afterMinute.mb} MB |`);
+    console.log(`| RSS at the end | ${end.mb} MB (${(growth * 100).toFixed(1)} %) |`);
+    console.log(`| peak RSS sampled | ${Math.max(...rss.map((s) => s.mb))} MB |`);
+    console.log(`| creates / webhook deliveries received | ${creates} / ${receiver.received.size} |`);
+    console.log(`| webhook deliveries with a bad signature | ${receiver.badSignatures()} |`);
+    console.log(
+      `| subscription events received (all subscribers) | ${subscriptions.reduce((a, s) => a + s.state.events, 0)} |`,
+    );
+    console.log(`| subscription errors | ${subscriptionErrors} |`);
+    for (const [kind, t] of tallies) for (const e of t.firstErrors) console.log(`error (${kind}): ${e}`);
+    const failed =
+      requestErrors > 0 ||
+      subscriptionErrors > 0 ||
+      receiver.received.size < creates ||
+      receiver.badSignatures() > 0 ||
+      growth > 0.15;
+    process.exitCode = failed ? 1 : 0;
+  } finally {
+    abort.abort();
+    running.child.kill("SIGTERM");
+    await running.exited;
+    await receiver.close();
+    await services.close();
+  }
+}
+
+await main();
