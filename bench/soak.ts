@@ -8,8 +8,10 @@
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
 //   TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:5672 npx tsx bench/soak.ts
 //
-// SOAK_SECONDS (600), SOAK_WORKERS (8 concurrent request loops), SOAK_SUBSCRIBERS (4). Traffic goes
-// to loopback only; every loop stops at the deadline.
+// SOAK_SECONDS (600), SOAK_WORKERS (8 concurrent request loops), SOAK_SUBSCRIBERS (4), SOAK_RATE
+// (requests a second over all loops; 0, the default, runs them flat out). Traffic goes to loopback
+// only; every loop stops at the deadline. Besides RSS it samples the V8 heap in use from /metrics,
+// so growth of the heap (a leak) can be told from growth of the allocator's reserve.
 import { createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage } from "node:http";
@@ -22,6 +24,7 @@ import { openBenchServices, seedCustomers } from "./seed.ts";
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
 const WORKERS = Number(process.env.SOAK_WORKERS ?? 8);
 const SUBSCRIBERS = Number(process.env.SOAK_SUBSCRIBERS ?? 4);
+const RATE = Number(process.env.SOAK_RATE ?? 0);
 const SAMPLE_MS = 5_000;
 const WEBHOOK_SECRET = "soak-webhook-secret-0123456789";
 
@@ -135,7 +138,7 @@ async function main() {
   const base = `http://127.0.0.1:${port}`;
   const pid = running.child.pid!;
   const tallies = new Map<string, Tally>();
-  const rss: Array<{ at: number; mb: number }> = [];
+  const rss: Array<{ at: number; mb: number; heapMb: number; heapTotalMb: number; externalMb: number }> = [];
   const abort = new AbortController();
   try {
     await waitReady(base, running);
@@ -218,10 +221,36 @@ async function main() {
 
     const started = Date.now();
     const deadline = started + SECONDS * 1000;
-    const sampler = setInterval(() => rss.push({ at: Date.now() - started, mb: rssMb(pid) }), SAMPLE_MS);
+    const sample = async () => {
+      const at = Date.now() - started;
+      const mb = rssMb(pid);
+      const metrics = await fetch(`${base}/metrics`).then(
+        (r) => r.text(),
+        () => "",
+      );
+      const gauge = (name: string) =>
+        Math.round(
+          Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(metrics)?.[1] ?? 0) / 1048576,
+        );
+      rss.push({
+        at,
+        mb,
+        heapMb: gauge("dimensio_process_nodejs_heap_size_used_bytes"),
+        heapTotalMb: gauge("dimensio_process_nodejs_heap_size_total_bytes"),
+        externalMb: gauge("dimensio_process_nodejs_external_memory_bytes"),
+      });
+    };
+    const sampler = setInterval(() => void sample(), SAMPLE_MS);
+    const gap = RATE > 0 ? (1000 * WORKERS) / RATE : 0;
     async function worker(w: number) {
       let i = w;
+      let next = Date.now();
       while (Date.now() < deadline) {
+        if (gap > 0) {
+          next += gap;
+          const wait = next - Date.now();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        }
         const [kind, make] = kinds[i++ % kinds.length]!;
         const tally = tallies.get(kind)!;
         const [url, init] = make();
@@ -241,7 +270,7 @@ async function main() {
     }
     await Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w)));
     clearInterval(sampler);
-    rss.push({ at: Date.now() - started, mb: rssMb(pid) });
+    await sample();
 
     // Every webhook for the creates arrives (bounded wait): as many signed deliveries as creates.
     const creates = (tallies.get("REST create")?.ok ?? 0) + (tallies.get("GraphQL create")?.ok ?? 0);
@@ -267,12 +296,25 @@ async function main() {
     console.log(`| RSS after the first minute | ${afterMinute.mb} MB |`);
     console.log(`| RSS at the end | ${end.mb} MB (${(growth * 100).toFixed(1)} %) |`);
     console.log(`| peak RSS sampled | ${Math.max(...rss.map((s) => s.mb))} MB |`);
+    console.log(
+      `| V8 heap in use after the first minute / at the end | ${afterMinute.heapMb} / ${end.heapMb} MB |`,
+    );
     console.log(`| creates / webhook deliveries received | ${creates} / ${receiver.received.size} |`);
     console.log(`| webhook deliveries with a bad signature | ${receiver.badSignatures()} |`);
     console.log(
       `| subscription events received (all subscribers) | ${subscriptions.reduce((a, s) => a + s.state.events, 0)} |`,
     );
     console.log(`| subscription errors | ${subscriptionErrors} |`);
+    console.log(
+      "\n| minute | RSS MB | heap used MB | heap total MB | external MB |\n|---:|---:|---:|---:|---:|",
+    );
+    for (const s of rss.filter(
+      (s, i) =>
+        i === rss.length - 1 || Math.floor(s.at / 60_000) !== Math.floor((rss[i + 1]?.at ?? 0) / 60_000),
+    ))
+      console.log(
+        `| ${(s.at / 60_000).toFixed(1)} | ${s.mb} | ${s.heapMb} | ${s.heapTotalMb} | ${s.externalMb} |`,
+      );
     for (const [kind, t] of tallies) for (const e of t.firstErrors) console.log(`error (${kind}): ${e}`);
     const failed =
       requestErrors > 0 ||
