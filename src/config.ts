@@ -1,5 +1,6 @@
 // Reads and validates the environment into a typed Config. A bad value stops start-up with a
 // message that names the variable (ConfigError).
+import net from "node:net";
 import path from "node:path";
 import { z } from "zod";
 import type { Config, Role } from "./types.ts";
@@ -50,6 +51,36 @@ const bool = (fallback: boolean) =>
     ctx.addIssue({ code: "custom", message: `must be true or false, got "${v}"` });
     return z.NEVER;
   });
+
+/** "10.0.0.0/8", "2001:db8::1", or one of proxy-addr's names. */
+function proxyEntryValid(entry: string): boolean {
+  if (["loopback", "linklocal", "uniquelocal"].includes(entry)) return true;
+  const [address = "", prefix, extra] = entry.split("/");
+  const family = net.isIP(address);
+  if (!family || extra !== undefined) return false;
+  return prefix === undefined || (/^\d+$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
+/**
+ * TRUST_PROXY: which peers may name the client in X-Forwarded-For. Unset (or false): none, the
+ * socket's peer is the client. A number: that many proxies in front. Else a comma-separated list
+ * of the proxies' addresses or CIDRs. "true" (anyone) is refused: any client could then choose
+ * its own address and escape the per-address login lock and rate limits.
+ */
+const trustProxy = optionalString.transform((v, ctx): false | number | string[] => {
+  if (v === null || ["false", "0", "no", "off"].includes(v.toLowerCase())) return false;
+  if (/^\d+$/.test(v)) return Number(v);
+  const entries = v
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (entries.length && entries.every(proxyEntryValid)) return entries;
+  ctx.addIssue({
+    code: "custom",
+    message: `must be the number of proxies in front, or a comma-separated list of the proxies' addresses or CIDRs (or loopback, linklocal, uniquelocal); trusting every peer ("true") is not offered; got "${v}"`,
+  });
+  return z.NEVER;
+});
 
 const jsonRoutes = optionalString.transform((v, ctx) => {
   if (v === null) return {} as Record<string, string>;
@@ -138,6 +169,7 @@ const envSchema = z.object({
   MICROSERVICE_ROUTES: jsonRoutes,
   DEVELOPER_ROUTES: jsonRoutes,
   GATEWAY_SECRET: optionalString,
+  TRUST_PROXY: trustProxy,
   BACKEND_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 10, { message: "must be at least 10" }),
   CORS_ORIGINS: optionalString.transform((v) =>
     v === null || v === "*" ? (true as const) : v.split(",").map((s) => s.trim()),
@@ -248,6 +280,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       backendTimeoutMs: e.BACKEND_TIMEOUT_MS,
     },
     corsOrigins: e.CORS_ORIGINS,
+    trustProxy: e.TRUST_PROXY,
     loadDemoData: e.DEMO_DATA,
     maxBatchSize: e.MAX_BATCH_SIZE,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,

@@ -76,6 +76,11 @@ export interface Config {
     backendTimeoutMs: number;
   };
   corsOrigins: string[] | true;
+  /**
+   * Peers whose X-Forwarded-For names the client (Fastify's trustProxy): false (none), a number
+   * of proxies in front, or their addresses/CIDRs.
+   */
+  trustProxy: false | number | string[];
   loadDemoData: boolean;
   maxBatchSize: number;
   bodyLimitBytes: number;

@@ -5,7 +5,7 @@ import type { LoginLimitConfig, RateLimits } from "../ratelimit/limits.ts";
 import type { Config, Queryable } from "../types.ts";
 import type { SessionCache } from "./session-cache.ts";
 import type { TokenService } from "./tokens.ts";
-import type { LockoutPolicy } from "./users.ts";
+import type { LockoutPolicy } from "./lockout.ts";
 
 export interface AuthOptions {
   login: LoginLimitConfig;

@@ -5,6 +5,7 @@ import { AuthenticationError } from "../errors.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Grant } from "../types.ts";
 import { type AuthDeps, idleDeadline } from "./deps.ts";
+import { clientKey } from "./lockout.ts";
 import { buildProfile, loadUserGrants } from "./profile.ts";
 import { consumeRefreshToken, issueRefreshToken } from "./refresh-tokens.ts";
 import { accessClaims, endSession, syncProfile } from "./session-auth.ts";
@@ -57,7 +58,7 @@ async function consumeLogin(
   reply: FastifyReply,
   username: string | null,
 ) {
-  const decision = await deps.limits.login(request.ip, username);
+  const decision = await deps.limits.login(request.clientAddress, username);
   if (decision.exceeded) throw rateLimitError(decision.exceeded, "login attempts");
   if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
 }
@@ -138,6 +139,7 @@ export async function login(
       input.password,
       deps.clock(),
       deps.options.lockout,
+      clientKey(request.clientAddress),
     );
     if (user && input.tenantId !== null && user.tenantId !== input.tenantId) user = null;
   } else {

@@ -94,7 +94,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
       return await fn();
     } catch (err) {
       if (err instanceof AuthenticationError) {
-        const decision = await deps.limits.anonymous(request.ip);
+        const decision = await deps.limits.anonymous(request.clientAddress);
         if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests without a valid token");
         if (decision.shown && reply) reply.headers(rateLimitHeaders(decision.shown));
       }
@@ -114,7 +114,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
     login: (input, request, reply) => login(deps, input, request, reply),
     refresh: (token, request, reply) => refresh(deps, token, request, reply),
     async showAnonymousWindow(request, reply) {
-      const state = await deps.limits.peekAnonymous(request.ip);
+      const state = await deps.limits.peekAnonymous(request.clientAddress);
       if (state) reply.headers(rateLimitHeaders(state));
     },
     logout: (request) =>

@@ -1,6 +1,8 @@
 // Credential checks against TB_USER. An unknown user, a wrong password, an inactive or a locked
-// account all give the same answer after the same scrypt work, so none can be told apart.
+// account all give the same answer after the same scrypt work, so none can be told apart. Locks
+// are per user and client address (./lockout.ts).
 import type { Queryable } from "../types.ts";
+import { clearFailures, type LockoutPolicy, recordFailure } from "./lockout.ts";
 import type { ProfileUser } from "./profile.ts";
 import { DUMMY_HASH, verifyPassword } from "./passwords.ts";
 
@@ -20,11 +22,15 @@ interface UserRow {
   LOCKED_UNTIL: Date | string | null;
 }
 
-export interface LockoutPolicy {
-  /** Consecutive failures that lock the account. */
-  maxFailures: number;
-  lockSeconds: number;
+interface CredentialRow extends UserRow {
+  /** This client address's lock (TB_LOGIN_FAILURE), null when none. */
+  CLIENT_LOCKED_UNTIL: Date | string | null;
+  /** Failures counted from this client address (null: no row). */
+  CLIENT_FAILURES: number | null;
 }
+
+const lockedAt = (until: Date | string | null, now: Date) =>
+  until != null && new Date(until).getTime() > now.getTime();
 
 function toUser(r: UserRow): UserRecord {
   return {
@@ -48,48 +54,37 @@ export async function findUser(db: Queryable, userId: string): Promise<UserRecor
   return row ? toUser(row) : null;
 }
 
-async function recordFailure(
-  db: Queryable,
-  userId: string,
-  now: Date,
-  policy: LockoutPolicy,
-  counts: boolean,
-): Promise<void> {
-  await db.query(
-    `UPDATE "TB_USER" SET
-       "FAILED_LOGINS" = CASE WHEN "FAILED_LOGINS" + 1 >= $3 THEN 0 ELSE "FAILED_LOGINS" + 1 END,
-       "LOCKED_UNTIL" = CASE WHEN "FAILED_LOGINS" + 1 >= $3 THEN $2::timestamptz + make_interval(secs => $4) ELSE "LOCKED_UNTIL" END
-     WHERE "USER_ID" = $1 AND $5::boolean`,
-    [userId, now, policy.maxFailures, policy.lockSeconds, counts],
-  );
-}
-
-/** The user when the password is right and the account active and unlocked; null otherwise. */
+/**
+ * The user when the password is right and the account active and unlocked, from this client
+ * (`clientKey`, see lockout.ts) and for everyone (TB_USER.LOCKED_UNTIL, an operator's lock);
+ * null otherwise.
+ */
 export async function checkCredentials(
   db: Queryable,
   username: string,
   password: string,
   now: Date,
   policy: LockoutPolicy,
+  clientKey: string,
 ): Promise<UserRecord | null> {
-  const res = await db.query<UserRow>(
-    `SELECT "USER_ID", "TENANT_ID", "PASSWORD_HASH", "PESO", "CENTRO_DETT", "AMBIENTE", "LINGUA", "ACTIVE", "LOCKED_UNTIL"
-       FROM "TB_USER" WHERE "USER_ID" = $1`,
-    [username],
+  const res = await db.query<CredentialRow>(
+    `SELECT u."USER_ID", u."TENANT_ID", u."PASSWORD_HASH", u."PESO", u."CENTRO_DETT", u."AMBIENTE", u."LINGUA",
+            u."ACTIVE", u."LOCKED_UNTIL", f."LOCKED_UNTIL" AS "CLIENT_LOCKED_UNTIL", f."FAILURES" AS "CLIENT_FAILURES"
+       FROM "TB_USER" u
+       LEFT JOIN "TB_LOGIN_FAILURE" f ON f."USER_ID" = u."USER_ID" AND f."CLIENT_KEY" = $2
+      WHERE u."USER_ID" = $1`,
+    [username, clientKey],
   );
   const row = res.rows[0];
   const passwordOk = await verifyPassword(password, row?.PASSWORD_HASH ?? DUMMY_HASH);
-  const locked = row?.LOCKED_UNTIL != null && new Date(row.LOCKED_UNTIL).getTime() > now.getTime();
+  const locked =
+    Boolean(row) && (lockedAt(row!.LOCKED_UNTIL, now) || lockedAt(row!.CLIENT_LOCKED_UNTIL, now));
   if (!row || locked || !passwordOk || !row.ACTIVE) {
     // Every refusal runs the same statement (it counts only a wrong password of an unlocked
     // account), so an unknown, locked or inactive user cannot be told apart by timing.
-    await recordFailure(db, username, now, policy, Boolean(row) && !locked && !passwordOk);
+    await recordFailure(db, username, clientKey, now, policy, Boolean(row) && !locked && !passwordOk);
     return null;
   }
-  await db.query(
-    `UPDATE "TB_USER" SET "FAILED_LOGINS" = 0, "LOCKED_UNTIL" = NULL
-      WHERE "USER_ID" = $1 AND ("FAILED_LOGINS" <> 0 OR "LOCKED_UNTIL" IS NOT NULL)`,
-    [row.USER_ID],
-  );
+  if (row.CLIENT_FAILURES !== null) await clearFailures(db, row.USER_ID, clientKey);
   return toUser(row);
 }

@@ -18,11 +18,19 @@ export interface HttpServerOptions {
   readiness: () => Promise<Record<string, string>>;
 }
 
+/** TRUST_PROXY as Fastify takes it: a number of proxies is "trust the first n hops". */
+function trustProxyOption(trust: Config["trustProxy"]) {
+  if (typeof trust !== "number") return trust;
+  return (_address: string, hop: number) => hop < trust;
+}
+
 export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: opts.logger as unknown as FastifyBaseLogger,
     bodyLimit: opts.config.bodyLimitBytes,
     return503OnClosing: true,
+    // request.ip: the socket's peer, or the client a trusted proxy names (TRUST_PROXY).
+    trustProxy: trustProxyOption(opts.config.trustProxy),
     // A request must arrive whole within the timeout (a body that never completes is a 408), and
     // Node checks the open connections for it every second instead of every 30 s.
     requestTimeout: opts.config.requestTimeoutMs,
@@ -45,7 +53,10 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
     },
   });
 
+  // request.clientAddress: request.ip, unless a backend's gateway names the client (secret.ts).
+  app.decorateRequest("clientAddress", "");
   app.addHook("onRequest", async (request, reply) => {
+    request.clientAddress = request.ip;
     reply.header("X-Request-ID", request.id);
   });
 
@@ -131,4 +142,14 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
   });
 
   return app;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /**
+     * The client's address, for the login lock and the rate limits: request.ip (TRUST_PROXY
+     * applied), or on a backend the address its gateway forwarded (src/gateway/secret.ts).
+     */
+    clientAddress: string;
+  }
 }

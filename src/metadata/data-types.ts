@@ -131,6 +131,7 @@ export const FIXED_TABLES: ReadonlySet<string> = new Set([
   "TB_TENANT",
   "TB_USER",
   "TB_USER_GRANT",
+  "TB_LOGIN_FAILURE",
   "TB_ANAG_SESSIONS00",
   "TB_REFRESH_TOKEN",
   "TB_ANAG_OUTBOX00",

@@ -1,13 +1,12 @@
 // Webhook registrations (spec 2.7 and 4.7, decisions.md §8): create, list, read, change, remove,
 // and the delivery log. Tenant-scoped (TB_WEBHOOK.SOURCE holds the tenant), level 4 (the
 // TenantAdmin proof). The secret is echoed only in the answer to the request that set it.
-import net from "node:net";
 import { z } from "zod";
 import type { TenantAdmin } from "../auth/authorize.ts";
 import type { PrismaClient } from "../db/prisma.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { NotFoundError, ValidationError } from "../errors.ts";
-import { isPrivateAddress } from "../events/webhooks/addresses.ts";
+import { isRefusedHost } from "../events/webhooks/addresses.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
 
 export interface WebhookDeps {
@@ -72,7 +71,7 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   throw invalid(field.slice(0, 60), `${field.slice(0, 60)}: ${issue.message}`);
 }
 
-/** http/https, no credentials, and (unless allowed) no literal private address. */
+/** http/https, no credentials, and (unless allowed) no refused literal address or localhost name. */
 function checkUrl(raw: string, allowPrivate: boolean): string {
   let url: URL;
   try {
@@ -83,9 +82,11 @@ function checkUrl(raw: string, allowPrivate: boolean): string {
   if (url.protocol !== "http:" && url.protocol !== "https:")
     throw invalid("url", "url must use http or https.");
   if (url.username || url.password) throw invalid("url", "url must not carry credentials.");
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  if (!allowPrivate && (host === "localhost" || (net.isIP(host) && isPrivateAddress(host)))) {
-    throw invalid("url", "url points at a private or loopback address.");
+  if (!allowPrivate && isRefusedHost(url.hostname)) {
+    throw invalid(
+      "url",
+      "url points at an address webhooks may not reach (localhost, or a private, loopback, link-local, documentation or other reserved range, also inside IPv6).",
+    );
   }
   return url.toString();
 }

@@ -1,5 +1,5 @@
 // Login variants A and B (spec 5.3, 5.4), token exchange, the three login phases stored in the
-// session row, failure bodies, and the lock after repeated failures.
+// session row, failure bodies, and the lock after repeated failures (per address: lockout.test.ts).
 import { decodeJwt, decodeProtectedHeader } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -217,16 +217,19 @@ describe.each(BACKENDS)("login (%s)", (backend) => {
     const wrong = await time("lucia");
     expect(unknown).toBeGreaterThan(wrong * 0.4);
     // lucia's failures are counted; clear them for the tests below.
-    await t.services.db.query(`UPDATE "TB_USER" SET "FAILED_LOGINS" = 0 WHERE "USER_ID" = 'lucia'`);
+    await t.services.db.query(`DELETE FROM "TB_LOGIN_FAILURE" WHERE "USER_ID" = 'lucia'`);
   });
 
-  it("five failures in a row lock the account for 15 minutes with the same answer", async () => {
+  it("five failures in a row lock the account at that address for 15 minutes with the same answer", async () => {
     for (let i = 0; i < 5; i++) {
       expect((await post("/auth/login", { username: "greta", password: `bad-${i}` })).statusCode).toBe(401);
     }
-    const row = await t.services.db.query<{ LOCKED_UNTIL: Date | string | null }>(
-      `SELECT "LOCKED_UNTIL" FROM "TB_USER" WHERE "USER_ID" = 'greta'`,
+    // Per user and client address (test/auth/lockout.test.ts has the rest): inject's 127.0.0.1.
+    const row = await t.services.db.query<{ CLIENT_KEY: string; LOCKED_UNTIL: Date | string | null }>(
+      `SELECT "CLIENT_KEY", "LOCKED_UNTIL" FROM "TB_LOGIN_FAILURE" WHERE "USER_ID" = 'greta'`,
     );
+    expect(row.rows).toHaveLength(1);
+    expect(row.rows[0]!.CLIENT_KEY).toBe("127.0.0.1");
     expect(new Date(row.rows[0]!.LOCKED_UNTIL!).getTime()).toBe(clock().getTime() + 900_000);
     const locked = await post("/auth/login", { username: "greta", password: "greta-secret-4" });
     expect(locked.statusCode).toBe(401);
@@ -234,10 +237,8 @@ describe.each(BACKENDS)("login (%s)", (backend) => {
     clock.advance(901_000);
     const after = await post("/auth/login", { username: "greta", password: "greta-secret-4" });
     expect(after.statusCode).toBe(200);
-    const cleared = await t.services.db.query<{ FAILED_LOGINS: number; LOCKED_UNTIL: unknown }>(
-      `SELECT "FAILED_LOGINS", "LOCKED_UNTIL" FROM "TB_USER" WHERE "USER_ID" = 'greta'`,
-    );
-    expect(cleared.rows[0]).toEqual({ FAILED_LOGINS: 0, LOCKED_UNTIL: null });
+    const cleared = await t.services.db.query(`SELECT 1 FROM "TB_LOGIN_FAILURE" WHERE "USER_ID" = 'greta'`);
+    expect(cleared.rows).toEqual([]);
   });
 
   it("an inactive user cannot log in", async () => {

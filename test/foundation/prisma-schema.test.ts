@@ -34,6 +34,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
         "TbTenant",
         "TbUser",
         "TbUserGrant",
+        "TbLoginFailure",
         "TbSession",
         "TbRefreshToken",
         "TbOutbox",
@@ -251,6 +252,29 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
     expect(
       await services.prisma.tbRefreshToken.findUnique({ where: { TOKEN_HASH: data.TOKEN_HASH } }),
     ).toEqual(data);
+  });
+
+  it("TbLoginFailure (per user and client address, removed with the user)", async () => {
+    const data = {
+      USER_ID: "px-user",
+      CLIENT_KEY: "2001:db8:1:2::/64",
+      FAILURES: 3,
+      LOCKED_UNTIL: T1,
+      LAST_FAILURE: T0,
+    };
+    await services.prisma.tbLoginFailure.create({ data });
+    const key = { USER_ID_CLIENT_KEY: { USER_ID: "px-user", CLIENT_KEY: data.CLIENT_KEY } };
+    expect(await services.prisma.tbLoginFailure.findUnique({ where: key })).toEqual(data);
+    const minimal = await services.prisma.tbLoginFailure.create({
+      data: { USER_ID: "px-user", CLIENT_KEY: "192.0.2.1" },
+    });
+    expect(minimal).toMatchObject({ FAILURES: 0, LOCKED_UNTIL: null });
+    await services.prisma.tbUser.create({
+      data: { USER_ID: "px-gone", TENANT_ID: "px-tenant", PASSWORD_HASH: "h" },
+    });
+    await services.prisma.tbLoginFailure.create({ data: { USER_ID: "px-gone", CLIENT_KEY: "192.0.2.1" } });
+    await services.prisma.tbUser.delete({ where: { USER_ID: "px-gone" } });
+    expect(await services.prisma.tbLoginFailure.count({ where: { USER_ID: "px-gone" } })).toBe(0);
   });
 
   it("TbOutbox (TB_ANAG_OUTBOX00, OUTBOX_ID generated)", async () => {

@@ -4,8 +4,7 @@
 import { createHmac } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
-import net from "node:net";
-import { AddressNotAllowedError, guardedLookup, isPrivateAddress } from "./addresses.ts";
+import { guardedLookup, isRefusedHost, type Resolve } from "./addresses.ts";
 
 export interface Attempt {
   url: string;
@@ -16,6 +15,8 @@ export interface Attempt {
   timestamp: string;
   timeoutMs: number;
   allowPrivate: boolean;
+  /** Name resolution (dns.lookup when absent). */
+  resolve?: Resolve;
 }
 
 export interface AttemptResult {
@@ -31,9 +32,33 @@ export function signature(secret: string, body: string): string {
 
 const USER_AGENT = "Dimensio-Webhooks/1";
 
+/**
+ * The texts a failed attempt leaves in the delivery log, which the tenant reads. They never carry
+ * the system's own words (`getaddrinfo ENOTFOUND db.internal`, `connect ECONNREFUSED
+ * 10.0.0.5:5432`): a name that does not resolve, one that resolves to a refused address, and a host
+ * that does not take the connection all read "connection failed", so the log cannot map the
+ * internal network's names or ports. A literal refused address or localhost name, known without
+ * asking DNS, reads "address not allowed".
+ */
+export const DELIVERY_ERRORS = {
+  notAllowed: "address not allowed",
+  connection: "connection failed",
+  tls: "TLS handshake failed",
+  invalidUrl: "invalid URL",
+} as const;
+
+/** The log text of a request error: TLS failures (after an allowed connection) apart, one text. */
+function connectionError(err: Error): string {
+  const code = String((err as NodeJS.ErrnoException).code ?? "");
+  const tls = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)/.test(code);
+  return tls ? DELIVERY_ERRORS.tls : DELIVERY_ERRORS.connection;
+}
+
 export function sendAttempt(a: Attempt): Promise<AttemptResult> {
   return new Promise((resolve) => {
     let settled = false;
+    // Declared first: the refusals below settle before any timer is set.
+    let timer: NodeJS.Timeout | undefined;
     const done = (r: AttemptResult) => {
       if (settled) return;
       settled = true;
@@ -44,11 +69,10 @@ export function sendAttempt(a: Attempt): Promise<AttemptResult> {
     try {
       url = new URL(a.url);
     } catch {
-      return done({ ok: false, httpStatus: null, error: "invalid URL" });
+      return done({ ok: false, httpStatus: null, error: DELIVERY_ERRORS.invalidUrl });
     }
-    const host = url.hostname.replace(/^\[|\]$/g, "");
-    if (!a.allowPrivate && net.isIP(host) && isPrivateAddress(host)) {
-      return done({ ok: false, httpStatus: null, error: `${host} is a private address` });
+    if (!a.allowPrivate && isRefusedHost(url.hostname)) {
+      return done({ ok: false, httpStatus: null, error: DELIVERY_ERRORS.notAllowed });
     }
     const headers: Record<string, string | number> = {
       "content-type": "application/json",
@@ -63,10 +87,10 @@ export function sendAttempt(a: Attempt): Promise<AttemptResult> {
     const req = client.request(url, {
       method: "POST",
       headers,
-      lookup: guardedLookup(a.allowPrivate) as never,
+      lookup: guardedLookup(a.allowPrivate, a.resolve) as never,
       agent: false,
     });
-    const timer = setTimeout(() => {
+    timer = setTimeout(() => {
       req.destroy();
       done({ ok: false, httpStatus: null, error: `timed out after ${a.timeoutMs} ms` });
     }, a.timeoutMs);
@@ -89,11 +113,7 @@ export function sendAttempt(a: Attempt): Promise<AttemptResult> {
       res.on("error", finish);
     });
     req.on("error", (err) => {
-      const message =
-        err instanceof AddressNotAllowedError
-          ? err.message
-          : `${(err as NodeJS.ErrnoException).code ?? "error"}: ${err.message}`;
-      done({ ok: false, httpStatus: null, error: message.slice(0, 1000) });
+      done({ ok: false, httpStatus: null, error: connectionError(err) });
     });
     req.end(a.body);
   });

@@ -10,6 +10,7 @@ import { authorizeRead, visibleFields } from "../../auth/authorize.ts";
 import { NotFoundError, ValidationError } from "../../errors.ts";
 import { relatedRequest } from "../../query/access.ts";
 import { emptyListQuery, emptyRecordQuery, type FilterExpr, type FilterLiteral } from "../../query/types.ts";
+import { AUDIT_FIELDS } from "../../metadata/data-types.ts";
 import type { MetadataModel, RequestContext } from "../../types.ts";
 import type { DataRecord } from "./common.ts";
 import { createReadContext, type ReadDeps } from "./context.ts";
@@ -49,7 +50,13 @@ export interface DocumentSpec {
   compact: boolean;
 }
 
-const AUDIT_FIELDS = new Set(["CDATA", "LDATA", "OWNER", "LOWNER"]);
+/**
+ * What `compact: true` leaves out: the audit fields of either AUDIT_STYLE, TREC among them
+ * (decisions.md §2 counts it as one). No TB_VAR field may take these names (RESERVED_COLUMNS).
+ */
+const COMPACT_DROPS: ReadonlySet<string> = new Set(
+  [...AUDIT_FIELDS.TREC, ...AUDIT_FIELDS.CREATED].map((f) => f.code),
+);
 
 /** The listed fields the caller may read in detail (all of them when none are listed). */
 function readableFields(
@@ -74,7 +81,7 @@ function readableFields(
 
 function compacted(record: DataRecord): DataRecord {
   const out: DataRecord = {};
-  for (const [k, v] of Object.entries(record)) if (v !== null && !AUDIT_FIELDS.has(k)) out[k] = v;
+  for (const [k, v] of Object.entries(record)) if (v !== null && !COMPACT_DROPS.has(k)) out[k] = v;
   return out;
 }
 
