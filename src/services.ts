@@ -70,7 +70,7 @@ export async function openMediaStore(config: Config): Promise<MediaStore> {
   return createLocalStore(`${config.dataDir}/media`);
 }
 
-/** A bus made on its first use. */
+/** A bus made on its first use (a listener of its connection counts as a use). */
 function lazyBus(kind: EventBus["kind"], make: () => EventBus): EventBus {
   let bus: EventBus | null = null;
   const opened = () => {
@@ -81,6 +81,8 @@ function lazyBus(kind: EventBus["kind"], make: () => EventBus): EventBus {
     kind,
     publish: (events) => opened().publish(events),
     subscribe: (name, handler, opts) => opened().subscribe(name, handler, opts),
+    isConnected: () => bus?.isConnected() ?? false,
+    onConnect: (listener) => opened().onConnect(listener),
     async close() {
       if (bus) await bus.close();
     },

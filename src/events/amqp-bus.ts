@@ -5,12 +5,26 @@
 // Durable subscriber queues are classic durable queues with a dead-letter queue `<queue>.dead`:
 // a message whose processing fails is nacked with requeue; after `maxFailures` failures (counted
 // by the consumer per message id) it is nacked without requeue and the broker dead-letters it, so
-// a poison message cannot block its queue. (Quorum queues count deliveries themselves, but their
+// a poison message cannot block its queue.
+//
+// Broker faults (issue 18): a publish is refused at once while the connection is down, and the
+// publishes in flight when it drops are rejected at once (the publishing channel is discarded with
+// what it buffered), so the relay's transaction never waits on a broker that is gone and nothing
+// is sent later behind the relay's back; the outbox keeps the events and the relay publishes them
+// again, in order, once the connection is back. An ack or nack whose channel died with the
+// connection is dropped (the broker redelivers the unacknowledged message to the new channel). (Quorum queues count deliveries themselves, but their
 // replicated log put ~40 ms on every confirmed publish on one node: see docs/benchmarks.md.)
 import amqp, { type AmqpConnectionManager, type ChannelWrapper } from "amqp-connection-manager";
 import type { ConfirmChannel, ConsumeMessage } from "amqplib";
 import type { Logger } from "../logger.ts";
-import type { BusEvent, EventBus, EventHandler, ReceivedEvent, SubscribeOptions } from "./bus.ts";
+import {
+  type BusEvent,
+  BusUnavailableError,
+  type EventBus,
+  type EventHandler,
+  type ReceivedEvent,
+  type SubscribeOptions,
+} from "./bus.ts";
 
 export interface AmqpBusOptions {
   url: string;
@@ -49,20 +63,36 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
     reconnectTimeInSeconds: 1,
     connectionOptions: { noDelay: true },
   });
-  connection.on("disconnect", ({ err }) => logger.warn({ err: err?.message }, "event broker disconnected"));
+  const channels = new Set<ChannelWrapper>();
+  let publisher: ChannelWrapper | null = null;
+  connection.on("disconnect", ({ err }) => {
+    logger.warn({ err: err?.message }, "event broker disconnected; events wait in the outbox");
+    // Its unconfirmed and buffered publishes are rejected now (not resent on reconnect): the relay
+    // rolls back and publishes them again from the outbox.
+    const dropped = publisher;
+    publisher = null;
+    if (dropped) setImmediate(() => dropped.close().catch(() => {}));
+  });
   connection.on("connectFailed", ({ err }) =>
     logger.warn({ err: err?.message }, "event broker unreachable; retrying"),
   );
   connection.on("connect", () => logger.info("event broker connected"));
-  const channels = new Set<ChannelWrapper>();
-  let publisher: ChannelWrapper | null = null;
 
   const declareExchange = (ch: ConfirmChannel) => ch.assertExchange(exchange, "fanout", { durable: true });
 
   return {
     kind: "amqp",
     connection,
+    isConnected: () => connection.isConnected(),
+    onConnect(listener) {
+      const on = () => listener();
+      connection.on("connect", on);
+      return () => {
+        connection.off("connect", on);
+      };
+    },
     async publish(events) {
+      if (!connection.isConnected()) throw new BusUnavailableError();
       if (!publisher) {
         publisher = connection.createChannel({
           name: "relay",
@@ -75,7 +105,8 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
         publisher.on("error", (err) => logger.warn({ err: (err as Error).message }, "event broker channel"));
       }
       const ch = publisher;
-      // One channel publishes in call order; every promise settles with the broker's confirm.
+      // One channel publishes in call order; every promise settles with the broker's confirm (or
+      // rejects when the connection drops first).
       await Promise.all(
         events.map((e: BusEvent) =>
           ch.publish(exchange, "", e.body, {
@@ -119,27 +150,42 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
           }
           await ch.bindQueue(queue, exchange, "");
           await ch.prefetch(Math.max(1, subOpts.concurrency ?? 1));
+          // The channel of a delivery may be gone by the time its handler settles (the connection
+          // dropped): amqplib then throws on ack/nack. Nothing is lost: the broker redelivers what
+          // was not acknowledged, on the channel of the next connection.
+          const settle = (what: "ack" | "nack", event: ReceivedEvent, fn: () => void) => {
+            try {
+              fn();
+            } catch (err) {
+              logger.info(
+                { err: (err as Error).message, subscriber: name, event_id: event.id },
+                `event broker: ${what} lost with its channel; the broker redelivers the message`,
+              );
+            }
+          };
           await ch.consume(queue, (msg) => {
             if (!msg) return;
             const key = String(msg.properties.messageId ?? "");
             const event = received(msg, failures.get(key) ?? 0);
-            handler(event).then(
-              () => {
-                failures.delete(key);
-                ch.ack(msg);
-              },
-              (err) => {
-                logger.warn(
-                  { err, subscriber: name, event_id: event.id, attempt: event.attempt },
-                  "subscriber failed",
-                );
-                const giveUp = !durable || event.attempt >= opts.maxFailures;
-                if (giveUp) failures.delete(key);
-                else remember(key, event.attempt);
-                // Requeued, or (the last failure) dead-lettered to <queue>.dead.
-                ch.nack(msg, false, !giveUp);
-              },
-            );
+            Promise.resolve()
+              .then(() => handler(event))
+              .then(
+                () => {
+                  failures.delete(key);
+                  settle("ack", event, () => ch.ack(msg));
+                },
+                (err) => {
+                  logger.warn(
+                    { err, subscriber: name, event_id: event.id, attempt: event.attempt },
+                    "subscriber failed",
+                  );
+                  const giveUp = !durable || event.attempt >= opts.maxFailures;
+                  if (giveUp) failures.delete(key);
+                  else remember(key, event.attempt);
+                  // Requeued, or (the last failure) dead-lettered to <queue>.dead.
+                  settle("nack", event, () => ch.nack(msg, false, !giveUp));
+                },
+              );
           });
         },
       });
