@@ -152,6 +152,7 @@ export function createRelay(opts: RelayOptions): Relay {
   async function run(): Promise<void> {
     let failures = 0;
     let waitingForBus = false;
+    let everConnected = false;
     while (running) {
       if (!pending) {
         await sleep(opts.pollMs);
@@ -160,14 +161,19 @@ export function createRelay(opts: RelayOptions): Relay {
       }
       if (!bus.isConnected()) {
         // Woken when the connection is back (onConnect), or by the poll.
-        if (!waitingForBus)
-          logger.warn("event relay: the event bus is not connected; events wait in the outbox");
+        if (!waitingForBus) {
+          if (everConnected)
+            logger.warn("event relay: the event bus is not connected; events wait in the outbox");
+          else logger.info("event relay: waiting for the event bus to connect");
+        }
         waitingForBus = true;
         await sleep(opts.pollMs);
         continue;
       }
-      if (waitingForBus) logger.info("event relay: the event bus is connected again; publishing");
+      if (waitingForBus && everConnected)
+        logger.info("event relay: the event bus is connected again; publishing");
       waitingForBus = false;
+      everConnected = true;
       pending = false;
       try {
         let published = await publishBatch();

@@ -158,7 +158,8 @@ if (TEST_AMQP_URL)
 
       expect(statuses.filter((s) => s !== 200)).toEqual([]);
       // No write waited on the broker (a relay transaction held through the outage would show).
-      expect(Math.max(...slowest)).toBeLessThan(3000);
+      // (The relay's publish timeout is 10 s: a write held behind it would take longer than this.)
+      expect(Math.max(...slowest)).toBeLessThan(5000);
 
       const totalEvents = ids.length * (round + 1);
       const ofMine = (ms: BrokerMessage[]) =>
