@@ -5,15 +5,19 @@
 // Durable subscriber queues are classic durable queues with a dead-letter queue `<queue>.dead`:
 // a message whose processing fails is nacked with requeue; after `maxFailures` failures (counted
 // by the consumer per message id) it is nacked without requeue and the broker dead-letters it, so
-// a poison message cannot block its queue.
-//
-// Broker faults (issue 18): a publish is refused at once while the connection is down, and the
-// publishes in flight when it drops are rejected at once (the publishing channel is discarded with
-// what it buffered), so the relay's transaction never waits on a broker that is gone and nothing
-// is sent later behind the relay's back; the outbox keeps the events and the relay publishes them
-// again, in order, once the connection is back. An ack or nack whose channel died with the
-// connection is dropped (the broker redelivers the unacknowledged message to the new channel). (Quorum queues count deliveries themselves, but their
+// a poison message cannot block its queue. (Quorum queues count deliveries themselves, but their
 // replicated log put ~40 ms on every confirmed publish on one node: see docs/benchmarks.md.)
+//
+// Broker faults (issue 18): a publish is refused at once while the broker is not ready (connected,
+// every subscriber's queue set up), and the publishes in flight when the connection drops are
+// rejected at once (the publishing channel is discarded with what it buffered), so the relay's
+// transaction never waits on a broker that is gone and nothing is sent later behind the relay's
+// back; the outbox keeps the events and the relay publishes them again, in order, once the broker
+// is back. An ack or nack whose channel died with the connection is dropped (the broker redelivers
+// the unacknowledged message to the new channel). A subscription made while the broker is
+// unreachable returns at once and is set up when it is back, so a process starts (and takes
+// writes) during an outage.
+import { EventEmitter } from "node:events";
 import amqp, { type AmqpConnectionManager, type ChannelWrapper } from "amqp-connection-manager";
 import type { ConfirmChannel, ConsumeMessage } from "amqplib";
 import type { Logger } from "../logger.ts";
@@ -61,38 +65,64 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
   const connection = amqp.connect([opts.url], {
     heartbeatIntervalInSeconds: 5,
     reconnectTimeInSeconds: 1,
-    connectionOptions: { noDelay: true },
+    // A broker that does not answer the connection fails the attempt within 5 s (then retried).
+    connectionOptions: { noDelay: true, timeout: 5000 },
   });
   const channels = new Set<ChannelWrapper>();
+  /** Subscriber channels set up (queues declared and bound, consuming) on the current connection. */
+  const setUp = new Set<ChannelWrapper>();
+  const connectListeners = new Set<() => void>();
+  const connected = () => {
+    for (const l of connectListeners) l();
+  };
+  /** Told of every change of the broker's state (subscribe waits on it). */
+  const changes = new EventEmitter().setMaxListeners(0);
+  // False once an attempt failed or the connection dropped, until the next connection.
+  let reachable = true;
   let publisher: ChannelWrapper | null = null;
   connection.on("disconnect", ({ err }) => {
     logger.warn({ err: err?.message }, "event broker disconnected; events wait in the outbox");
+    reachable = false;
+    setUp.clear();
     // Its unconfirmed and buffered publishes are rejected now (not resent on reconnect): the relay
     // rolls back and publishes them again from the outbox.
     const dropped = publisher;
     publisher = null;
     if (dropped) setImmediate(() => dropped.close().catch(() => {}));
+    changes.emit("change");
   });
-  connection.on("connectFailed", ({ err }) =>
-    logger.warn({ err: err?.message }, "event broker unreachable; retrying"),
-  );
-  connection.on("connect", () => logger.info("event broker connected"));
+  connection.on("connectFailed", ({ err }) => {
+    logger.warn({ err: err?.message }, "event broker unreachable; retrying");
+    reachable = false;
+    changes.emit("change");
+  });
+  connection.on("connect", () => {
+    logger.info("event broker connected");
+    reachable = true;
+    changes.emit("change");
+    connected();
+  });
+  /**
+   * Connected, and every subscriber's queue set up again: before that, a message published on a
+   * first start could reach the fan-out exchange before the queue that should keep it exists.
+   */
+  const ready = () => connection.isConnected() && [...channels].every((c) => setUp.has(c));
 
   const declareExchange = (ch: ConfirmChannel) => ch.assertExchange(exchange, "fanout", { durable: true });
 
   return {
     kind: "amqp",
     connection,
-    isConnected: () => connection.isConnected(),
+    isConnected: ready,
     onConnect(listener) {
       const on = () => listener();
-      connection.on("connect", on);
+      connectListeners.add(on);
       return () => {
-        connection.off("connect", on);
+        connectListeners.delete(on);
       };
     },
     async publish(events) {
-      if (!connection.isConnected()) throw new BusUnavailableError();
+      if (!ready()) throw new BusUnavailableError();
       if (!publisher) {
         publisher = connection.createChannel({
           name: "relay",
@@ -192,10 +222,27 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
       channel.on("error", (err) =>
         logger.warn({ err: (err as Error).message, subscriber: name }, "event broker channel"),
       );
+      channel.on("connect", () => {
+        setUp.add(channel);
+        changes.emit("change");
+        connected();
+      });
       channels.add(channel);
-      await channel.waitForConnect();
+      // Resolves once the queue is set up; at once when the broker is unreachable (a process
+      // started during an outage still starts: the setup runs when the broker is back, and
+      // nothing is published before it has, see ready()).
+      await new Promise<void>((resolve) => {
+        const check = () => {
+          if (!setUp.has(channel) && reachable) return;
+          changes.off("change", check);
+          resolve();
+        };
+        changes.on("change", check);
+        check();
+      });
       return async () => {
         channels.delete(channel);
+        setUp.delete(channel);
         await channel.close();
       };
     },

@@ -8,8 +8,9 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import amqplib from "amqplib";
 import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BrokerMessage, brokerConsumer, eventually, tcpProxy } from "../events/support.ts";
 import { SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { SAMPLE_FIXTURE, TEST_AMQP_URL, TEST_DATABASE_URL } from "../helpers/env.ts";
@@ -57,68 +58,115 @@ async function json(res: Response) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
+/** The service as a child process (ROLE=all) whose broker connection goes through a proxy. */
+async function startService(dbEnv: Record<string, string>, cleanups: (() => Promise<void>)[]) {
+  const exchange = `dimensio.test.faults.${randomBytes(4).toString("hex")}`;
+  // Last: the subscribers' durable queues and the exchange of this run go.
+  cleanups.push(async () => {
+    const conn = await amqplib.connect(TEST_AMQP_URL!);
+    const ch = await conn.createChannel();
+    for (const name of SUBSCRIBERS) {
+      await ch.deleteQueue(`${exchange}.${name}`);
+      await ch.deleteQueue(`${exchange}.${name}.dead`);
+    }
+    await ch.deleteExchange(exchange);
+    await conn.close();
+  });
+  const consumer = await brokerConsumer(TEST_AMQP_URL!, exchange);
+  cleanups.push(() => consumer.close());
+  const broker = new URL(TEST_AMQP_URL!);
+  const proxy = await tcpProxy(broker.hostname, Number(broker.port || 5672));
+  cleanups.push(() => proxy.close());
+  const viaProxy = new URL(TEST_AMQP_URL!);
+  viaProxy.hostname = "127.0.0.1";
+  viaProxy.port = String(proxy.port);
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  let running: Running | null = null;
+  const start = async () => {
+    running = spawnScript("src/main.ts", [], {
+      ...dbEnv,
+      ...UNLIMITED_ENV,
+      PORT: String(port),
+      DEMO_DATA: "false",
+      AMQP_URL: viaProxy.toString(),
+      EVENTS_EXCHANGE: exchange,
+      JWT_SECRET: "faults-broker-secret-faults-broker-secret-0123",
+    });
+    const r = running;
+    cleanups.push(async () => {
+      if (r.child.exitCode === null) {
+        r.child.kill("SIGTERM");
+        await r.exited;
+      }
+    });
+    await waitReady(base, r);
+    const login = await json(
+      await fetch(`${base}/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(SAMPLE_USERS.anna),
+      }),
+    );
+    expect(login.status).toBe(200);
+    const token = (login.body.data as { access_token: string }).access_token;
+    const send = async (method: "POST" | "PATCH" | "GET", url: string, data?: unknown) => {
+      const started = performance.now();
+      const res = await json(
+        await fetch(`${base}${url}`, {
+          method,
+          headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+          ...(data === undefined ? {} : { body: JSON.stringify({ data }) }),
+        }),
+      );
+      return { ...res, ms: performance.now() - started };
+    };
+    return { running: r, send };
+  };
+  return { consumer, proxy, base, start, exchange };
+}
+
+/** The durable subscribers of ROLE=all (src/events/runtime.ts). */
+const SUBSCRIBERS = ["webhooks", "analytics", "search", "media-gc", "notifications"];
+
+const ofRecords = (prefix: string) => (ms: BrokerMessage[]) =>
+  ms.filter((m) => m.body.AGGREGATE_TYPE === "CITY" && String(m.body.AGGREGATE_ID).startsWith(prefix));
+
+/** Each record's events, first deliveries only, are in OUTBOX_ID order; `count` per record. */
+function expectInOrderPerRecord(mine: BrokerMessage[], ids: string[], count: number) {
+  for (const id of ids) {
+    const seen = new Set<string>();
+    const firsts: bigint[] = [];
+    for (const m of mine.filter((x) => x.body.AGGREGATE_ID === id)) {
+      const outboxId = String(m.body.OUTBOX_ID);
+      if (seen.has(outboxId)) continue;
+      seen.add(outboxId);
+      firsts.push(BigInt(outboxId));
+    }
+    expect(firsts).toHaveLength(count);
+    expect([...firsts].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))).toEqual(firsts);
+  }
+}
+
 // Defined only where a broker runs (no skipped tests).
 if (TEST_AMQP_URL)
-  describe.each(SETUPS)("the broker cut while writes run ($name)", (setup) => {
+  describe.each(SETUPS)("the broker away ($name)", (setup) => {
     const cleanups: (() => Promise<void>)[] = [];
+    let dbEnv: Record<string, string>;
+    beforeAll(async () => {
+      const db = await setup.open();
+      cleanups.push(db.cleanup);
+      dbEnv = db.env;
+      const imported = spawnScript("src/cli/import.ts", [SAMPLE_FIXTURE], db.env);
+      expect(await imported.exited, imported.output()).toBe(0);
+    }, 60_000);
     afterAll(async () => {
       for (const c of cleanups.reverse()) await c().catch(() => {});
     });
 
-    it("writes answer 2xx throughout, the process stays up, and every event is published in order per record once the broker is back", async () => {
-      const db = await setup.open();
-      cleanups.push(db.cleanup);
-      const imported = spawnScript("src/cli/import.ts", [SAMPLE_FIXTURE], db.env);
-      expect(await imported.exited, imported.output()).toBe(0);
-
-      const exchange = `dimensio.test.faults.${randomBytes(4).toString("hex")}`;
-      const consumer = await brokerConsumer(TEST_AMQP_URL!, exchange);
-      cleanups.push(() => consumer.close());
-      const broker = new URL(TEST_AMQP_URL!);
-      const proxy = await tcpProxy(broker.hostname, Number(broker.port || 5672));
-      cleanups.push(() => proxy.close());
-      const viaProxy = new URL(TEST_AMQP_URL!);
-      viaProxy.hostname = "127.0.0.1";
-      viaProxy.port = String(proxy.port);
-
-      const port = await freePort();
-      const base = `http://127.0.0.1:${port}`;
-      const running: Running = spawnScript("src/main.ts", [], {
-        ...db.env,
-        ...UNLIMITED_ENV,
-        PORT: String(port),
-        DEMO_DATA: "false",
-        AMQP_URL: viaProxy.toString(),
-        EVENTS_EXCHANGE: exchange,
-        JWT_SECRET: "faults-broker-secret-faults-broker-secret-0123",
-      });
-      cleanups.push(async () => {
-        if (running.child.exitCode === null) {
-          running.child.kill("SIGTERM");
-          await running.exited;
-        }
-      });
-      await waitReady(base, running);
-      const login = await json(
-        await fetch(`${base}/auth/login`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify(SAMPLE_USERS.anna),
-        }),
-      );
-      expect(login.status).toBe(200);
-      const token = (login.body.data as { access_token: string }).access_token;
-      const send = async (method: "POST" | "PATCH", url: string, data: unknown) => {
-        const started = performance.now();
-        const res = await json(
-          await fetch(`${base}${url}`, {
-            method,
-            headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
-            body: JSON.stringify({ data }),
-          }),
-        );
-        return { ...res, ms: performance.now() - started };
-      };
+    it("cut while writes run: writes answer 2xx throughout, the process stays up, and every event is published in order per record once the broker is back", async () => {
+      const { consumer, proxy, base, start } = await startService(dbEnv, cleanups);
+      const { running, send } = await start();
 
       // Records written in a loop: created, then updated round after round; the proxy is cut while
       // the subscribers are busy with the first rounds, and restored a few seconds later.
@@ -162,8 +210,7 @@ if (TEST_AMQP_URL)
       expect(Math.max(...slowest)).toBeLessThan(5000);
 
       const totalEvents = ids.length * (round + 1);
-      const ofMine = (ms: BrokerMessage[]) =>
-        ms.filter((m) => m.body.AGGREGATE_TYPE === "CITY" && String(m.body.AGGREGATE_ID).startsWith(prefix));
+      const ofMine = ofRecords(prefix);
       await consumer.waitFor(
         (ms) => new Set(ofMine(ms).map((m) => m.body.OUTBOX_ID)).size >= totalEvents,
         60_000,
@@ -175,27 +222,15 @@ if (TEST_AMQP_URL)
       // In order per record: the first delivery of each event comes in OUTBOX_ID order, and the
       // last state is the last round's (a redelivery after the cut may repeat an event, never
       // put an older one after a newer).
+      expectInOrderPerRecord(mine, ids, round + 1);
       for (const id of ids) {
-        const seen = new Set<string>();
-        const firsts: bigint[] = [];
-        for (const m of mine.filter((x) => x.body.AGGREGATE_ID === id)) {
-          const outboxId = String(m.body.OUTBOX_ID);
-          if (seen.has(outboxId)) continue;
-          seen.add(outboxId);
-          firsts.push(BigInt(outboxId));
-        }
-        expect(firsts).toHaveLength(round + 1);
-        expect([...firsts].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))).toEqual(firsts);
         const last = mine.filter((x) => x.body.AGGREGATE_ID === id).at(-1)!;
         expect((last.body.PAYLOAD as Record<string, unknown>).NAME).toBe(`${id} v${round}`);
       }
 
       // The process is still up, and reads of what it wrote still answer.
       expect(running.child.exitCode).toBeNull();
-      const read = await fetch(`${base}/api/v4/core/CITY/${ids[0]}?source=anag-3`, {
-        headers: { authorization: `Bearer ${token}` },
-      });
-      expect(read.status).toBe(200);
+      expect((await send("GET", `/api/v4/core/CITY/${ids[0]}?source=anag-3`)).status).toBe(200);
       await eventually(
         async () => {
           const metrics = await (await fetch(`${base}/metrics`)).text();
@@ -204,6 +239,52 @@ if (TEST_AMQP_URL)
         { what: "an empty outbox backlog", timeoutMs: 30_000 },
       );
       expect(running.output()).not.toMatch(/Unhandled|IllegalOperationError/i);
+      running.child.kill("SIGTERM");
+      expect(await running.exited).toBe(0);
+    }, 180_000);
+
+    it("started while the broker is unreachable: ready, writes answer, and every event is published once it is reachable", async () => {
+      const { consumer, proxy, base, start, exchange } = await startService(dbEnv, cleanups);
+      proxy.cut();
+      const { running, send } = await start();
+
+      const prefix = `S${randomBytes(2).toString("hex").toUpperCase()}`;
+      const ids = Array.from({ length: 5 }, (_, i) => `${prefix}${i}`);
+      const created = await send(
+        "POST",
+        "/api/v4/core/CITY/batch?source=anag-3",
+        ids.map((id) => ({ CITY_ID: id, NAME: id, COUNTRY: "IT" })),
+      );
+      expect(created.body.success).toBe(ids.length);
+      for (let round = 1; round <= 2; round++)
+        for (const id of ids) {
+          const res = await send("PATCH", `/api/v4/core/CITY/${id}?source=anag-3`, {
+            NAME: `${id} v${round}`,
+          });
+          expect(res.status).toBe(200);
+          expect(res.ms).toBeLessThan(5000);
+        }
+      const metrics = await (await fetch(`${base}/metrics`)).text();
+      expect(Number(/^dimensio_outbox_backlog\{[^}]*\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(
+        15,
+      );
+      expect(ofRecords(prefix)(consumer.messages)).toEqual([]);
+
+      proxy.restore();
+      await consumer.waitFor(
+        (ms) => new Set(ofRecords(prefix)(ms).map((m) => m.body.OUTBOX_ID)).size >= 15,
+        60_000,
+      );
+      expectInOrderPerRecord(ofRecords(prefix)(consumer.messages), ids, 3);
+      // The relay published only once the subscribers' queues were set up (they exist now).
+      const conn = await amqplib.connect(TEST_AMQP_URL!);
+      try {
+        const ch = await conn.createChannel();
+        for (const name of SUBSCRIBERS) await ch.checkQueue(`${exchange}.${name}`);
+      } finally {
+        await conn.close();
+      }
+      expect(running.child.exitCode).toBeNull();
       running.child.kill("SIGTERM");
       expect(await running.exited).toBe(0);
     }, 180_000);
