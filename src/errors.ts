@@ -120,6 +120,22 @@ export class TransactionTimeoutError extends ApiError {
   }
 }
 
+/**
+ * 503: the media store (S3, or the local directory) failed or did not answer; nothing was stored
+ * or served, and the request can be retried once it is back.
+ */
+export class MediaStoreUnavailableError extends ApiError {
+  constructor(cause: unknown) {
+    super(
+      503,
+      "MEDIA_STORE_UNAVAILABLE",
+      "ServiceUnavailable",
+      "The media store is unavailable; retry later.",
+      { cause, headers: { "Retry-After": "5" } },
+    );
+  }
+}
+
 /** 413 for a request whose work would exceed a bound (records, bytes of events). */
 export class PayloadTooLargeError extends ApiError {
   constructor(message: string, details: Record<string, unknown>) {

@@ -9,6 +9,7 @@ import { createMemoryBus, type EventBus } from "./events/bus.ts";
 import { createEventFeed, type EventFeed } from "./events/feed.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { type CommandRegistry, createCommandRegistry } from "./resolvers/write/commands.ts";
+import { guardMediaStore } from "./media/guarded.ts";
 import { createLocalStore } from "./media/local-store.ts";
 import { createS3Store } from "./media/s3-store.ts";
 import type { MediaStore } from "./media/store.ts";
@@ -55,7 +56,12 @@ export async function openDatabase(config: Config): Promise<DatabaseHandle> {
   return openPglite(`${config.dataDir}/pgdata`, { transactionTimeoutMs: config.statementTimeoutMs });
 }
 
-export async function openMediaStore(config: Config): Promise<MediaStore> {
+/** The media store of the config, its failures typed as 503 MEDIA_STORE_UNAVAILABLE (guarded.ts). */
+export async function openMediaStore(config: Config, logger: Logger): Promise<MediaStore> {
+  return guardMediaStore(await openRawMediaStore(config), logger);
+}
+
+async function openRawMediaStore(config: Config): Promise<MediaStore> {
   const { s3 } = config;
   if (s3.bucket) {
     return createS3Store({
@@ -70,7 +76,7 @@ export async function openMediaStore(config: Config): Promise<MediaStore> {
   return createLocalStore(`${config.dataDir}/media`);
 }
 
-/** A bus made on its first use. */
+/** A bus made on its first use (a listener of its connection counts as a use). */
 function lazyBus(kind: EventBus["kind"], make: () => EventBus): EventBus {
   let bus: EventBus | null = null;
   const opened = () => {
@@ -81,6 +87,8 @@ function lazyBus(kind: EventBus["kind"], make: () => EventBus): EventBus {
     kind,
     publish: (events) => opened().publish(events),
     subscribe: (name, handler, opts) => opened().subscribe(name, handler, opts),
+    isConnected: () => bus?.isConnected() ?? false,
+    onConnect: (listener) => opened().onConnect(listener),
     async close() {
       if (bus) await bus.close();
     },
@@ -136,7 +144,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
   try {
     await migrate(db);
     await metadata.start();
-    media = await openMediaStore(config);
+    media = await openMediaStore(config, logger);
   } catch (err) {
     await closeAll().catch(() => {});
     throw err;

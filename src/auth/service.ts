@@ -3,7 +3,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AuthenticationError } from "../errors.ts";
 import { createRateLimits } from "../ratelimit/limits.ts";
-import { openRateLimitRedis } from "../ratelimit/redis.ts";
+import { openRateLimitRedis, rateLimitFallbackReporter } from "../ratelimit/redis.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Services } from "../services.ts";
 import type { Caller } from "../types.ts";
@@ -80,6 +80,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
       login: options.login,
       redis,
       prefix: options.rateLimitPrefix,
+      onFallback: rateLimitFallbackReporter(services.logger, services.metrics.rateLimitFallbacks),
     }),
     sessions,
     options,

@@ -7,10 +7,28 @@
 // by the consumer per message id) it is nacked without requeue and the broker dead-letters it, so
 // a poison message cannot block its queue. (Quorum queues count deliveries themselves, but their
 // replicated log put ~40 ms on every confirmed publish on one node: see docs/benchmarks.md.)
+//
+// Broker faults (issue 18): a publish is refused at once while the broker is not ready (connected,
+// every subscriber's queue set up), and the publishes in flight when the connection drops are
+// rejected at once (the publishing channel is discarded with what it buffered), so the relay's
+// transaction never waits on a broker that is gone and nothing is sent later behind the relay's
+// back; the outbox keeps the events and the relay publishes them again, in order, once the broker
+// is back. An ack or nack whose channel died with the connection is dropped (the broker redelivers
+// the unacknowledged message to the new channel). A subscription made while the broker is
+// unreachable returns at once and is set up when it is back, so a process starts (and takes
+// writes) during an outage.
+import { EventEmitter } from "node:events";
 import amqp, { type AmqpConnectionManager, type ChannelWrapper } from "amqp-connection-manager";
 import type { ConfirmChannel, ConsumeMessage } from "amqplib";
 import type { Logger } from "../logger.ts";
-import type { BusEvent, EventBus, EventHandler, ReceivedEvent, SubscribeOptions } from "./bus.ts";
+import {
+  type BusEvent,
+  BusUnavailableError,
+  type EventBus,
+  type EventHandler,
+  type ReceivedEvent,
+  type SubscribeOptions,
+} from "./bus.ts";
 
 export interface AmqpBusOptions {
   url: string;
@@ -47,22 +65,64 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
   const connection = amqp.connect([opts.url], {
     heartbeatIntervalInSeconds: 5,
     reconnectTimeInSeconds: 1,
-    connectionOptions: { noDelay: true },
+    // A broker that does not answer the connection fails the attempt within 5 s (then retried).
+    connectionOptions: { noDelay: true, timeout: 5000 },
   });
-  connection.on("disconnect", ({ err }) => logger.warn({ err: err?.message }, "event broker disconnected"));
-  connection.on("connectFailed", ({ err }) =>
-    logger.warn({ err: err?.message }, "event broker unreachable; retrying"),
-  );
-  connection.on("connect", () => logger.info("event broker connected"));
   const channels = new Set<ChannelWrapper>();
+  /** Subscriber channels set up (queues declared and bound, consuming) on the current connection. */
+  const setUp = new Set<ChannelWrapper>();
+  const connectListeners = new Set<() => void>();
+  const connected = () => {
+    for (const l of connectListeners) l();
+  };
+  /** Told of every change of the broker's state (subscribe waits on it). */
+  const changes = new EventEmitter().setMaxListeners(0);
+  // False once an attempt failed or the connection dropped, until the next connection.
+  let reachable = true;
   let publisher: ChannelWrapper | null = null;
+  connection.on("disconnect", ({ err }) => {
+    logger.warn({ err: err?.message }, "event broker disconnected; events wait in the outbox");
+    reachable = false;
+    setUp.clear();
+    // Its unconfirmed and buffered publishes are rejected now (not resent on reconnect): the relay
+    // rolls back and publishes them again from the outbox.
+    const dropped = publisher;
+    publisher = null;
+    if (dropped) setImmediate(() => dropped.close().catch(() => {}));
+    changes.emit("change");
+  });
+  connection.on("connectFailed", ({ err }) => {
+    logger.warn({ err: err?.message }, "event broker unreachable; retrying");
+    reachable = false;
+    changes.emit("change");
+  });
+  connection.on("connect", () => {
+    logger.info("event broker connected");
+    reachable = true;
+    changes.emit("change");
+    connected();
+  });
+  /**
+   * Connected, and every subscriber's queue set up again: before that, a message published on a
+   * first start could reach the fan-out exchange before the queue that should keep it exists.
+   */
+  const ready = () => connection.isConnected() && [...channels].every((c) => setUp.has(c));
 
   const declareExchange = (ch: ConfirmChannel) => ch.assertExchange(exchange, "fanout", { durable: true });
 
   return {
     kind: "amqp",
     connection,
+    isConnected: ready,
+    onConnect(listener) {
+      const on = () => listener();
+      connectListeners.add(on);
+      return () => {
+        connectListeners.delete(on);
+      };
+    },
     async publish(events) {
+      if (!ready()) throw new BusUnavailableError();
       if (!publisher) {
         publisher = connection.createChannel({
           name: "relay",
@@ -75,7 +135,8 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
         publisher.on("error", (err) => logger.warn({ err: (err as Error).message }, "event broker channel"));
       }
       const ch = publisher;
-      // One channel publishes in call order; every promise settles with the broker's confirm.
+      // One channel publishes in call order; every promise settles with the broker's confirm (or
+      // rejects when the connection drops first).
       await Promise.all(
         events.map((e: BusEvent) =>
           ch.publish(exchange, "", e.body, {
@@ -119,37 +180,69 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
           }
           await ch.bindQueue(queue, exchange, "");
           await ch.prefetch(Math.max(1, subOpts.concurrency ?? 1));
+          // The channel of a delivery may be gone by the time its handler settles (the connection
+          // dropped): amqplib then throws on ack/nack. Nothing is lost: the broker redelivers what
+          // was not acknowledged, on the channel of the next connection.
+          const settle = (what: "ack" | "nack", event: ReceivedEvent, fn: () => void) => {
+            try {
+              fn();
+            } catch (err) {
+              logger.info(
+                { err: (err as Error).message, subscriber: name, event_id: event.id },
+                `event broker: ${what} lost with its channel; the broker redelivers the message`,
+              );
+            }
+          };
           await ch.consume(queue, (msg) => {
             if (!msg) return;
             const key = String(msg.properties.messageId ?? "");
             const event = received(msg, failures.get(key) ?? 0);
-            handler(event).then(
-              () => {
-                failures.delete(key);
-                ch.ack(msg);
-              },
-              (err) => {
-                logger.warn(
-                  { err, subscriber: name, event_id: event.id, attempt: event.attempt },
-                  "subscriber failed",
-                );
-                const giveUp = !durable || event.attempt >= opts.maxFailures;
-                if (giveUp) failures.delete(key);
-                else remember(key, event.attempt);
-                // Requeued, or (the last failure) dead-lettered to <queue>.dead.
-                ch.nack(msg, false, !giveUp);
-              },
-            );
+            Promise.resolve()
+              .then(() => handler(event))
+              .then(
+                () => {
+                  failures.delete(key);
+                  settle("ack", event, () => ch.ack(msg));
+                },
+                (err) => {
+                  logger.warn(
+                    { err, subscriber: name, event_id: event.id, attempt: event.attempt },
+                    "subscriber failed",
+                  );
+                  const giveUp = !durable || event.attempt >= opts.maxFailures;
+                  if (giveUp) failures.delete(key);
+                  else remember(key, event.attempt);
+                  // Requeued, or (the last failure) dead-lettered to <queue>.dead.
+                  settle("nack", event, () => ch.nack(msg, false, !giveUp));
+                },
+              );
           });
         },
       });
       channel.on("error", (err) =>
         logger.warn({ err: (err as Error).message, subscriber: name }, "event broker channel"),
       );
+      channel.on("connect", () => {
+        setUp.add(channel);
+        changes.emit("change");
+        connected();
+      });
       channels.add(channel);
-      await channel.waitForConnect();
+      // Resolves once the queue is set up; at once when the broker is unreachable (a process
+      // started during an outage still starts: the setup runs when the broker is back, and
+      // nothing is published before it has, see ready()).
+      await new Promise<void>((resolve) => {
+        const check = () => {
+          if (!setUp.has(channel) && reachable) return;
+          changes.off("change", check);
+          resolve();
+        };
+        changes.on("change", check);
+        check();
+      });
       return async () => {
         channels.delete(channel);
+        setUp.delete(channel);
         await channel.close();
       };
     },

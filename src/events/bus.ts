@@ -52,7 +52,22 @@ export interface EventBus {
   /** Resolves once every event is accepted (the broker's confirm); rejects if any is not. */
   publish(events: readonly BusEvent[]): Promise<void>;
   subscribe(name: string, handler: EventHandler, opts?: SubscribeOptions): Promise<Unsubscribe>;
+  /**
+   * Whether a publish can be confirmed now: the broker connection is up (the in-process bus always
+   * is). The relay publishes nothing while it is false: the outbox keeps the events meanwhile.
+   */
+  isConnected(): boolean;
+  /** Calls `listener` each time the broker connection is (re)established; returns its removal. */
+  onConnect(listener: () => void): () => void;
   close(): Promise<void>;
+}
+
+/** A publish refused or abandoned because the broker is not connected (the relay retries later). */
+export class BusUnavailableError extends Error {
+  constructor(message = "the event broker is not connected") {
+    super(message);
+    this.name = "BusUnavailableError";
+  }
 }
 
 /** Bodies parsed already: the in-process bus hands one body to every subscriber. */
@@ -152,6 +167,8 @@ export function createMemoryBus(opts: MemoryBusOptions): EventBus & {
     deadLetters(name) {
       return queues.get(name)?.dead ?? [];
     },
+    isConnected: () => !closed,
+    onConnect: () => () => {},
     async close() {
       closed = true;
     },

@@ -6,13 +6,16 @@
 //   waits for the next round, so the events of one record go out in order even then.
 // - Woken by NOTIFY (sent by every transaction that writes an event, delivered on commit, to
 //   every process), with a slow poll as a safety net.
-// - Bus down: the batch's transaction rolls back and the relay retries with backoff; it never
-//   holds more than one batch in memory. At least once: a crash between publishing and marking
+// - Bus down: while the bus reports no connection the relay claims nothing (no transaction waits
+//   on a broker that is gone: on the embedded database that would hold its one connection) and
+//   resumes when the connection is back; a publish that fails (refused, dropped with the
+//   connection, not confirmed in time) rolls the batch's transaction back and the relay retries
+//   with backoff. It never holds more than one batch in memory. At least once: a crash between publishing and marking
 //   publishes the batch again (subscribers deduplicate on the message id).
 // - Published rows older than the retention are deleted.
 import type { Logger } from "../logger.ts";
 import type { Database } from "../types.ts";
-import type { BusEvent, EventBus } from "./bus.ts";
+import { type BusEvent, BusUnavailableError, type EventBus } from "./bus.ts";
 import { OUTBOX_CHANNEL } from "./outbox.ts";
 
 export interface RelayOptions {
@@ -95,10 +98,13 @@ export function createRelay(opts: RelayOptions): Relay {
   let wakeUp: (() => void) | null = null;
   let sleepTimer: NodeJS.Timeout | null = null;
   let unlisten: (() => Promise<void>) | null = null;
+  let stopWatchingBus: (() => void) | null = null;
   let lastPrune = 0;
 
   /** One batch: claim, publish, mark. Resolves to how many rows were published. */
   async function publishBatch(): Promise<number> {
+    // Refused before the claim: no transaction is opened for a publish that cannot be confirmed.
+    if (!bus.isConnected()) throw new BusUnavailableError();
     return db.transaction(async (tx) => {
       // The mark need not wait for its WAL flush: lost in a crash, it only means the rows are
       // published again, which at-least-once delivery allows and subscribers deduplicate; the
@@ -145,12 +151,29 @@ export function createRelay(opts: RelayOptions): Relay {
 
   async function run(): Promise<void> {
     let failures = 0;
+    let waitingForBus = false;
+    let everConnected = false;
     while (running) {
       if (!pending) {
         await sleep(opts.pollMs);
         pending = true; // the poll: look again
         continue;
       }
+      if (!bus.isConnected()) {
+        // Woken when the connection is back (onConnect), or by the poll.
+        if (!waitingForBus) {
+          if (everConnected)
+            logger.warn("event relay: the event bus is not connected; events wait in the outbox");
+          else logger.info("event relay: waiting for the event bus to connect");
+        }
+        waitingForBus = true;
+        await sleep(opts.pollMs);
+        continue;
+      }
+      if (waitingForBus && everConnected)
+        logger.info("event relay: the event bus is connected again; publishing");
+      waitingForBus = false;
+      everConnected = true;
       pending = false;
       try {
         let published = await publishBatch();
@@ -160,8 +183,10 @@ export function createRelay(opts: RelayOptions): Relay {
         if (published > 0) pending = true;
         await prune();
       } catch (err) {
-        failures++;
         pending = true;
+        // The connection dropped before the confirms came: wait for it to be back, not a backoff.
+        if (!bus.isConnected()) continue;
+        failures++;
         const wait = Math.min(maxBackoffMs, backoffMs * 2 ** Math.min(failures - 1, 16));
         logger.warn({ err, retry_in_ms: wait }, "event relay: publishing failed; retrying");
         if (running) await sleep(wait);
@@ -178,6 +203,7 @@ export function createRelay(opts: RelayOptions): Relay {
     async start() {
       if (running) return;
       running = true;
+      stopWatchingBus = bus.onConnect(wake);
       unlisten = await db.listen(OUTBOX_CHANNEL, wake);
       loop = run();
     },
@@ -193,6 +219,8 @@ export function createRelay(opts: RelayOptions): Relay {
     async stop() {
       running = false;
       wakeUp?.();
+      stopWatchingBus?.();
+      stopWatchingBus = null;
       await unlisten?.();
       unlisten = null;
       await loop;

@@ -12,7 +12,7 @@ import type { Logger } from "../logger.ts";
 import { createMetrics, serveMetrics } from "../observability/metrics.ts";
 import { traceRequests } from "../observability/tracing.ts";
 import { createRateLimits } from "../ratelimit/limits.ts";
-import { openRateLimitRedis } from "../ratelimit/redis.ts";
+import { openRateLimitRedis, rateLimitFallbackReporter } from "../ratelimit/redis.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Config } from "../types.ts";
 import { chooseBackend } from "./routing.ts";
@@ -32,6 +32,7 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
     login: { perIpPerMinute: 0, perUsernamePerMinute: 0 },
     redis,
     prefix: "dimensio:gw",
+    onFallback: rateLimitFallbackReporter(logger, metrics.rateLimitFallbacks),
   });
   app.addHook("onClose", async () => {
     redis?.disconnect();

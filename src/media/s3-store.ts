@@ -32,6 +32,11 @@ export async function createS3Store(opts: S3StoreOptions): Promise<MediaStore & 
   const { Upload } = await import("@aws-sdk/lib-storage");
   const client = new S3Client({
     region: opts.region,
+    // A server that does not answer fails the request instead of holding it (guarded.ts then
+    // answers 503 MEDIA_STORE_UNAVAILABLE): a connection within 3 s, no socket idle for 30 s, one
+    // retry.
+    requestHandler: { connectionTimeout: 3000, socketTimeout: 30_000 },
+    maxAttempts: 2,
     forcePathStyle: opts.forcePathStyle || opts.endpoint !== null,
     ...(opts.endpoint ? { endpoint: opts.endpoint } : {}),
     ...(opts.accessKeyId && opts.secretAccessKey

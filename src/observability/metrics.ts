@@ -15,6 +15,8 @@ export interface Metrics {
   publishLatency: Histogram;
   webhookDeliveries: Counter<"status">;
   graphqlOperations: Counter<"operation">;
+  /** Rate-limit decisions made in memory because Redis did not answer, by window. */
+  rateLimitFallbacks: Counter<"window">;
 }
 
 /** `db` null (the gateway): no database gauges. */
@@ -66,6 +68,12 @@ export function createMetrics(opts: { db: DatabaseHandle | null; role: string })
       name: "dimensio_graphql_operations_total",
       help: "GraphQL operations executed, by type.",
       labelNames: ["operation"],
+      registers: [registry],
+    }),
+    rateLimitFallbacks: new Counter({
+      name: "dimensio_rate_limit_fallbacks_total",
+      help: "Rate-limit decisions made in this process's memory because Redis did not answer, by window.",
+      labelNames: ["window"],
       registers: [registry],
     }),
   };

@@ -42,9 +42,11 @@ export function createRateLimits(opts: {
   login: LoginLimitConfig;
   redis: Redis | null;
   prefix?: string;
+  /** Told of each window decided in memory because Redis did not answer (see redisStore). */
+  onFallback?: (window: string) => void;
 }): RateLimits {
   const prefix = opts.prefix ?? "dimensio:rl";
-  const store = opts.redis ? redisStore(opts.redis, prefix) : memoryStore(prefix);
+  const store = opts.redis ? redisStore(opts.redis, prefix, opts.onFallback) : memoryStore(prefix);
   const c = opts.config;
   const user = windows(store, [
     { name: "user:s", points: c.userPerSecond, durationS: 1 },

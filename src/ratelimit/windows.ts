@@ -43,8 +43,33 @@ export function memoryStore(prefix: string): CounterStore {
   };
 }
 
-/** Counters in Redis, shared by every process; memory takes over while Redis is unreachable. */
-export function redisStore(client: Redis, prefix: string): CounterStore {
+/**
+ * The in-memory counter a Redis counter falls back to (rate-limiter-flexible's insuranceLimiter):
+ * it is consulted only when Redis did not answer, and says so on every decision it makes.
+ */
+class FallbackCounter extends RateLimiterMemory {
+  readonly #onUse: () => void;
+  constructor(opts: ConstructorParameters<typeof RateLimiterMemory>[0], onUse: () => void) {
+    super(opts);
+    this.#onUse = onUse;
+  }
+  override consume(key: string | number, points?: number, options?: Record<string, unknown>) {
+    this.#onUse();
+    return super.consume(key, points, options);
+  }
+}
+
+/**
+ * Counters in Redis, shared by every process. While Redis is unreachable (not connected, or a
+ * command not answered within the client's command timeout) each process counts in its own
+ * memory instead: the limits still hold per process, and `onFallback` is told of every such
+ * decision (the window's name).
+ */
+export function redisStore(
+  client: Redis,
+  prefix: string,
+  onFallback: (window: string) => void = () => {},
+): CounterStore {
   return {
     counter(spec) {
       if (spec.points <= 0) return null;
@@ -53,7 +78,7 @@ export function redisStore(client: Redis, prefix: string): CounterStore {
         ...opts,
         storeClient: client,
         rejectIfRedisNotReady: true,
-        insuranceLimiter: new RateLimiterMemory(opts),
+        insuranceLimiter: new FallbackCounter(opts, () => onFallback(spec.name)),
       });
     },
   };
