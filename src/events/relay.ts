@@ -5,7 +5,9 @@
 //   whose aggregate has an earlier unpublished row outside the batch (claimed by another relay)
 //   waits for the next round, so the events of one record go out in order even then.
 // - Woken by NOTIFY (sent by every transaction that writes an event, delivered on commit, to
-//   every process), with a slow poll as a safety net.
+//   every process), with a slow poll as a safety net. The poll asks one cheap question (is any row
+//   unpublished?) and claims only when the answer is yes: an idle relay runs one statement per
+//   poll (issue 18).
 // - Bus down: the batch's transaction rolls back and the relay retries with backoff; it never
 //   holds more than one batch in memory. At least once: a crash between publishing and marking
 //   publishes the batch again (subscribers deduplicate on the message id).
@@ -119,6 +121,14 @@ export function createRelay(opts: RelayOptions): Relay {
     });
   }
 
+  /** The poll's question: one probe of the ("PUBLISHED_AT", "OUTBOX_ID") index. */
+  async function anyUnpublished(): Promise<boolean> {
+    const { rows } = await db.query<{ any: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL) AS "any"`,
+    );
+    return rows[0]?.any === true;
+  }
+
   async function prune(): Promise<void> {
     if (opts.retentionMs <= 0 || Date.now() - lastPrune < 60_000) return;
     lastPrune = Date.now();
@@ -145,14 +155,24 @@ export function createRelay(opts: RelayOptions): Relay {
 
   async function run(): Promise<void> {
     let failures = 0;
+    let polled = false;
     while (running) {
       if (!pending) {
         await sleep(opts.pollMs);
-        pending = true; // the poll: look again
+        // The poll (unless a wake-up came meanwhile): look again, asking first.
+        polled = !pending;
+        pending = true;
         continue;
       }
       pending = false;
       try {
+        if (polled) {
+          polled = false;
+          if (!(await anyUnpublished())) {
+            await prune();
+            continue;
+          }
+        }
         let published = await publishBatch();
         failures = 0;
         // A full batch means there may be more: go on without waiting for a NOTIFY.
