@@ -1,11 +1,15 @@
 // Quiet when idle (issue 18 §2): the service (`src/main.ts`, ROLE=all) on PostgreSQL, once idle,
 // runs no more statements than its safety-net polls: at the defaults (EVENTS_POLL_MS 5000, the
 // relay and the webhook worker each asking one question per poll) at most 1 a second. Every
-// statement of every connection is counted on the wire, by a proxy in front of PostgreSQL.
+// statement of every connection is counted on the wire, by a proxy in front of PostgreSQL. On the
+// embedded database (in process: PGlite has no wire) the database handle counts them.
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_DATABASE_URL } from "../helpers/env.ts";
+import { buildApp } from "../../src/app.ts";
+import { startStatisticsJob } from "../../src/db/statistics.ts";
+import { startEventRuntime } from "../../src/events/runtime.ts";
+import { createTestServices, TEST_DATABASE_URL } from "../helpers/env.ts";
 import { pgStatementCounter } from "../helpers/pg-wire.ts";
 import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
 import { eventually } from "./support.ts";
@@ -89,5 +93,42 @@ describe.runIf(TEST_DATABASE_URL)("an idle process (PostgreSQL)", () => {
     // They are the polls' questions, not claims.
     expect(seen.every((s) => !/FOR UPDATE/.test(s.text ?? ""))).toBe(true);
     expect(running.child.exitCode).toBeNull();
+  });
+});
+
+describe("an idle process (embedded database)", () => {
+  it("runs at most its safety-net polls and the statistics check", async () => {
+    const statements: Array<{ at: number; text: string }> = [];
+    const services = await createTestServices("pglite", {
+      fixture: "sample",
+      // The defaults (EVENTS_POLL_MS 5000, DB_ANALYZE_INTERVAL_MS 60000): what `npm start` runs.
+      env: { DEMO_DATA: "false" },
+      onStatement: (text) => statements.push({ at: Date.now(), text }),
+    });
+    const app = await buildApp(services);
+    const runtime = await startEventRuntime(services, { relay: true, webhooks: true, subscribers: true });
+    const statistics = startStatisticsJob({
+      db: services.db,
+      logger: services.logger,
+      intervalMs: services.config.dbAnalyzeIntervalMs,
+    });
+    try {
+      await eventually(
+        () => {
+          const last = statements.at(-1);
+          return last === undefined || Date.now() - last.at > 1000;
+        },
+        { timeoutMs: 20_000, what: "a quiet second" },
+      ).catch(() => undefined);
+      const from = Date.now();
+      await new Promise((r) => setTimeout(r, 5000));
+      const seen = statements.filter((s) => s.at >= from);
+      expect(seen.length, seen.map((s) => s.text).join("\n")).toBeLessThanOrEqual(5);
+    } finally {
+      await statistics.stop();
+      await runtime.stop();
+      await app.close();
+      await services.close();
+    }
   });
 });
