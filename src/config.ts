@@ -141,6 +141,13 @@ const envSchema = z.object({
   WEBHOOK_CONCURRENCY_PER_RECEIVER: nonNegativeInt(4).refine((n) => n >= 1, {
     message: "must be at least 1",
   }),
+  WEBHOOK_CONCURRENCY_PER_TENANT: nonNegativeInt(8).refine((n) => n >= 1, {
+    message: "must be at least 1",
+  }),
+  WEBHOOK_MAX_PER_TENANT: nonNegativeInt(100).refine((n) => n >= 1, { message: "must be at least 1" }),
+  DB_ANALYZE_INTERVAL_MS: nonNegativeInt(60_000).refine((n) => n === 0 || n >= 1000, {
+    message: "must be 0 (never) or at least 1000",
+  }),
   MEDIA_MAX_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
@@ -260,6 +267,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     webhookAllowPrivate: e.WEBHOOK_ALLOW_PRIVATE,
     webhookConcurrency: e.WEBHOOK_CONCURRENCY,
     webhookConcurrencyPerReceiver: e.WEBHOOK_CONCURRENCY_PER_RECEIVER,
+    webhookConcurrencyPerTenant: e.WEBHOOK_CONCURRENCY_PER_TENANT,
+    webhookMaxPerTenant: e.WEBHOOK_MAX_PER_TENANT,
+    dbAnalyzeIntervalMs: e.DB_ANALYZE_INTERVAL_MS,
     media: { maxBytes: e.MEDIA_MAX_BYTES, allowedTypes: e.MEDIA_ALLOWED_TYPES },
     events: {
       batchSize: e.EVENTS_BATCH_SIZE,

@@ -5,6 +5,7 @@ import { createLogger } from "./logger.ts";
 import type { Config } from "./types.ts";
 import { describeStartupError } from "./cli/startup-error.ts";
 import { loadDemoDataIfEmpty } from "./demo/load-demo.ts";
+import { startStatisticsJob } from "./db/statistics.ts";
 import { eventPartsOf, startEventRuntime } from "./events/runtime.ts";
 import { openServices } from "./services.ts";
 
@@ -25,6 +26,11 @@ async function main(): Promise<void> {
       console.log("");
     }
   }
+  // PGlite has no autovacuum: the service keeps its planner statistics current itself.
+  const statistics =
+    services.db.kind === "pglite"
+      ? startStatisticsJob({ db: services.db, logger, intervalMs: config.dbAnalyzeIntervalMs })
+      : null;
   const app = await buildApp(services);
   const eventParts = eventPartsOf(config.role);
   const events = eventParts ? await startEventRuntime(services, eventParts) : null;
@@ -47,6 +53,7 @@ async function main(): Promise<void> {
     try {
       await app.close();
       await events?.stop();
+      await statistics?.stop();
       await services.close();
       process.exit(0);
     } catch (err) {

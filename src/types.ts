@@ -47,9 +47,14 @@ export interface Config {
   refreshTokenTtlS: number;
   webhookRetryBaseMs: number;
   webhookAllowPrivate: boolean;
-  /** Webhook deliveries in flight at once, in all and per registration. */
+  /** Webhook deliveries in flight at once, in all, per registration and per tenant. */
   webhookConcurrency: number;
   webhookConcurrencyPerReceiver: number;
+  webhookConcurrencyPerTenant: number;
+  /** Webhook registrations one tenant may have (a further one: 409 WEBHOOK_LIMIT_REACHED). */
+  webhookMaxPerTenant: number;
+  /** How often the embedded database's planner statistics are refreshed (ANALYZE); 0: never. */
+  dbAnalyzeIntervalMs: number;
   /** Uploads: the largest file, and the content types (sniffed from the bytes) accepted. */
   media: { maxBytes: number; allowedTypes: string[] };
   events: {

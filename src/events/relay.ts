@@ -5,12 +5,15 @@
 //   whose aggregate has an earlier unpublished row outside the batch (claimed by another relay)
 //   waits for the next round, so the events of one record go out in order even then.
 // - Woken by NOTIFY (sent by every transaction that writes an event, delivered on commit, to
-//   every process), with a slow poll as a safety net.
+//   every process), with a slow poll as a safety net. The poll asks one cheap question (is any row
+//   unpublished?) and claims only when the answer is yes: an idle relay runs one statement per
+//   poll (issue 18).
 // - Bus down: while the bus reports no connection the relay claims nothing (no transaction waits
 //   on a broker that is gone: on the embedded database that would hold its one connection) and
 //   resumes when the connection is back; a publish that fails (refused, dropped with the
 //   connection, not confirmed in time) rolls the batch's transaction back and the relay retries
-//   with backoff. It never holds more than one batch in memory. At least once: a crash between publishing and marking
+//   with backoff. It never holds more than one batch in memory. At least once: a crash between
+//   publishing and marking
 //   publishes the batch again (subscribers deduplicate on the message id).
 // - Published rows older than the retention are deleted.
 import type { Logger } from "../logger.ts";
@@ -125,6 +128,14 @@ export function createRelay(opts: RelayOptions): Relay {
     });
   }
 
+  /** The poll's question: one probe of the ("PUBLISHED_AT", "OUTBOX_ID") index. */
+  async function anyUnpublished(): Promise<boolean> {
+    const { rows } = await db.query<{ any: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL) AS "any"`,
+    );
+    return rows[0]?.any === true;
+  }
+
   async function prune(): Promise<void> {
     if (opts.retentionMs <= 0 || Date.now() - lastPrune < 60_000) return;
     lastPrune = Date.now();
@@ -153,10 +164,13 @@ export function createRelay(opts: RelayOptions): Relay {
     let failures = 0;
     let waitingForBus = false;
     let everConnected = false;
+    let polled = false;
     while (running) {
       if (!pending) {
         await sleep(opts.pollMs);
-        pending = true; // the poll: look again
+        // The poll (unless a wake-up came meanwhile): look again, asking first.
+        polled = !pending;
+        pending = true;
         continue;
       }
       if (!bus.isConnected()) {
@@ -176,6 +190,13 @@ export function createRelay(opts: RelayOptions): Relay {
       everConnected = true;
       pending = false;
       try {
+        if (polled) {
+          polled = false;
+          if (!(await anyUnpublished())) {
+            await prune();
+            continue;
+          }
+        }
         let published = await publishBatch();
         failures = 0;
         // A full batch means there may be more: go on without waiting for a NOTIFY.

@@ -58,6 +58,7 @@ export async function startEventRuntime(
         allowPrivate: config.webhookAllowPrivate,
         concurrency: config.webhookConcurrency,
         concurrencyPerReceiver: config.webhookConcurrencyPerReceiver,
+        concurrencyPerTenant: config.webhookConcurrencyPerTenant,
         pollMs: config.events.pollMs,
         onAttempt: (status) => services.metrics.webhookDeliveries.inc({ status }),
       });

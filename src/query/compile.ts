@@ -52,7 +52,8 @@ function compileCondition(c: PlannedCondition, p: Params): string {
   }
 }
 
-function compileFilter(f: PlannedFilter, p: Params): string {
+/** `tenant`: the placeholder of the caller's tenant (the search filter's subquery reads it too). */
+function compileFilter(f: PlannedFilter, p: Params, tenant: string): string {
   switch (f.kind) {
     case "condition":
       return compileCondition(f, p);
@@ -60,24 +61,30 @@ function compileFilter(f: PlannedFilter, p: Params): string {
       return `t."TREC" <> 'C'`;
     case "search":
       // The search indexer's rows (src/events/search.ts): same tenant, same dimension, the words.
-      return `EXISTS (SELECT 1 FROM "TB_SEARCH" AS s WHERE s."TENANT_ID" = t.${ident(TENANT_COLUMN)} AND s."DIMENSION" = ${p.add(
-        f.dimension,
-      )} AND s."RECORD_ID" = (${column(f.idField)})::text AND to_tsvector('simple', s."TEXT") @@ plainto_tsquery('simple', ${p.add(f.text)}))`;
+      // An uncorrelated `key IN (…)` kept out of the join planner (IS TRUE stops its pull-up into a
+      // semi-join): the index rows are read once into a hash and each record is a hash probe,
+      // whatever the statistics say. As a join, a planner without statistics (PGlite never
+      // gathers them itself) guessed one matching row and rescanned the index per record
+      // (issue 18: 8.9 s for 1,200 records). Neither side is ever NULL, so IS TRUE changes nothing.
+      return `((${column(f.idField)})::text IN (SELECT s."RECORD_ID" FROM "TB_SEARCH" AS s WHERE s."TENANT_ID" = ${tenant} AND s."DIMENSION" = ${p.add(f.dimension)} AND to_tsvector('simple', s."TEXT") @@ plainto_tsquery('simple', ${p.add(f.text)}))) IS TRUE`;
     case "not":
-      return `(${compileFilter(f.item, p)}) IS NOT TRUE`;
+      return `(${compileFilter(f.item, p, tenant)}) IS NOT TRUE`;
     case "and":
-      return f.items.map((item) => compileFilter(item, p)).join(" AND ");
+      return f.items.map((item) => compileFilter(item, p, tenant)).join(" AND ");
     case "or":
       return `(${f.items
-        .map((item) => (item.kind === "and" ? `(${compileFilter(item, p)})` : compileFilter(item, p)))
+        .map((item) =>
+          item.kind === "and" ? `(${compileFilter(item, p, tenant)})` : compileFilter(item, p, tenant),
+        )
         .join(" OR ")})`;
   }
 }
 
 /** `FROM table AS t WHERE tenant = $1 AND ...`: the tenant is always the first parameter. */
 function fromWhere(scope: PlanScope, p: Params): string {
-  const tenant = `t.${ident(TENANT_COLUMN)} = ${p.add(scope.tenantId)}`;
-  const where = scope.where ? `${tenant} AND ${compileFilter(scope.where, p)}` : tenant;
+  const placeholder = p.add(scope.tenantId);
+  const tenant = `t.${ident(TENANT_COLUMN)} = ${placeholder}`;
+  const where = scope.where ? `${tenant} AND ${compileFilter(scope.where, p, placeholder)}` : tenant;
   return `FROM ${ident(scope.dim.tableName)} AS t\nWHERE ${where}`;
 }
 

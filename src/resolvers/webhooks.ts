@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { TenantAdmin } from "../auth/authorize.ts";
 import type { PrismaClient } from "../db/prisma.ts";
 import { Prisma } from "../generated/prisma/client.ts";
-import { NotFoundError, ValidationError } from "../errors.ts";
+import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
 import { isRefusedHost } from "../events/webhooks/addresses.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
 
@@ -13,11 +13,15 @@ export interface WebhookDeps {
   prisma: PrismaClient;
   metadata: MetadataRegistry;
   allowPrivate: boolean;
+  /** Registrations one tenant may have (WEBHOOK_MAX_PER_TENANT). */
+  maxPerTenant: number;
 }
 
 export const SECRET_MIN_LENGTH = 16;
 const EVENT_NAME = /^([A-Za-z][A-Za-z0-9_]{0,29})(Created|Updated|Deleted)$/;
 const MAX_DELIVERY_ROWS = 1000;
+/** The first key of the advisory lock that serialises a tenant's registrations (the cap). */
+const WEBHOOK_COUNT_LOCK = 0x5745_4248; // "WEBH"
 
 export interface WebhookView {
   webhook_id: string;
@@ -150,18 +154,29 @@ export async function createWebhook(
   const body = parseBody(createBody, input);
   const url = checkUrl(body.url, deps.allowPrivate);
   checkNames(deps, body);
-  const row = await deps.prisma.tbWebhook.create({
-    data: {
-      SOURCE: caller.tenantId,
-      URL: url,
-      EVENTS: body.events,
-      DIMENSIONS: body.dimensions?.length ? body.dimensions : undefined,
-      FILTERS: body.filters && Object.keys(body.filters).length ? body.filters : undefined,
-      SECRET: body.secret ?? null,
-      ACTIVE: body.active === false ? "N" : "Y",
-      ...(body.retry_count !== undefined ? { RETRY_COUNT: body.retry_count } : {}),
-      ...(body.timeout_ms !== undefined ? { TIMEOUT_MS: body.timeout_ms } : {}),
-    },
+  // The count and the insert under one lock per tenant: two requests at once cannot both take the
+  // last place.
+  const row = await deps.prisma.$transaction(async (tx) => {
+    await tx.$executeRaw`SELECT pg_advisory_xact_lock(${WEBHOOK_COUNT_LOCK}::int, hashtext(${caller.tenantId}))`;
+    const registered = await tx.tbWebhook.count({ where: { SOURCE: caller.tenantId } });
+    if (registered >= deps.maxPerTenant)
+      throw new ConflictError(
+        "WEBHOOK_LIMIT_REACHED",
+        `This tenant has ${registered} webhooks, the most it may have (${deps.maxPerTenant}); delete one first.`,
+      );
+    return tx.tbWebhook.create({
+      data: {
+        SOURCE: caller.tenantId,
+        URL: url,
+        EVENTS: body.events,
+        DIMENSIONS: body.dimensions?.length ? body.dimensions : undefined,
+        FILTERS: body.filters && Object.keys(body.filters).length ? body.filters : undefined,
+        SECRET: body.secret ?? null,
+        ACTIVE: body.active === false ? "N" : "Y",
+        ...(body.retry_count !== undefined ? { RETRY_COUNT: body.retry_count } : {}),
+        ...(body.timeout_ms !== undefined ? { TIMEOUT_MS: body.timeout_ms } : {}),
+      },
+    });
   });
   return view(row, true);
 }

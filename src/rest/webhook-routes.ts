@@ -38,6 +38,7 @@ export const webhookRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     },
     metadata: services.metadata,
     allowPrivate: services.config.webhookAllowPrivate,
+    maxPerTenant: services.config.webhookMaxPerTenant,
   };
   const admin = (request: FastifyRequest) => authorizeTenantAdmin(callerOf(request).principal);
 

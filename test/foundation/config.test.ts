@@ -229,6 +229,25 @@ describe("loadConfig refuses bad values, naming the variable", () => {
     expect(refusal({ BODY_LIMIT_BYTES: "10" }).problems).toEqual(["BODY_LIMIT_BYTES: must be at least 1024"]);
   });
 
+  it("webhook bounds per tenant and the embedded database's ANALYZE interval (issue 18)", () => {
+    const d = loadConfig({});
+    expect([d.webhookConcurrencyPerTenant, d.webhookMaxPerTenant, d.dbAnalyzeIntervalMs]).toEqual([
+      8, 100, 60_000,
+    ]);
+    expect(loadConfig({ DB_ANALYZE_INTERVAL_MS: "0" }).dbAnalyzeIntervalMs).toBe(0);
+    expect(
+      refusal({
+        WEBHOOK_CONCURRENCY_PER_TENANT: "0",
+        WEBHOOK_MAX_PER_TENANT: "x",
+        DB_ANALYZE_INTERVAL_MS: "10",
+      }).problems,
+    ).toEqual([
+      "WEBHOOK_CONCURRENCY_PER_TENANT: must be at least 1",
+      'WEBHOOK_MAX_PER_TENANT: must be a whole number >= 0, got "x"',
+      "DB_ANALYZE_INTERVAL_MS: must be 0 (never) or at least 1000",
+    ]);
+  });
+
   it("lists every bad variable at once", () => {
     const err = refusal({ PORT: "x", AMQP_URL: "nope", ROLE: "bogus", JWT_SECRET: "s" });
     const names = err.problems.map((p) => p.split(":")[0]);

@@ -6,8 +6,12 @@
 // - Pending retries are rows with a NEXT_AT: they survive a restart. A claimed row's NEXT_AT is
 //   moved past its time-out first (a lease), so a worker that dies mid-attempt leaves it to be
 //   tried again.
-// - Bounded concurrency, in all and per registration: a slow or dead receiver holds at most its
-//   own slots and never delays the others.
+// - Bounded concurrency, in all, per tenant and per registration: a slow or dead receiver holds
+//   at most its own slots, and one tenant's receivers at most the tenant's share (issue 18), so
+//   they never delay the others.
+// - Quiet when idle (issue 18): when nothing is pending the worker sleeps until its safety-net
+//   poll (or a wake-up: the dispatcher queued deliveries, an attempt finished); the poll asks one
+//   cheap "next due" question and claims only when something is due.
 import type { Logger } from "../../logger.ts";
 import type { Database } from "../../types.ts";
 import { type AttemptResult, sendAttempt } from "./send.ts";
@@ -19,6 +23,8 @@ export interface DeliveryWorkerOptions {
   allowPrivate: boolean;
   concurrency: number;
   concurrencyPerReceiver: number;
+  /** Deliveries in flight for one tenant's registrations together. */
+  concurrencyPerTenant: number;
   /** Longest sleep when nothing is due. */
   pollMs: number;
   /** Told of every attempt's outcome (metrics). */
@@ -39,6 +45,7 @@ interface ClaimedDelivery {
   RETRY_COUNT: number;
   TIMEOUT_MS: number;
   ACTIVE: string;
+  TENANT_ID: string;
 }
 
 export interface DeliveryWorker {
@@ -48,21 +55,33 @@ export interface DeliveryWorker {
   stop(): Promise<void>;
 }
 
+/**
+ * Claims due deliveries that fit: at most $1 in all, per registration $2 less what it has in flight
+ * ($3, by WEBHOOK_ID), per tenant $6 less what it has in flight ($7, by tenant). Registrations and
+ * tenants already at their bound ($4, $5) are left out of the scan, so the window of 1000 rows
+ * always holds something this worker may take.
+ */
 const CLAIM_SQL = `
   WITH due AS (
-    SELECT "DELIVERY_ID", "WEBHOOK_ID", "NEXT_AT"
-      FROM "TB_WEBHOOK_DELIVERY"
-     WHERE "STATUS" = 'pending' AND "NEXT_AT" <= now()
-     ORDER BY "NEXT_AT", "DELIVERY_ID"
+    SELECT d."DELIVERY_ID", d."WEBHOOK_ID", d."NEXT_AT", w."SOURCE"
+      FROM "TB_WEBHOOK_DELIVERY" d JOIN "TB_WEBHOOK" w ON w."WEBHOOK_ID" = d."WEBHOOK_ID"
+     WHERE d."STATUS" = 'pending' AND d."NEXT_AT" <= now()
+       AND NOT (d."WEBHOOK_ID" = ANY($4::int[])) AND NOT (w."SOURCE" = ANY($5::text[]))
+     ORDER BY d."NEXT_AT", d."DELIVERY_ID"
      LIMIT 1000
-       FOR UPDATE SKIP LOCKED),
-  ranked AS (
-    SELECT "DELIVERY_ID", "WEBHOOK_ID", "NEXT_AT",
+       FOR UPDATE OF d SKIP LOCKED),
+  per_webhook AS (
+    SELECT "DELIVERY_ID", "WEBHOOK_ID", "NEXT_AT", "SOURCE",
            row_number() OVER (PARTITION BY "WEBHOOK_ID" ORDER BY "NEXT_AT", "DELIVERY_ID") AS rn
       FROM due),
+  per_tenant AS (
+    SELECT "DELIVERY_ID", "NEXT_AT", "SOURCE",
+           row_number() OVER (PARTITION BY "SOURCE" ORDER BY "NEXT_AT", "DELIVERY_ID") AS tn
+      FROM per_webhook
+     WHERE rn <= $2::int - COALESCE(($3::jsonb ->> "WEBHOOK_ID"::text)::int, 0)),
   picked AS (
-    SELECT "DELIVERY_ID" FROM ranked
-     WHERE rn <= $2::int - COALESCE(($3::jsonb ->> "WEBHOOK_ID"::text)::int, 0)
+    SELECT "DELIVERY_ID" FROM per_tenant
+     WHERE tn <= $6::int - COALESCE(($7::jsonb ->> "SOURCE")::int, 0)
      ORDER BY "NEXT_AT", "DELIVERY_ID"
      LIMIT $1)
   UPDATE "TB_WEBHOOK_DELIVERY" d
@@ -71,19 +90,53 @@ const CLAIM_SQL = `
     FROM "TB_WEBHOOK" w
    WHERE d."DELIVERY_ID" IN (SELECT "DELIVERY_ID" FROM picked) AND w."WEBHOOK_ID" = d."WEBHOOK_ID"
   RETURNING d."DELIVERY_ID"::text AS "DELIVERY_ID", d."WEBHOOK_ID", d."OUTBOX_ID"::text AS "OUTBOX_ID",
-            d."EVENT_TYPE", d."BODY", d."ATTEMPTS", w."URL", w."SECRET", w."RETRY_COUNT", w."TIMEOUT_MS", w."ACTIVE"`;
+            d."EVENT_TYPE", d."BODY", d."ATTEMPTS", w."URL", w."SECRET", w."RETRY_COUNT", w."TIMEOUT_MS", w."ACTIVE",
+            w."SOURCE" AS "TENANT_ID"`;
+
+/**
+ * Milliseconds until the next pending delivery this worker could take (negative: due already), or
+ * NULL when there is none: one index probe on ("STATUS", "NEXT_AT").
+ */
+const NEXT_DUE_SQL = `
+  SELECT EXTRACT(EPOCH FROM ((
+    SELECT d."NEXT_AT"
+      FROM "TB_WEBHOOK_DELIVERY" d JOIN "TB_WEBHOOK" w ON w."WEBHOOK_ID" = d."WEBHOOK_ID"
+     WHERE d."STATUS" = 'pending'
+       AND NOT (d."WEBHOOK_ID" = ANY($1::int[])) AND NOT (w."SOURCE" = ANY($2::text[]))
+     ORDER BY d."NEXT_AT"
+     LIMIT 1) - now())) * 1000 AS wait_ms`;
+
+/** The wait after a "next due" answer: the poll when nothing is pending, else until it is due. */
+export function waitAfter(waitMs: number | string | null | undefined, pollMs: number): number {
+  if (waitMs === null || waitMs === undefined) return pollMs;
+  return Math.min(pollMs, Math.max(0, Math.ceil(Number(waitMs))) + 20);
+}
 
 export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorker {
   const { db, logger } = opts;
   const send = opts.send ?? sendAttempt;
+  /** Deliveries in flight per registration and per tenant. */
   const inFlight = new Map<number, number>();
+  const inFlightPerTenant = new Map<string, number>();
   const running = new Set<Promise<void>>();
   let active = false;
   let pumping: Promise<void> | null = null;
   let again = false;
+  /** The next pump starts with the "next due" question (a poll), not with a claim. */
+  let polled = false;
   let timer: NodeJS.Timeout | null = null;
 
-  const total = () => [...inFlight.values()].reduce((a, b) => a + b, 0);
+  const total = () => running.size;
+  const count = <K>(m: Map<K, number>, key: K, by: number) => {
+    const n = (m.get(key) ?? 0) + by;
+    if (n <= 0) m.delete(key);
+    else m.set(key, n);
+  };
+  /** Registrations and tenants at their bound: left out of the claim and the "next due" question. */
+  const saturated = () => ({
+    webhooks: [...inFlight].filter(([, n]) => n >= opts.concurrencyPerReceiver).map(([id]) => id),
+    tenants: [...inFlightPerTenant].filter(([, n]) => n >= opts.concurrencyPerTenant).map(([id]) => id),
+  });
 
   async function record(d: ClaimedDelivery, result: AttemptResult): Promise<void> {
     const attempt = d.ATTEMPTS;
@@ -110,7 +163,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       ],
     );
     opts.onAttempt?.(status);
-    if (status === "retrying") schedule(waitMs);
+    if (status === "retrying") schedule(waitMs, false);
   }
 
   async function deliver(d: ClaimedDelivery): Promise<void> {
@@ -144,61 +197,87 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   async function claim(): Promise<ClaimedDelivery[]> {
     const free = opts.concurrency - total();
     if (free <= 0) return [];
+    const full = saturated();
     const { rows } = await db.transaction((tx) =>
       tx.query<ClaimedDelivery>(CLAIM_SQL, [
         free,
         opts.concurrencyPerReceiver,
         JSON.stringify(Object.fromEntries(inFlight)),
+        full.webhooks,
+        full.tenants,
+        opts.concurrencyPerTenant,
+        JSON.stringify(Object.fromEntries(inFlightPerTenant)),
       ]),
     );
     return rows;
   }
 
   function launch(d: ClaimedDelivery) {
-    inFlight.set(d.WEBHOOK_ID, (inFlight.get(d.WEBHOOK_ID) ?? 0) + 1);
+    count(inFlight, d.WEBHOOK_ID, 1);
+    count(inFlightPerTenant, d.TENANT_ID, 1);
     const p = deliver(d).finally(() => {
-      const n = (inFlight.get(d.WEBHOOK_ID) ?? 1) - 1;
-      if (n <= 0) inFlight.delete(d.WEBHOOK_ID);
-      else inFlight.set(d.WEBHOOK_ID, n);
+      count(inFlight, d.WEBHOOK_ID, -1);
+      count(inFlightPerTenant, d.TENANT_ID, -1);
       running.delete(p);
       wake();
     });
     running.add(p);
   }
 
-  /** Claims and launches what is due and fits; then sleeps until the next due time. */
+  /**
+   * Claims and launches what is due and fits; then sleeps until the next due time. Woken by the
+   * poll, it first asks whether anything is due at all (one statement), and claims only then.
+   */
   async function pump(): Promise<void> {
     do {
       again = false;
       try {
+        if (polled) {
+          polled = false;
+          const wait = await nextDue();
+          if (wait === null || wait > 0) {
+            schedule(waitAfter(wait, opts.pollMs), wait === null);
+            continue;
+          }
+        }
         const claimed = await claim();
         for (const d of claimed) launch(d);
         if (claimed.length > 0) again = true;
         // All slots taken: a finished delivery wakes the worker.
-        else if (total() < opts.concurrency) await scheduleNextDue();
+        else if (total() < opts.concurrency) {
+          const wait = await nextDue();
+          schedule(waitAfter(wait, opts.pollMs), wait === null);
+        }
       } catch (err) {
         logger.warn({ err }, "webhook worker: claiming deliveries failed; retrying");
-        schedule(1000);
+        schedule(1000, false);
       }
     } while (again && active);
   }
 
-  /** Sleeps until the next delivery is due whose receiver has a free slot (or the poll). */
-  async function scheduleNextDue(): Promise<void> {
-    const saturated = [...inFlight].filter(([, n]) => n >= opts.concurrencyPerReceiver).map(([id]) => id);
-    const { rows } = await db.query<{ wait_ms: number | null }>(
-      `SELECT GREATEST(0, EXTRACT(EPOCH FROM (min("NEXT_AT") - now())) * 1000)::float8 AS wait_ms
-         FROM "TB_WEBHOOK_DELIVERY" WHERE "STATUS" = 'pending' AND NOT ("WEBHOOK_ID" = ANY($1::int[]))`,
-      [saturated],
-    );
+  /** Milliseconds until the next delivery is due that this worker could take; null: none pending. */
+  async function nextDue(): Promise<number | null> {
+    const full = saturated();
+    const { rows } = await db.query<{ wait_ms: number | string | null }>(NEXT_DUE_SQL, [
+      full.webhooks,
+      full.tenants,
+    ]);
     const wait = rows[0]?.wait_ms;
-    schedule(wait === null || wait === undefined ? opts.pollMs : Math.min(opts.pollMs, Math.ceil(wait) + 20));
+    return wait === null || wait === undefined ? null : Number(wait);
   }
 
-  function schedule(ms: number) {
+  /** Wakes the worker after `ms`; `poll`: the safety net (nothing was pending), which asks first. */
+  function schedule(ms: number, poll: boolean) {
     if (!active) return;
     if (timer) clearTimeout(timer);
-    timer = setTimeout(wake, Math.max(0, ms));
+    timer = setTimeout(
+      () => {
+        timer = null;
+        if (poll) polled = true;
+        wake();
+      },
+      Math.max(0, ms),
+    );
     timer.unref();
   }
 
@@ -210,6 +289,8 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     }
     pumping = pump().finally(() => {
       pumping = null;
+      // A wake-up that came after the pump's last look (between its end and this) is not lost.
+      if (again) wake();
     });
   }
 
@@ -219,7 +300,11 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       active = true;
       wake();
     },
-    wake,
+    wake() {
+      // Work was queued: claim at once (not the poll's question first).
+      polled = false;
+      wake();
+    },
     async stop() {
       active = false;
       if (timer) clearTimeout(timer);

@@ -1,0 +1,118 @@
+// Webhooks fair per tenant (issue 18 §3): one tenant's receivers that never answer hold at most
+// WEBHOOK_CONCURRENCY_PER_TENANT delivery slots, so another tenant's deliveries go out at once;
+// and a tenant has at most WEBHOOK_MAX_PER_TENANT registrations (409 WEBHOOK_LIMIT_REACHED).
+// Real HTTP receivers on loopback.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
+import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
+import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
+import { webhookReceiver } from "./support.ts";
+
+const PER_TENANT = 8;
+const MAX_PER_TENANT = 12;
+
+describe.each(BACKENDS)("webhooks fair per tenant (%s)", (backend) => {
+  let t: TestApp;
+  let anna: Client;
+  let greta: Client;
+  let runtime: EventRuntime;
+  let seq = 0;
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, {
+      fixture: "sample",
+      env: {
+        ...NO_RATE_LIMITS,
+        WEBHOOK_ALLOW_PRIVATE: "true",
+        EVENTS_POLL_MS: "60000",
+        // The defaults of the issue's report: 32 slots, 4 per registration.
+        WEBHOOK_CONCURRENCY: "32",
+        WEBHOOK_CONCURRENCY_PER_RECEIVER: "4",
+        WEBHOOK_CONCURRENCY_PER_TENANT: String(PER_TENANT),
+        WEBHOOK_MAX_PER_TENANT: String(MAX_PER_TENANT),
+      },
+    });
+    [anna, greta] = await Promise.all([clientFor(t.app, "anna"), clientFor(t.app, "greta")]);
+    runtime = await startEventRuntime(t.services, { relay: true, webhooks: true });
+  });
+  afterAll(async () => {
+    await runtime?.stop();
+    await t?.close();
+  });
+
+  const createCity = async (c: Client) => {
+    const id = `F${++seq}`;
+    const res = await c.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: id, NAME: `Fair ${id}`, COUNTRY: "IT" },
+    });
+    expect(res.status).toBe(201);
+    return res.body.event_id as string;
+  };
+  const register = async (c: Client, url: string, extra: Record<string, unknown> = {}) => {
+    const res = await c.post("/api/v4/webhooks", { url, events: ["CITYCreated"], ...extra });
+    expect(res.status).toBe(201);
+    return res.body.webhook_id as string;
+  };
+  const webhookCount = async (c: Client) => (await c.get("/api/v4/webhooks")).body.data.length as number;
+
+  it("ten registrations to a receiver that never answers hold the tenant's share of the slots; another tenant's delivery arrives at once", async () => {
+    const dead = await webhookReceiver(() => "hang");
+    const alive = await webhookReceiver();
+    const hooks: Array<[Client, string]> = [];
+    try {
+      for (let i = 0; i < 10; i++)
+        hooks.push([anna, await register(anna, dead.url, { retry_count: 0, timeout_ms: 30_000 })]);
+      // 40 deliveries for tenant A: without the tenant's bound, 10 × 4 would take all 32 slots.
+      for (let i = 0; i < 4; i++) await createCity(anna);
+      await dead.waitFor(PER_TENANT);
+
+      hooks.push([greta, await register(greta, alive.url)]);
+      const started = Date.now();
+      const eventId = await createCity(greta);
+      await alive.waitFor(1, 10_000);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(alive.requests[0]!.body.event_id).toBe(eventId);
+      // Tenant A still holds its share only, and the rest of its deliveries wait, claimed by none.
+      expect(dead.requests).toHaveLength(PER_TENANT);
+      const { rows } = await t.services.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "TB_WEBHOOK_DELIVERY"
+          WHERE "WEBHOOK_ID" = ANY($1::int[]) AND "STATUS" = 'pending' AND "ATTEMPTS" = 0`,
+        [hooks.filter(([c]) => c === anna).map(([, id]) => Number(id))],
+      );
+      expect(rows[0]!.n).toBe(40 - PER_TENANT);
+    } finally {
+      // Cancelled first, so that the closed receiver's failures do not start the next ones.
+      for (const [c, id] of hooks) await c.delete(`/api/v4/webhooks/${id}`);
+      await dead.close();
+      await alive.close();
+    }
+  });
+
+  it("a tenant's registrations are capped: one more is 409 WEBHOOK_LIMIT_REACHED, other tenants unaffected", async () => {
+    const url = "http://127.0.0.1:9/cap";
+    const have = await webhookCount(anna);
+    for (let i = have; i < MAX_PER_TENANT - 2; i++) await register(anna, url);
+    // Five at once for the last two places: exactly two are created.
+    const racing = await Promise.all(
+      Array.from({ length: 5 }, () => anna.post("/api/v4/webhooks", { url, events: ["CITYCreated"] })),
+    );
+    expect(racing.map((r) => r.status).sort()).toEqual([201, 201, 409, 409, 409]);
+    expect(await webhookCount(anna)).toBe(MAX_PER_TENANT);
+
+    const refused = await anna.post("/api/v4/webhooks", { url, events: ["CITYCreated"] });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      status: 409,
+      code: "WEBHOOK_LIMIT_REACHED",
+      message: expect.stringContaining(String(MAX_PER_TENANT)),
+    });
+    // Another tenant registers as before.
+    const theirs = await register(greta, url);
+    await greta.delete(`/api/v4/webhooks/${theirs}`);
+    // A deleted registration frees its place.
+    const mine = (await anna.get("/api/v4/webhooks")).body.data as Array<{ webhook_id: string }>;
+    expect((await anna.delete(`/api/v4/webhooks/${mine[0]!.webhook_id}`)).status).toBe(200);
+    await register(anna, url);
+    expect(await webhookCount(anna)).toBe(MAX_PER_TENANT);
+  });
+});
