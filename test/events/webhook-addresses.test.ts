@@ -94,7 +94,7 @@ describe("a delivery to a name that resolves to a refused address", () => {
       const url = `http://hooks.internal.example:${receiver.port}/hook`;
       for (const address of ["127.0.0.1", "::ffff:127.0.0.1", "10.0.0.5", "192.0.2.1", "64:ff9b::a00:1"]) {
         const result = await attempt(url, resolvingTo(address));
-        expect(result, address).toEqual({ ok: false, httpStatus: null, error: "connection failed" });
+        expect(result, address).toMatchObject({ ok: false, httpStatus: null, error: "connection failed" });
       }
       expect(receiver.requests).toHaveLength(0);
       // A name that does not resolve reads the same: the log cannot tell the two apart.
@@ -109,6 +109,16 @@ describe("a delivery to a name that resolves to a refused address", () => {
     } finally {
       await receiver.close();
     }
+  });
+
+  it("keeps the system's own words for the operator's log (detail), apart from the tenant's text", async () => {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const result = await attempt(`http://127.0.0.1:${port}/hook`, resolvingTo("127.0.0.1"), true);
+    expect(result.error).toBe(DELIVERY_ERRORS.connection);
+    expect(result.detail).toMatch(/^ECONNREFUSED: /);
   });
 
   it("a literal refused address or localhost name is refused before any connection", async () => {

@@ -187,6 +187,11 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
         timeoutMs: d.TIMEOUT_MS,
         allowPrivate: opts.allowPrivate,
       });
+      if (result.detail)
+        logger.info(
+          { webhook_id: d.WEBHOOK_ID, delivery_id: d.DELIVERY_ID, detail: result.detail },
+          `webhook delivery: ${result.error}`,
+        );
       await record(d, result);
     } catch (err) {
       // The lease on the row runs out and another round tries it again.

@@ -23,6 +23,9 @@ export interface AttemptResult {
   ok: boolean;
   httpStatus: number | null;
   error: string | null;
+  /** The system's own words for a failed connection (DNS, refused port, TLS): for the operator's
+   * log only, never the tenant's delivery log. */
+  detail?: string;
 }
 
 /** `sha256=` and the lower-case hex HMAC-SHA256 of the body, keyed with the secret. */
@@ -113,7 +116,13 @@ export function sendAttempt(a: Attempt): Promise<AttemptResult> {
       res.on("error", finish);
     });
     req.on("error", (err) => {
-      done({ ok: false, httpStatus: null, error: connectionError(err) });
+      const code = (err as NodeJS.ErrnoException).code;
+      done({
+        ok: false,
+        httpStatus: null,
+        error: connectionError(err),
+        detail: code ? `${code}: ${err.message}` : err.message,
+      });
     });
     req.end(a.body);
   });
