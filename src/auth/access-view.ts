@@ -155,7 +155,7 @@ export interface DimensionFields {
   /** The fields the caller may know exist, in NUM_VAR order. */
   readonly visible: readonly FieldDef[];
   /** The field named `name` if the caller may know it exists (undefined: none, or hidden by peso). */
-  visibleFieldNamed(name: string): FieldDef | undefined;
+  visibleField(name: string): FieldDef | undefined;
   isVisible(field: FieldDef): boolean;
   /** Whether `field` carries `flag` for this caller (L list, D detail, N create, M modify, R search). */
   allows(field: FieldDef, flag: Flag): boolean;
@@ -193,7 +193,7 @@ function dimensionFields(dim: DimensionDef, peso: number, centerDett: string | n
   return {
     dim,
     visible,
-    visibleFieldNamed(name) {
+    visibleField(name) {
       const field = dim.fieldsByCode.get(name);
       return field && flagsOf.has(field) ? field : undefined;
     },
