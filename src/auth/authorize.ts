@@ -51,11 +51,6 @@ export function authorize(
   return accessView(ctx, model).require(dimCode, access);
 }
 
-/** Whether `authorize` would let the caller through (no error is made when it would not). */
-export function mayAccess(ctx: RequestContext, model: MetadataModel, dimCode: string | null, access: Access) {
-  return accessView(ctx, model).may(dimCode, access);
-}
-
 function lookup(model: MetadataModel, dimCode: string): DimensionDef {
   const dim = model.dimensions.get(dimCode);
   if (!dim)
