@@ -18,13 +18,11 @@ import {
   accessView,
   deniedFor,
   fieldFlagsFor,
-  REQUIREMENTS,
   weightAllows,
 } from "./access-view.ts";
 
-export type { AccessDecision, AuthorizedDimension } from "./access-view.ts";
+export type { AuthorizedDimension } from "./access-view.ts";
 export { grantCovers, sourceServes } from "./grants.ts";
-export { REQUIREMENTS };
 
 /** The 403 of spec 7.2: `required_grant` is the level (or operation) missing; `user_grants` all grants. */
 export function permissionDenied(
