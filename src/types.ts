@@ -1,4 +1,5 @@
 // Types shared across modules. Everything that crosses a module boundary is declared here.
+import type { ViewCache } from "./auth/view-cache.ts";
 
 // ---------------------------------------------------------------- configuration
 
@@ -279,6 +280,8 @@ export interface MetadataModel {
   readonly menu: readonly MenuNode[];
   readonly menuByCode: ReadonlyMap<string, MenuNode>;
   readonly documents: ReadonlyMap<string, DocumentDef>;
+  /** The access views computed under this version (src/auth/view-cache.ts): dropped with it. */
+  readonly accessViews: ViewCache;
 }
 
 /** Raw metadata rows, as stored in the metadata tables and written in fixtures. */

@@ -1,8 +1,9 @@
 // Login phases 2 and 3 of spec 5.2: the user's grants (TB_USER_GRANT with the nested-set bounds of
 // TB_MENU), the context chain, the menus and boxes the grants open, and per-source DB settings.
-import { createHash } from "node:crypto";
 import { type Grant, type MetadataModel, OPERATIONS, type Operation, type Queryable } from "../types.ts";
-import { grantCovers } from "./authorize.ts";
+import { grantCovers, grantsHash } from "./grants.ts";
+
+export { grantsHash };
 
 /** TB_ANAG_SESSIONS00.CONTEXT. `grants_hash` marks the TB_USER_GRANT state GRANTS was built from. */
 export interface SessionContext {
@@ -76,18 +77,6 @@ export function normalizeGrants(raw: unknown): Grant[] {
     });
   }
   return out;
-}
-
-/** Hashes made already, by grant list (a cached session asks for its list's hash per request). */
-const hashes = new WeakMap<readonly Grant[], string>();
-
-export function grantsHash(grants: readonly Grant[]): string {
-  let hash = hashes.get(grants);
-  if (hash === undefined) {
-    hash = createHash("sha256").update(JSON.stringify(grants)).digest("hex").slice(0, 32);
-    hashes.set(grants, hash);
-  }
-  return hash;
 }
 
 export async function loadUserGrants(db: Queryable, userId: string): Promise<Grant[]> {

@@ -12,6 +12,7 @@ import type {
   Relation,
   SortDef,
 } from "../types.ts";
+import { createViewCache } from "../auth/view-cache.ts";
 import { AUDIT_FIELDS, DEFAULT_DECIMALS, normalizeDataType, parseFlags } from "./data-types.ts";
 
 type CostRow = MetadataRows["TB_COST"][number];
@@ -190,6 +191,7 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
     menu: Object.freeze(menu),
     menuByCode: new Map(menu.map((m) => [m.code, m])),
     documents,
+    accessViews: createViewCache(),
   });
 }
 

@@ -2,10 +2,9 @@
 // may read through some menu node, with their list, detail, create and update schemas built from
 // the fields the caller's grants and peso show (L for lists, D for a record, N for create, M for
 // update), the parameters of the REST v4 routes, and the standard error body.
-import { authorize, visibleFields } from "../auth/authorize.ts";
-import { PermissionDeniedError } from "../errors.ts";
+import { accessView } from "../auth/access-view.ts";
 import { codecOf } from "../metadata/codecs.ts";
-import type { DataType, DimensionDef, FieldDef, MetadataModel, RequestContext } from "../types.ts";
+import type { DataType, FieldDef, MetadataModel, RequestContext } from "../types.ts";
 
 type Schema = Record<string, unknown>;
 
@@ -20,20 +19,6 @@ function objectOf(fields: readonly FieldDef[]): Schema {
     properties[f.code] = { ...valueSchema(f.dataType), ...(f.description ? { title: f.description } : {}) };
   }
   return { type: "object", properties };
-}
-
-/** A menu node through which the caller may read the dimension, or null. */
-function readableThrough(request: RequestContext, model: MetadataModel, dim: DimensionDef): string | null {
-  for (const node of model.menu) {
-    if (node.dim !== dim.code) continue;
-    try {
-      authorize({ ...request, source: node.code }, model, dim.code, "read");
-      return node.code;
-    } catch (err) {
-      if (!(err instanceof PermissionDeniedError)) throw err;
-    }
-  }
-  return null;
 }
 
 const errorResponse = (description: string) => ({
@@ -95,16 +80,18 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
     },
   };
   const paths: Schema = {};
+  const view = accessView(request, model);
   for (const dim of [...model.dimensions.values()].sort((a, b) => a.code.localeCompare(b.code))) {
-    const source = readableThrough(request, model, dim);
+    // Through the first menu node serving the dimension the caller reads (whatever the source).
+    const source = view.readNodeFor(dim.code);
     if (!source) continue;
-    const ctx = { ...request, source };
+    const fields = view.fields(dim);
     const ref = (suffix: string) => ({ $ref: `#/components/schemas/${dim.code}${suffix}` });
-    schemas[dim.code] = objectOf(visibleFields(ctx, dim, "D"));
-    schemas[`${dim.code}_list_item`] = objectOf(visibleFields(ctx, dim, "L"));
-    schemas[`${dim.code}_create`] = objectOf(visibleFields(ctx, dim, "N").filter((f) => !f.system));
+    schemas[dim.code] = objectOf(fields.withFlag("D"));
+    schemas[`${dim.code}_list_item`] = objectOf(fields.withFlag("L"));
+    schemas[`${dim.code}_create`] = objectOf(fields.withFlag("N").filter((f) => !f.system));
     schemas[`${dim.code}_update`] = objectOf(
-      visibleFields(ctx, dim, "M").filter((f) => !f.system || f.code === "TREC"),
+      fields.withFlag("M").filter((f) => !f.system || f.code === "TREC"),
     );
     const sourceParam = param(
       "source",

@@ -1,38 +1,17 @@
-// Access to a dimension reached through a relation ($expand) rather than through the request's
-// source: allowed when the request's source covers it, or when some TB_MENU node serving that
-// dimension is covered by a read grant of the caller. The rules themselves stay in src/auth.
-import { mayAccess, permissionDenied } from "../auth/authorize.ts";
+// Access to a dimension reached through a relation ($expand, document parts, relation pages)
+// rather than through the request's source: allowed when the request's source covers it, or when
+// some TB_MENU node serving that dimension is covered by a read grant of the caller. The caller's
+// access view answers (AccessView.readSourceFor); the rules themselves stay in src/auth.
+import { accessView } from "../auth/access-view.ts";
+import { permissionDenied } from "../auth/authorize.ts";
 import type { MetadataModel, RequestContext } from "../types.ts";
 
-function allowedThrough(
-  ctx: RequestContext,
-  model: MetadataModel,
-  source: string | null,
-  dim: string,
-): boolean {
-  return mayAccess({ ...ctx, source }, model, dim, "read");
-}
-
-export function canReadRelated(ctx: RequestContext, model: MetadataModel, dim: string): boolean {
-  if (allowedThrough(ctx, model, ctx.source, dim)) return true;
-  return model.menu.some((node) => node.dim === dim && allowedThrough(ctx, model, node.code, dim));
-}
-
 /** The 403 of a relation whose dimension the caller may not read (through `via`). */
-function relatedNotReadable(ctx: RequestContext, dim: string, via: string) {
+export function relatedNotReadable(ctx: RequestContext, dim: string, via: string) {
   return permissionDenied(ctx.principal, `Expanding ${via} needs read access to dimension ${dim}.`, 1, {
     reason: "expand_target_not_readable",
     dimension: dim,
   });
-}
-
-export function assertCanReadRelated(
-  ctx: RequestContext,
-  model: MetadataModel,
-  dim: string,
-  via: string,
-): void {
-  if (!canReadRelated(ctx, model, dim)) throw relatedNotReadable(ctx, dim, via);
 }
 
 /**
@@ -46,8 +25,7 @@ export function relatedRequest(
   dim: string,
   via: string,
 ): RequestContext {
-  if (allowedThrough(ctx, model, ctx.source, dim)) return ctx;
-  const node = model.menu.find((n) => n.dim === dim && allowedThrough(ctx, model, n.code, dim));
-  if (node) return { ...ctx, source: node.code };
-  throw relatedNotReadable(ctx, dim, via);
+  const source = accessView(ctx, model).readSourceFor(dim);
+  if (source === null) throw relatedNotReadable(ctx, dim, via);
+  return source === ctx.source ? ctx : { ...ctx, source };
 }

@@ -1,10 +1,10 @@
 // Query model -> plan: every name checked against the dimension's metadata and the caller's field
 // rights (spec 2.3, decisions.md §6), every value cast by its field's type, the limits of spec 8
 // applied, the TREC rule of spec 3.1 added. What comes out can be compiled without further checks.
-import { type AuthorizedDimension, fieldAllows, fieldKnown, visibleFields } from "../auth/authorize.ts";
+import { type AuthorizedDimension, accessView, type DimensionFields } from "../auth/access-view.ts";
 import { CANONICAL_INTEGER } from "../metadata/data-types.ts";
 import type { DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
-import { assertCanReadRelated } from "./access.ts";
+import { relatedNotReadable } from "./access.ts";
 import {
   fieldNotReadable,
   fieldNotSearchable,
@@ -36,15 +36,17 @@ import { castFilterValue, castScalar } from "./values.ts";
 
 const TREC = "TREC";
 
-export function knownField(ctx: RequestContext, dim: DimensionDef, name: string): FieldDef {
-  const field = dim.fieldsByCode.get(name);
-  if (!field || !fieldKnown(ctx, field)) throw unknownField(name, dim.code);
+/** The field `name` names if the caller may know it exists (peso), else INVALID_FIELD. */
+export function visibleFieldNamed(rules: DimensionFields, name: string): FieldDef {
+  const field = rules.visibleField(name);
+  if (!field) throw unknownField(name, rules.dim.code);
   return field;
 }
 
-export function searchableField(ctx: RequestContext, dim: DimensionDef, name: string): FieldDef {
-  const field = knownField(ctx, dim, name);
-  if (!fieldAllows(ctx, field, "R")) throw fieldNotSearchable(name, dim.code);
+/** A visible field the caller may filter or sort on (R), else INVALID_FIELD or FIELD_NOT_SEARCHABLE. */
+export function searchableField(rules: DimensionFields, name: string): FieldDef {
+  const field = visibleFieldNamed(rules, name);
+  if (!rules.allows(field, "R")) throw fieldNotSearchable(name, rules.dim.code);
   return field;
 }
 
@@ -126,8 +128,8 @@ export function planFilterExpr(expr: FilterExpr, rules: FilterRules): PlannedFil
   }
 }
 
-function planExpr(ctx: RequestContext, dim: DimensionDef, expr: FilterExpr): PlannedFilter {
-  return planFilterExpr(expr, { field: (c) => searchableField(ctx, dim, c.field) });
+function planExpr(rules: DimensionFields, expr: FilterExpr): PlannedFilter {
+  return planFilterExpr(expr, { field: (c) => searchableField(rules, c.field) });
 }
 
 function mentionsTrec(expr: FilterExpr): boolean {
@@ -141,8 +143,7 @@ function mentionsTrec(expr: FilterExpr): boolean {
  * and the request's filter. The tenant condition is added by the compiler, always.
  */
 export function planWhere(
-  ctx: RequestContext,
-  dim: DimensionDef,
+  dim: AuthorizedDimension<"read">,
   filter: FilterExpr | null,
   condTrec: readonly TrecState[] | null,
   search: string | null = null,
@@ -158,7 +159,7 @@ export function planWhere(
     items.push({ kind: "live" });
   }
   if (checked) {
-    const planned = planExpr(ctx, dim, checked);
+    const planned = planExpr(dim.rules, checked);
     if (planned.kind === "and") items.push(...planned.items);
     else items.push(planned);
   }
@@ -174,28 +175,25 @@ function unique<T>(items: Iterable<T>): T[] {
 
 /** The fields a read returns: those with `flag` (or forced), narrowed to the requested ones. */
 function chooseColumns(
-  ctx: RequestContext,
-  dim: DimensionDef,
+  rules: DimensionFields,
   flag: Flag,
   requested: readonly string[] | null,
   forced: readonly string[],
 ): FieldDef[] {
-  const forcedFields = new Set(forced.map((name) => knownField(ctx, dim, name)));
-  const allowed = (f: FieldDef) => forcedFields.has(f) || fieldAllows(ctx, f, flag);
+  const { dim } = rules;
+  if (requested === null && !forced.length) return [...rules.withFlag(flag)];
+  const forcedFields = new Set(forced.map((name) => visibleFieldNamed(rules, name)));
+  const allowed = (f: FieldDef) => forcedFields.has(f) || rules.allows(f, flag);
   if (requested === null) return dim.fields.filter(allowed);
-  const wanted = new Set(requested.map((name) => knownField(ctx, dim, name)));
+  const wanted = new Set(requested.map((name) => visibleFieldNamed(rules, name)));
   return dim.fields.filter((f) => wanted.has(f) && allowed(f));
 }
 
-function planSort(
-  ctx: RequestContext,
-  dim: DimensionDef,
-  sort: readonly SortSpec[],
-  trusted: boolean,
-): PlannedSort[] {
+function planSort(rules: DimensionFields, sort: readonly SortSpec[], trusted: boolean): PlannedSort[] {
+  const { dim } = rules;
   const out: PlannedSort[] = [];
   for (const s of sort) {
-    const field = trusted ? knownField(ctx, dim, s.field) : searchableField(ctx, dim, s.field);
+    const field = trusted ? visibleFieldNamed(rules, s.field) : searchableField(rules, s.field);
     if (!out.some((o) => o.field === field)) out.push({ field, direction: s.direction });
   }
   // Stable order: the id decides between equal keys.
@@ -210,6 +208,8 @@ export function planExpand(
   dim: DimensionDef,
   names: readonly string[],
 ): ExpandPlan[] {
+  const view = accessView(ctx, model);
+  const rules = view.fields(dim);
   const out: ExpandPlan[] = [];
   for (const name of unique(names)) {
     const forward = dim.relations.find((r) => r.name === name);
@@ -219,8 +219,8 @@ export function planExpand(
     const parentKey = relation && dim.fieldsByCode.get(forward ? relation.fromField : relation.toField);
     const targetKey = relation && target?.fieldsByCode.get(forward ? relation.toField : relation.fromField);
     const keyKnown = forward
-      ? parentKey && fieldKnown(ctx, parentKey)
-      : targetKey && fieldKnown(ctx, targetKey);
+      ? parentKey && rules.isVisible(parentKey)
+      : targetKey && target && view.fields(target).isVisible(targetKey);
     if (!relation || !target || !parentKey || !targetKey || !keyKnown) {
       const names = [...dim.relations, ...dim.reverseRelations].map((r) => r.name).join(", ") || "none";
       throw invalidParameter(
@@ -228,7 +228,7 @@ export function planExpand(
         `${name.slice(0, 60)} is not a relation of ${dim.code} (relations: ${names}).`,
       );
     }
-    assertCanReadRelated(ctx, model, target.code, name);
+    if (view.readSourceFor(target.code) === null) throw relatedNotReadable(ctx, target.code, name);
     out.push({
       name,
       direction: forward ? "forward" : "reverse",
@@ -236,7 +236,7 @@ export function planExpand(
       target,
       parentKey,
       targetKey,
-      columns: visibleFields(ctx, target, "L"),
+      columns: [...view.fields(target).withFlag("L")],
     });
   }
   return out;
@@ -284,10 +284,10 @@ export function planRecords(
   opts: PlanOptions = {},
 ): RecordsPlan {
   checkPaging(query.numRows, query.offset);
-  const where = planWhere(ctx, dim, query.filter, query.condTrec, query.search);
-  const sort = planSort(ctx, dim, query.sort, opts.trustedSort === true);
-  const expand = planExpand(ctx, model, dim, query.expand);
-  const columns = withoutExpanded(chooseColumns(ctx, dim, "L", query.fields, query.forceListCost), expand);
+  const where = planWhere(dim, query.filter, query.condTrec, query.search);
+  const sort = planSort(dim.rules, query.sort, opts.trustedSort === true);
+  const expand = query.expand.length ? planExpand(ctx, model, dim, query.expand) : [];
+  const columns = withoutExpanded(chooseColumns(dim.rules, "L", query.fields, query.forceListCost), expand);
   return {
     kind: "records",
     dim,
@@ -319,10 +319,10 @@ export function planRecord(
   } catch {
     return null;
   }
-  const rule = planWhere(ctx, dim, null, query.condTrec);
+  const rule = planWhere(dim, null, query.condTrec);
   const byId: PlannedFilter = { kind: "condition", field: idField, op: "eq", value: idValue };
-  const expand = planExpand(ctx, model, dim, query.expand);
-  const columns = withoutExpanded(chooseColumns(ctx, dim, "D", query.fields, []), expand);
+  const expand = query.expand.length ? planExpand(ctx, model, dim, query.expand) : [];
+  const columns = withoutExpanded(chooseColumns(dim.rules, "D", query.fields, []), expand);
   return {
     kind: "records",
     dim,
@@ -345,28 +345,32 @@ export function planCount(
   return {
     dim,
     tenantId: ctx.principal.tenantId,
-    where: planWhere(ctx, dim, query.filter, query.condTrec, query.search),
+    where: planWhere(dim, query.filter, query.condTrec, query.search),
   };
 }
 
 const NUMERIC_ONLY = new Set(["SUM", "AVG"]);
 
-function readableForGrouping(ctx: RequestContext, dim: DimensionDef, name: string): FieldDef {
-  const field = searchableField(ctx, dim, name);
-  if (!fieldAllows(ctx, field, "L")) throw fieldNotReadable(name, dim.code);
+function readableForGrouping(rules: DimensionFields, name: string): FieldDef {
+  const field = searchableField(rules, name);
+  if (!rules.allows(field, "L")) throw fieldNotReadable(name, rules.dim.code);
   return field;
 }
 
-export function planGroups(ctx: RequestContext, dim: DimensionDef, query: ListQuery): GroupsPlan {
+export function planGroups(
+  ctx: RequestContext,
+  dim: AuthorizedDimension<"read">,
+  query: ListQuery,
+): GroupsPlan {
   checkPaging(query.numRows, query.offset);
   if (query.expand.length)
     throw invalidParameter("$expand", "$expand cannot be combined with $group or aggregate.");
-  const groupBy = unique(query.groupBy.map((name) => readableForGrouping(ctx, dim, name)));
+  const groupBy = unique(query.groupBy.map((name) => readableForGrouping(dim.rules, name)));
   const requested: readonly AggregateSpec[] = query.aggregates.length
     ? query.aggregates
     : [{ fn: "COUNT", field: null, alias: "COUNT" }];
   const aggregates: PlannedAggregate[] = requested.map((a) => {
-    const field = a.field === null ? null : readableForGrouping(ctx, dim, a.field);
+    const field = a.field === null ? null : readableForGrouping(dim.rules, a.field);
     if (field && NUMERIC_ONLY.has(a.fn) && field.dataType !== "INTEGER" && field.dataType !== "DECIMAL") {
       throw invalidParameter(
         "aggregate",
@@ -409,7 +413,7 @@ export function planGroups(ctx: RequestContext, dim: DimensionDef, query: ListQu
     kind: "groups",
     dim,
     tenantId: ctx.principal.tenantId,
-    where: planWhere(ctx, dim, query.filter, query.condTrec, query.search),
+    where: planWhere(dim, query.filter, query.condTrec, query.search),
     groupBy,
     aggregates,
     sort,

@@ -1,6 +1,7 @@
 // Planning: names checked against the metadata and the caller's field rights, values cast by type,
 // limits applied. Pure: the sample metadata as a model.
 import { describe, expect, it } from "vitest";
+import { authorizeRead } from "../../src/auth/authorize.ts";
 import { ApiError } from "../../src/errors.ts";
 import { planCount, planList, planRecord } from "../../src/query/plan.ts";
 import { parseListParams } from "../../src/query/rest-params.ts";
@@ -16,8 +17,9 @@ function params(query: string) {
   return out;
 }
 
+/** Plans as `ctx`: the proof the planner reads field rules from is authorized for that caller. */
 function plan(query: string, ctx = handContext()) {
-  return planList(ctx, model, cust, parseListParams(params(query)));
+  return planList(ctx, model, authorizeRead(ctx, model, "CUST"), parseListParams(params(query)));
 }
 
 function failure(fn: () => unknown): ApiError {

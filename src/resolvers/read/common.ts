@@ -1,10 +1,5 @@
 // Steps every read resolver shares: finding the dimension, checking the grant, running SQL.
-import {
-  type AuthorizedDimension,
-  authorizeRead,
-  permissionDenied,
-  sourceLevel,
-} from "../../auth/authorize.ts";
+import { type AuthorizedDimension, authorizeRead, permissionDenied } from "../../auth/authorize.ts";
 import { NotFoundError } from "../../errors.ts";
 import type { CompiledQuery } from "../../query/types.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
@@ -26,12 +21,12 @@ export function requireDimension(rc: ReadContext, code: string): DimensionDef {
 
 /** The dimension, after the read grant on the request's source (403 otherwise): the planner's proof. */
 export function readableDimension(rc: ReadContext, code: string): AuthorizedDimension<"read"> {
-  return authorizeRead(rc.request, rc.model, code);
+  return authorizeRead(rc.request, rc.model, code, rc.view);
 }
 
 /** debug=true shows SQL: level 4 on the source only. */
 export function assertDebugAllowed(rc: ReadContext): void {
-  const level = sourceLevel(rc.request, rc.model);
+  const level = rc.view.sourceLevel;
   if (level < DEBUG_LEVEL) {
     throw permissionDenied(
       rc.request.principal,

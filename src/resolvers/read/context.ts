@@ -1,6 +1,7 @@
 // The context every read resolver takes: the caller (user, tenant, source, center_dett, clock), the
 // database, the metadata snapshot the request is answered from, and the request's loaders. REST
 // routes and GraphQL build one per request with createReadContext.
+import { type AccessView, accessView } from "../../auth/access-view.ts";
 import { createRelationLoaders, type RelationLoaders } from "../../loaders/relation-loaders.ts";
 import type { MetadataModel, Queryable, RequestContext } from "../../types.ts";
 
@@ -9,6 +10,8 @@ export interface ReadContext {
   readonly db: Queryable;
   /** One metadata version for the whole request. */
   readonly model: MetadataModel;
+  /** What the caller may read under `model` (grants, peso, center_dett, source): decided once. */
+  readonly view: AccessView;
   readonly loaders: RelationLoaders;
   /** meta.total is counted exactly up to this many matches, estimated beyond (decisions §11). */
   readonly countBound: number;
@@ -29,6 +32,7 @@ export function createReadContext(deps: ReadDeps, request: RequestContext): Read
     request,
     db: deps.db,
     model,
+    view: accessView(request, model),
     loaders: createRelationLoaders(deps.db, request.principal.tenantId, model.version),
     countBound: deps.countBound ?? DEFAULT_COUNT_BOUND,
   };

@@ -1,8 +1,6 @@
 // Metadata reads: describeFields (GET /{dim}/fields, spec 2.4), describeDimension (GET /DIM/{dim}),
 // listFieldDefinitions (GET /VAR), listFieldConfigurations (GET /COST). A field hidden by peso is
 // left out everywhere, as if it did not exist.
-import { authorize, fieldKnown } from "../../auth/authorize.ts";
-import { PermissionDeniedError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
 import type { DimensionDef, FieldConfig, FieldDef } from "../../types.ts";
 import { readableDimension } from "./common.ts";
@@ -18,9 +16,9 @@ import type {
 export async function describeFields(rc: ReadContext, dimCode: string): Promise<FieldDescription[]> {
   const dim = readableDimension(rc, dimCode);
   const out: FieldDescription[] = [];
-  for (const f of dim.fields) {
+  for (const f of dim.rules.visible) {
     const cfg = fieldConfig(f, rc.request.centerDett);
-    if (!fieldKnown(rc.request, f) || cfg.flags.size === 0) continue;
+    if (cfg.flags.size === 0) continue;
     out.push({
       cod_var: f.code,
       desc_var: f.description,
@@ -47,18 +45,11 @@ export async function describeDimension(rc: ReadContext, dimCode: string): Promi
  * serves those of its subtree), in code order. A source that grants nothing is a 403 as for any read.
  */
 export async function listDimensions(rc: ReadContext): Promise<DimensionDescription[]> {
-  authorize(rc.request, rc.model, null, "read");
-  const readable: DimensionDescription[] = [];
-  for (const dim of [...rc.model.dimensions.values()].sort((a, b) => a.code.localeCompare(b.code))) {
-    try {
-      authorize(rc.request, rc.model, dim.code, "read");
-    } catch (err) {
-      if (err instanceof PermissionDeniedError) continue;
-      throw err;
-    }
-    readable.push(dimensionDescription(dim));
-  }
-  return readable;
+  rc.view.require(null, "read");
+  return [...rc.model.dimensions.values()]
+    .sort((a, b) => a.code.localeCompare(b.code))
+    .filter((dim) => rc.view.may(dim.code, "read"))
+    .map(dimensionDescription);
 }
 
 function dimensionDescription(dim: DimensionDef): DimensionDescription {
@@ -73,7 +64,7 @@ function dimensionDescription(dim: DimensionDef): DimensionDescription {
 
 function definedFields(rc: ReadContext, dimCode: string): FieldDef[] {
   const dim = readableDimension(rc, dimCode);
-  return dim.fields.filter((f) => !f.system && fieldKnown(rc.request, f));
+  return dim.rules.visible.filter((f) => !f.system);
 }
 
 export async function listFieldDefinitions(rc: ReadContext, dimCode: string): Promise<FieldDefinitionRow[]> {

@@ -6,7 +6,8 @@
 // prices): it is authorized through the request's source when that serves it, else through the
 // nodes that serve the part's dimension the caller holds a read grant on; none is 403.
 import { z } from "zod";
-import { authorizeRead, visibleFields } from "../../auth/authorize.ts";
+import { type AccessView, accessView } from "../../auth/access-view.ts";
+import { authorizeRead } from "../../auth/authorize.ts";
 import { NotFoundError, ValidationError } from "../../errors.ts";
 import { relatedRequest } from "../../query/access.ts";
 import { emptyListQuery, emptyRecordQuery, type FilterExpr, type FilterLiteral } from "../../query/types.ts";
@@ -60,14 +61,17 @@ const COMPACT_DROPS: ReadonlySet<string> = new Set(
 
 /** The listed fields the caller may read in detail (all of them when none are listed). */
 function readableFields(
-  request: RequestContext,
+  view: AccessView,
   model: MetadataModel,
   dim: string,
   listed: string[] | null,
 ): string[] {
   const def = model.dimensions.get(dim);
   if (!def) throw new NotFoundError("DIMENSION_NOT_FOUND", `Dimension ${dim.slice(0, 30)} does not exist.`);
-  const detail = visibleFields(request, def, "D").map((f) => f.code);
+  const detail = view
+    .fields(def)
+    .withFlag("D")
+    .map((f) => f.code);
   if (!listed) return detail;
   for (const f of listed) {
     if (!def.fieldsByCode.has(f)) {
@@ -92,8 +96,9 @@ export async function buildDocument(
 ): Promise<{ data: DataRecord }> {
   const model = deps.metadata.current();
   const rootRc = createReadContext(deps, request);
-  authorizeRead(request, model, spec.rootDim);
-  const rootFields = readableFields(request, model, spec.rootDim, spec.rootFields);
+  const view = accessView(request, model);
+  authorizeRead(request, model, spec.rootDim, view);
+  const rootFields = readableFields(view, model, spec.rootDim, spec.rootFields);
   // The join keys are read even when not listed, then left out of the answer.
   const joinKeys = [...new Set(spec.parts.flatMap((p) => Object.values(p.join)))];
   const root = await getRecord(
@@ -108,7 +113,7 @@ export async function buildDocument(
   await Promise.all(
     spec.parts.map(async (part) => {
       const partCtx = relatedRequest(request, model, part.dim, `document part ${part.name}`);
-      const fields = readableFields(partCtx, model, part.dim, part.fields);
+      const fields = readableFields(accessView(partCtx, model), model, part.dim, part.fields);
       const conditions: FilterExpr[] = [
         ...Object.entries(part.join).map(([partField, rootField]) => ({
           kind: "condition" as const,

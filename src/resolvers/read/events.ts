@@ -2,7 +2,7 @@
 // only the dimension asked for, authorized like a read on the source, and `data` limited to the
 // fields the caller may read in detail (D flag and peso). The stream is bounded: a consumer that
 // falls more than MAX_PENDING events behind is ended with an error instead of buffering forever.
-import { authorizeRead, visibleFields } from "../../auth/authorize.ts";
+import { authorizeRead } from "../../auth/authorize.ts";
 import { ApiError } from "../../errors.ts";
 import type { OutboxMessage } from "../../events/bus.ts";
 import type { EventFeed } from "../../events/feed.ts";
@@ -37,7 +37,7 @@ export async function subscribeToEvents(
   eventTypes: readonly string[] | null,
 ): Promise<AsyncIterableIterator<DimensionEvent>> {
   const dim = authorizeRead(request, deps.metadata.current(), dimCode);
-  const readable = visibleFields(request, dim, "D").map((f) => f.code);
+  const readable = dim.rules.withFlag("D").map((f) => f.code);
   const wanted = eventTypes?.length ? new Set(eventTypes) : null;
   const tenant = request.principal.tenantId;
 

@@ -3,14 +3,13 @@
 // display field, the caller's tenant only, cancelled records left out, at most 1000. The read
 // grant on the source is what is checked (a lookup needs no grant on the destination's node); only
 // the key and display fields are read, and only those the caller's peso may see.
-import { authorize, authorizeRead, fieldKnown, pesoAllows } from "../../auth/authorize.ts";
+import { authorizeRead } from "../../auth/authorize.ts";
 import { BadRequestError, ValidationError } from "../../errors.ts";
-import { fieldConfig } from "../../metadata/build.ts";
 import { compileRecordsSelect } from "../../query/compile.ts";
 import { invalidFilter } from "../../query/errors.ts";
 import { checkFilterLimits, planFilterExpr } from "../../query/plan.ts";
 import type { FilterExpr, PlannedFilter, RecordsPlan } from "../../query/types.ts";
-import type { FieldDef, RequestContext } from "../../types.ts";
+import type { FieldDef } from "../../types.ts";
 import { runQuery } from "./common.ts";
 import type { ReadContext } from "./context.ts";
 
@@ -24,10 +23,6 @@ export interface LookupQuery {
   filter: FilterExpr | null;
   /** getACList=1: an AC field lists everything, like VARS. */
   fullList: boolean;
-}
-
-function visible(ctx: RequestContext, field: FieldDef | undefined): field is FieldDef {
-  return field !== undefined && pesoAllows(ctx.principal, fieldConfig(field, ctx.centerDett).codUtente);
 }
 
 /** A lookup's filter: only its key and display fields, text operators, and no NOT. */
@@ -59,7 +54,7 @@ export async function lookupValues(rc: ReadContext, query: LookupQuery): Promise
   const ctx = rc.request;
   const node = ctx.source ? rc.model.menuByCode.get(ctx.source) : undefined;
   // No source, or one that is not a security area: the grant check says which (400, 403).
-  if (!node) authorize(ctx, rc.model, null, "read");
+  if (!node) rc.view.require(null, "read");
   if (!node?.dim) {
     throw new BadRequestError(
       "INVALID_PARAMETER",
@@ -67,9 +62,9 @@ export async function lookupValues(rc: ReadContext, query: LookupQuery): Promise
       { field: "source" },
     );
   }
-  const dim = authorizeRead(ctx, rc.model, node.dim);
-  const field = dim.fieldsByCode.get(query.field);
-  if (!field || !fieldKnown(ctx, field)) {
+  const dim = authorizeRead(ctx, rc.model, node.dim, rc.view);
+  const field = dim.rules.visibleField(query.field);
+  if (!field) {
     throw new ValidationError("INVALID_FIELD", `${dim.code} has no field ${query.field.slice(0, 60)}.`, {
       field: query.field.slice(0, 60),
     });
@@ -87,7 +82,8 @@ export async function lookupValues(rc: ReadContext, query: LookupQuery): Promise
   const target = rc.model.dimensions.get(relation.toDim)!;
   const key = target.fieldsByCode.get(relation.toField);
   const display = relation.descField ? target.fieldsByCode.get(relation.descField) : undefined;
-  const columns = [key, display].filter((f): f is FieldDef => visible(ctx, f));
+  const targetRules = rc.view.fields(target);
+  const columns = [key, display].filter((f): f is FieldDef => f !== undefined && targetRules.isVisible(f));
   if (!columns.length) return [];
   const allowed = new Map(columns.map((f) => [f.code, f]));
   const items: PlannedFilter[] = [];

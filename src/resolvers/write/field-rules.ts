@@ -1,10 +1,10 @@
 // The field rules of spec 2.3 for write bodies: unknown fields (INVALID_FIELD), fields without N
 // on create (FieldNotAllowedOnCreate), fields without M on update (FieldNotModifiable); a field
-// hidden by peso counts as one without the flag.
+// hidden by peso counts as one without the flag. The flags are the caller's access view's.
 // Audit fields and TREC are the system's: ignored here (TREC moves are decided in state.ts).
-import { fieldAllows } from "../../auth/authorize.ts";
+import { accessView } from "../../auth/access-view.ts";
 import { ApiError, ValidationError } from "../../errors.ts";
-import type { DimensionDef, FieldDef } from "../../types.ts";
+import type { DimensionDef, FieldDef, Flag } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 
 export class ApiFieldError extends ApiError {
@@ -24,23 +24,30 @@ function unknownField(dim: DimensionDef, key: string): never {
 }
 
 /**
- * The field a body member names, or INVALID_FIELD. A field hidden by peso is known here: it
- * behaves as if its flag were absent (decisions.md §6), which fieldAllows decides.
+ * The field of the dimension a body member names, or INVALID_FIELD. Unlike a read, a field hidden
+ * by peso is known here: it behaves as if its flag were absent (decisions.md §6).
  */
-function knownField(dim: DimensionDef, key: string): FieldDef {
+function dimensionFieldNamed(dim: DimensionDef, key: string): FieldDef {
   const field = dim.fieldsByCode.get(key);
   if (!field) unknownField(dim, key);
   return field;
 }
 
+/** Whether the body may carry `flag` fields of `dim`: always when trusted, else the caller's view. */
+function flagRule(w: WriteContext, dim: DimensionDef, flag: Flag): (field: FieldDef) => boolean {
+  if (w.trusted) return () => true;
+  const rules = accessView(w.ctx, w.model).fields(dim);
+  return (field) => rules.allows(field, flag);
+}
+
 /** Checks a create body's member names: known fields with N (unless trusted), child lists. */
 export function checkCreateBody(w: WriteContext, dim: DimensionDef, body: Record<string, unknown>): void {
+  const creatable = flagRule(w, dim, "N");
   for (const key of Object.keys(body)) {
     if (dim.insertCascade.includes(key)) continue;
-    const field = knownField(dim, key);
+    const field = dimensionFieldNamed(dim, key);
     if (field.system) continue;
-    const notAllowed =
-      (field.isId && dim.idType === "INTEGER") || (!w.trusted && !fieldAllows(w.ctx, field, "N"));
+    const notAllowed = (field.isId && dim.idType === "INTEGER") || !creatable(field);
     if (notAllowed) {
       throw new ApiFieldError("FIELD_NOT_ALLOWED_ON_CREATE", "FieldNotAllowedOnCreate", field.code, dim.code);
     }
@@ -58,12 +65,12 @@ export function checkUpdateBody(
   currentId: string | number,
 ): FieldDef[] {
   const changed: FieldDef[] = [];
+  const modifiableField = flagRule(w, dim, "M");
   for (const [key, value] of Object.entries(body)) {
-    const field = knownField(dim, key);
+    const field = dimensionFieldNamed(dim, key);
     if (field.system) continue;
     if (field.isId && value !== null && String(value) === String(currentId)) continue;
-    const modifiable =
-      !(field.isId && dim.idType === "INTEGER") && (w.trusted || fieldAllows(w.ctx, field, "M"));
+    const modifiable = !(field.isId && dim.idType === "INTEGER") && modifiableField(field);
     if (!modifiable) {
       throw new ApiFieldError("FIELD_NOT_MODIFIABLE", "FieldNotModifiable", field.code, dim.code);
     }
@@ -78,7 +85,6 @@ export function putClearedFields(
   dim: DimensionDef,
   body: Record<string, unknown>,
 ): FieldDef[] {
-  return dim.fields.filter(
-    (f) => !f.system && !f.isId && !(f.code in body) && (w.trusted || fieldAllows(w.ctx, f, "M")),
-  );
+  const modifiable = flagRule(w, dim, "M");
+  return dim.fields.filter((f) => !f.system && !f.isId && !(f.code in body) && modifiable(f));
 }

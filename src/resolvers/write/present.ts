@@ -1,6 +1,6 @@
 // What a write returns to its caller: the record's fields the caller sees in the detail (D)
 // context, plus the id field and the audit fields; insert-cascade children under their dimension.
-import { fieldAllows } from "../../auth/authorize.ts";
+import { accessView } from "../../auth/access-view.ts";
 import type { MetadataModel, RequestContext, WriteOutcome, WriteResult } from "../../types.ts";
 
 export function presentRecord(
@@ -11,10 +11,11 @@ export function presentRecord(
 ): Record<string, unknown> {
   const dim = model.dimensions.get(dimCode);
   if (!dim) return {};
+  const rules = accessView(ctx, model).fields(dim);
   const out: Record<string, unknown> = {};
   for (const f of dim.fields) {
     if (!(f.code in record)) continue;
-    if (f.isId || f.system || fieldAllows(ctx, f, "D")) out[f.code] = record[f.code];
+    if (f.isId || f.system || rules.allows(f, "D")) out[f.code] = record[f.code];
   }
   return out;
 }
