@@ -242,7 +242,7 @@ export async function authorizeUpload(
     if (!fieldAllows(request, field, "M"))
       throw new ApiFieldError("FIELD_NOT_MODIFIABLE", "FieldNotModifiable", field.code, dim.code);
   }
-  if (target.recordId !== undefined) {
+  if (target.recordId) {
     const id = parseRecordId(dim, target.recordId);
     const found =
       id !== null &&
