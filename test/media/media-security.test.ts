@@ -195,6 +195,45 @@ describe.each(STORES)("media security ($name)", (store) => {
     expect(await stored("P0001")).toEqual(before);
   });
 
+  it("a create that carries a media value is 400 too (REST, GraphQL), one with null is not", async () => {
+    // The sample's IMAGE may not be sent on create (no N): give it N for this test.
+    const cost = await json("anna", "PATCH", "/api/v4/core/COST/PROD/6?source=erp", {
+      data: { COD_ON_OFF: "LDNM" },
+    });
+    expect(cost.status, JSON.stringify(await cost.clone().json())).toBe(200);
+    const crafted = {
+      file_id: "0b7c4b1e-4a4e-4a38-9a53-1f6b2f7b9c11",
+      url: "/api/v4/media/public/PROD/X/IMAGE?tenant=acme",
+      size: 10,
+      mime_type: "text/html",
+      uploaded_at: new Date().toISOString(),
+      public: true,
+    };
+    const rest = await json("anna", "POST", "/api/v4/core/PROD?source=catalog-1", {
+      data: { NAME: "Crafted", UNIT_PRICE: 1, IMAGE: crafted },
+    });
+    expect(rest.status).toBe(400);
+    expect(await rest.json()).toMatchObject({ code: "MEDIA_VALUE_NOT_ALLOWED", field: "IMAGE" });
+    const gql = await graphql(
+      "anna",
+      `mutation($img: JSON) { PROD_create(source: "catalog-1", data: { NAME: "Crafted", UNIT_PRICE: 1, IMAGE: $img }) { data { PROD_ID } } }`,
+      { img: crafted },
+    );
+    expect(gql.errors?.[0]?.extensions).toMatchObject({ code: "MEDIA_VALUE_NOT_ALLOWED", status: 400 });
+    const { rows } = await t.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "TB_ANAG_PROD00" WHERE "NAME" = 'Crafted'`,
+    );
+    expect(rows[0]!.n).toBe(0);
+    const plain = await json("anna", "POST", "/api/v4/core/PROD?source=catalog-1", {
+      data: { NAME: "Plain", UNIT_PRICE: 1, IMAGE: null },
+    });
+    expect(plain.status).toBe(201);
+    const back = await json("anna", "PATCH", "/api/v4/core/COST/PROD/6?source=erp", {
+      data: { COD_ON_OFF: "LDM" },
+    });
+    expect(back.status).toBe(200);
+  });
+
   it("clearing a media field (null) is a write like any other", async () => {
     const res = await upload(
       "anna",
