@@ -86,12 +86,16 @@ export function createLocalStore(root: string): MediaStore {
         }
         for (const e of entries) {
           const p = path.join(d, e.name);
-          if (e.isDirectory()) await walk(p);
-          else
-            out.push({
-              key: path.relative(base, p).split(path.sep).join("/"),
-              modified: (await stat(p)).mtime,
-            });
+          if (e.isDirectory()) {
+            await walk(p);
+            continue;
+          }
+          // A file deleted while the listing runs (a concurrent clean-up) is not listed.
+          const info = await stat(p).catch((err: NodeJS.ErrnoException) => {
+            if (err.code === "ENOENT") return null;
+            throw err;
+          });
+          if (info) out.push({ key: path.relative(base, p).split(path.sep).join("/"), modified: info.mtime });
         }
       };
       await walk(dir);

@@ -8,10 +8,12 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { Readable } from "node:stream";
 import S3rver from "s3rver";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordPrefix } from "../../src/media/keys.ts";
+import { createLocalStore } from "../../src/media/local-store.ts";
 import { removeOtherFiles } from "../../src/resolvers/media.ts";
 import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
@@ -422,5 +424,33 @@ describe.each(STORES)("media security ($name)", (store) => {
     expect(await emptyDirs()).toEqual([]);
     expect(await t.services.media.list(recordPrefix("acme", "PROD", id))).toEqual([]);
     if (!store.s3) expect((await walk(root)).files.filter((f) => f.startsWith("staging"))).toEqual([]);
+  });
+});
+
+describe("the local store under concurrent clean-up", () => {
+  it("lists while files go, and writes into directories being pruned, without an error", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "dimensio-local-race-"));
+    try {
+      const store = createLocalStore(dir);
+      const key = (i: number, round: number) => `t/acme/PROD/${i % 5}/IMAGE/${round}-${i}/original`;
+      for (let round = 0; round < 5; round++) {
+        const keys = Array.from({ length: 40 }, (_, i) => key(i, round));
+        await Promise.all(keys.map((k) => store.put(k, Readable.from([Buffer.from(k)]), "image/png")));
+        const next = Array.from({ length: 40 }, (_, i) => key(i, round + 100));
+        // Deletes (pruning directories), listings and writes into the same directories, at once.
+        const results = await Promise.allSettled([
+          store.delete(keys),
+          store.list("t/"),
+          store.list("t/acme/PROD/1/"),
+          ...next.map((k) => store.put(k, Readable.from([Buffer.from(k)]), "image/png")),
+        ]);
+        expect(results.filter((r) => r.status === "rejected")).toEqual([]);
+        expect((await store.list("t/")).map((o) => o.key).sort()).toEqual([...next].sort());
+        await store.delete(next);
+        expect(await readdir(dir)).toEqual([]);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
