@@ -4,6 +4,7 @@
 export interface FieldError {
   field: string;
   message: string;
+  code?: string;
 }
 
 export interface ErrorBody {
@@ -145,9 +146,19 @@ export class PayloadTooLargeError extends ApiError {
 
 /** Metadata or a fixture that breaks the rules: every problem listed. */
 export class MetadataError extends ApiError {
-  constructor(message: string, problems: ReadonlyArray<{ path: string; message: string }>) {
-    super(400, "INVALID_METADATA", "ValidationError", message, {
-      errors: problems.map((p) => ({ field: p.path, message: p.message })),
+  /**
+   * 400 INVALID_METADATA listing every problem; when every problem is of one kind with a code of
+   * its own (RESERVED_NAME), that code. Each listed problem carries its code, if any.
+   */
+  constructor(message: string, problems: ReadonlyArray<{ path: string; message: string; code?: string }>) {
+    const codes = new Set(problems.map((p) => p.code));
+    const [only] = codes;
+    super(400, codes.size === 1 && only ? only : "INVALID_METADATA", "ValidationError", message, {
+      errors: problems.map((p) => ({
+        field: p.path,
+        message: p.message,
+        ...(p.code ? { code: p.code } : {}),
+      })),
     });
   }
 }

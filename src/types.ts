@@ -345,6 +345,8 @@ export interface Problem {
   /** Where: e.g. `TB_VAR[3].DATA_TYPE`. */
   readonly path: string;
   readonly message: string;
+  /** A code for the kind of problem (RESERVED_NAME), when it has one of its own. */
+  readonly code?: string;
 }
 
 // ---------------------------------------------------------------- identity and access

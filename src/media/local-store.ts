@@ -1,7 +1,9 @@
 // The local-directory media store: one file per key under the root directory. Keys come from
 // keys.ts (no `..`, no absolute paths); the resolved path is checked to stay under the root anyway.
-import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, readdir, rename, rm, stat } from "node:fs/promises";
+// A directory left empty by a delete, a move or a failed write is removed, up to the root; a
+// writer that finds its directory removed under it (a concurrent prune) makes it again.
+import { createReadStream } from "node:fs";
+import { mkdir, open, readdir, rename, rm, rmdir, stat } from "node:fs/promises";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -22,17 +24,40 @@ export function createLocalStore(root: string): MediaStore {
       throw err;
     }
   };
+  /** Removes `dir` and its parents while they are empty, never the root. */
+  const prune = async (dir: string) => {
+    for (let d = dir; d.startsWith(`${base}${path.sep}`); d = path.dirname(d)) {
+      try {
+        await rmdir(d);
+      } catch {
+        return; // not empty (ENOTEMPTY/EEXIST), already gone, or not ours to remove
+      }
+    }
+  };
+  /** Runs `fn` once the directory of `target` exists, again if a prune removed it meanwhile. */
+  const inDirectory = async <T>(target: string, fn: () => Promise<T>): Promise<T> => {
+    for (let attempt = 0; ; attempt++) {
+      await mkdir(path.dirname(target), { recursive: true });
+      try {
+        return await fn();
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ENOENT" || attempt >= 3) throw err;
+      }
+    }
+  };
   return {
     kind: "local",
     async put(key, body: Readable) {
       const target = file(key);
-      await mkdir(path.dirname(target), { recursive: true });
       const partial = `${target}.partial`;
+      const handle = await inDirectory(partial, () => open(partial, "w"));
       try {
-        await pipeline(body, createWriteStream(partial));
-        await rename(partial, target);
+        await pipeline(body, handle.createWriteStream());
+        await inDirectory(target, () => rename(partial, target));
       } catch (err) {
+        await handle.close().catch(() => {});
         await rm(partial, { force: true });
+        await prune(path.dirname(partial));
         throw err;
       }
       return (await stat(target)).size;
@@ -45,8 +70,8 @@ export function createLocalStore(root: string): MediaStore {
     },
     size: sizeOf,
     async move(from, to) {
-      await mkdir(path.dirname(file(to)), { recursive: true });
-      await rename(file(from), file(to));
+      await inDirectory(file(to), () => rename(file(from), file(to)));
+      await prune(path.dirname(file(from)));
     },
     async list(prefix) {
       const dir = file(prefix.replace(/\/$/, ""));
@@ -61,12 +86,16 @@ export function createLocalStore(root: string): MediaStore {
         }
         for (const e of entries) {
           const p = path.join(d, e.name);
-          if (e.isDirectory()) await walk(p);
-          else
-            out.push({
-              key: path.relative(base, p).split(path.sep).join("/"),
-              modified: (await stat(p)).mtime,
-            });
+          if (e.isDirectory()) {
+            await walk(p);
+            continue;
+          }
+          // A file deleted while the listing runs (a concurrent clean-up) is not listed.
+          const info = await stat(p).catch((err: NodeJS.ErrnoException) => {
+            if (err.code === "ENOENT") return null;
+            throw err;
+          });
+          if (info) out.push({ key: path.relative(base, p).split(path.sep).join("/"), modified: info.mtime });
         }
       };
       await walk(dir);
@@ -74,6 +103,8 @@ export function createLocalStore(root: string): MediaStore {
     },
     async delete(keys) {
       await Promise.all(keys.map((k) => rm(file(k), { force: true })));
+      const dirs = new Set(keys.map((k) => path.dirname(file(k))));
+      for (const d of dirs) await prune(d);
     },
   };
 }

@@ -118,7 +118,10 @@ export const RESERVED_COLUMNS: ReadonlySet<string> = new Set([
   ...AUDIT_FIELDS.CREATED.map((f) => f.code),
 ]);
 
-/** Tables of the service itself: a TB_DIM may not claim them. */
+/**
+ * Tables of the service itself: a TB_DIM may not claim them (compared case-insensitively). Every
+ * table the migrations create is here (test/write/reserved-names.test.ts checks it).
+ */
 export const FIXED_TABLES: ReadonlySet<string> = new Set([
   "TB_DIM",
   "TB_VAR",
@@ -139,7 +142,25 @@ export const FIXED_TABLES: ReadonlySet<string> = new Set([
   "TB_WEBHOOK_LOG",
   "TB_SEQUENCE",
   "TB_IMPORT_LEDGER",
+  "TB_EVENT_CONSUMED",
+  "TB_EVENT_STATS",
+  "TB_SEARCH",
+  "TB_WEBHOOK_DELIVERY",
   "_dimensio_migrations",
+]);
+
+/**
+ * PostgreSQL's system columns: every table has them, so no declared column may be named so
+ * (CREATE TABLE fails). Names are compared as PostgreSQL compares quoted identifiers: exactly.
+ */
+export const SYSTEM_COLUMNS: ReadonlySet<string> = new Set([
+  "tableoid",
+  "xmin",
+  "cmin",
+  "xmax",
+  "cmax",
+  "ctid",
+  "oid",
 ]);
 
 /** Dimension codes that name metadata endpoints rather than data dimensions. */

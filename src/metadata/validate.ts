@@ -10,6 +10,7 @@ import {
   METADATA_DIMENSIONS,
   normalizeDataType,
   RESERVED_COLUMNS,
+  SYSTEM_COLUMNS,
 } from "./data-types.ts";
 import { parseTemplate, TemplateSyntaxError } from "./template.ts";
 
@@ -65,7 +66,11 @@ function checkLengths(rows: MetadataRows, add: (path: string, message: string) =
 
 export function validateMetadata(rows: MetadataRows): Problem[] {
   const problems: Problem[] = [];
-  const add = (path: string, message: string) => problems.push({ path, message });
+  const add = (path: string, message: string, code?: string) =>
+    problems.push(code ? { path, message, code } : { path, message });
+  /** A name the service or PostgreSQL keeps for itself (400 RESERVED_NAME when alone). */
+  const reserved = (path: string, message: string) => add(path, message, "RESERVED_NAME");
+  const fixedTables = new Set([...FIXED_TABLES].map((t) => t.toUpperCase()));
   checkLengths(rows, add);
 
   // ---- TB_DIM
@@ -83,16 +88,16 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
       d.COD_DIM.toLowerCase() === "vars" ||
       d.COD_DIM === "batch"
     ) {
-      add(`${p}.COD_DIM`, `"${d.COD_DIM}" is reserved for an endpoint`);
+      reserved(`${p}.COD_DIM`, `"${d.COD_DIM}" is reserved for an endpoint`);
     }
     if (dims.has(d.COD_DIM)) add(`${p}.COD_DIM`, `duplicate dimension ${d.COD_DIM}`);
     dims.set(d.COD_DIM, d);
     if (!isValidIdentifier(d.TABLE_NAME))
       add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is not a valid table name`);
-    else if (FIXED_TABLES.has(d.TABLE_NAME) || d.TABLE_NAME.startsWith("_"))
-      add(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is a table of the service itself`);
+    else if (fixedTables.has(d.TABLE_NAME.toUpperCase()) || d.TABLE_NAME.startsWith("_"))
+      reserved(`${p}.TABLE_NAME`, `"${d.TABLE_NAME}" is a table of the service itself`);
     else if (d.TABLE_NAME.toLowerCase().startsWith("pg_"))
-      add(
+      reserved(
         `${p}.TABLE_NAME`,
         `"${d.TABLE_NAME}" starts with pg_, which is reserved for PostgreSQL's catalogs`,
       );
@@ -118,8 +123,13 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     const indexedType = normalizeDataType(v.DATA_TYPE);
     if (v.INDEXED === true && (indexedType === "TEXT" || indexedType === "JSON" || indexedType === "MEDIA"))
       add(`${p}.INDEXED`, `${indexedType} fields cannot be INDEXED (values may exceed an index entry)`);
-    else if (RESERVED_COLUMNS.has(v.COD_VAR.toUpperCase()))
-      add(`${p}.COD_VAR`, `"${v.COD_VAR}" is a system field (audit or tenant) and cannot be declared`);
+    if (typeof v.COD_VAR === "string" && RESERVED_COLUMNS.has(v.COD_VAR.toUpperCase()))
+      reserved(`${p}.COD_VAR`, `"${v.COD_VAR}" is a system field (audit or tenant) and cannot be declared`);
+    else if (SYSTEM_COLUMNS.has(v.COD_VAR))
+      reserved(
+        `${p}.COD_VAR`,
+        `"${v.COD_VAR}" is a system column of every PostgreSQL table (${[...SYSTEM_COLUMNS].join(", ")}); choose another code`,
+      );
     const byDim = vars.get(v.COD_DIM) ?? new Map();
     if (byDim.has(v.COD_VAR)) add(`${p}.COD_VAR`, `duplicate field ${v.COD_DIM}.${v.COD_VAR}`);
     byDim.set(v.COD_VAR, v);
@@ -230,7 +240,7 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
   }
 
   // The GraphQL schema uses the codes verbatim: they may not collide with its generated names.
-  for (const p of graphqlNameProblems(rows)) add(p.path, p.message);
+  for (const p of graphqlNameProblems(rows)) add(p.path, p.message, p.code);
 
   // ---- TB_MENU (nested sets must nest: two nodes are disjoint or one holds the other)
   const menuCodes = new Set<string>();

@@ -16,7 +16,9 @@ import {
   PayloadTooLargeError,
   ValidationError,
 } from "../errors.ts";
+import { authorize, authorizeWrite, fieldAllows } from "../auth/authorize.ts";
 import { ident } from "../db/sql.ts";
+import { TENANT_COLUMN } from "../metadata/data-types.ts";
 import {
   fieldPrefix,
   fileKey,
@@ -31,7 +33,10 @@ import { emptyRecordQuery } from "../query/types.ts";
 import type { DimensionDef, FieldDef, MetadataModel, Queryable, RequestContext } from "../types.ts";
 import { createReadContext } from "./read/context.ts";
 import { getRecord } from "./read/get.ts";
+import { ApiFieldError } from "./write/field-rules.ts";
+import { type MediaValue, UploadedMedia } from "./write/media-values.ts";
 import { updateOne } from "./write/operations.ts";
+import { parseRecordId, recordNotFound } from "./write/record-store.ts";
 import type { WriteDeps } from "./write/pipeline.ts";
 
 export const MAX_MEGAPIXELS = 40;
@@ -42,14 +47,45 @@ export interface MediaDeps extends WriteDeps {
   media: MediaStore;
 }
 
-/** The value of a MEDIA field. */
-export interface MediaValue {
-  file_id: string;
-  url: string;
-  size: number;
-  mime_type: string;
-  uploaded_at: string;
-  public: boolean;
+export type { MediaValue };
+
+/**
+ * The types a download is served as (the type sniffed at upload, when it is one of these): formats
+ * a browser does not run as a document. Anything else, whatever the stored value says (a value
+ * written before uploads alone could set it, a type with a line break), is application/octet-stream.
+ */
+export const SERVED_TYPES: ReadonlySet<string> = new Set([
+  ...IMAGE_TYPES,
+  "image/avif",
+  "image/bmp",
+  "image/tiff",
+  "image/heic",
+  "application/pdf",
+  "application/zip",
+  "application/gzip",
+  "audio/mpeg",
+  "audio/ogg",
+  "audio/wav",
+  "video/mp4",
+  "video/webm",
+  "video/quicktime",
+]);
+
+const EXTENSIONS: ReadonlyMap<string, string> = new Map([
+  ["image/png", ".png"],
+  ["image/jpeg", ".jpg"],
+  ["image/webp", ".webp"],
+  ["image/gif", ".gif"],
+  ["application/pdf", ".pdf"],
+  ["application/zip", ".zip"],
+  ["application/gzip", ".gz"],
+  ["audio/mpeg", ".mp3"],
+  ["video/mp4", ".mp4"],
+]);
+
+/** The Content-Type a stored type is served as. */
+export function servedType(stored: unknown): string {
+  return typeof stored === "string" && SERVED_TYPES.has(stored) ? stored : "application/octet-stream";
 }
 
 export interface StagedFile {
@@ -184,6 +220,42 @@ export function downloadPath(
     : `/api/v4/media/${tail}`;
 }
 
+/**
+ * The rights an upload needs, checked before any byte is stored (issue 18 §4): the grant to update
+ * on the source; once the form names them, the dimension (served by the source), the MEDIA field
+ * (modifiable by the caller) and the record (in the caller's tenant). The parts named after the
+ * file are checked again, with everything else, by the write that attaches it.
+ */
+export async function authorizeUpload(
+  deps: MediaDeps,
+  request: RequestContext,
+  target: { dim?: string | undefined; recordId?: string | undefined; field?: string | undefined },
+): Promise<void> {
+  const model = deps.metadata.current();
+  if (!target.dim) {
+    authorize(request, model, null, "update");
+    return;
+  }
+  const dim = authorizeWrite(request, model, target.dim, "update");
+  if (target.field) {
+    const { field } = mediaField(model, dim.code, target.field);
+    if (!fieldAllows(request, field, "M"))
+      throw new ApiFieldError("FIELD_NOT_MODIFIABLE", "FieldNotModifiable", field.code, dim.code);
+  }
+  if (target.recordId) {
+    const id = parseRecordId(dim, target.recordId);
+    const found =
+      id !== null &&
+      (
+        await deps.db.query(
+          `SELECT 1 FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2`,
+          [request.principal.tenantId, id],
+        )
+      ).rows.length > 0;
+    if (!found) throw recordNotFound(dim, target.recordId);
+  }
+}
+
 export interface UploadTarget {
   dim: string;
   recordId: string;
@@ -210,14 +282,14 @@ export async function attachUpload(
     const fileId = newFileId();
     placed = fileKey(tenant, dim.code, target.recordId, field.code, fileId);
     await deps.media.move(staged.key, placed);
-    const value: MediaValue = {
+    const value = new UploadedMedia({
       file_id: fileId,
       url: downloadPath(dim.code, target.recordId, field.code, target.public, tenant),
       size: staged.size,
       mime_type: staged.mimeType,
       uploaded_at: new Date().toISOString(),
       public: target.public,
-    };
+    });
     const outcome = await updateOne(
       deps,
       request,
@@ -259,13 +331,15 @@ export interface MediaDownload {
   length: number;
   range: { start: number; end: number } | null;
   contentType: string;
+  /** A name to save it under: the field and the file id, with the type's extension. */
+  fileName: string;
   etag: string;
   public: boolean;
 }
 
 function parseSize(size: string | undefined, mimeType: string): MediaSize | null {
   if (size === undefined || size === "" || size === "original") return null;
-  if (!(size in MEDIA_SIZES)) {
+  if (!Object.hasOwn(MEDIA_SIZES, size)) {
     throw new BadRequestError("INVALID_PARAMETER", "size is thumbnail, small, medium or large.", {
       field: "size",
     });
@@ -309,7 +383,7 @@ async function serve(
 ): Promise<MediaDownload> {
   const v = value as Partial<MediaValue> | null;
   if (!v || !isFileId(v.file_id)) throw new NotFoundError("MEDIA_NOT_FOUND", "This field holds no file.");
-  const mimeType = typeof v.mime_type === "string" ? v.mime_type : "application/octet-stream";
+  const mimeType = servedType(v.mime_type);
   const size = parseSize(sizeParam, mimeType);
   const original = fileKey(tenant, dim, recordId, field, v.file_id);
   let key = original;
@@ -328,6 +402,7 @@ async function serve(
     length: object.length,
     range,
     contentType: mimeType,
+    fileName: `${field}-${v.file_id}${EXTENSIONS.get(mimeType) ?? ""}`,
     etag: `"${v.file_id}-${size ?? "original"}"`,
     public: v.public === true,
   };

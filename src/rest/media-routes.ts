@@ -7,6 +7,7 @@ import { BadRequestError, ValidationError } from "../errors.ts";
 import { contextOf } from "../http/protected.ts";
 import {
   attachUpload,
+  authorizeUpload,
   downloadMedia,
   downloadPublicMedia,
   type MediaDownload,
@@ -19,6 +20,9 @@ type Download = {
   Params: { dim: string; id: string; field: string };
   Querystring: { size?: string; tenant?: string };
 };
+
+/** Downloads: no script, no plugin, no subresource, a unique origin (sandbox). */
+export const MEDIA_CSP = "default-src 'none'; sandbox";
 
 const FORM_FIELDS = new Set(["dimension", "record_id", "field", "public"]);
 
@@ -53,6 +57,17 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
             throw new BadRequestError("INVALID_REQUEST", "Send exactly one file, in the part named file.", {
               field: "file",
             });
+          }
+          // Refused before a byte is stored: the rights the parts read so far allow to check.
+          try {
+            await authorizeUpload(services, caller, {
+              dim: pathDim ?? fields.dimension,
+              recordId: fields.record_id,
+              field: fields.field,
+            });
+          } catch (err) {
+            part.file.resume();
+            throw err;
           }
           staged = await stageUpload(services, caller.principal.tenantId, part.file);
         } else if (FORM_FIELDS.has(part.fieldname)) {
@@ -98,6 +113,14 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   );
 
   function send(request: FastifyRequest, reply: FastifyReply, file: MediaDownload) {
+    // A file is never a page of this origin: not sniffed into another type, not run as a document
+    // (sandboxed, nothing loaded), and saved rather than shown unless it is an image.
+    reply.header("x-content-type-options", "nosniff");
+    reply.header("content-security-policy", MEDIA_CSP);
+    reply.header(
+      "content-disposition",
+      file.contentType.startsWith("image/") ? "inline" : `attachment; filename="${file.fileName}"`,
+    );
     reply.header("etag", file.etag);
     reply.header("cache-control", file.public ? "public, no-cache" : "private, no-cache");
     reply.header("accept-ranges", "bytes");

@@ -3,7 +3,7 @@
 // generated name, with a message, rather than have the schema rename anything.
 import { AUDIT_FIELDS } from "../metadata/data-types.ts";
 import { resolveRelations } from "../metadata/build.ts";
-import type { MetadataRows } from "../types.ts";
+import type { MetadataRows, Problem } from "../types.ts";
 
 /** Types every schema has, whatever the metadata. */
 export const FIXED_TYPE_NAMES: ReadonlySet<string> = new Set([
@@ -18,6 +18,8 @@ export const FIXED_TYPE_NAMES: ReadonlySet<string> = new Set([
   "BatchMethod",
   "BatchOperation",
   "BatchOperationResult",
+  "AggregateFunction",
+  "AggregateInput",
   "OrderDirection",
   "Int64",
   "Decimal",
@@ -30,7 +32,27 @@ export const FIXED_TYPE_NAMES: ReadonlySet<string> = new Set([
   "Boolean",
   "ID",
   "DimensionEvent",
+  // The comparison inputs of the filters: one per scalar, and Null_comparison for JSON and MEDIA.
+  ...["String", "Int64", "Decimal", "Boolean", "Date", "Timestamp", "Null"].map((s) => `${s}_comparison`),
 ]);
+
+/** Root fields every schema with a dimension has, whatever the metadata (src/schema/build.ts). */
+export const FIXED_ROOT_FIELDS = {
+  Query: ["vars", "document", "_empty"],
+  Mutation: ["batch"],
+  Subscription: [],
+} as const satisfies Record<string, readonly string[]>;
+
+/** The root fields the schema makes for one dimension, per root type. */
+export function dimensionRootFields(code: string): Record<keyof typeof FIXED_ROOT_FIELDS, string[]> {
+  return {
+    Query: [code, `${code}_by_id`, `${code}_count`, `${code}_aggregate`],
+    Mutation: ["_create", "_update", "_patch", "_delete", "_command", "_batch_create"].map(
+      (s) => `${code}${s}`,
+    ),
+    Subscription: [`${code}_events`],
+  };
+}
 
 /** What the schema appends to a dimension's code for its types and root fields. */
 export const GENERATED_SUFFIXES = [
@@ -52,13 +74,47 @@ export const GENERATED_SUFFIXES = [
   "_events",
 ] as const;
 
-export function graphqlNameProblems(rows: MetadataRows): Array<{ path: string; message: string }> {
-  const problems: Array<{ path: string; message: string }> = [];
+export function graphqlNameProblems(rows: MetadataRows): Problem[] {
+  const problems: Problem[] = [];
   const codes = rows.TB_DIM.map((d) => d.COD_DIM);
+  // Root fields: a dimension's may not be a built-in one, nor another dimension's.
+  const roots = Object.fromEntries(
+    Object.entries(FIXED_ROOT_FIELDS).map(([root, names]) => [
+      root,
+      new Map<string, string | null>(names.map((n) => [n, null])),
+    ]),
+  ) as Record<keyof typeof FIXED_ROOT_FIELDS, Map<string, string | null>>;
   rows.TB_DIM.forEach((d, i) => {
     const path = `TB_DIM[${i}].COD_DIM`;
     if (FIXED_TYPE_NAMES.has(d.COD_DIM)) {
-      problems.push({ path, message: `${d.COD_DIM} is a type of the GraphQL schema; choose another code` });
+      problems.push({
+        path,
+        code: "RESERVED_NAME",
+        message: `${d.COD_DIM} is a type of the GraphQL schema; choose another code`,
+      });
+    }
+    for (const [root, names] of Object.entries(dimensionRootFields(d.COD_DIM))) {
+      const taken = roots[root as keyof typeof roots];
+      for (const name of names) {
+        if (!taken.has(name)) {
+          taken.set(name, d.COD_DIM);
+          continue;
+        }
+        const owner = taken.get(name);
+        if (owner === d.COD_DIM) continue;
+        problems.push(
+          owner === null
+            ? {
+                path,
+                code: "RESERVED_NAME",
+                message: `${d.COD_DIM} would make the GraphQL ${root} field ${name}, a built-in one; choose another code`,
+              }
+            : {
+                path,
+                message: `${d.COD_DIM} would make the GraphQL ${root} field ${name}, which ${owner} makes too; choose another code`,
+              },
+        );
+      }
     }
     for (const other of codes) {
       const suffix = GENERATED_SUFFIXES.find((s) => d.COD_DIM === `${other}${s}`);

@@ -450,7 +450,7 @@ describe.each(BACKENDS)("metadata writes that reshape tables (%s)", (backend) =>
       });
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({
-        code: "INVALID_METADATA",
+        code: "RESERVED_NAME",
         errors: [expect.objectContaining({ message: expect.stringContaining("pg_") })],
       });
     }

@@ -11,6 +11,7 @@ import { codecOf } from "../../metadata/codecs.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkCreateBody } from "./field-rules.ts";
 import { foreignKeyLookups } from "./foreign-keys.ts";
+import { checkMediaValues } from "./media-values.ts";
 import { insertRow, recordExists } from "./record-store.ts";
 import { CounterValue, renderParts, renderTemplate, templateParts } from "./templates.ts";
 import { checkRequired, isBlank, toColumnValue } from "./values.ts";
@@ -150,6 +151,7 @@ export async function createRecord(
   }
 
   await step(w, "types");
+  checkMediaValues(w, dim, dim.fields, values);
   const columns: Array<[string, unknown]> = [];
   for (const f of dim.fields) {
     if (!f.system && f.code in values) {

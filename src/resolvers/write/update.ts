@@ -6,6 +6,7 @@ import { recordChanged } from "./change-event.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
 import { foreignKeyLookups } from "./foreign-keys.ts";
+import { checkMediaValues } from "./media-values.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { currentTrec, requireState, type Trec, updateTransition } from "./state.ts";
 import { checkRequired, isBlank, toColumnValue } from "./values.ts";
@@ -39,6 +40,7 @@ export async function updateRecord(
   const touched: FieldDef[] = [...changed, ...cleared];
 
   await step(w, "types");
+  checkMediaValues(w, dim, touched, values, current);
   const assignments: Array<[string, unknown]> = touched.map((f) => [
     f.code,
     toColumnValue(f, values[f.code], w.limits.fieldMaxBytes),

@@ -1,0 +1,456 @@
+// Media security (issue 18 §4), on the local store and on a real S3-compatible server (s3rver): a
+// MEDIA field's value comes from the upload path only (REST and GraphQL writes of a crafted value
+// are 400 and change nothing); downloads carry a safe type, nosniff, a sandboxing CSP and
+// attachment for non-images, whatever the stored value says; an upload the caller may not make is
+// refused before a byte is stored; no empty directory is left behind; size=__proto__ is a 400.
+import { randomBytes } from "node:crypto";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { Readable } from "node:stream";
+import S3rver from "s3rver";
+import sharp from "sharp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordPrefix } from "../../src/media/keys.ts";
+import { createLocalStore } from "../../src/media/local-store.ts";
+import { removeOtherFiles } from "../../src/resolvers/media.ts";
+import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
+import { createTestApp, type TestApp } from "../helpers/env.ts";
+import { NO_RATE_LIMITS } from "../write/http.ts";
+
+let s3: S3rver | null = null;
+let s3Dir: string;
+let s3Port = 0;
+
+beforeAll(async () => {
+  s3Dir = await mkdtemp(path.join(tmpdir(), "dimensio-s3-sec-"));
+  s3 = new S3rver({
+    port: 0,
+    address: "127.0.0.1",
+    silent: true,
+    directory: s3Dir,
+    configureBuckets: [{ name: "media", configs: [] }],
+  });
+  s3Port = ((await s3.run()) as AddressInfo).port;
+});
+afterAll(async () => {
+  await s3?.close();
+  await rm(s3Dir, { recursive: true, force: true });
+});
+
+const STORES = [
+  { name: "local directory", s3: false },
+  { name: "S3 (s3rver)", s3: true },
+];
+
+const png = (w: number, h: number) =>
+  sharp({ create: { width: w, height: h, channels: 3, background: { r: 10, g: 90, b: 200 } } })
+    .png()
+    .toBuffer();
+
+type Part = string | { bytes: Buffer; name: string };
+function form(parts: Array<[string, Part]>) {
+  const fd = new FormData();
+  for (const [k, v] of parts) {
+    if (typeof v === "string") fd.append(k, v);
+    else fd.append(k, new Blob([new Uint8Array(v.bytes)], { type: "application/octet-stream" }), v.name);
+  }
+  return fd;
+}
+
+/** Every file and every empty directory under `dir` (relative paths). */
+async function walk(dir: string): Promise<{ files: string[]; emptyDirs: string[] }> {
+  const files: string[] = [];
+  const emptyDirs: string[] = [];
+  const visit = async (d: string) => {
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = await readdir(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    if (!entries.length && d !== dir) emptyDirs.push(path.relative(dir, d));
+    for (const e of entries) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) await visit(p);
+      else files.push(path.relative(dir, p));
+    }
+  };
+  await visit(dir);
+  return { files, emptyDirs };
+}
+
+describe.each(STORES)("media security ($name)", (store) => {
+  let t: TestApp;
+  let base: string;
+  let dataDir: string;
+  const tokens: Record<string, string> = {};
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-media-sec-"));
+    t = await createTestApp("pglite", {
+      fixture: "sample",
+      env: {
+        ...NO_RATE_LIMITS,
+        DATA_DIR: dataDir,
+        MEDIA_MAX_BYTES: String(4 * 1024 * 1024),
+        ...(store.s3
+          ? {
+              S3_ENDPOINT: `http://127.0.0.1:${s3Port}`,
+              S3_BUCKET: "media",
+              S3_ACCESS_KEY_ID: "S3RVER",
+              S3_SECRET_ACCESS_KEY: "S3RVER",
+              S3_FORCE_PATH_STYLE: "true",
+            }
+          : {}),
+      },
+    });
+    await t.app.listen({ host: "127.0.0.1", port: 0 });
+    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    for (const u of ["anna", "marco"] as const) {
+      tokens[u] = await loginAs(t.app, SAMPLE_USERS[u].username, SAMPLE_USERS[u].password);
+    }
+  });
+  afterAll(async () => {
+    await t?.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const auth = (user: string) => ({ authorization: `Bearer ${tokens[user]}` });
+  const upload = (user: string, fd: FormData, url = "/api/v4/media/upload?source=catalog-1") =>
+    fetch(`${base}${url}`, { method: "POST", headers: auth(user), body: fd });
+  const get = (user: string | null, url: string) =>
+    fetch(`${base}${url}`, { headers: user ? auth(user) : {} });
+  const json = (user: string, method: string, url: string, body: unknown) =>
+    fetch(`${base}${url}`, {
+      method,
+      headers: { ...auth(user), "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  const graphql = async (user: string, query: string, variables: Record<string, unknown>) =>
+    (await json(user, "POST", "/graphql", { query, variables })).json() as Promise<{
+      data?: Record<string, unknown>;
+      errors?: Array<{ extensions: { code: string; status: number } }>;
+    }>;
+  const stored = async (id: string) => {
+    const { rows } = await t.services.db.query<{ IMAGE: unknown }>(
+      `SELECT "IMAGE" FROM "TB_ANAG_PROD00" WHERE "PROD_ID" = $1 AND "TENANT_ID" = 'acme'`,
+      [id],
+    );
+    return rows[0]?.IMAGE;
+  };
+  /** Every object of the store: the files under DATA_DIR/media, or the bucket's keys. */
+  const allObjects = async () =>
+    [...(await t.services.media.list("t/")), ...(await t.services.media.list("staging/"))].map((o) => o.key);
+
+  it("a REST or GraphQL write of a crafted media value is 400 MEDIA_VALUE_NOT_ALLOWED and changes nothing", async () => {
+    const res = await upload(
+      "anna",
+      form([
+        ["dimension", "PROD"],
+        ["record_id", "P0001"],
+        ["field", "IMAGE"],
+        ["file", { bytes: await png(40, 40), name: "a.png" }],
+      ]),
+    );
+    expect(res.status).toBe(201);
+    const before = await stored("P0001");
+    expect(before).toMatchObject({ mime_type: "image/png", public: false });
+    const crafted = { ...(before as object), mime_type: "text/html", public: true };
+
+    const patch = await json("anna", "PATCH", "/api/v4/core/PROD/P0001?source=catalog-1", {
+      data: { IMAGE: crafted },
+    });
+    expect(patch.status).toBe(400);
+    expect(await patch.json()).toMatchObject({
+      code: "MEDIA_VALUE_NOT_ALLOWED",
+      status: 400,
+      field: "IMAGE",
+      error: "ValidationError",
+    });
+    const put = await json("anna", "PUT", "/api/v4/core/PROD/P0001?source=catalog-1", {
+      data: { NAME: "Bolt", UNIT_PRICE: 1, IMAGE: { file_id: "x" } },
+    });
+    expect(put.status).toBe(400);
+    expect(((await put.json()) as { code: string }).code).toBe("MEDIA_VALUE_NOT_ALLOWED");
+    const batch = await json("anna", "POST", "/api/v4/core/batch?source=catalog-1", {
+      operations: [{ method: "PATCH", dim: "PROD", id: "P0001", data: { IMAGE: crafted } }],
+    });
+    expect(batch.status).toBe(400);
+
+    const gql = await graphql(
+      "anna",
+      `mutation($data: JSON) { PROD_patch(source: "catalog-1", id: "P0001", data: { IMAGE: $data }) { data { PROD_ID } } }`,
+      { data: crafted },
+    );
+    expect(gql.errors?.[0]?.extensions).toMatchObject({ code: "MEDIA_VALUE_NOT_ALLOWED", status: 400 });
+    expect(await stored("P0001")).toEqual(before);
+    // The public path still has nothing to serve.
+    expect((await get(null, "/api/v4/media/public/PROD/P0001/IMAGE?tenant=acme")).status).toBe(404);
+
+    // Sending back the value held (a record PATCHed as read) is accepted.
+    const same = await json("anna", "PATCH", "/api/v4/core/PROD/P0001?source=catalog-1", {
+      data: { NAME: "Bolt M8", IMAGE: before },
+    });
+    expect(same.status).toBe(200);
+    expect(await stored("P0001")).toEqual(before);
+  });
+
+  it("a create that carries a media value is 400 too (REST, GraphQL), one with null is not", async () => {
+    // The sample's IMAGE may not be sent on create (no N): give it N for this test.
+    const cost = await json("anna", "PATCH", "/api/v4/core/COST/PROD/6?source=erp", {
+      data: { COD_ON_OFF: "LDNM" },
+    });
+    expect(cost.status, JSON.stringify(await cost.clone().json())).toBe(200);
+    const crafted = {
+      file_id: "0b7c4b1e-4a4e-4a38-9a53-1f6b2f7b9c11",
+      url: "/api/v4/media/public/PROD/X/IMAGE?tenant=acme",
+      size: 10,
+      mime_type: "text/html",
+      uploaded_at: new Date().toISOString(),
+      public: true,
+    };
+    const rest = await json("anna", "POST", "/api/v4/core/PROD?source=catalog-1", {
+      data: { NAME: "Crafted", UNIT_PRICE: 1, IMAGE: crafted },
+    });
+    expect(rest.status).toBe(400);
+    expect(await rest.json()).toMatchObject({ code: "MEDIA_VALUE_NOT_ALLOWED", field: "IMAGE" });
+    const gql = await graphql(
+      "anna",
+      `mutation($img: JSON) { PROD_create(source: "catalog-1", data: { NAME: "Crafted", UNIT_PRICE: 1, IMAGE: $img }) { data { PROD_ID } } }`,
+      { img: crafted },
+    );
+    expect(gql.errors?.[0]?.extensions).toMatchObject({ code: "MEDIA_VALUE_NOT_ALLOWED", status: 400 });
+    const { rows } = await t.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "TB_ANAG_PROD00" WHERE "NAME" = 'Crafted'`,
+    );
+    expect(rows[0]!.n).toBe(0);
+    const plain = await json("anna", "POST", "/api/v4/core/PROD?source=catalog-1", {
+      data: { NAME: "Plain", UNIT_PRICE: 1, IMAGE: null },
+    });
+    expect(plain.status).toBe(201);
+    const back = await json("anna", "PATCH", "/api/v4/core/COST/PROD/6?source=erp", {
+      data: { COD_ON_OFF: "LDM" },
+    });
+    expect(back.status).toBe(200);
+  });
+
+  it("clearing a media field (null) is a write like any other", async () => {
+    const res = await upload(
+      "anna",
+      form([
+        ["dimension", "PROD"],
+        ["record_id", "P0003"],
+        ["field", "IMAGE"],
+        ["file", { bytes: await png(10, 10), name: "c.png" }],
+      ]),
+    );
+    expect(res.status).toBe(201);
+    const clear = await json("anna", "PATCH", "/api/v4/core/PROD/P0003?source=catalog-1", {
+      data: { IMAGE: null },
+    });
+    expect(clear.status).toBe(200);
+    expect(await stored("P0003")).toBeNull();
+  });
+
+  it("downloads: nosniff, a sandboxing CSP, inline images, attachment for the rest", async () => {
+    const img = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1");
+    expect(img.status).toBe(200);
+    expect(img.headers.get("content-type")).toBe("image/png");
+    expect(img.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(img.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
+    expect(img.headers.get("content-disposition")).toBe("inline");
+    const thumb = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1&size=thumbnail");
+    expect(thumb.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
+
+    const pdf = Buffer.concat([Buffer.from("%PDF-1.4\n<html><script>alert(1)</script>\n"), randomBytes(500)]);
+    const up = await upload(
+      "anna",
+      form([
+        ["dimension", "PROD"],
+        ["record_id", "P0002"],
+        ["field", "IMAGE"],
+        ["public", "true"],
+        ["file", { bytes: pdf, name: "polyglot.html" }],
+      ]),
+    );
+    expect(up.status).toBe(201);
+    const fileId = ((await up.json()) as { file_id: string }).file_id;
+    const doc = await get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme");
+    expect(doc.status).toBe(200);
+    expect(doc.headers.get("content-type")).toBe("application/pdf");
+    expect(doc.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(doc.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
+    expect(doc.headers.get("content-disposition")).toBe(`attachment; filename="IMAGE-${fileId}.pdf"`);
+    await doc.arrayBuffer();
+  });
+
+  it("a stored type that is not a safe one (HTML, a line break) is served as application/octet-stream", async () => {
+    // A value written before uploads alone could set it: straight into the table.
+    for (const type of ["text/html", "image/png\r\nSet-Cookie: stolen=1", "image/svg+xml"]) {
+      await t.services.db.query(
+        `UPDATE "TB_ANAG_PROD00" SET "IMAGE" = jsonb_set("IMAGE", '{mime_type}', to_jsonb($1::text))
+          WHERE "PROD_ID" = 'P0002' AND "TENANT_ID" = 'acme'`,
+        [type],
+      );
+      const res = await get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme");
+      expect(res.status, type).toBe(200);
+      expect(res.headers.get("content-type"), type).toBe("application/octet-stream");
+      expect(res.headers.get("content-disposition"), type).toMatch(/^attachment/);
+      expect(res.headers.get("set-cookie"), type).toBeNull();
+      await res.arrayBuffer();
+      const sized = await get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme&size=small");
+      expect(sized.status, type).toBe(400);
+    }
+  });
+
+  it("size=__proto__, toString, constructor: 400 INVALID_PARAMETER", async () => {
+    for (const size of ["__proto__", "toString", "constructor", "hasOwnProperty", "valueOf"]) {
+      const res = await get("anna", `/api/v4/media/PROD/P0001/IMAGE?source=catalog-1&size=${size}`);
+      expect(res.status, size).toBe(400);
+      expect(((await res.json()) as { code: string }).code, size).toBe("INVALID_PARAMETER");
+    }
+  });
+
+  it("a read-only user's upload is 403 before a byte is stored, whatever the order of the parts", async () => {
+    const before = await allObjects();
+    const big = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(3 * 1024 * 1024)]);
+    const orders: Array<Array<[string, Part]>> = [
+      [
+        ["file", { bytes: big, name: "b.pdf" }],
+        ["dimension", "PROD"],
+        ["record_id", "P0001"],
+        ["field", "IMAGE"],
+      ],
+      [
+        ["dimension", "PROD"],
+        ["record_id", "P0001"],
+        ["field", "IMAGE"],
+        ["file", { bytes: big, name: "b.pdf" }],
+      ],
+    ];
+    for (const parts of orders) {
+      // The store is watched while the request runs: no object may appear, not even for a moment.
+      let seen: string[] = [];
+      let watching = true;
+      const watcher = (async () => {
+        while (watching) {
+          const now = await allObjects();
+          seen = [...new Set([...seen, ...now.filter((k) => !before.includes(k))])];
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      })();
+      const res = await upload("marco", form(parts));
+      watching = false;
+      await watcher;
+      expect(res.status).toBe(403);
+      expect(((await res.json()) as { code: string }).code).toBe("INSUFFICIENT_PERMISSIONS");
+      expect(seen).toEqual([]);
+    }
+    // The path's dimension is checked before the file too.
+    const viaPath = await upload(
+      "marco",
+      form([["file", { bytes: big, name: "b.pdf" }]]),
+      "/api/v4/core/PROD/media?source=catalog-1",
+    );
+    expect(viaPath.status).toBe(403);
+    // A field the caller may not modify, or a record of no one, before the file: refused as well.
+    const notModifiable = await upload(
+      "anna",
+      form([
+        ["dimension", "PROD"],
+        ["record_id", "P0001"],
+        ["field", "NAME"],
+        ["file", { bytes: big, name: "b.pdf" }],
+      ]),
+    );
+    expect(notModifiable.status).toBe(400);
+    const missing = await upload(
+      "anna",
+      form([
+        ["dimension", "PROD"],
+        ["record_id", "NOPE"],
+        ["field", "IMAGE"],
+        ["file", { bytes: big, name: "b.pdf" }],
+      ]),
+    );
+    expect(missing.status).toBe(404);
+    expect((await allObjects()).sort()).toEqual([...before].sort());
+  });
+
+  it("no object and (local store) no empty directory is left after failed uploads and deletes", async () => {
+    const root = path.join(dataDir, "media");
+    // S3 has no directories: there the check is that no object is left.
+    const emptyDirs = async () => (store.s3 ? [] : (await walk(root)).emptyDirs);
+    const created = await json("anna", "POST", "/api/v4/core/PROD?source=catalog-1", {
+      data: { NAME: "Temporary", UNIT_PRICE: 1 },
+    });
+    const id = ((await created.json()) as { data: { PROD_ID: string } }).data.PROD_ID;
+    for (const size of [20, 30]) {
+      const res = await upload(
+        "anna",
+        form([
+          ["dimension", "PROD"],
+          ["record_id", id],
+          ["field", "IMAGE"],
+          ["file", { bytes: await png(size, size), name: "t.png" }],
+        ]),
+      );
+      expect(res.status).toBe(201);
+      expect((await get("anna", `/api/v4/media/PROD/${id}/IMAGE?source=catalog-1&size=small`)).status).toBe(
+        200,
+      );
+    }
+    const wrongType = await upload(
+      "anna",
+      form([
+        ["dimension", "PROD"],
+        ["record_id", id],
+        ["field", "IMAGE"],
+        ["file", { bytes: Buffer.from("plain text, no image\n".repeat(20)), name: "x.png" }],
+      ]),
+    );
+    expect(wrongType.status).toBe(415);
+    expect(await t.services.media.list("staging/")).toEqual([]);
+    expect(await emptyDirs()).toEqual([]);
+    const del = await fetch(`${base}/api/v4/core/PROD/${id}?source=catalog-1&force=true`, {
+      method: "DELETE",
+      headers: auth("anna"),
+    });
+    expect(del.status).toBe(200);
+    // The force delete's clean-up runs on the event: remove the record's files the way it does.
+    await removeOtherFiles(t.services.media, "acme", "PROD", id, "IMAGE", null);
+    expect(await emptyDirs()).toEqual([]);
+    expect(await t.services.media.list(recordPrefix("acme", "PROD", id))).toEqual([]);
+    if (!store.s3) expect((await walk(root)).files.filter((f) => f.startsWith("staging"))).toEqual([]);
+  });
+});
+
+describe("the local store under concurrent clean-up", () => {
+  it("lists while files go, and writes into directories being pruned, without an error", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "dimensio-local-race-"));
+    try {
+      const store = createLocalStore(dir);
+      const key = (i: number, round: number) => `t/acme/PROD/${i % 5}/IMAGE/${round}-${i}/original`;
+      for (let round = 0; round < 5; round++) {
+        const keys = Array.from({ length: 40 }, (_, i) => key(i, round));
+        await Promise.all(keys.map((k) => store.put(k, Readable.from([Buffer.from(k)]), "image/png")));
+        const next = Array.from({ length: 40 }, (_, i) => key(i, round + 100));
+        // Deletes (pruning directories), listings and writes into the same directories, at once.
+        const results = await Promise.allSettled([
+          store.delete(keys),
+          store.list("t/"),
+          store.list("t/acme/PROD/1/"),
+          ...next.map((k) => store.put(k, Readable.from([Buffer.from(k)]), "image/png")),
+        ]);
+        expect(results.filter((r) => r.status === "rejected")).toEqual([]);
+        expect((await store.list("t/")).map((o) => o.key).sort()).toEqual([...next].sort());
+        await store.delete(next);
+        expect(await readdir(dir)).toEqual([]);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
