@@ -36,10 +36,14 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     await t?.close();
   });
 
-  it("GET /healthz answers 200", async () => {
+  it("GET /healthz answers 200 with each dependency's state", async () => {
     const res = await app.inject({ method: "GET", url: "/healthz" });
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toEqual({ status: "ok" });
+    // No broker, Redis or S3 configured: their in-process alternatives.
+    expect(res.json()).toEqual({
+      status: "ok",
+      dependencies: { database: "up", broker: "embedded", media: "embedded", redis: "embedded" },
+    });
   });
 
   it("GET /readyz answers 200 with database ok and migrations ok", async () => {

@@ -1,0 +1,263 @@
+// Issue 18 §1, the database: the PostgreSQL connection cut under load (through a TCP proxy the
+// test starts) answers 503 DATABASE_UNAVAILABLE in the standard body with Retry-After, within a
+// few seconds, never a 500 and never a crash; /readyz says not ready, /healthz and /metrics say the
+// database is down. Once the database is back, without a restart: writes succeed, the relay
+// publishes again, the listening connection is re-established (NOTIFY-driven metadata reloads
+// work, and a change missed while it was down is picked up). /readyz does not depend on the
+// broker. On the real PostgreSQL (and RabbitMQ for the broker case); the embedded default's
+// health is covered by test/foundation/http.test.ts.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
+import type { OutboxMessage } from "../../src/events/bus.ts";
+import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
+import { bumpMetadataVersion, upsertMetadataRows } from "../../src/metadata/store.ts";
+import { eventually, tcpProxy } from "../events/support.ts";
+import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
+import { createTestApp, TEST_AMQP_URL, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
+
+type Proxy = Awaited<ReturnType<typeof tcpProxy>>;
+
+interface Answer {
+  status: number;
+  headers: Record<string, unknown>;
+  // biome-ignore lint/suspicious/noExplicitAny: bodies are inspected freely
+  body: any;
+  ms: number;
+}
+
+/** A proxy to the server of a URL (PostgreSQL's or RabbitMQ's). */
+function proxyTo(url: string, defaultPort: number): Promise<Proxy> {
+  const u = new URL(url);
+  return tcpProxy(u.hostname, Number(u.port || defaultPort));
+}
+
+/** The same database as `db` (which goes through the proxy), reached directly. */
+function directTo(db: DatabaseHandle): DatabaseHandle {
+  if (db.kind !== "postgres") throw new Error("PostgreSQL only");
+  const direct = new URL(TEST_DATABASE_URL!);
+  direct.pathname = new URL(db.connectionString).pathname;
+  return openPostgres(direct.toString(), { max: 2 });
+}
+
+/** A dimension row set as a metadata write stores it (test/foundation/registry.test.ts). */
+async function writeDimension(db: DatabaseHandle, code: string, description: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await upsertMetadataRows(tx, {
+      TB_DIM: [{ COD_DIM: code, DESC_DIM: description, TABLE_NAME: `TB_${code}`, ID_FIELD: `${code}_ID` }],
+      TB_VAR: [{ COD_DIM: code, NUM_VAR: 1, COD_VAR: `${code}_ID`, DATA_TYPE: "INTEGER" }],
+    });
+    await bumpMetadataVersion(tx);
+  });
+}
+
+/** The value of dimensio_dependency_up for one dependency, or null without a sample. */
+function dependencyUp(metrics: string, dependency: string): number | null {
+  const line = metrics
+    .split("\n")
+    .find((l) => l.startsWith("dimensio_dependency_up{") && l.includes(`dependency="${dependency}"`));
+  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : null;
+}
+
+const DATABASE_UNAVAILABLE = {
+  error: "ServiceUnavailable",
+  message: "The database is not reachable right now; retry shortly.",
+  code: "DATABASE_UNAVAILABLE",
+  status: 503,
+};
+
+if (TEST_DATABASE_URL)
+  describe("the PostgreSQL connection cut and restored", () => {
+    let proxy: Proxy;
+    let t: TestApp;
+    let runtime: EventRuntime;
+    let direct: DatabaseHandle;
+    let token: string;
+    const events: OutboxMessage[] = [];
+    let stopFeed: () => Promise<void>;
+
+    beforeAll(async () => {
+      proxy = await proxyTo(TEST_DATABASE_URL!, 5432);
+      t = await createTestApp("postgres", {
+        fixture: "sample",
+        databaseThrough: proxy.port,
+        // The relay's safety-net poll is far away: what it publishes after the cut, a wake-up did.
+        env: { ...UNLIMITED_ENV, EVENTS_POLL_MS: "600000", SESSION_CACHE_MS: "0" },
+      });
+      runtime = await startEventRuntime(t.services, { relay: true });
+      stopFeed = await t.services.feed.listen((m) => void events.push(m));
+      direct = directTo(t.services.db);
+      token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    });
+    afterAll(async () => {
+      proxy?.restore();
+      await stopFeed?.();
+      await runtime?.stop();
+      await direct?.close();
+      await t?.close();
+      await proxy?.close();
+    });
+
+    const send = async (method: "GET" | "POST", url: string, payload?: unknown): Promise<Answer> => {
+      const started = performance.now();
+      const res = await t.app.inject({
+        method,
+        url,
+        headers: bearer(token),
+        ...(payload === undefined ? {} : { payload: payload as Record<string, unknown> }),
+      });
+      return {
+        status: res.statusCode,
+        headers: res.headers,
+        body: res.body ? res.json() : null,
+        ms: performance.now() - started,
+      };
+    };
+    let n = 0;
+    const createCity = () => {
+      const id = `DB${++n}`;
+      return send("POST", "/api/v4/core/CITY?source=anag-3", {
+        data: { CITY_ID: id, NAME: `Fault ${id}`, COUNTRY: "IT" },
+      }).then((a) => ({ ...a, id }));
+    };
+    const probe = (url: string) => t.app.inject({ method: "GET", url });
+
+    it("cut under load: 503 DATABASE_UNAVAILABLE with Retry-After within seconds, no 500; restored: everything works again", async () => {
+      expect((await probe("/readyz")).statusCode).toBe(200);
+      expect((await createCity()).status).toBe(201);
+
+      // Load: writes and reads from 6 clients, until told to stop.
+      const answers: Answer[] = [];
+      let loading = true;
+      const worker = async (i: number) => {
+        while (loading) {
+          const a = i % 2 === 0 ? await createCity() : await send("GET", "/api/v4/core/CITY?source=anag-3");
+          answers.push(a);
+        }
+      };
+      const workers = Promise.all([0, 1, 2, 3, 4, 5].map(worker));
+      await eventually(() => answers.filter((a) => a.status === 201).length >= 10, { what: "writes under load" });
+
+      const cutAt = answers.length;
+      proxy.cut();
+      // A change of the metadata while the listening connection is down: its NOTIFY is missed.
+      await writeDimension(direct, "FLTA", "written during the outage");
+      await eventually(() => answers.slice(cutAt).filter((a) => a.status === 503).length >= 12, {
+        what: "503s after the cut",
+      });
+
+      // Not ready, within the probe's own bound; alive, with the database shown down.
+      const started = performance.now();
+      const ready = await probe("/readyz");
+      expect(performance.now() - started).toBeLessThan(3000);
+      expect(ready.statusCode).toBe(503);
+      expect(ready.json()).toMatchObject({ code: "NOT_READY", status: 503 });
+      expect(ready.json().details.database).toMatch(/^unreachable/);
+      const health = await probe("/healthz");
+      expect(health.statusCode).toBe(200);
+      expect(health.json().dependencies.database).toBe("down");
+      expect(dependencyUp((await probe("/metrics")).body, "database")).toBe(0);
+
+      loading = false;
+      await workers;
+      const afterCut = answers.slice(cutAt);
+      // Every answer is a success (a request that ran before the cut) or the standard 503.
+      expect(afterCut.filter((a) => ![200, 201, 503].includes(a.status)).map((a) => [a.status, a.body])).toEqual(
+        [],
+      );
+      for (const a of afterCut.filter((x) => x.status === 503)) {
+        expect(a.body).toEqual(DATABASE_UNAVAILABLE);
+        expect(a.headers["retry-after"]).toBe("1");
+        // Refused, not hung: within the pool's connect timeout (5 s) and some slack.
+        expect(a.ms).toBeLessThan(7000);
+      }
+
+      proxy.restore();
+      await eventually(async () => (await probe("/readyz")).statusCode === 200, {
+        what: "ready again",
+        timeoutMs: 20_000,
+      });
+      const written = await eventually(
+        async () => {
+          const a = await createCity();
+          return a.status === 201 ? a : undefined;
+        },
+        { what: "a write to succeed again", timeoutMs: 20_000 },
+      );
+      expect((await send("GET", `/api/v4/core/CITY/${written.id}?source=anag-3`)).body.data).toMatchObject({
+        CITY_ID: written.id,
+      });
+      // The relay publishes again: the write made after the restore reaches the event feed.
+      await eventually(() => events.some((e) => e.AGGREGATE_ID === written.id), {
+        what: "the new write's event on the feed",
+        timeoutMs: 20_000,
+      });
+      // The listening connection is back: the change whose NOTIFY was missed is loaded...
+      await eventually(() => t.services.metadata.current().dimensions.has("FLTA"), {
+        what: "the metadata changed during the outage",
+        timeoutMs: 20_000,
+      });
+      // ...and a change made now reaches this process by NOTIFY (the registry does not poll).
+      await writeDimension(direct, "FLTB", "written after the restore");
+      await eventually(() => t.services.metadata.current().dimensions.get("FLTB")?.description, {
+        what: "the metadata change by NOTIFY",
+      });
+      const healthy = (await probe("/healthz")).json();
+      expect(healthy.dependencies.database).toBe("up");
+      expect(dependencyUp((await probe("/metrics")).body, "database")).toBe(1);
+    }, 90_000);
+  });
+
+if (TEST_DATABASE_URL && TEST_AMQP_URL)
+  describe("the broker cut", () => {
+    let broker: Proxy;
+    let t: TestApp;
+    let runtime: EventRuntime;
+
+    beforeAll(async () => {
+      broker = await proxyTo(TEST_AMQP_URL!, 5672);
+      const viaProxy = new URL(TEST_AMQP_URL!);
+      viaProxy.hostname = "127.0.0.1";
+      viaProxy.port = String(broker.port);
+      t = await createTestApp("postgres", {
+        fixture: "sample",
+        env: {
+          ...UNLIMITED_ENV,
+          AMQP_URL: viaProxy.toString(),
+          EVENTS_EXCHANGE: `dimensio.test.faults.${process.pid}`,
+        },
+      });
+      runtime = await startEventRuntime(t.services, { relay: true });
+      // The broker connection opens on first use: a subscriber of the test's.
+      await t.services.bus.subscribe("faults-test", async () => {}, { durable: false });
+    });
+    afterAll(async () => {
+      broker?.restore();
+      await runtime?.stop();
+      await t?.close();
+      await broker?.close();
+    });
+
+    it("/readyz stays ready while the broker is away; /healthz and /metrics show the broker down", async () => {
+      const probe = (url: string) => t.app.inject({ method: "GET", url });
+      await eventually(async () => (await probe("/healthz")).json().dependencies.broker === "up", {
+        what: "the broker connected",
+      });
+      expect(dependencyUp((await probe("/metrics")).body, "broker")).toBe(1);
+
+      broker.cut();
+      await eventually(async () => (await probe("/healthz")).json().dependencies.broker === "down", {
+        what: "the broker seen down",
+      });
+      const ready = await probe("/readyz");
+      expect(ready.statusCode).toBe(200);
+      expect(ready.json()).toEqual({ status: "ready", checks: { database: "ok", migrations: "ok" } });
+      expect(dependencyUp((await probe("/metrics")).body, "broker")).toBe(0);
+
+      broker.restore();
+      await eventually(async () => (await probe("/healthz")).json().dependencies.broker === "up", {
+        what: "the broker back",
+        timeoutMs: 30_000,
+      });
+      expect(dependencyUp((await probe("/metrics")).body, "broker")).toBe(1);
+    }, 60_000);
+  });
