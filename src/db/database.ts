@@ -75,6 +75,9 @@ export interface OpenOptions {
 /** A request waits at most this long for a database connection (then 503 DATABASE_UNAVAILABLE). */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
 
+/** How long past the statement timeout pg waits for an answer before it gives the connection up. */
+const QUERY_TIMEOUT_GRACE_MS = 5000;
+
 export type StatementObserver = (text: string, how: { pipelined: boolean }) => void;
 
 /** The statements of `q`, each told to `onStatement` first. */
@@ -399,6 +402,10 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     // A peer gone without a word (a cut network) is noticed by TCP keepalive, not only on next use.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    // The server cancels a statement at statement_timeout (504); one whose answer does not come
+    // even QUERY_TIMEOUT_GRACE_MS later travels a dead network: pg then destroys the connection
+    // (pipeline mode), the statement fails as DATABASE_UNAVAILABLE instead of hanging.
+    query_timeout: statementTimeoutMs + QUERY_TIMEOUT_GRACE_MS,
   } as pg.PoolConfig);
   const onConnectionError = opts.onConnectionError ?? (() => {});
   // An idle client that loses its connection must not crash the process (the pool drops it).

@@ -26,6 +26,7 @@ const UNAVAILABLE = new Set([
 const LOST_CONNECTION_MESSAGES = [
   "Connection terminated",
   "timeout exceeded when trying to connect",
+  "Query read timeout",
   "is not queryable",
   "Cannot use a pool after calling end on the pool",
 ];
@@ -40,8 +41,7 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     const code = (e as { code?: unknown }).code;
     if (typeof code === "string" && (UNAVAILABLE.has(code) || code.startsWith("08"))) return true;
     const message = (e as { message?: unknown }).message;
-    if (typeof message === "string" && LOST_CONNECTION_MESSAGES.some((m) => message.includes(m)))
-      return true;
+    if (typeof message === "string" && LOST_CONNECTION_MESSAGES.some((m) => message.includes(m))) return true;
     e = (e as { cause?: unknown }).cause;
   }
   return false;
@@ -52,11 +52,16 @@ export const DATABASE_RETRY_AFTER_S = 1;
 
 /** The 503 of an unreachable database (spec 7.2's body; Retry-After in seconds). */
 export function databaseUnavailableError(cause?: unknown): ApiError {
-  return new ApiError(503, "DATABASE_UNAVAILABLE", "ServiceUnavailable",
-    "The database is not reachable right now; retry shortly.", {
-    headers: { "Retry-After": String(DATABASE_RETRY_AFTER_S) },
-    ...(cause === undefined ? {} : { cause }),
-  });
+  return new ApiError(
+    503,
+    "DATABASE_UNAVAILABLE",
+    "ServiceUnavailable",
+    "The database is not reachable right now; retry shortly.",
+    {
+      headers: { "Retry-After": String(DATABASE_RETRY_AFTER_S) },
+      ...(cause === undefined ? {} : { cause }),
+    },
+  );
 }
 
 interface DatabaseErrorRule {

@@ -19,7 +19,10 @@ export interface PrismaOptions {
  * adapter listens for its connections' errors itself (idle and in a transaction); they are told to
  * `onConnectionError`, and a request meets its own as an error (503 DATABASE_UNAVAILABLE).
  */
-export async function prismaFactory(db: DatabaseHandle, opts: PrismaOptions = {}): Promise<() => PrismaClient> {
+export async function prismaFactory(
+  db: DatabaseHandle,
+  opts: PrismaOptions = {},
+): Promise<() => PrismaClient> {
   if (db.kind === "pglite") {
     const { PrismaPGlite } = await import("pglite-prisma-adapter");
     return () => new PrismaClient({ adapter: new PrismaPGlite(db.pglite) });

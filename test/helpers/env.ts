@@ -52,7 +52,8 @@ export async function createTestDatabase(
   backend: Backend,
   opts: TestDatabaseOptions = {},
 ): Promise<DatabaseHandle> {
-  if (backend === "pglite") return openPglite(null, opts.onStatement ? { onStatement: opts.onStatement } : {});
+  if (backend === "pglite")
+    return openPglite(null, opts.onStatement ? { onStatement: opts.onStatement } : {});
   if (!TEST_DATABASE_URL) throw new Error("TEST_DATABASE_URL is not set");
   const name = `dimensio_t_${process.pid}_${randomBytes(4).toString("hex")}`;
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });

@@ -6,10 +6,13 @@
 // work, and a change missed while it was down is picked up). /readyz does not depend on the
 // broker. On the real PostgreSQL (and RabbitMQ for the broker case); the embedded default's
 // health is covered by test/foundation/http.test.ts.
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
+import { createReadinessCheck } from "../../src/db/readiness.ts";
 import type { OutboxMessage } from "../../src/events/bus.ts";
 import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
+import { mapError } from "../../src/http/error-handler.ts";
 import { bumpMetadataVersion, upsertMetadataRows } from "../../src/metadata/store.ts";
 import { eventually, tcpProxy } from "../events/support.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
@@ -58,12 +61,108 @@ function dependencyUp(metrics: string, dependency: string): number | null {
   return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : null;
 }
 
+/** A server that accepts connections and never answers (a database host that hangs). */
+async function silentServer() {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    sockets.add(s);
+    s.on("error", () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
 const DATABASE_UNAVAILABLE = {
   error: "ServiceUnavailable",
   message: "The database is not reachable right now; retry shortly.",
   code: "DATABASE_UNAVAILABLE",
   status: 503,
 };
+
+describe("bounds: a database that never answers", () => {
+  it("a statement, a transaction and the readiness probe fail within their bounds, as 503s", async () => {
+    const hole = await silentServer();
+    const db = openPostgres(`postgres://postgres@127.0.0.1:${hole.port}/nowhere`, { connectTimeoutMs: 500 });
+    try {
+      for (const work of [() => db.query("SELECT 1"), () => db.transaction((tx) => tx.query("SELECT 1"))]) {
+        const started = performance.now();
+        const err = await work().then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(performance.now() - started).toBeLessThan(2000);
+        expect(mapError(err)).toEqual({
+          status: 503,
+          body: DATABASE_UNAVAILABLE,
+          headers: { "Retry-After": "1" },
+        });
+      }
+      const started = performance.now();
+      const checks = await createReadinessCheck(db, undefined, 200)();
+      expect(performance.now() - started).toBeLessThan(1500);
+      expect(checks.database).toMatch(/^unreachable/);
+    } finally {
+      await db.close();
+      await hole.close();
+    }
+  });
+});
+
+if (TEST_DATABASE_URL)
+  describe("a transaction holding its connection when the connection is cut", () => {
+    let proxy: Proxy;
+    let db: DatabaseHandle;
+    const lost: string[] = [];
+    beforeAll(async () => {
+      proxy = await proxyTo(TEST_DATABASE_URL!, 5432);
+      const url = new URL(TEST_DATABASE_URL!);
+      url.hostname = "127.0.0.1";
+      url.port = String(proxy.port);
+      db = openPostgres(url.toString(), { max: 2, onConnectionError: (_err, which) => lost.push(which) });
+    });
+    afterAll(async () => {
+      await db?.close();
+      await proxy?.close();
+    });
+
+    it("its next statement fails as a 503 (no unhandled 'error' event); the pool then serves again", async () => {
+      let entered!: () => void;
+      const inside = new Promise<void>((r) => {
+        entered = r;
+      });
+      let release!: () => void;
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      const tx = db.transaction(async (q) => {
+        await q.query("SELECT 1");
+        entered();
+        await held;
+        return q.query("SELECT 2");
+      });
+      tx.catch(() => {});
+      await inside;
+      proxy.cut();
+      // The break reaches the checked-out connection between two of its statements.
+      await eventually(() => lost.includes("transaction"), { what: "the connection's error" });
+      release();
+      const err = await tx.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(mapError(err).status).toBe(503);
+      expect(mapError(err).body).toEqual(DATABASE_UNAVAILABLE);
+      proxy.restore();
+      // The broken connection was not given back to the pool for reuse.
+      expect((await db.transaction((q) => q.query<{ n: number }>("SELECT 2 AS n"))).rows).toEqual([{ n: 2 }]);
+    });
+  });
 
 if (TEST_DATABASE_URL)
   describe("the PostgreSQL connection cut and restored", () => {
@@ -135,7 +234,9 @@ if (TEST_DATABASE_URL)
         }
       };
       const workers = Promise.all([0, 1, 2, 3, 4, 5].map(worker));
-      await eventually(() => answers.filter((a) => a.status === 201).length >= 10, { what: "writes under load" });
+      await eventually(() => answers.filter((a) => a.status === 201).length >= 10, {
+        what: "writes under load",
+      });
 
       const cutAt = answers.length;
       proxy.cut();
@@ -161,9 +262,9 @@ if (TEST_DATABASE_URL)
       await workers;
       const afterCut = answers.slice(cutAt);
       // Every answer is a success (a request that ran before the cut) or the standard 503.
-      expect(afterCut.filter((a) => ![200, 201, 503].includes(a.status)).map((a) => [a.status, a.body])).toEqual(
-        [],
-      );
+      expect(
+        afterCut.filter((a) => ![200, 201, 503].includes(a.status)).map((a) => [a.status, a.body]),
+      ).toEqual([]);
       for (const a of afterCut.filter((x) => x.status === 503)) {
         expect(a.body).toEqual(DATABASE_UNAVAILABLE);
         expect(a.headers["retry-after"]).toBe("1");
