@@ -3,6 +3,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AuthenticationError } from "../errors.ts";
 import { createRateLimits } from "../ratelimit/limits.ts";
+import { redisState } from "../observability/dependencies.ts";
 import { openRateLimitRedis } from "../ratelimit/redis.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Services } from "../services.ts";
@@ -124,7 +125,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
         const { session } = await verifySession(deps, request, { allowIdle: true });
         await endSession(deps, session.sessionId);
       }),
-    dependencyState: () => (redis === null ? "embedded" : redis.status === "ready" ? "up" : "down"),
+    dependencyState: () => redisState(redis),
     async close() {
       stopClearingOnMetadata();
       await sessions.stop();

@@ -3,6 +3,7 @@
 // cheap: the database's is the readiness probe's (bounded, shared by concurrent callers), the
 // others' are what their clients already know (no request of their own).
 import type { S3Client } from "@aws-sdk/client-s3";
+import type { Redis } from "ioredis";
 import { Gauge, type Registry } from "prom-client";
 import type { ReadinessChecks } from "../db/readiness.ts";
 import type { DependencyState } from "../types.ts";
@@ -52,6 +53,12 @@ export function createDependencyHealth(
     });
   }
   return { states };
+}
+
+/** The rate limits' Redis: ioredis's own status (`embedded` without REDIS_URL: counters in memory). */
+export function redisState(redis: Pick<Redis, "status"> | null): DependencyState {
+  if (redis === null) return "embedded";
+  return redis.status === "ready" ? "up" : "down";
 }
 
 /** The database's state from a readiness check (src/db/readiness.ts). */
