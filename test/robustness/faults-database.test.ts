@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
 import { createReadinessCheck } from "../../src/db/readiness.ts";
 import type { OutboxMessage } from "../../src/events/bus.ts";
-import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
+import { type EventRuntime, eventPartsOf, startEventRuntime } from "../../src/events/runtime.ts";
 import { mapError } from "../../src/http/error-handler.ts";
 import { bumpMetadataVersion, upsertMetadataRows } from "../../src/metadata/store.ts";
 import { eventually, tcpProxy } from "../events/support.ts";
@@ -180,9 +180,18 @@ if (TEST_DATABASE_URL)
         fixture: "sample",
         databaseThrough: proxy.port,
         // The relay's safety-net poll is far away: what it publishes after the cut, a wake-up did.
-        env: { ...UNLIMITED_ENV, EVENTS_POLL_MS: "600000", SESSION_CACHE_MS: "0" },
+        env: {
+          ...UNLIMITED_ENV,
+          LOGIN_RATE_LIMIT_PER_IP_PER_MINUTE: "0",
+          LOGIN_RATE_LIMIT_PER_USERNAME_PER_MINUTE: "0",
+          RATE_LIMIT_ANONYMOUS_PER_MINUTE: "0",
+          EVENTS_POLL_MS: "600000",
+          SESSION_CACHE_MS: "0",
+        },
       });
-      runtime = await startEventRuntime(t.services, { relay: true });
+      // Everything ROLE=all runs: the relay, the webhook worker and the subscribers, all of which
+      // meet the outage.
+      runtime = await startEventRuntime(t.services, eventPartsOf("all")!);
       stopFeed = await t.services.feed.listen((m) => void events.push(m));
       direct = directTo(t.services.db);
       token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
@@ -196,12 +205,17 @@ if (TEST_DATABASE_URL)
       await proxy?.close();
     });
 
-    const send = async (method: "GET" | "POST", url: string, payload?: unknown): Promise<Answer> => {
+    const send = async (
+      method: "GET" | "POST",
+      url: string,
+      payload?: unknown,
+      auth: "token" | "none" = "token",
+    ): Promise<Answer> => {
       const started = performance.now();
       const res = await t.app.inject({
         method,
         url,
-        headers: bearer(token),
+        headers: auth === "token" ? bearer(token) : {},
         ...(payload === undefined ? {} : { payload: payload as Record<string, unknown> }),
       });
       return {
@@ -224,27 +238,43 @@ if (TEST_DATABASE_URL)
       expect((await probe("/readyz")).statusCode).toBe(200);
       expect((await createCity()).status).toBe(201);
 
-      // Load: writes and reads from 6 clients, until told to stop.
+      // Load until told to stop: REST writes and reads, GraphQL reads, logins.
       const answers: Answer[] = [];
+      const graphql: Answer[] = [];
       let loading = true;
       const worker = async (i: number) => {
         while (loading) {
-          const a = i % 2 === 0 ? await createCity() : await send("GET", "/api/v4/core/CITY?source=anag-3");
-          answers.push(a);
+          if (i % 4 === 0) answers.push(await createCity());
+          else if (i % 4 === 1) answers.push(await send("GET", "/api/v4/core/CITY?source=anag-3"));
+          else if (i % 4 === 2)
+            graphql.push(
+              await send("POST", "/graphql", {
+                query: `{ CITY(source: "anag-3", limit: 5) { data { CITY_ID } } }`,
+              }),
+            );
+          else answers.push(await send("POST", "/auth/login", SAMPLE_USERS.marco, "none"));
+          // Paced: a refusal comes back in a millisecond.
+          await new Promise((r) => setTimeout(r, 5));
         }
       };
-      const workers = Promise.all([0, 1, 2, 3, 4, 5].map(worker));
+      const workers = Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map(worker));
       await eventually(() => answers.filter((a) => a.status === 201).length >= 10, {
         what: "writes under load",
       });
 
       const cutAt = answers.length;
+      const graphqlCutAt = graphql.length;
       proxy.cut();
       // A change of the metadata while the listening connection is down: its NOTIFY is missed.
       await writeDimension(direct, "FLTA", "written during the outage");
-      await eventually(() => answers.slice(cutAt).filter((a) => a.status === 503).length >= 12, {
-        what: "503s after the cut",
-      });
+      // A few seconds of outage, so that attempts to listen again fail too, under load.
+      const cutTime = performance.now();
+      await eventually(
+        () =>
+          performance.now() - cutTime >= 3000 &&
+          answers.slice(cutAt).filter((a) => a.status === 503).length >= 12,
+        { what: "503s after the cut" },
+      );
 
       // Not ready, within the probe's own bound; alive, with the database shown down.
       const started = performance.now();
@@ -271,6 +301,14 @@ if (TEST_DATABASE_URL)
         // Refused, not hung: within the pool's connect timeout (5 s) and some slack.
         expect(a.ms).toBeLessThan(7000);
       }
+      expect(afterCut.some((a) => a.status === 503 && a.body && a.headers["retry-after"])).toBe(true);
+      // GraphQL: the same code in its errors' extensions, never INTERNAL_ERROR.
+      const graphqlErrors = graphql
+        .slice(graphqlCutAt)
+        .flatMap((a) => (a.body?.errors ?? []) as { extensions?: { code?: string } }[])
+        .map((e) => e.extensions?.code);
+      expect(graphqlErrors.length).toBeGreaterThan(0);
+      expect(new Set(graphqlErrors)).toEqual(new Set(["DATABASE_UNAVAILABLE"]));
 
       proxy.restore();
       await eventually(async () => (await probe("/readyz")).statusCode === 200, {
