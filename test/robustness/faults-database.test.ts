@@ -7,6 +7,7 @@
 // broker. On the real PostgreSQL (and RabbitMQ for the broker case); the embedded default's
 // health is covered by test/foundation/http.test.ts.
 import net from "node:net";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
 import { createReadinessCheck } from "../../src/db/readiness.ts";
@@ -17,6 +18,7 @@ import { bumpMetadataVersion, upsertMetadataRows } from "../../src/metadata/stor
 import { eventually, tcpProxy } from "../events/support.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_AMQP_URL, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
+import { freePort, spawnStart, waitReady } from "../helpers/process.ts";
 
 type Proxy = Awaited<ReturnType<typeof tcpProxy>>;
 
@@ -399,4 +401,85 @@ if (TEST_DATABASE_URL && TEST_AMQP_URL)
       });
       expect(dependencyUp((await probe("/metrics")).body, "broker")).toBe(1);
     }, 60_000);
+  });
+
+if (TEST_DATABASE_URL)
+  describe("npm start on PostgreSQL, the connection cut and restored", () => {
+    let proxy: Proxy;
+    let name: string;
+    beforeAll(async () => {
+      proxy = await proxyTo(TEST_DATABASE_URL!, 5432);
+      name = `dimensio_t_faults_${process.pid}`;
+      const admin = new pg.Client({ connectionString: TEST_DATABASE_URL! });
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await admin.query(`CREATE DATABASE "${name}"`);
+      await admin.end();
+    });
+    afterAll(async () => {
+      await proxy?.close();
+      const admin = new pg.Client({ connectionString: TEST_DATABASE_URL! });
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await admin.end();
+    });
+
+    it("the process answers 503s, logs the lost connections, does not exit, and is ready again once restored", async () => {
+      const url = new URL(TEST_DATABASE_URL!);
+      url.hostname = "127.0.0.1";
+      url.port = String(proxy.port);
+      url.pathname = `/${name}`;
+      const port = await freePort();
+      const base = `http://127.0.0.1:${port}`;
+      const running = spawnStart({
+        DATABASE_URL: url.toString(),
+        PORT: String(port),
+        DEMO_DATA: "false",
+        LOGIN_RATE_LIMIT_PER_IP_PER_MINUTE: "0",
+        LOGIN_RATE_LIMIT_PER_USERNAME_PER_MINUTE: "0",
+        JWT_SECRET: "faults-test-secret-faults-test-secret-0123",
+      });
+      const login = () =>
+        fetch(`${base}/auth/login`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ username: "nobody", password: "not-a-password" }),
+        });
+      try {
+        await waitReady(base, running);
+        expect((await login()).status).toBe(401);
+
+        proxy.cut();
+        const cutTime = performance.now();
+        const statuses = new Set<number>();
+        while (performance.now() - cutTime < 3000) {
+          const res = await login();
+          statuses.add(res.status);
+          if (res.status === 503) {
+            expect(await res.json()).toEqual(DATABASE_UNAVAILABLE);
+            expect(res.headers.get("retry-after")).toBe("1");
+          } else await res.body?.cancel();
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        expect([...statuses].filter((s) => s !== 401 && s !== 503)).toEqual([]);
+        expect(statuses.has(503)).toBe(true);
+        expect((await fetch(`${base}/readyz`)).status).toBe(503);
+        const health = (await (await fetch(`${base}/healthz`)).json()) as {
+          dependencies: Record<string, string>;
+        };
+        expect(health.dependencies.database).toBe("down");
+
+        proxy.restore();
+        await eventually(async () => (await fetch(`${base}/readyz`)).status === 200, {
+          what: "ready again",
+          timeoutMs: 20_000,
+        });
+        expect((await login()).status).toBe(401);
+        expect(running.child.exitCode).toBeNull();
+        expect(running.output()).toContain("database connection lost");
+      } finally {
+        running.child.kill("SIGTERM");
+      }
+      expect(await running.exited).toBe(0);
+    }, 120_000);
   });
