@@ -239,6 +239,8 @@ if (TEST_DATABASE_URL)
     it("cut under load: 503 DATABASE_UNAVAILABLE with Retry-After within seconds, no 500; restored: everything works again", async () => {
       expect((await probe("/readyz")).statusCode).toBe(200);
       expect((await createCity()).status).toBe(201);
+      // Webhook registrations go through Prisma (a pool of its own).
+      expect((await send("GET", "/api/v4/webhooks")).status).toBe(200);
 
       // Load until told to stop: REST writes and reads, GraphQL reads, logins.
       const answers: Answer[] = [];
@@ -285,6 +287,13 @@ if (TEST_DATABASE_URL)
       expect(ready.statusCode).toBe(503);
       expect(ready.json()).toMatchObject({ code: "NOT_READY", status: 503 });
       expect(ready.json().details.database).toMatch(/^unreachable/);
+      const hooks = await send("GET", "/api/v4/webhooks");
+      expect([hooks.status, hooks.body, hooks.headers["retry-after"]]).toEqual([
+        503,
+        DATABASE_UNAVAILABLE,
+        "1",
+      ]);
+      expect(hooks.ms).toBeLessThan(7000);
       const health = await probe("/healthz");
       expect(health.statusCode).toBe(200);
       expect(health.json().dependencies.database).toBe("down");
@@ -344,6 +353,7 @@ if (TEST_DATABASE_URL)
       });
       const healthy = (await probe("/healthz")).json();
       expect(healthy.dependencies.database).toBe("up");
+      expect((await send("GET", "/api/v4/webhooks")).status).toBe(200);
       expect(dependencyUp((await probe("/metrics")).body, "database")).toBe(1);
     }, 90_000);
   });
