@@ -65,9 +65,9 @@ export interface OpenOptions {
    */
   connectTimeoutMs?: number;
   /**
-   * PostgreSQL: told of every connection the database broke off outside a request (an idle
-   * connection of the pool, the listening connection): logged by the service. Requests see their
-   * own as errors.
+   * PostgreSQL: told of every connection the database broke off: an idle one of the pool, the
+   * listening connection, or one a transaction holds (told once; its statements fail on their
+   * own). The service logs them; none reaches the process as an unhandled 'error' event.
    */
   onConnectionError?: (err: Error, which: "idle" | "listening" | "transaction") => void;
 }

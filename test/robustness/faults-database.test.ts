@@ -3,11 +3,16 @@
 // few seconds, never a 500 and never a crash; /readyz says not ready, /healthz and /metrics say the
 // database is down. Once the database is back, without a restart: writes succeed, the relay
 // publishes again, the listening connection is re-established (NOTIFY-driven metadata reloads
-// work, and a change missed while it was down is picked up). /readyz does not depend on the
-// broker. On the real PostgreSQL (and RabbitMQ for the broker case); the embedded default's
-// health is covered by test/foundation/http.test.ts.
+// work, and a change missed while it was down is picked up), also for `npm start` as a child
+// process. /readyz depends on neither the broker nor object storage, whose states /healthz and
+// dimensio_dependency_up show. On the real PostgreSQL and RabbitMQ (s3rver for S3); the embedded
+// default's health is covered by test/foundation/http.test.ts.
+import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import pg from "pg";
+import S3rver from "s3rver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
 import { createReadinessCheck } from "../../src/db/readiness.ts";
@@ -493,3 +498,60 @@ if (TEST_DATABASE_URL)
       expect(await running.exited).toBe(0);
     }, 120_000);
   });
+
+describe("object storage's state in /healthz and /metrics (S3 through a proxy to s3rver)", () => {
+  let s3: S3rver;
+  let dir: string;
+  let proxy: Proxy;
+  let t: TestApp;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "dimensio-s3-faults-"));
+    s3 = new S3rver({
+      port: 0,
+      address: "127.0.0.1",
+      silent: true,
+      directory: dir,
+      configureBuckets: [{ name: "media", configs: [] }],
+    });
+    const { port } = (await s3.run()) as net.AddressInfo;
+    proxy = await tcpProxy("127.0.0.1", port);
+    t = await createTestApp("pglite", {
+      env: {
+        S3_ENDPOINT: `http://127.0.0.1:${proxy.port}`,
+        S3_BUCKET: "media",
+        S3_ACCESS_KEY_ID: "S3RVER",
+        S3_SECRET_ACCESS_KEY: "S3RVER",
+        S3_FORCE_PATH_STYLE: "true",
+      },
+    });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await proxy?.close();
+    await s3?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("unknown before any request, up after an answer (a 404 too), down after a refused request, up again", async () => {
+    const media = async () =>
+      (await t.app.inject({ method: "GET", url: "/healthz" })).json().dependencies.media;
+    const gauge = async () =>
+      dependencyUp((await t.app.inject({ method: "GET", url: "/metrics" })).body, "media");
+    expect(await media()).toBe("unknown");
+    expect(await gauge()).toBeNull();
+    expect(await t.services.media.size("nothing/here")).toBeNull();
+    expect(await media()).toBe("up");
+    expect(await gauge()).toBe(1);
+
+    proxy.cut();
+    await expect(t.services.media.size("nothing/here")).rejects.toThrow();
+    expect(await media()).toBe("down");
+    expect(await gauge()).toBe(0);
+    // Readiness does not depend on object storage.
+    expect((await t.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(200);
+
+    proxy.restore();
+    expect(await t.services.media.size("nothing/here")).toBeNull();
+    expect(await media()).toBe("up");
+  });
+});
