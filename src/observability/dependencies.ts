@@ -61,9 +61,37 @@ export function redisState(redis: Pick<Redis, "status"> | null): DependencyState
   return redis.status === "ready" ? "up" : "down";
 }
 
-/** The database's state from a readiness check (src/db/readiness.ts). */
-export function databaseProbe(readiness: () => Promise<ReadinessChecks>): DependencyProbe {
-  return async () => ((await readiness()).database === "ok" ? "up" : "down");
+/** How long /healthz waits for the database's answer before it shows the last one it had. */
+export const HEALTH_WAIT_MS = 250;
+
+/**
+ * The database's state from a readiness check (src/db/readiness.ts, itself bounded). A liveness
+ * probe must answer at once whatever the database does: past `waitMs`, the state is the last
+ * check's (`unknown` before the first), and the check still running updates it when it ends.
+ */
+export function databaseProbe(
+  readiness: () => Promise<ReadinessChecks>,
+  waitMs = HEALTH_WAIT_MS,
+): DependencyProbe {
+  let last: DependencyState = "unknown";
+  return async () => {
+    const checking = readiness().then(
+      (checks) => {
+        last = checks.database === "ok" ? "up" : "down";
+        return last;
+      },
+      () => {
+        last = "down";
+        return last;
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<DependencyState>((resolve) => {
+      timer = setTimeout(() => resolve(last), waitMs);
+      timer.unref();
+    });
+    return Promise.race([checking, late]).finally(() => clearTimeout(timer));
+  };
 }
 
 /**

@@ -19,6 +19,7 @@ import { createReadinessCheck } from "../../src/db/readiness.ts";
 import type { OutboxMessage } from "../../src/events/bus.ts";
 import { type EventRuntime, eventPartsOf, startEventRuntime } from "../../src/events/runtime.ts";
 import { mapError } from "../../src/http/error-handler.ts";
+import { createDependencyHealth, databaseProbe } from "../../src/observability/dependencies.ts";
 import { bumpMetadataVersion, upsertMetadataRows } from "../../src/metadata/store.ts";
 import { eventually, tcpProxy } from "../events/support.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
@@ -111,9 +112,16 @@ describe("bounds: a database that never answers", () => {
         });
       }
       const started = performance.now();
-      const checks = await createReadinessCheck(db, undefined, 200)();
+      const readiness = createReadinessCheck(db, undefined, 200);
+      const checks = await readiness();
       expect(performance.now() - started).toBeLessThan(1500);
       expect(checks.database).toMatch(/^unreachable/);
+      // /healthz's view answers at once: the last state known while a check still runs.
+      const health = createDependencyHealth({ database: databaseProbe(readiness, 50) });
+      const first = performance.now();
+      expect(await health.states()).toEqual({ database: "unknown" });
+      expect(performance.now() - first).toBeLessThan(500);
+      await eventually(async () => (await health.states()).database === "down", { what: "down" });
     } finally {
       await db.close();
       await hole.close();
@@ -299,10 +307,20 @@ if (TEST_DATABASE_URL)
         "1",
       ]);
       expect(hooks.ms).toBeLessThan(7000);
-      const health = await probe("/healthz");
-      expect(health.statusCode).toBe(200);
-      expect(health.json().dependencies.database).toBe("down");
-      expect(dependencyUp((await probe("/metrics")).body, "database")).toBe(0);
+      // Liveness answers at once (the last state it knows past 250 ms), always 200.
+      await eventually(
+        async () => {
+          const started = performance.now();
+          const health = await probe("/healthz");
+          expect(health.statusCode).toBe(200);
+          expect(performance.now() - started).toBeLessThan(1000);
+          return health.json().dependencies.database === "down";
+        },
+        { what: "the database shown down" },
+      );
+      await eventually(async () => dependencyUp((await probe("/metrics")).body, "database") === 0, {
+        what: "dimensio_dependency_up 0",
+      });
 
       loading = false;
       await workers;
@@ -356,8 +374,9 @@ if (TEST_DATABASE_URL)
       await eventually(() => t.services.metadata.current().dimensions.get("FLTB")?.description, {
         what: "the metadata change by NOTIFY",
       });
-      const healthy = (await probe("/healthz")).json();
-      expect(healthy.dependencies.database).toBe("up");
+      await eventually(async () => (await probe("/healthz")).json().dependencies.database === "up", {
+        what: "the database shown up",
+      });
       expect((await send("GET", "/api/v4/webhooks")).status).toBe(200);
       expect(dependencyUp((await probe("/metrics")).body, "database")).toBe(1);
     }, 90_000);
@@ -479,10 +498,12 @@ if (TEST_DATABASE_URL)
         expect([...statuses].filter((s) => s !== 401 && s !== 503)).toEqual([]);
         expect(statuses.has(503)).toBe(true);
         expect((await fetch(`${base}/readyz`)).status).toBe(503);
-        const health = (await (await fetch(`${base}/healthz`)).json()) as {
-          dependencies: Record<string, string>;
-        };
-        expect(health.dependencies.database).toBe("down");
+        await eventually(
+          async () =>
+            ((await (await fetch(`${base}/healthz`)).json()) as { dependencies: Record<string, string> })
+              .dependencies.database === "down",
+          { what: "the database shown down" },
+        );
 
         proxy.restore();
         await eventually(async () => (await fetch(`${base}/readyz`)).status === 200, {
