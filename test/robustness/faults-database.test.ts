@@ -20,6 +20,7 @@ import type { OutboxMessage } from "../../src/events/bus.ts";
 import { type EventRuntime, eventPartsOf, startEventRuntime } from "../../src/events/runtime.ts";
 import { mapError } from "../../src/http/error-handler.ts";
 import { createDependencyHealth, databaseProbe } from "../../src/observability/dependencies.ts";
+import { createMetrics } from "../../src/observability/metrics.ts";
 import { bumpMetadataVersion, upsertMetadataRows } from "../../src/metadata/store.ts";
 import { eventually, tcpProxy } from "../events/support.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
@@ -94,9 +95,11 @@ const DATABASE_UNAVAILABLE = {
 };
 
 describe("bounds: a database that never answers", () => {
-  it("a statement, a transaction and the readiness probe fail within their bounds, as 503s", async () => {
+  it("a statement, a transaction, the readiness probe, /healthz and a scrape answer within their bounds (503s)", async () => {
     const hole = await silentServer();
     const db = openPostgres(`postgres://postgres@127.0.0.1:${hole.port}/nowhere`, { connectTimeoutMs: 500 });
+    // One that would wait its 5 s for a connection.
+    const slow = openPostgres(`postgres://postgres@127.0.0.1:${hole.port}/nowhere`);
     try {
       for (const work of [() => db.query("SELECT 1"), () => db.transaction((tx) => tx.query("SELECT 1"))]) {
         const started = performance.now();
@@ -122,9 +125,15 @@ describe("bounds: a database that never answers", () => {
       expect(await health.states()).toEqual({ database: "unknown" });
       expect(performance.now() - first).toBeLessThan(500);
       await eventually(async () => (await health.states()).database === "down", { what: "down" });
+      // A scrape of /metrics is not held by the outbox count (1 s at most).
+      const scrapeStarted = performance.now();
+      const text = await createMetrics({ db: slow, role: "all" }).registry.metrics();
+      expect(performance.now() - scrapeStarted).toBeLessThan(3000);
+      expect(text).toContain("dimensio_outbox_backlog");
     } finally {
       await db.close();
       await hole.close();
+      await slow.close();
     }
   });
 });
