@@ -1,5 +1,6 @@
 // The composition root's second half: the HTTP application. Today every role runs in one process
 // (ROLE=all); the gateway and the separate backends of decisions.md §9 come with their own issue.
+import type { S3Client } from "@aws-sdk/client-s3";
 import type { FastifyInstance } from "fastify";
 import { ConfigError } from "./config.ts";
 import { createReadinessCheck } from "./db/readiness.ts";
@@ -16,10 +17,23 @@ import { writeRoutes } from "./rest/write-routes.ts";
 import { graphqlRoutes } from "./graphql/plugin.ts";
 import { protectedScope } from "./http/protected.ts";
 import { requireGatewaySecret } from "./gateway/secret.ts";
+import {
+  createDependencyHealth,
+  type DependencyProbe,
+  databaseProbe,
+  observeS3,
+} from "./observability/dependencies.ts";
 import { serveMetrics } from "./observability/metrics.ts";
+import type { MediaStore } from "./media/store.ts";
 import { traceRequests } from "./observability/tracing.ts";
 import type { Services } from "./services.ts";
 import type { Config } from "./types.ts";
+
+/** Object storage's state: S3's from its requests, the local directory's always there. */
+function mediaProbe(media: MediaStore): DependencyProbe {
+  const client = (media as { client?: S3Client }).client;
+  return media.kind === "s3" && client ? observeS3(client) : () => "embedded";
+}
 
 /** Roles that serve no API: only the health checks, next to their event work. */
 const WORKER_ROLES = new Set(["relay", "webhooks"]);
@@ -41,16 +55,26 @@ function instrument(app: FastifyInstance, services: Services): void {
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {
   assertRoleAvailable(services.config);
+  const readiness = createReadinessCheck(services.db);
+  // What /healthz and dimensio_dependency_up show; the rate limits' Redis joins with auth below.
+  const probes: Record<string, DependencyProbe> = {
+    database: databaseProbe(readiness),
+    broker: () => services.bus.dependencyState?.() ?? "embedded",
+    media: mediaProbe(services.media),
+  };
+  const dependencies = createDependencyHealth(probes, services.metrics.registry);
   const app = await buildHttpServer({
     config: services.config,
     logger: services.logger,
-    readiness: createReadinessCheck(services.db),
+    readiness,
+    dependencies: dependencies.states,
   });
   // Backends behind a gateway (decisions.md §9) answer only requests that carry its secret.
   if (BACKEND_ROLES.has(services.config.role)) requireGatewaySecret(app, services.config.gateway.secret!);
   instrument(app, services);
   if (WORKER_ROLES.has(services.config.role)) return app;
   const auth = await createAuth(services);
+  probes.redis = () => auth.dependencyState();
   app.addHook("onClose", async () => auth.close());
   const deps = { services, auth };
   // Every response carries X-RateLimit-* headers (spec 8): authenticated calls show the user's

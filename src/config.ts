@@ -188,6 +188,9 @@ const envSchema = z.object({
   }),
   REQUEST_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   STATEMENT_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
+  DATABASE_CONNECT_TIMEOUT_MS: nonNegativeInt(5_000).refine((n) => n >= 100, {
+    message: "must be at least 100",
+  }),
   SESSION_CACHE_MS: nonNegativeInt(5_000).refine((n) => n <= 60_000, { message: "must be at most 60000" }),
   COUNT_EXACT_LIMIT: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
   GRAPHQL_MAX_DEPTH: nonNegativeInt(10).refine((n) => n >= 2, { message: "must be at least 2" }),
@@ -296,6 +299,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
+    databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
     fieldMaxBytes: e.FIELD_MAX_BYTES,
     graphql: { maxDepth: e.GRAPHQL_MAX_DEPTH, maxCost: e.GRAPHQL_MAX_COST },
     countExactLimit: e.COUNT_EXACT_LIMIT,

@@ -1,7 +1,7 @@
 // The composition root's first half: opens what the service depends on (database, Prisma,
 // metadata) and hands it out explicitly. No module opens anything at import time.
 import { mkdir } from "node:fs/promises";
-import { type DatabaseHandle, openPglite, openPostgres } from "./db/database.ts";
+import { type DatabaseHandle, type OpenOptions, openPglite, openPostgres } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
 import { type PrismaClient, prismaFactory } from "./db/prisma.ts";
 import { createAmqpBus } from "./events/amqp-bus.ts";
@@ -49,9 +49,22 @@ export interface OpenServicesOptions {
   commands?: CommandRegistry;
 }
 
-export async function openDatabase(config: Config): Promise<DatabaseHandle> {
-  const timeouts = { statementTimeoutMs: config.statementTimeoutMs };
-  if (config.databaseUrl) return openPostgres(config.databaseUrl, timeouts);
+/** The pool options of config; connections the database breaks off are logged (docs/faults.md). */
+function postgresOptions(config: Config, logger: Logger | null): OpenOptions {
+  return {
+    statementTimeoutMs: config.statementTimeoutMs,
+    connectTimeoutMs: config.databaseConnectTimeoutMs,
+    ...(logger
+      ? {
+          onConnectionError: (err: Error, which: string) =>
+            logger.warn({ err: err.message, connection: which }, "database connection lost"),
+        }
+      : {}),
+  };
+}
+
+export async function openDatabase(config: Config, logger: Logger | null = null): Promise<DatabaseHandle> {
+  if (config.databaseUrl) return openPostgres(config.databaseUrl, postgresOptions(config, logger));
   await mkdir(config.dataDir, { recursive: true });
   return openPglite(`${config.dataDir}/pgdata`, { transactionTimeoutMs: config.statementTimeoutMs });
 }
@@ -92,6 +105,7 @@ function lazyBus(kind: EventBus["kind"], make: () => EventBus): EventBus {
     async close() {
       if (bus) await bus.close();
     },
+    dependencyState: () => (bus === null ? "idle" : bus.isConnected() ? "up" : "down"),
   };
 }
 
@@ -121,14 +135,18 @@ export function openBus(config: Config, logger: Logger): EventBus {
 
 export async function openServices(config: Config, opts: OpenServicesOptions = {}): Promise<Services> {
   const logger = opts.logger ?? createLogger(config.logLevel);
-  const db = opts.db ?? (await openDatabase(config));
+  const db = opts.db ?? (await openDatabase(config, logger));
   const replica = config.databaseReadUrl
-    ? openPostgres(config.databaseReadUrl, { statementTimeoutMs: config.statementTimeoutMs })
+    ? openPostgres(config.databaseReadUrl, postgresOptions(config, logger))
     : null;
   // Prisma's engine (about 45 MB once it ran a query, and a pool of its own) is made on first use:
   // the registration of webhooks, fixture imports, the demo's first load.
   let prisma: PrismaClient | null = null;
-  const createPrisma = await prismaFactory(db);
+  const createPrisma = await prismaFactory(db, {
+    connectTimeoutMs: config.databaseConnectTimeoutMs,
+    onConnectionError: (err) =>
+      logger.warn({ err: err.message, connection: "prisma" }, "database connection lost"),
+  });
   const metadata = createMetadataRegistry({ db });
   const bus = openBus(config, logger);
   const feed = createEventFeed(bus, logger);

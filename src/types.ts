@@ -5,6 +5,13 @@ import type { ViewCache } from "./auth/view-cache.ts";
 
 export type Role = "all" | "gateway" | "read" | "write" | "auth" | "relay" | "webhooks";
 
+/**
+ * What a process knows of one dependency (GET /healthz, dimensio_dependency_up): `up`, `down`,
+ * `idle` (configured, no connection opened yet: it opens on first use), `embedded` (the in-process
+ * alternative: nothing to be away), `unknown` (no request has told yet).
+ */
+export type DependencyState = "up" | "down" | "idle" | "embedded" | "unknown";
+
 export interface RateLimitConfig {
   userPerSecond: number;
   userPerMinute: number;
@@ -94,6 +101,8 @@ export interface Config {
   requestTimeoutMs: number;
   /** A statement, and a transaction as a whole, runs at most this long: 504 beyond. */
   statementTimeoutMs: number;
+  /** PostgreSQL: a request waits at most this long for a connection: 503 DATABASE_UNAVAILABLE beyond. */
+  databaseConnectTimeoutMs: number;
   /** Largest TEXT or JSON value (and STRING without LENGTH), in UTF-8 bytes: 400 beyond. */
   fieldMaxBytes: number;
   /** Largest total of event payloads one request may write to the outbox: 413 beyond. */

@@ -3,10 +3,11 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { AuthenticationError } from "../errors.ts";
 import { createRateLimits } from "../ratelimit/limits.ts";
+import { redisState } from "../observability/dependencies.ts";
 import { openRateLimitRedis, rateLimitFallbackReporter } from "../ratelimit/redis.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Services } from "../services.ts";
-import type { Caller } from "../types.ts";
+import type { Caller, DependencyState } from "../types.ts";
 import { type AuthDeps, type AuthOptions, DEFAULT_AUTH_OPTIONS } from "./deps.ts";
 import { loadPublicKeys, loadSigningSecret } from "./keys.ts";
 import { type LoginRequest, type LoginResult, login, type RefreshResult, refresh } from "./login.ts";
@@ -52,6 +53,8 @@ export interface Auth {
   showAnonymousWindow(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** Deletes the session of the request's token (and its refresh tokens); idle sessions too. */
   logout(request: FastifyRequest): Promise<void>;
+  /** The rate limits' Redis (GET /healthz, /metrics): `embedded` when the counters are in memory. */
+  dependencyState(): DependencyState;
   close(): Promise<void>;
 }
 
@@ -123,6 +126,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
         const { session } = await verifySession(deps, request, { allowIdle: true });
         await endSession(deps, session.sessionId);
       }),
+    dependencyState: () => redisState(redis),
     async close() {
       stopClearingOnMetadata();
       await sessions.stop();

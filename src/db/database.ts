@@ -58,7 +58,25 @@ export interface OpenOptions {
    * answer (pipelined: no round trip of its own). What tests count round trips with.
    */
   onStatement?: StatementObserver;
+  /**
+   * PostgreSQL: how long a request waits for a connection (a new one, or a free one of the pool)
+   * before it fails as DATABASE_UNAVAILABLE (503), so that a database that is away never makes a
+   * request hang. Defaults to DEFAULT_CONNECT_TIMEOUT_MS.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * PostgreSQL: told of every connection the database broke off: an idle one of the pool, the
+   * listening connection, or one a transaction holds (told once; its statements fail on their
+   * own). The service logs them; none reaches the process as an unhandled 'error' event.
+   */
+  onConnectionError?: (err: Error, which: "idle" | "listening" | "transaction") => void;
 }
+
+/** A request waits at most this long for a database connection (then 503 DATABASE_UNAVAILABLE). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+
+/** How long past the statement timeout pg waits for an answer before it gives the connection up. */
+const QUERY_TIMEOUT_GRACE_MS = 5000;
 
 export type StatementObserver = (text: string, how: { pipelined: boolean }) => void;
 
@@ -194,6 +212,9 @@ function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner 
   };
 }
 
+/** The longest wait between two attempts to re-establish a lost listening connection. */
+const MAX_RELISTEN_DELAY_MS = 5000;
+
 interface ChannelListener {
   onPayload: (payload: string) => void;
   onLost: () => void;
@@ -205,7 +226,7 @@ interface ChannelListener {
  * listener's `onLost` is called at once and the connection is re-established with backoff; once
  * listening again, `onPayload("")` tells each listener that notifications may have been missed.
  */
-function listeningConnection(pool: pg.Pool) {
+function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => void) {
   const channels = new Map<string, Set<ChannelListener>>();
   let client: pg.PoolClient | null = null;
   let connecting: Promise<pg.PoolClient> | null = null;
@@ -230,6 +251,7 @@ function listeningConnection(pool: pg.Pool) {
     c.off("error", onError);
   };
   function onError(err: Error) {
+    onConnectionError(err);
     const c = client;
     client = null;
     if (c) {
@@ -274,7 +296,7 @@ function listeningConnection(pool: pg.Pool) {
       try {
         await connected();
       } catch {
-        if (!closed) reconnectLater(Math.min(delay * 2, 10_000));
+        if (!closed) reconnectLater(Math.min(delay * 2, MAX_RELISTEN_DELAY_MS));
         return;
       }
       for (const listeners of channels.values()) for (const l of listeners) l.onPayload("");
@@ -375,14 +397,24 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     // Statements are sent without waiting for the previous one's answer (pg 8.23): a transaction's
     // BEGIN travels with its first statement, and its last deferred statement with COMMIT.
     pipeline: true,
+    // A database that is away fails a request within this (503), instead of leaving it waiting.
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    // A peer gone without a word (a cut network) is noticed by TCP keepalive, not only on next use.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    // The server cancels a statement at statement_timeout (504); one whose answer does not come
+    // even QUERY_TIMEOUT_GRACE_MS later travels a dead network: pg then destroys the connection
+    // (pipeline mode), the statement fails as DATABASE_UNAVAILABLE instead of hanging.
+    query_timeout: statementTimeoutMs + QUERY_TIMEOUT_GRACE_MS,
   } as pg.PoolConfig);
-  // An idle client that loses its connection must not crash the process.
-  pool.on("error", () => {});
+  const onConnectionError = opts.onConnectionError ?? (() => {});
+  // An idle client that loses its connection must not crash the process (the pool drops it).
+  pool.on("error", (err) => onConnectionError(err, "idle"));
   const inTransaction = new WeakSet<pg.PoolClient>();
   pool.on("connect", (client) => coalesceWrites(client, inTransaction));
   const base = observed(pgQueryable(pool), opts.onStatement);
   const tell: StatementObserver = opts.onStatement ?? (() => {});
-  const listening = listeningConnection(pool);
+  const listening = listeningConnection(pool, (err) => onConnectionError(err, "listening"));
   const notifier = committedNotifier(pool, listening.tell);
   let closing: Promise<void> | null = null;
   return {
@@ -393,6 +425,15 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     exec: base.exec,
     async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       const client = await pool.connect();
+      // A checked-out client has no listener of the pool's: a connection broken while this
+      // transaction holds it (between statements, or under one) would be an unhandled 'error'
+      // event. Its statements fail on their own; the client is then discarded, not reused.
+      let broken: Error | null = null;
+      const onBroken = (err: Error) => {
+        if (!broken) onConnectionError(err, "transaction");
+        broken ??= err;
+      };
+      client.on("error", onBroken);
       inTransaction.add(client);
       const deferred = deferredWork();
       const channels = new Set<string>();
@@ -443,12 +484,15 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         for (const channel of channels) notifier.signal(channel);
         return result;
       } catch (err) {
-        tell("ROLLBACK", { pipelined: false });
-        await client.query("ROLLBACK").catch(() => {});
+        if (!broken) {
+          tell("ROLLBACK", { pipelined: false });
+          await client.query("ROLLBACK").catch(() => {});
+        }
         throw err;
       } finally {
         inTransaction.delete(client);
-        client.release();
+        client.off("error", onBroken);
+        client.release(broken ?? undefined);
       }
     },
     listen: (channel, onPayload, opts) =>

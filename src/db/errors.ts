@@ -12,7 +12,57 @@ const UNAVAILABLE = new Set([
   "57P02",
   "57P03",
   "53300",
+  // Prisma's codes for the same (its own pool, src/db/prisma.ts): cannot reach, timed out, closed.
+  "P1001",
+  "P1002",
+  "P1008",
+  "P1017",
 ]);
+
+/**
+ * What pg (and Prisma over it) says, without a code, when a connection breaks under a request, a
+ * connection cannot be had within the pool's connect timeout, or the pool is closing.
+ */
+const LOST_CONNECTION_MESSAGES = [
+  "Connection terminated",
+  "timeout exceeded when trying to connect",
+  "Query read timeout",
+  "is not queryable",
+  "Cannot use a pool after calling end on the pool",
+];
+
+/**
+ * True for an error that says the database cannot be reached right now (a refused or broken
+ * connection, a connect timeout): the request is answered 503 DATABASE_UNAVAILABLE, and the
+ * readiness probe reports it. The error's causes are looked through (Prisma wraps pg's).
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && (UNAVAILABLE.has(code) || code.startsWith("08"))) return true;
+    const message = (e as { message?: unknown }).message;
+    if (typeof message === "string" && LOST_CONNECTION_MESSAGES.some((m) => message.includes(m))) return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/** Seconds a client waits before retrying a 503 of an unreachable database. */
+export const DATABASE_RETRY_AFTER_S = 1;
+
+/** The 503 of an unreachable database (spec 7.2's body; Retry-After in seconds). */
+export function databaseUnavailableError(cause?: unknown): ApiError {
+  return new ApiError(
+    503,
+    "DATABASE_UNAVAILABLE",
+    "ServiceUnavailable",
+    "The database is not reachable right now; retry shortly.",
+    {
+      headers: { "Retry-After": String(DATABASE_RETRY_AFTER_S) },
+      ...(cause === undefined ? {} : { cause }),
+    },
+  );
+}
 
 interface DatabaseErrorRule {
   matches(code: string, message: string): boolean;
@@ -83,14 +133,6 @@ const DATABASE_ERRORS: DatabaseErrorRule[] = [
     message: "The dimension's metadata changed while the request ran; retry it.",
     retry: true,
   },
-  {
-    matches: (c) => UNAVAILABLE.has(c) || c.startsWith("08"),
-    status: 503,
-    error: "ServiceUnavailable",
-    code: "DATABASE_UNAVAILABLE",
-    message: "The database is not reachable right now; retry shortly.",
-    retry: true,
-  },
 ];
 
 /**
@@ -100,6 +142,7 @@ const DATABASE_ERRORS: DatabaseErrorRule[] = [
  */
 export function databaseApiError(err: unknown): ApiError | null {
   if (err instanceof ApiError) return null;
+  if (isDatabaseUnavailable(err)) return databaseUnavailableError(err);
   const sqlstate = (err as { code?: unknown })?.code;
   if (typeof sqlstate !== "string") return null;
   const message = err instanceof Error ? err.message : "";

@@ -3,20 +3,44 @@
 // The adapter of the handle's kind is imported when the factory is made, so a service on
 // PostgreSQL does not load PGlite's.
 import { PrismaClient } from "../generated/prisma/client.ts";
-import type { DatabaseHandle } from "./database.ts";
+import { type DatabaseHandle, DEFAULT_CONNECT_TIMEOUT_MS } from "./database.ts";
 
 export type { PrismaClient };
 
-/** Makes clients for `db` (each makes its engine and, on PostgreSQL, a small pool of its own). */
-export async function prismaFactory(db: DatabaseHandle): Promise<() => PrismaClient> {
+export interface PrismaOptions {
+  /** PostgreSQL: the longest wait for a connection (DATABASE_CONNECT_TIMEOUT_MS). */
+  connectTimeoutMs?: number;
+  /** PostgreSQL: told when the database breaks off one of the adapter's connections (logged). */
+  onConnectionError?: (err: Error) => void;
+}
+
+/**
+ * Makes clients for `db` (each makes its engine and, on PostgreSQL, a small pool of its own). The
+ * adapter listens for its connections' errors itself (idle and in a transaction); they are told to
+ * `onConnectionError`, and a request meets its own as an error (503 DATABASE_UNAVAILABLE).
+ */
+export async function prismaFactory(
+  db: DatabaseHandle,
+  opts: PrismaOptions = {},
+): Promise<() => PrismaClient> {
   if (db.kind === "pglite") {
     const { PrismaPGlite } = await import("pglite-prisma-adapter");
     return () => new PrismaClient({ adapter: new PrismaPGlite(db.pglite) });
   }
   const { PrismaPg } = await import("@prisma/adapter-pg");
   const { connectionString } = db;
+  const onError = (err: Error) => opts.onConnectionError?.(err);
   return () =>
     new PrismaClient({
-      adapter: new PrismaPg({ connectionString, max: 5, application_name: "dimensio-prisma" }),
+      adapter: new PrismaPg(
+        {
+          connectionString,
+          max: 5,
+          application_name: "dimensio-prisma",
+          connectionTimeoutMillis: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+          keepAlive: true,
+        },
+        { onPoolError: onError, onConnectionError: onError },
+      ),
     });
 }

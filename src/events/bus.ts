@@ -1,6 +1,7 @@
 // The event bus seam (decisions.md §8): the relay publishes outbox rows to it; subscribers read
 // from it, each through its own queue. Two implementations with one interface: RabbitMQ
 // (amqp-bus.ts, when AMQP_URL is set) and an in-process bus (here, the embedded default).
+import type { DependencyState } from "../types.ts";
 
 /** One outbox row as a message: the body bytes are the JSON of decisions.md §8. */
 export interface BusEvent {
@@ -60,6 +61,8 @@ export interface EventBus {
   /** Calls `listener` each time the broker connection is (re)established; returns its removal. */
   onConnect(listener: () => void): () => void;
   close(): Promise<void>;
+  /** The broker connection's state (GET /healthz, /metrics); the in-process bus has none. */
+  dependencyState?(): DependencyState;
 }
 
 /** A publish refused or abandoned because the broker is not connected (the relay retries later). */

@@ -9,6 +9,7 @@ import type { FastifyInstance } from "fastify";
 import { ApiError } from "../errors.ts";
 import { buildHttpServer } from "../http/server.ts";
 import type { Logger } from "../logger.ts";
+import { createDependencyHealth, type DependencyProbe, redisState } from "../observability/dependencies.ts";
 import { createMetrics, serveMetrics } from "../observability/metrics.ts";
 import { traceRequests } from "../observability/tracing.ts";
 import { createRateLimits } from "../ratelimit/limits.ts";
@@ -25,8 +26,16 @@ const LOGIN_PATHS = /^\/(api\/v\d+\/)?auth\/(login|refresh)(\/|$|\?)/;
 export async function buildGateway(config: Config, logger: Logger): Promise<FastifyInstance> {
   const secret = config.gateway.secret!;
   const metrics = createMetrics({ db: null, role: "gateway" });
-  const app = await buildHttpServer({ config, logger, readiness: async () => ({ gateway: "ok" }) });
+  // The gateway's one dependency: the Redis of its rate limits (/healthz, dimensio_dependency_up).
+  const probes: Record<string, DependencyProbe> = {};
+  const app = await buildHttpServer({
+    config,
+    logger,
+    readiness: async () => ({ gateway: "ok" }),
+    dependencies: createDependencyHealth(probes, metrics.registry).states,
+  });
   const redis = await openRateLimitRedis(config.redisUrl, logger);
+  probes.redis = () => redisState(redis);
   const limits = createRateLimits({
     config: { ...config.rateLimit, tenantPerMinute: 0, tenantPerHour: 0 },
     login: { perIpPerMinute: 0, perUsernamePerMinute: 0 },

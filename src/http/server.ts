@@ -16,6 +16,8 @@ export interface HttpServerOptions {
   logger: Logger;
   /** Readiness probe: resolves to named checks; any not "ok" makes /readyz answer 503. */
   readiness: () => Promise<Record<string, string>>;
+  /** Each dependency's state, shown by /healthz (which answers 200 whatever they are). */
+  dependencies?: () => Promise<Record<string, string>>;
 }
 
 /** TRUST_PROXY as Fastify takes it: a number of proxies is "trust the first n hops". */
@@ -122,7 +124,12 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
 
-  app.get("/healthz", async () => ({ status: "ok" }));
+  // Liveness: the process answers. The dependencies are a detail (docs/faults.md): a replica is
+  // not restarted because the database or the broker is away.
+  app.get("/healthz", async () => {
+    const dependencies = await opts.dependencies?.().catch(() => null);
+    return dependencies ? { status: "ok", dependencies } : { status: "ok" };
+  });
   app.get("/readyz", async (_request, reply) => {
     let checks: Record<string, string>;
     try {

@@ -79,6 +79,9 @@ export function createMetrics(opts: { db: DatabaseHandle | null; role: string })
   };
 }
 
+/** The longest a scrape waits for the outbox count. */
+const OUTBOX_COUNT_WAIT_MS = 1000;
+
 function registerDatabaseGauges(registry: Registry, db: DatabaseHandle): void {
   new Gauge({
     name: "dimensio_db_pool_connections",
@@ -100,14 +103,25 @@ function registerDatabaseGauges(registry: Registry, db: DatabaseHandle): void {
     help: "Outbox rows not yet published.",
     registers: [registry],
     async collect() {
-      try {
-        const { rows } = await db.query<{ n: number }>(
+      // A scrape is not held by a database that does not answer: past OUTBOX_COUNT_WAIT_MS the
+      // gauge keeps its last value (and the count, when it comes, sets it for the next scrape).
+      const counting = db
+        .query<{ n: number }>(
           `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`,
+        )
+        .then(
+          ({ rows }) => this.set(rows[0]?.n ?? 0),
+          () => {}, // a database that is down shows in /readyz and dimensio_dependency_up
         );
-        this.set(rows[0]?.n ?? 0);
-      } catch {
-        // a database that is down shows in /readyz; the gauge keeps its last value
-      }
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        counting,
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, OUTBOX_COUNT_WAIT_MS);
+          timer.unref();
+        }),
+      ]);
+      clearTimeout(timer);
     },
   });
 }

@@ -38,19 +38,37 @@ function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
+export interface TestDatabaseOptions {
+  onStatement?: StatementObserver;
+  /**
+   * PostgreSQL: the service connects through 127.0.0.1:<through> (a TCP proxy the test started
+   * to TEST_DATABASE_URL's server, to cut); the test's own create and drop go direct.
+   */
+  through?: number;
+}
+
 /** A new, empty database. Closing it drops it (PostgreSQL) or discards it (PGlite, in memory). */
 export async function createTestDatabase(
   backend: Backend,
-  opts: { onStatement?: StatementObserver } = {},
+  opts: TestDatabaseOptions = {},
 ): Promise<DatabaseHandle> {
-  if (backend === "pglite") return openPglite(null, opts);
+  if (backend === "pglite")
+    return openPglite(null, opts.onStatement ? { onStatement: opts.onStatement } : {});
   if (!TEST_DATABASE_URL) throw new Error("TEST_DATABASE_URL is not set");
   const name = `dimensio_t_${process.pid}_${randomBytes(4).toString("hex")}`;
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
   await admin.connect();
   await admin.query(`CREATE DATABASE "${name}"`);
   await admin.end();
-  const db = openPostgres(withDatabase(TEST_DATABASE_URL, name), { max: 10, ...opts });
+  const url = new URL(withDatabase(TEST_DATABASE_URL, name));
+  if (opts.through !== undefined) {
+    url.hostname = "127.0.0.1";
+    url.port = String(opts.through);
+  }
+  const db = openPostgres(url.toString(), {
+    max: 10,
+    ...(opts.onStatement ? { onStatement: opts.onStatement } : {}),
+  });
   const close = db.close;
   return Object.assign(db, {
     async close() {
@@ -70,6 +88,8 @@ export interface TestEnvOptions {
   clock?: () => Date;
   /** Told every statement the service sends (see OpenOptions.onStatement). */
   onStatement?: StatementObserver;
+  /** PostgreSQL: the service's connections go through this local port (see TestDatabaseOptions). */
+  databaseThrough?: number;
 }
 
 export async function createTestServices(backend: Backend, opts: TestEnvOptions = {}): Promise<Services> {
@@ -79,7 +99,10 @@ export async function createTestServices(backend: Backend, opts: TestEnvOptions 
     DEMO_DATA: "false",
     ...opts.env,
   });
-  const db = await createTestDatabase(backend, opts.onStatement ? { onStatement: opts.onStatement } : {});
+  const db = await createTestDatabase(backend, {
+    ...(opts.onStatement ? { onStatement: opts.onStatement } : {}),
+    ...(opts.databaseThrough !== undefined ? { through: opts.databaseThrough } : {}),
+  });
   const services = await openServices(config, {
     db,
     logger: createLogger("silent"),
