@@ -1,6 +1,5 @@
 // The composition root's second half: the HTTP application. Today every role runs in one process
 // (ROLE=all); the gateway and the separate backends of decisions.md §9 come with their own issue.
-import type { S3Client } from "@aws-sdk/client-s3";
 import type { FastifyInstance } from "fastify";
 import { ConfigError } from "./config.ts";
 import { createReadinessCheck } from "./db/readiness.ts";
@@ -17,12 +16,7 @@ import { writeRoutes } from "./rest/write-routes.ts";
 import { graphqlRoutes } from "./graphql/plugin.ts";
 import { protectedScope } from "./http/protected.ts";
 import { requireGatewaySecret } from "./gateway/secret.ts";
-import {
-  createDependencyHealth,
-  type DependencyProbe,
-  databaseProbe,
-  observeS3,
-} from "./observability/dependencies.ts";
+import { createDependencyHealth, type DependencyProbe, databaseProbe } from "./observability/dependencies.ts";
 import { serveMetrics } from "./observability/metrics.ts";
 import type { MediaStore } from "./media/store.ts";
 import { traceRequests } from "./observability/tracing.ts";
@@ -31,8 +25,7 @@ import type { Config } from "./types.ts";
 
 /** Object storage's state: S3's from its requests, the local directory's always there. */
 function mediaProbe(media: MediaStore): DependencyProbe {
-  const client = (media as { client?: S3Client }).client;
-  return media.kind === "s3" && client ? observeS3(client) : () => "embedded";
+  return () => media.dependencyState?.() ?? "embedded";
 }
 
 /** Roles that serve no API: only the health checks, next to their event work. */

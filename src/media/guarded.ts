@@ -25,6 +25,7 @@ export function guardMediaStore(store: MediaStore, logger: Logger): MediaStore {
     };
   return {
     kind: store.kind,
+    ...(store.dependencyState ? { dependencyState: store.dependencyState.bind(store) } : {}),
     async put(key: string, body: Readable, contentType: string) {
       let bodyFailed = false;
       body.once("error", () => {

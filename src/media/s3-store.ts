@@ -2,6 +2,7 @@
 // through lib-storage's multipart Upload, so an object of unknown length never sits in memory
 // whole (parts of 5 MB, at most 2 in flight). The SDK is loaded when a store is made: a service
 // without S3 does not carry it.
+import { observeS3 } from "../observability/dependencies.ts";
 import type { Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
 import type { MediaStore } from "./store.ts";
@@ -43,6 +44,7 @@ export async function createS3Store(opts: S3StoreOptions): Promise<MediaStore & 
       ? { credentials: { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey } }
       : {}),
   });
+  const state = observeS3(client);
   const Bucket = opts.bucket;
   const size = async (key: string) => {
     try {
@@ -56,6 +58,7 @@ export async function createS3Store(opts: S3StoreOptions): Promise<MediaStore & 
   return {
     kind: "s3",
     client,
+    dependencyState: state,
     async put(key, body: Readable, contentType) {
       const upload = new Upload({
         client,

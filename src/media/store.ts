@@ -1,6 +1,7 @@
 // Object storage for media (decisions.md §13): one interface, a local-directory backend (the
 // embedded default, DATA_DIR/media) and an S3 backend (S3-compatible servers, path-style). Keys are
 // built by src/media/keys.ts from validated parts only.
+import type { DependencyState } from "../types.ts";
 import type { Readable } from "node:stream";
 
 export interface StoredObject {
@@ -30,4 +31,6 @@ export interface MediaStore {
   /** Keys under a prefix, with their last change. */
   list(prefix: string): Promise<{ key: string; modified: Date }[]>;
   delete(keys: readonly string[]): Promise<void>;
+  /** Reachability for /healthz and dimensio_dependency_up (a local directory has none: embedded). */
+  dependencyState?(): DependencyState;
 }

@@ -99,7 +99,7 @@ export function databaseProbe(
  * the server (or got a 5xx), up after any answer of the server (a 404 too). It makes no request of
  * its own, so it reads `unknown` until media is first used.
  */
-export function observeS3(client: S3Client): DependencyProbe {
+export function observeS3(client: S3Client): () => DependencyState {
   let state: DependencyState = "unknown";
   client.middlewareStack.add(
     (next) => async (args) => {
