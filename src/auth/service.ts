@@ -62,6 +62,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
   const { config } = services;
   const options: AuthOptions = { ...DEFAULT_AUTH_OPTIONS, login: config.loginRateLimit, ...overrides };
   const redis = await openRateLimitRedis(config.redisUrl, services.logger);
+  const fallbacks = rateLimitFallbackReporter(services.logger, services.metrics.rateLimitFallbacks);
   const sessions = await createSessionCache(services.db, { ttlMs: config.sessionCacheMs });
   // Menus shape the grants a session carries: a metadata change forgets every cached session.
   const stopClearingOnMetadata = services.metadata.onChange(() => sessions.clear());
@@ -83,7 +84,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
       login: options.login,
       redis,
       prefix: options.rateLimitPrefix,
-      onFallback: rateLimitFallbackReporter(services.logger, services.metrics.rateLimitFallbacks),
+      onFallback: fallbacks,
     }),
     sessions,
     options,
@@ -126,7 +127,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
         const { session } = await verifySession(deps, request, { allowIdle: true });
         await endSession(deps, session.sessionId);
       }),
-    dependencyState: () => redisState(redis),
+    dependencyState: () => redisState(redis, fallbacks.lastAt),
     async close() {
       stopClearingOnMetadata();
       await sessions.stop();

@@ -35,13 +35,14 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
     dependencies: createDependencyHealth(probes, metrics.registry).states,
   });
   const redis = await openRateLimitRedis(config.redisUrl, logger);
-  probes.redis = () => redisState(redis);
+  const fallbacks = rateLimitFallbackReporter(logger, metrics.rateLimitFallbacks);
+  probes.redis = () => redisState(redis, fallbacks.lastAt);
   const limits = createRateLimits({
     config: { ...config.rateLimit, tenantPerMinute: 0, tenantPerHour: 0 },
     login: { perIpPerMinute: 0, perUsernamePerMinute: 0 },
     redis,
     prefix: "dimensio:gw",
-    onFallback: rateLimitFallbackReporter(logger, metrics.rateLimitFallbacks),
+    onFallback: fallbacks,
   });
   app.addHook("onClose", async () => {
     redis?.disconnect();

@@ -55,10 +55,21 @@ export function createDependencyHealth(
   return { states };
 }
 
-/** The rate limits' Redis: ioredis's own status (`embedded` without REDIS_URL: counters in memory). */
-export function redisState(redis: Pick<Redis, "status"> | null): DependencyState {
+/** How long a command Redis did not answer keeps it shown down (a silent server stays "ready"). */
+export const REDIS_SILENCE_MS = 10_000;
+
+/**
+ * The rate limits' Redis: ioredis's own status, and down too while a command it did not answer is
+ * recent (`lastFallbackAt`: a connection can stay open to a server that has gone silent).
+ * `embedded` without REDIS_URL: counters in memory.
+ */
+export function redisState(
+  redis: Pick<Redis, "status"> | null,
+  lastFallbackAt: () => number = () => 0,
+): DependencyState {
   if (redis === null) return "embedded";
-  return redis.status === "ready" ? "up" : "down";
+  if (redis.status !== "ready") return "down";
+  return Date.now() - lastFallbackAt() < REDIS_SILENCE_MS ? "down" : "up";
 }
 
 /** How long /healthz waits for the database's answer before it shows the last one it had. */

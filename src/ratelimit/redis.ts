@@ -48,6 +48,13 @@ export async function openRateLimitRedis(
   return redis;
 }
 
+/** A rate-limit fallback reporter, which also tells when Redis last failed to answer. */
+export interface FallbackReporter {
+  (window: string): void;
+  /** Date.now() of the latest decision made in memory (0: none yet). */
+  lastAt(): number;
+}
+
 /**
  * What a process does on each rate-limit decision made in memory because Redis did not answer:
  * counts it (dimensio_rate_limit_fallbacks_total, by window) and logs a line at most once a minute.
@@ -56,11 +63,13 @@ export function rateLimitFallbackReporter(
   logger: Logger,
   counter: { inc(labels: { window: string }): void },
   everyMs = 60_000,
-): (window: string) => void {
+): FallbackReporter {
   let lastLogged = 0;
-  return (window) => {
+  let last = 0;
+  const report = (window: string) => {
     counter.inc({ window });
     const now = Date.now();
+    last = now;
     if (now - lastLogged < everyMs) return;
     lastLogged = now;
     logger.warn(
@@ -68,4 +77,5 @@ export function rateLimitFallbackReporter(
       "rate limits: Redis did not answer; this process counts in memory (limits hold per process)",
     );
   };
+  return Object.assign(report, { lastAt: () => last });
 }

@@ -193,6 +193,53 @@ if (TEST_REDIS_URL) {
     });
   });
 
+  describe("Redis down: the whole API's health and anonymous calls", () => {
+    let t: TestApp;
+    let proxy: Awaited<ReturnType<typeof faultyProxy>>;
+
+    beforeAll(async () => {
+      proxy = await faultyProxy(redisUrl.hostname, Number(redisUrl.port || 6379));
+      const viaProxy = new URL(TEST_REDIS_URL!);
+      viaProxy.hostname = "127.0.0.1";
+      viaProxy.port = String(proxy.port);
+      t = await createTestApp("pglite", { fixture: "sample", env: { REDIS_URL: viaProxy.toString() } });
+    });
+    afterAll(async () => {
+      await t?.close();
+      await proxy?.close();
+    });
+
+    const timed = async (url: string) => {
+      const started = performance.now();
+      const res = await t.app.inject({ method: "GET", url });
+      return { res, ms: performance.now() - started };
+    };
+
+    it("cut or silent: /healthz and an anonymous call answer within the command timeout; /healthz shows Redis down, then up again", async () => {
+      await eventually(async () => (await timed("/healthz")).res.json().dependencies.redis === "up", {
+        what: "Redis up",
+      });
+      for (const fault of ["cut", "stall"] as const) {
+        proxy[fault]();
+        const health = await timed("/healthz");
+        expect(health.res.statusCode).toBe(200);
+        expect(health.ms).toBeLessThan(1500);
+        const anonymous = await timed("/api/v4/core/CITY?source=anag-3");
+        expect(anonymous.res.statusCode).toBe(401);
+        expect(anonymous.ms).toBeLessThan(1500);
+        await eventually(async () => (await timed("/healthz")).res.json().dependencies.redis !== "up", {
+          what: `Redis shown not up (${fault})`,
+        });
+        expect((await timed("/readyz")).res.statusCode).toBe(200);
+        proxy.restore();
+        await eventually(async () => (await timed("/healthz")).res.json().dependencies.redis === "up", {
+          what: `Redis up again after the ${fault}`,
+          timeoutMs: 20_000,
+        });
+      }
+    });
+  });
+
   describe("Redis down: rate limits of the gateway", () => {
     let backend: http.Server;
     let gateway: FastifyInstance;
