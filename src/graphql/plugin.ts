@@ -8,9 +8,10 @@ import { createYoga, type Plugin } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
 import { callerOf } from "../http/protected.ts";
+import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
 import { createSchemaCache } from "../schema/cache.ts";
-import { complexityRule } from "./complexity.ts";
+import { checkComplexity, MAX_TOKENS, tooComplex } from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
 export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
@@ -63,7 +64,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
   });
   const schemas = createSchemaCache(services.metadata, graphqlResolvers());
   app.addHook("onClose", async () => schemas.close());
-  const limits = { maxDepth: services.config.graphql.maxDepth, maxCost: services.config.graphql.maxCost };
+  const limits = services.config.graphql;
 
   const countOperations: Plugin = {
     onExecute({ args }) {
@@ -76,9 +77,24 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     },
   };
 
+  // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
+  // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
   const limitComplexity: Plugin = {
-    onValidate({ addValidationRule }) {
-      addValidationRule(complexityRule(limits));
+    onParse({ parseFn, setParseFn }) {
+      setParseFn((source, options) => {
+        try {
+          return parseFn(source, { ...options, maxTokens: MAX_TOKENS });
+        } catch (err) {
+          if (err instanceof GraphQLError && /\d+ tokens\. Parsing aborted/.test(err.message)) {
+            throw tooComplex(`The document has more than ${MAX_TOKENS} tokens.`, { max_tokens: MAX_TOKENS });
+          }
+          throw err;
+        }
+      });
+    },
+    onValidate({ params, setResult }) {
+      const refused = checkComplexity(params.schema, params.documentAST, limits);
+      if (refused) setResult([refused]);
     },
   };
 
@@ -129,6 +145,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
           services,
           readContexts: new Map(),
           pageLoaders: new Map(),
+          writeBudget: requestBudget(services.config),
         };
         const response = await yoga.handleNodeRequestAndResponse(request, reply, {
           req: request,
