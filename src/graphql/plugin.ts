@@ -11,6 +11,7 @@ import { callerOf } from "../http/protected.ts";
 import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
 import { createSchemaCache } from "../schema/cache.ts";
+import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
 import { checkComplexity, MAX_TOKENS, tooComplex } from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
@@ -50,7 +51,7 @@ function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): Graph
   );
 }
 
-export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
+export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
   // What fails before GraphQL runs (no or a bad token, a spent rate limit, a body that is not
   // JSON) answers with its REST status in GraphQL's error shape.
   app.setErrorHandler((err, request, reply) => {
@@ -114,7 +115,20 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       plugins: [limitComplexity, countOperations],
     });
 
-    let graphiqlPage: string | null = null;
+    // Rendered, hashed and compressed on the first visit (tens of MB of work), then served as is.
+    const graphiql = graphiqlAsset(async () => {
+      const { renderGraphiQL } = await import("@graphql-yoga/render-graphiql");
+      return renderGraphiQL({
+        endpoint,
+        title: "Dimensio GraphQL",
+        headers: JSON.stringify(
+          { Authorization: "Bearer <paste an access token from POST /auth/login>" },
+          null,
+          2,
+        ),
+        defaultQuery: GRAPHIQL_DEFAULT_QUERY,
+      });
+    });
     app.route({
       url: endpoint,
       method: ["GET", "POST"],
@@ -123,22 +137,21 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       handler: async (request, reply) => {
         if (wantsGraphiQL(request)) {
           // GraphiQL from the package's bundled assets (no CDN), without a token: the page's
-          // Headers tab holds the Authorization header it sends.
-          // The page's assets (tens of MB once loaded) come with the first visit, not at start.
-          if (!graphiqlPage) {
-            const { renderGraphiQL } = await import("@graphql-yoga/render-graphiql");
-            graphiqlPage = renderGraphiQL({
-              endpoint,
-              title: "Dimensio GraphQL",
-              headers: JSON.stringify(
-                { Authorization: "Bearer <paste an access token from POST /auth/login>" },
-                null,
-                2,
-              ),
-              defaultQuery: GRAPHIQL_DEFAULT_QUERY,
-            });
-          }
-          return reply.type("text/html; charset=utf-8").send(graphiqlPage);
+          // Headers tab holds the Authorization header it sends. A visit spends the client's
+          // anonymous window like any request without a token.
+          await auth.spendAnonymous(request, reply);
+          const page = await graphiql();
+          reply
+            .header("etag", page.etag)
+            .header("cache-control", "no-cache")
+            .header("vary", "Accept-Encoding")
+            .header("content-security-policy", page.csp)
+            .header("x-content-type-options", "nosniff")
+            .header("referrer-policy", "no-referrer");
+          if (notModified(request.headers["if-none-match"], page.etag)) return reply.status(304).send();
+          const encoding = chooseEncoding(request.headers["accept-encoding"]);
+          if (encoding !== "identity") reply.header("content-encoding", encoding);
+          return reply.type("text/html; charset=utf-8").send(page[encoding]);
         }
         const context: GraphQLContext = {
           caller: callerOf(request),
