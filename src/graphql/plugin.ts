@@ -3,7 +3,9 @@
 // before GraphQL runs answers in GraphQL's error shape with the REST code and status. The schema
 // is the one of the current metadata version (src/schema/cache.ts).
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { type DocumentNode, GraphQLError } from "graphql";
+import { type DocumentNode, type ExecutionResult, GraphQLError } from "graphql";
+import { decodeJwt } from "jose";
+import { bearerToken } from "../auth/request-input.ts";
 import { createYoga, type Plugin } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
@@ -12,6 +14,7 @@ import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
 import { createSchemaCache } from "../schema/cache.ts";
 import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
+import { type Admission, createSubscriptionGuard } from "./subscription-guard.ts";
 import { checkComplexity, MAX_TOKENS, tooComplex } from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
@@ -51,6 +54,92 @@ function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): Graph
   );
 }
 
+/** An error the service raised, as a GraphQL error with the REST code and status. */
+function asGraphQLError(err: unknown): GraphQLError {
+  if (err instanceof GraphQLError) return err;
+  const { error: _type, message, code, status, ...extras } = mapError(err).body;
+  return new GraphQLError(message, { extensions: { code, status, ...extras } });
+}
+
+/** The expiry (epoch seconds) of the request's bearer token, verified already; null if none. */
+function tokenExpiry(request: FastifyRequest): number | null {
+  try {
+    const { exp } = decodeJwt(bearerToken(request));
+    return typeof exp === "number" ? exp : null;
+  } catch {
+    return null;
+  }
+}
+
+interface StopSignal {
+  error: ApiError | null;
+  /** Told once when the subscription must end (set by the stream that carries it). */
+  onEnd: (() => void) | null;
+  end: (err: ApiError) => void;
+}
+
+function stopSignal(): StopSignal {
+  const signal: StopSignal = {
+    error: null,
+    onEnd: null,
+    end(err) {
+      if (signal.error) return;
+      signal.error = err;
+      signal.onEnd?.();
+    },
+  };
+  return signal;
+}
+
+/**
+ * A subscription's results until `stop` ends it: the source is closed (which answers a pending
+ * read with its end and stops its listening), then one result carries the error, then the end.
+ */
+function guarded(
+  source: AsyncIterable<ExecutionResult>,
+  stop: StopSignal,
+  release: () => void,
+): AsyncIterableIterator<ExecutionResult> {
+  const it = source[Symbol.asyncIterator]();
+  let done = false;
+  let closing: Promise<unknown> | null = null;
+  const close = () => {
+    closing ??= Promise.resolve(it.return?.()).catch(() => undefined);
+    return closing;
+  };
+  stop.onEnd = () => void close();
+  const finish = async (): Promise<IteratorResult<ExecutionResult>> => {
+    done = true;
+    release();
+    await close();
+    return { value: undefined, done: true };
+  };
+  const iterator: AsyncIterableIterator<ExecutionResult> = {
+    async next() {
+      if (done) return { value: undefined, done: true };
+      const next = stop.error ? null : await it.next();
+      if (stop.error) {
+        await finish();
+        return { value: { errors: [asGraphQLError(stop.error)] }, done: false };
+      }
+      if (next?.done) {
+        done = true;
+        release();
+      }
+      return next as IteratorResult<ExecutionResult>;
+    },
+    return: finish,
+    async throw(err) {
+      await finish();
+      throw err;
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}
+
 export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
   // What fails before GraphQL runs (no or a bad token, a spent rate limit, a body that is not
   // JSON) answers with its REST status in GraphQL's error shape.
@@ -80,6 +169,34 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
 
   // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
   // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
+  // Live subscriptions: capped, and ended when their session, token or grants no longer hold.
+  const guard = createSubscriptionGuard({
+    db: services.db,
+    clock: services.clock,
+    limits: services.config.subscriptions,
+    onError: (err) => services.logger.warn({ err }, "Re-checking live subscriptions failed"),
+  });
+  app.addHook("onClose", async () => guard.stop());
+  const guardSubscriptions: Plugin<ServerContext & GraphQLContext> = {
+    async onSubscribe({ args, setResultAndStopExecution }) {
+      const ctx = args.contextValue;
+      const stop = stopSignal();
+      let admission: Admission;
+      try {
+        admission = await guard.admit(ctx.caller.principal, tokenExpiry(ctx.req), stop.end);
+      } catch (err) {
+        setResultAndStopExecution({ errors: [asGraphQLError(err)] });
+        return;
+      }
+      return {
+        onSubscribeResult({ result, setResult }) {
+          if (Symbol.asyncIterator in result) setResult(guarded(result, stop, admission.release));
+          else admission.release();
+        },
+      };
+    },
+  };
+
   const limitComplexity: Plugin = {
     onParse({ parseFn, setParseFn }) {
       setParseFn((source, options) => {
@@ -112,7 +229,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
             ? toGraphQLError(error, (err) => services.logger.error({ err }, "GraphQL resolver failed"))
             : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } }),
       },
-      plugins: [limitComplexity, countOperations],
+      plugins: [limitComplexity, countOperations, guardSubscriptions],
     });
 
     // Rendered, hashed and compressed on the first visit (tens of MB of work), then served as is.
