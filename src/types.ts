@@ -91,7 +91,14 @@ export interface Config {
    * GraphQL operations deeper, selecting more fields, with more aliases or resolving more values
    * (lists at their limit) than this are refused (QUERY_TOO_COMPLEX; src/graphql/complexity.ts).
    */
-  graphql: { maxDepth: number; maxCost: number; maxAliases: number; maxNodes: number };
+  graphql: {
+    maxDepth: number;
+    maxCost: number;
+    maxAliases: number;
+    maxNodes: number;
+    /** A tenant's GraphQL read statements running at once in a process; the others wait. */
+    tenantStatements: number;
+  };
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
   subscriptions: { maxPerUser: number; maxPerProcess: number };
   /** meta.total is exact up to this many matching records, the planner's estimate beyond. */

@@ -15,6 +15,7 @@ import type { RouteDeps } from "../rest/deps.ts";
 import { createSchemaCache } from "../schema/cache.ts";
 import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
 import { type Admission, createSubscriptionGuard } from "./subscription-guard.ts";
+import { createTenantGate } from "./tenant-gate.ts";
 import { checkComplexity, MAX_TOKENS, tooComplex } from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
@@ -169,6 +170,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
 
   // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
   // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
+  const gate = createTenantGate(services.config.graphql.tenantStatements);
   // Live subscriptions: capped, and ended when their session, token or grants no longer hold.
   const guard = createSubscriptionGuard({
     db: services.db,
@@ -270,9 +272,11 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
           if (encoding !== "identity") reply.header("content-encoding", encoding);
           return reply.type("text/html; charset=utf-8").send(page[encoding]);
         }
+        const caller = callerOf(request);
         const context: GraphQLContext = {
-          caller: callerOf(request),
-          services,
+          caller,
+          // Reads pass the caller's tenant's gate: one operation cannot hold the database.
+          services: { ...services, readDb: gate.queryable(services.readDb, caller.principal.tenantId) },
           readContexts: new Map(),
           pageLoaders: new Map(),
           writeBudget: requestBudget(services.config),

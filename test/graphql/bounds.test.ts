@@ -27,6 +27,8 @@ describe("GraphQL request bounds", () => {
   let anna: Gql;
   let lucia: Gql;
   let statements: string[] = [];
+  let inFlight = 0;
+  let mostInFlight = 0;
 
   beforeAll(async () => {
     t = await createTestApp("pglite", {
@@ -40,9 +42,15 @@ describe("GraphQL request bounds", () => {
     anna = graphqlClient(t.app, await loginAs(t.app, "anna", SAMPLE_USERS.anna.password));
     lucia = graphqlClient(t.app, await loginAs(t.app, "lucia", SAMPLE_USERS.lucia.password));
     const query = t.services.db.query;
-    t.services.db.query = ((text: string, ...rest: unknown[]) => {
+    t.services.db.query = (async (text: string, ...rest: unknown[]) => {
       statements.push(text);
-      return (query as (...a: unknown[]) => unknown)(text, ...rest);
+      const counted = text.includes(`"TB_ANAG_CUST00"`);
+      if (counted) mostInFlight = Math.max(mostInFlight, ++inFlight);
+      try {
+        return await (query as (...a: unknown[]) => Promise<unknown>)(text, ...rest);
+      } finally {
+        if (counted) inFlight--;
+      }
     }) as typeof query;
   });
   afterAll(async () => {
@@ -168,6 +176,18 @@ describe("GraphQL request bounds", () => {
     const small = await anna(`{ CUST(source: "anag-1", limit: 5) { data { CUST_ID ADDR { ADDR_ID } } } }`);
     expect(small.body.errors).toBeUndefined();
     expect(small.body.data.CUST.data.length).toBeGreaterThan(0);
+  });
+
+  it("one tenant's aliased reads run at most GRAPHQL_TENANT_STATEMENTS at a time", async () => {
+    const counts = Array.from(
+      { length: 60 },
+      (_, i) => `c${i}: CUST_count(source: "anag-1", filter: "CREDIT_LIMIT gt ${i}")`,
+    ).join(" ");
+    mostInFlight = 0;
+    const [a, b] = await Promise.all([anna(`{ ${counts} }`), anna(`{ ${counts} }`)]);
+    expect(a.body.errors).toBeUndefined();
+    expect(Object.keys(b.body.data)).toHaveLength(60);
+    expect(mostInFlight).toBe(4);
   });
 
   it("aliased mutations share the request's record bound: nothing beyond MAX_BATCH_SIZE is written", async () => {
