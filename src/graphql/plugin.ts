@@ -275,8 +275,11 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
         const caller = callerOf(request);
         const context: GraphQLContext = {
           caller,
-          // Reads pass the caller's tenant's gate: one operation cannot hold the database.
-          services: { ...services, readDb: gate.queryable(services.readDb, caller.principal.tenantId) },
+          // Reads pass the caller's tenant's gate: one operation cannot hold the database. (The
+          // services inherited, not copied: a copy would call their lazy getters, Prisma's.)
+          services: Object.assign(Object.create(services) as typeof services, {
+            readDb: gate.queryable(services.readDb, caller.principal.tenantId),
+          }),
           readContexts: new Map(),
           pageLoaders: new Map(),
           writeBudget: requestBudget(services.config),

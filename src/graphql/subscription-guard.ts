@@ -203,7 +203,7 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
       for (const sub of [...live]) forget(sub);
       if (poll) clearInterval(poll);
       poll = null;
-      if (unlisten) await (await unlisten)();
+      if (unlisten) await unlisten.then((stop) => stop()).catch((err) => deps.onError?.(err));
     },
   };
 }
