@@ -155,7 +155,7 @@ const envSchema = z.object({
   GRAPHQL_MAX_COST: nonNegativeInt(1000).refine((n) => n >= 10, { message: "must be at least 10" }),
   GRAPHQL_MAX_ALIASES: nonNegativeInt(100),
   GRAPHQL_MAX_NODES: nonNegativeInt(100_000).refine((n) => n >= 100, { message: "must be at least 100" }),
-  GRAPHQL_TENANT_STATEMENTS: nonNegativeInt(4).refine((n) => n >= 1, { message: "must be at least 1" }),
+  GRAPHQL_TENANT_STATEMENTS: nonNegativeInt(0),
   SUBSCRIPTIONS_MAX_PER_USER: nonNegativeInt(20).refine((n) => n >= 1, { message: "must be at least 1" }),
   SUBSCRIPTIONS_MAX_PER_PROCESS: nonNegativeInt(2000).refine((n) => n >= 1, {
     message: "must be at least 1",

@@ -96,7 +96,10 @@ export interface Config {
     maxCost: number;
     maxAliases: number;
     maxNodes: number;
-    /** A tenant's GraphQL read statements running at once in a process; the others wait. */
+    /**
+     * A tenant's GraphQL read statements running at once in a process; the others wait. 0: one on
+     * the embedded database (it runs one statement at a time anyway), four on PostgreSQL.
+     */
     tenantStatements: number;
   };
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
