@@ -168,8 +168,6 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     },
   };
 
-  // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
-  // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
   // The embedded database runs one statement at a time: a tenant gains nothing from more in flight.
   const gate = createTenantGate(
     services.config.graphql.tenantStatements || (services.db.kind === "pglite" ? 1 : 4),
@@ -202,6 +200,8 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     },
   };
 
+  // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
+  // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
   const limitComplexity: Plugin = {
     onParse({ parseFn, setParseFn }) {
       setParseFn((source, options) => {
