@@ -176,6 +176,8 @@ function limitOf(node: FieldNode, defaults: Map<string, ValueNode>): number | nu
   return MAX_NUM_ROWS;
 }
 
+const NO_DEFAULTS = new Map<string, ValueNode>();
+
 class Walker {
   private readonly fragments = new Map<string, FragmentDefinitionNode>();
   private readonly measured = new Map<string, Measure>();
@@ -198,8 +200,6 @@ class Walker {
     for (const v of op.variableDefinitions ?? []) {
       if (v.defaultValue) this.defaults.set(v.variable.name.value, v.defaultValue);
     }
-    // Fragments measured for another operation may have seen other variable defaults.
-    this.measured.clear();
     const root =
       op.operation === "query"
         ? this.schema.getQueryType()
@@ -236,7 +236,12 @@ class Walker {
     // An unknown or cyclic spread costs nothing here: validation refuses it.
     if (!def || this.inProgress.has(name)) return zero();
     this.inProgress.add(name);
+    // A fragment is measured once for every operation of the document: a variable `limit` in it
+    // counts as the largest page, whatever defaults an operation gives.
+    const defaults = this.defaults;
+    this.defaults = NO_DEFAULTS;
     const m = this.selectionSet(def.selectionSet, this.compositeType(def.typeCondition.name.value));
+    this.defaults = defaults;
     this.inProgress.delete(name);
     this.measured.set(name, m);
     return m;

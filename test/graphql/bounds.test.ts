@@ -144,6 +144,20 @@ describe("GraphQL request bounds", () => {
     expect(dataStatements()).toEqual([]);
   });
 
+  it("500 operations spreading a 500-fragment chain: measured once per fragment, within the deadline", async () => {
+    const chain = [`fragment G0 on CUST { NAME }`];
+    for (let i = 1; i < 500; i++) chain.push(`fragment G${i} on CUST { ...G${i - 1} }`);
+    const ops = Array.from(
+      { length: 500 },
+      (_, i) => `query Q${i} { CUST(source: "anag-1", limit: 1) { data { ...G499 } } }`,
+    );
+    statements = [];
+    const res = await within(1000, () => anna(`${ops.join(" ")} ${chain.join(" ")}`));
+    // Valid and within every limit; yoga then asks which operation to run.
+    expect(res.body.errors[0].message).toMatch(/operation/i);
+    expect(dataStatements()).toEqual([]);
+  });
+
   it("alias bombs are refused before anything runs", async () => {
     statements = [];
     const typenames = Array.from({ length: 900 }, (_, i) => `a${i}: __typename`).join(" ");
