@@ -47,6 +47,7 @@ import {
   TypeNameMetaFieldDef,
   type ValueNode,
 } from "graphql";
+import { MAX_JSON_DEPTH } from "../json-depth.ts";
 import { DEFAULT_NUM_ROWS, MAX_NUM_ROWS } from "../query/types.ts";
 
 export interface ComplexityLimits {
@@ -63,6 +64,8 @@ export interface OperationMeasure {
   aliases: number;
   nodes: number;
   introspection: number;
+  /** The deepest nesting of lists and input objects written in an argument. */
+  inputDepth: number;
 }
 
 /**
@@ -83,7 +86,15 @@ interface Measure extends OperationMeasure {
   deferred: number;
 }
 
-const zero = (): Measure => ({ cost: 0, depth: 0, aliases: 0, nodes: 0, introspection: 0, deferred: 0 });
+const zero = (): Measure => ({
+  cost: 0,
+  depth: 0,
+  aliases: 0,
+  nodes: 0,
+  introspection: 0,
+  deferred: 0,
+  inputDepth: 0,
+});
 
 function add(into: Measure, m: Measure): void {
   into.cost += m.cost;
@@ -92,6 +103,24 @@ function add(into: Measure, m: Measure): void {
   into.nodes += m.nodes;
   into.introspection += m.introspection;
   into.deferred += m.deferred;
+  into.inputDepth = Math.max(into.inputDepth, m.inputDepth);
+}
+
+/** How deep lists and input objects nest in an argument's value (iteratively: it may be deep). */
+function valueDepth(value: ValueNode): number {
+  let deepest = 0;
+  const pending: Array<[ValueNode, number]> = [[value, 0]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [v, depth] = next;
+    if (v.kind === Kind.LIST) {
+      deepest = Math.max(deepest, depth + 1);
+      for (const item of v.values) pending.push([item, depth + 1]);
+    } else if (v.kind === Kind.OBJECT) {
+      deepest = Math.max(deepest, depth + 1);
+      for (const f of v.fields) pending.push([f.value, depth + 1]);
+    }
+  }
+  return deepest;
 }
 
 // ---------------------------------------------------------------- introspection sizes
@@ -260,7 +289,10 @@ class Walker {
     const limit = limitOf(node, this.defaults);
     // What one value of this field costs: its subfields, and the lists under it that it sizes.
     const one = sub.nodes + sub.deferred * (limit ?? DEFAULT_NUM_ROWS);
+    let inputDepth = sub.inputDepth;
+    for (const arg of node.arguments ?? []) inputDepth = Math.max(inputDepth, valueDepth(arg.value));
     const m: Measure = {
+      inputDepth,
       cost: 1 + sub.cost,
       depth: introspection ? 0 : 1 + sub.depth,
       aliases: (node.alias ? 1 : 0) + sub.aliases,
@@ -327,6 +359,12 @@ export function checkComplexity(
       return tooComplex(
         `The operation has ${shown(aliases)} aliased fields; at most ${limits.maxAliases} are allowed.`,
         { aliases: shown(aliases), max_aliases: limits.maxAliases },
+      );
+    }
+    if (measure.inputDepth > MAX_JSON_DEPTH) {
+      return tooComplex(
+        `An argument nests lists and input objects ${measure.inputDepth} levels deep; at most ${MAX_JSON_DEPTH} are allowed.`,
+        { input_depth: measure.inputDepth, max_input_depth: MAX_JSON_DEPTH },
       );
     }
     if (nodes > limits.maxNodes) {

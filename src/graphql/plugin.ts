@@ -10,6 +10,7 @@ import { createYoga, type Plugin } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
 import { callerOf } from "../http/protected.ts";
+import { MAX_JSON_DEPTH } from "../json-depth.ts";
 import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
 import { createSchemaCache } from "../schema/cache.ts";
@@ -210,6 +211,13 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
         } catch (err) {
           if (err instanceof GraphQLError && /\d+ tokens\. Parsing aborted/.test(err.message)) {
             throw tooComplex(`The document has more than ${MAX_TOKENS} tokens.`, { max_tokens: MAX_TOKENS });
+          }
+          // graphql-js parses recursively: selections or values nested thousands deep overflow it.
+          if (err instanceof RangeError) {
+            throw tooComplex("The document nests selections or values too deeply to be read.", {
+              max_depth: limits.maxDepth,
+              max_input_depth: MAX_JSON_DEPTH,
+            });
           }
           throw err;
         }

@@ -181,6 +181,32 @@ describe("GraphQL request bounds", () => {
     expect(dataStatements()).toEqual([]);
   });
 
+  it("arguments nested deeper than JSON bodies may be are refused, as literals and as variables", async () => {
+    const nested = (n: number) => `${"{_and: [".repeat(n)}{NAME: {_eq: "x"}}${"]}".repeat(n)}`;
+    const ok = await anna(`{ CUST(source: "anag-1", where: ${nested(20)}) { data { NAME } } }`);
+    expect(ok.body.errors).toBeUndefined();
+    const deep = await anna(`{ CUST(source: "anag-1", where: ${nested(100)}) { data { NAME } } }`);
+    expect(deep.body.errors[0].extensions).toMatchObject({
+      code: "QUERY_TOO_COMPLEX",
+      details: { input_depth: 202, max_input_depth: 64 },
+    });
+    // Deeper than graphql-js's recursive parser can go: refused the same way, not a 500.
+    const deeper = await anna(`{ CUST(source: "anag-1", where: ${nested(1500)}) { data { NAME } } }`);
+    expect(deeper.body.errors[0].extensions.code).toBe("QUERY_TOO_COMPLEX");
+    const selections = await anna(
+      `{ ${'CUST_by_id(source: "anag-1", id: 1) { '.repeat(1)}${"CITY { ".repeat(3000)}NAME${" }".repeat(3001)} }`,
+    );
+    expect(selections.body.errors[0].extensions.code).toBe("QUERY_TOO_COMPLEX");
+    let where: Record<string, unknown> = { NAME: { _eq: "x" } };
+    for (let i = 0; i < 1000; i++) where = { _and: [where] };
+    const variable = await anna(
+      `query ($w: CUST_where) { CUST(source: "anag-1", where: $w) { data { NAME } } }`,
+      { w: where },
+    );
+    expect(variable.status).toBe(400);
+    expect(JSON.stringify(variable.body)).not.toContain("INTERNAL_ERROR");
+  });
+
   it("list sizes multiply: limit × nested lists, a variable limit at the largest page", async () => {
     statements = [];
     const nested = await anna(
