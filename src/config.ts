@@ -195,6 +195,13 @@ const envSchema = z.object({
   COUNT_EXACT_LIMIT: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
   GRAPHQL_MAX_DEPTH: nonNegativeInt(10).refine((n) => n >= 2, { message: "must be at least 2" }),
   GRAPHQL_MAX_COST: nonNegativeInt(1000).refine((n) => n >= 10, { message: "must be at least 10" }),
+  GRAPHQL_MAX_ALIASES: nonNegativeInt(100),
+  GRAPHQL_MAX_NODES: nonNegativeInt(100_000).refine((n) => n >= 100, { message: "must be at least 100" }),
+  GRAPHQL_TENANT_STATEMENTS: nonNegativeInt(0),
+  SUBSCRIPTIONS_MAX_PER_USER: nonNegativeInt(20).refine((n) => n >= 1, { message: "must be at least 1" }),
+  SUBSCRIPTIONS_MAX_PER_PROCESS: nonNegativeInt(2000).refine((n) => n >= 1, {
+    message: "must be at least 1",
+  }),
   FIELD_MAX_BYTES: nonNegativeInt(1024 * 1024).refine((n) => n >= 1, { message: "must be at least 1" }),
   REQUEST_EVENTS_MAX_BYTES: nonNegativeInt(16 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
@@ -301,7 +308,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
     fieldMaxBytes: e.FIELD_MAX_BYTES,
-    graphql: { maxDepth: e.GRAPHQL_MAX_DEPTH, maxCost: e.GRAPHQL_MAX_COST },
+    graphql: {
+      maxDepth: e.GRAPHQL_MAX_DEPTH,
+      maxCost: e.GRAPHQL_MAX_COST,
+      maxAliases: e.GRAPHQL_MAX_ALIASES,
+      maxNodes: e.GRAPHQL_MAX_NODES,
+      tenantStatements: e.GRAPHQL_TENANT_STATEMENTS,
+    },
+    subscriptions: {
+      maxPerUser: e.SUBSCRIPTIONS_MAX_PER_USER,
+      maxPerProcess: e.SUBSCRIPTIONS_MAX_PER_PROCESS,
+    },
     countExactLimit: e.COUNT_EXACT_LIMIT,
     sessionCacheMs: e.SESSION_CACHE_MS,
     requestEventsMaxBytes: e.REQUEST_EVENTS_MAX_BYTES,

@@ -107,8 +107,23 @@ export interface Config {
   fieldMaxBytes: number;
   /** Largest total of event payloads one request may write to the outbox: 413 beyond. */
   requestEventsMaxBytes: number;
-  /** GraphQL operations deeper or with more fields than this are refused (QUERY_TOO_COMPLEX). */
-  graphql: { maxDepth: number; maxCost: number };
+  /**
+   * GraphQL operations deeper, selecting more fields, with more aliases or resolving more values
+   * (lists at their limit) than this are refused (QUERY_TOO_COMPLEX; src/graphql/complexity.ts).
+   */
+  graphql: {
+    maxDepth: number;
+    maxCost: number;
+    maxAliases: number;
+    maxNodes: number;
+    /**
+     * A tenant's GraphQL read statements running at once in a process; the others wait. 0: one on
+     * the embedded database (it runs one statement at a time anyway), four on PostgreSQL.
+     */
+    tenantStatements: number;
+  };
+  /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
+  subscriptions: { maxPerUser: number; maxPerProcess: number };
   /** meta.total is exact up to this many matching records, the planner's estimate beyond. */
   countExactLimit: number;
   /** How long a process keeps a verified session (invalidated by NOTIFY); 0: read it every time. */

@@ -51,6 +51,11 @@ export interface Auth {
    * authenticate, verify and logout: 429 once it is exhausted.
    */
   showAnonymousWindow(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /**
+   * Spends the client IP's window of calls without a token (a public page that costs work:
+   * GraphiQL's): 429 once it is exhausted, its X-RateLimit-* headers on `reply` otherwise.
+   */
+  spendAnonymous(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   /** Deletes the session of the request's token (and its refresh tokens); idle sessions too. */
   logout(request: FastifyRequest): Promise<void>;
   /** The rate limits' Redis (GET /healthz, /metrics): `embedded` when the counters are in memory. */
@@ -118,6 +123,11 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
       }),
     login: (input, request, reply) => login(deps, input, request, reply),
     refresh: (token, request, reply) => refresh(deps, token, request, reply),
+    async spendAnonymous(request, reply) {
+      const decision = await deps.limits.anonymous(request.ip);
+      if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests without a valid token");
+      if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+    },
     async showAnonymousWindow(request, reply) {
       const state = await deps.limits.peekAnonymous(request.clientAddress);
       if (state) reply.headers(rateLimitHeaders(state));

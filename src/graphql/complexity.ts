@@ -1,87 +1,384 @@
-// Depth and cost limits, checked as a validation rule: an over-deep or over-wide operation is
-// refused with QUERY_TOO_COMPLEX before anything runs. Cost is the number of fields the operation
-// would resolve per parent, fragments expanded and aliases counted (an alias is another field),
-// so `a1: CUST(…) a2: CUST(…)` costs twice what one does.
+// Depth, cost and size limits of a GraphQL operation (issue 18 §3), measured before graphql-js
+// validates it and long before anything runs: an operation over a limit is refused with
+// QUERY_TOO_COMPLEX, and graphql-js's own rules (some quadratic in repeated fields) never see it.
+//
+// One walk over the document, linear in its size: each fragment is measured once, on its type
+// condition, and its measure reused wherever it is spread (a chain of fragments spreading the next
+// one twice costs one walk, not 2^n). What is counted:
+// - `cost`: the fields the operation selects, fragments expanded, aliases and introspection
+//   fields counted (GRAPHQL_MAX_COST);
+// - `depth`: nested data fields (introspection excluded: its nesting is bounded by `introspection`)
+//   (GRAPHQL_MAX_DEPTH);
+// - `aliases`: aliased fields, fragments expanded (GRAPHQL_MAX_ALIASES);
+// - `nodes`: the values the operation would resolve, estimated: every field once per object it is
+//   resolved on, a list multiplying what is under it by its size: a field's `limit` argument (a
+//   variable counts as the largest page, MAX_NUM_ROWS), else the default page (DEFAULT_NUM_ROWS)
+//   (GRAPHQL_MAX_NODES);
+// - `introspection`: the same for introspection fields, lists sized by the schema itself (its
+//   number of types, its largest number of fields per type, of arguments per field, …); allowed up
+//   to twice what the full introspection query (GraphiQL's) costs on the current schema, or
+//   GRAPHQL_MAX_NODES if that is more.
 import {
-  type ASTVisitor,
+  type DocumentNode,
+  type FieldNode,
   type FragmentDefinitionNode,
+  type GraphQLCompositeType,
   GraphQLError,
+  type GraphQLField,
+  type GraphQLNamedType,
+  type GraphQLSchema,
+  getIntrospectionQuery,
+  getNamedType,
+  getNullableType,
+  isAbstractType,
+  isCompositeType,
+  isEnumType,
+  isInputObjectType,
+  isInterfaceType,
+  isIntrospectionType,
+  isListType,
+  isObjectType,
   Kind,
+  type OperationDefinitionNode,
+  parse,
+  SchemaMetaFieldDef,
   type SelectionSetNode,
-  type ValidationContext,
+  TypeMetaFieldDef,
+  TypeNameMetaFieldDef,
+  type ValueNode,
 } from "graphql";
+import { MAX_JSON_DEPTH } from "../json-depth.ts";
+import { DEFAULT_NUM_ROWS, MAX_NUM_ROWS } from "../query/types.ts";
 
 export interface ComplexityLimits {
   maxDepth: number;
   maxCost: number;
+  maxAliases: number;
+  maxNodes: number;
 }
 
-function tooComplex(message: string, details: Record<string, number>): GraphQLError {
+/** What one operation (or selection set) asks for. */
+export interface OperationMeasure {
+  cost: number;
+  depth: number;
+  aliases: number;
+  nodes: number;
+  introspection: number;
+  /** The deepest nesting of lists and input objects written in an argument. */
+  inputDepth: number;
+}
+
+/**
+ * The most tokens a document may have: parsing stops there (QUERY_TOO_COMPLEX). Parsing costs
+ * about a microsecond a token, on the event loop: 20,000 is ample for any operation within the
+ * other limits (large inputs belong in variables) and keeps a refused document's parse short.
+ */
+export const MAX_TOKENS = 20_000;
+
+export function tooComplex(message: string, details: Record<string, number>): GraphQLError {
   return new GraphQLError(message, {
     extensions: { code: "QUERY_TOO_COMPLEX", status: 400, details },
   });
 }
 
-function measure(
-  set: SelectionSetNode,
-  fragments: Record<string, FragmentDefinitionNode>,
-  depth: number,
-  seen: Set<string>,
-): { depth: number; cost: number } {
-  let maxDepth = depth;
-  let cost = 0;
-  for (const s of set.selections) {
-    if (s.kind === Kind.FIELD) {
-      if (s.name.value.startsWith("__")) continue;
-      cost += 1;
-      if (s.selectionSet) {
-        const inner = measure(s.selectionSet, fragments, depth + 1, seen);
-        maxDepth = Math.max(maxDepth, inner.depth);
-        cost += inner.cost;
-      }
-    } else {
-      const inner =
-        s.kind === Kind.INLINE_FRAGMENT
-          ? s.selectionSet
-          : seen.has(s.name.value)
-            ? null
-            : fragments[s.name.value]?.selectionSet;
-      if (!inner) continue;
-      const nextSeen = s.kind === Kind.FRAGMENT_SPREAD ? new Set([...seen, s.name.value]) : seen;
-      const m = measure(inner, fragments, depth, nextSeen);
-      maxDepth = Math.max(maxDepth, m.depth);
-      cost += m.cost;
-    }
-  }
-  return { depth: maxDepth, cost };
+/** A selection set's measure; `deferred` is the per-item size of lists sized by the enclosing field. */
+interface Measure extends OperationMeasure {
+  deferred: number;
 }
 
-export function complexityRule(limits: ComplexityLimits) {
-  return (context: ValidationContext): ASTVisitor => ({
-    OperationDefinition(node) {
-      const fragments: Record<string, FragmentDefinitionNode> = {};
-      for (const d of context.getDocument().definitions) {
-        if (d.kind === Kind.FRAGMENT_DEFINITION) fragments[d.name.value] = d;
-      }
-      const { depth, cost } = measure(node.selectionSet, fragments, 1, new Set());
-      if (depth > limits.maxDepth) {
-        context.reportError(
-          tooComplex(
-            `The operation is nested ${depth} levels deep; at most ${limits.maxDepth} are allowed.`,
-            {
-              depth,
-              max_depth: limits.maxDepth,
-            },
-          ),
-        );
-      } else if (cost > limits.maxCost) {
-        context.reportError(
-          tooComplex(`The operation selects ${cost} fields; at most ${limits.maxCost} are allowed.`, {
-            cost,
-            max_cost: limits.maxCost,
-          }),
-        );
-      }
+const zero = (): Measure => ({
+  cost: 0,
+  depth: 0,
+  aliases: 0,
+  nodes: 0,
+  introspection: 0,
+  deferred: 0,
+  inputDepth: 0,
+});
+
+function add(into: Measure, m: Measure): void {
+  into.cost += m.cost;
+  into.depth = Math.max(into.depth, m.depth);
+  into.aliases += m.aliases;
+  into.nodes += m.nodes;
+  into.introspection += m.introspection;
+  into.deferred += m.deferred;
+  into.inputDepth = Math.max(into.inputDepth, m.inputDepth);
+}
+
+/** How deep lists and input objects nest in an argument's value (iteratively: it may be deep). */
+function valueDepth(value: ValueNode): number {
+  let deepest = 0;
+  const pending: Array<[ValueNode, number]> = [[value, 0]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [v, depth] = next;
+    if (v.kind === Kind.LIST) {
+      deepest = Math.max(deepest, depth + 1);
+      for (const item of v.values) pending.push([item, depth + 1]);
+    } else if (v.kind === Kind.OBJECT) {
+      deepest = Math.max(deepest, depth + 1);
+      for (const f of v.fields) pending.push([f.value, depth + 1]);
+    }
+  }
+  return deepest;
+}
+
+// ---------------------------------------------------------------- introspection sizes
+
+interface SchemaSizes {
+  /** The size assumed for each introspection list field, by name. */
+  lists: Record<string, number>;
+  /** What the full introspection query costs on this schema. */
+  fullIntrospection: number;
+}
+
+const sizesBySchema = new WeakMap<GraphQLSchema, SchemaSizes>();
+
+function schemaSizes(schema: GraphQLSchema): SchemaSizes {
+  let sizes = sizesBySchema.get(schema);
+  if (sizes) return sizes;
+  const types = Object.values(schema.getTypeMap());
+  let fields = 1;
+  let inputFields = 1;
+  let enumValues = 1;
+  let interfaces = 1;
+  let possibleTypes = 1;
+  let args = 1;
+  for (const type of types) {
+    if (isObjectType(type) || isInterfaceType(type)) {
+      const own = Object.values(type.getFields());
+      fields = Math.max(fields, own.length);
+      interfaces = Math.max(interfaces, type.getInterfaces().length);
+      for (const f of own) args = Math.max(args, f.args.length);
+    }
+    if (isAbstractType(type)) possibleTypes = Math.max(possibleTypes, schema.getPossibleTypes(type).length);
+    if (isInputObjectType(type)) inputFields = Math.max(inputFields, Object.keys(type.getFields()).length);
+    if (isEnumType(type)) enumValues = Math.max(enumValues, type.getValues().length);
+  }
+  for (const d of schema.getDirectives()) args = Math.max(args, d.args.length);
+  sizes = {
+    lists: {
+      types: types.length,
+      fields,
+      inputFields,
+      enumValues,
+      interfaces,
+      possibleTypes,
+      args,
+      directives: Math.max(1, schema.getDirectives().length),
     },
-  });
+    fullIntrospection: 0,
+  };
+  sizesBySchema.set(schema, sizes);
+  const full = parse(
+    getIntrospectionQuery({
+      descriptions: true,
+      specifiedByUrl: true,
+      directiveIsRepeatable: true,
+      schemaDescription: true,
+      inputValueDeprecation: true,
+      oneOf: true,
+    }),
+  );
+  sizes.fullIntrospection = Math.max(0, ...measureDocument(schema, full).map((m) => m.measure.introspection));
+  return sizes;
+}
+
+// ---------------------------------------------------------------- the walk
+
+function fieldDef(parent: GraphQLCompositeType | null, name: string): GraphQLField<unknown, unknown> | null {
+  if (name === "__typename") return TypeNameMetaFieldDef;
+  if (name === "__schema") return SchemaMetaFieldDef;
+  if (name === "__type") return TypeMetaFieldDef;
+  if (parent && (isObjectType(parent) || isInterfaceType(parent))) return parent.getFields()[name] ?? null;
+  return null;
+}
+
+/** A `limit` argument's size: a literal as given, a variable as its default or the largest page. */
+function limitOf(node: FieldNode, defaults: Map<string, ValueNode>): number | null {
+  const arg = node.arguments?.find((a) => a.name.value === "limit");
+  if (!arg) return null;
+  let value: ValueNode | undefined = arg.value;
+  if (value.kind === Kind.VARIABLE) value = defaults.get(value.name.value);
+  if (value?.kind === Kind.INT) return Math.max(0, Number(value.value));
+  if (value?.kind === Kind.NULL) return DEFAULT_NUM_ROWS;
+  return MAX_NUM_ROWS;
+}
+
+const NO_DEFAULTS = new Map<string, ValueNode>();
+
+class Walker {
+  private readonly fragments = new Map<string, FragmentDefinitionNode>();
+  private readonly measured = new Map<string, Measure>();
+  private readonly inProgress = new Set<string>();
+  private defaults = new Map<string, ValueNode>();
+
+  constructor(
+    private readonly schema: GraphQLSchema,
+    document: DocumentNode,
+    private readonly sizes: SchemaSizes | null,
+  ) {
+    for (const d of document.definitions) {
+      if (d.kind === Kind.FRAGMENT_DEFINITION && !this.fragments.has(d.name.value))
+        this.fragments.set(d.name.value, d);
+    }
+  }
+
+  operation(op: OperationDefinitionNode): OperationMeasure {
+    this.defaults = new Map();
+    for (const v of op.variableDefinitions ?? []) {
+      if (v.defaultValue) this.defaults.set(v.variable.name.value, v.defaultValue);
+    }
+    const root =
+      op.operation === "query"
+        ? this.schema.getQueryType()
+        : op.operation === "mutation"
+          ? this.schema.getMutationType()
+          : this.schema.getSubscriptionType();
+    const m = this.selectionSet(op.selectionSet, root ?? null);
+    const { deferred, ...measure } = m;
+    measure.nodes += deferred * DEFAULT_NUM_ROWS;
+    return measure;
+  }
+
+  private selectionSet(set: SelectionSetNode, parent: GraphQLCompositeType | null): Measure {
+    const total = zero();
+    for (const s of set.selections) {
+      if (s.kind === Kind.FIELD) add(total, this.field(s, parent));
+      else if (s.kind === Kind.INLINE_FRAGMENT) {
+        const type = s.typeCondition ? this.compositeType(s.typeCondition.name.value) : parent;
+        add(total, this.selectionSet(s.selectionSet, type));
+      } else add(total, this.fragment(s.name.value));
+    }
+    return total;
+  }
+
+  private compositeType(name: string): GraphQLCompositeType | null {
+    const type = this.schema.getType(name);
+    return type && isCompositeType(type) ? type : null;
+  }
+
+  private fragment(name: string): Measure {
+    const done = this.measured.get(name);
+    if (done) return done;
+    const def = this.fragments.get(name);
+    // An unknown or cyclic spread costs nothing here: validation refuses it.
+    if (!def || this.inProgress.has(name)) return zero();
+    this.inProgress.add(name);
+    // A fragment is measured once for every operation of the document: a variable `limit` in it
+    // counts as the largest page, whatever defaults an operation gives.
+    const defaults = this.defaults;
+    this.defaults = NO_DEFAULTS;
+    const m = this.selectionSet(def.selectionSet, this.compositeType(def.typeCondition.name.value));
+    this.defaults = defaults;
+    this.inProgress.delete(name);
+    this.measured.set(name, m);
+    return m;
+  }
+
+  private field(node: FieldNode, parent: GraphQLCompositeType | null): Measure {
+    const name = node.name.value;
+    const def = fieldDef(parent, name);
+    const introspection =
+      name === "__schema" || name === "__type" || (parent !== null && isIntrospectionType(parent));
+    const type = def ? getNullableType(def.type) : null;
+    const named: GraphQLNamedType | null = def ? getNamedType(def.type) : null;
+    const sub = node.selectionSet
+      ? this.selectionSet(node.selectionSet, named && isCompositeType(named) ? named : null)
+      : zero();
+    const limit = limitOf(node, this.defaults);
+    // What one value of this field costs: its subfields, and the lists under it that it sizes.
+    const one = sub.nodes + sub.deferred * (limit ?? DEFAULT_NUM_ROWS);
+    let inputDepth = sub.inputDepth;
+    for (const arg of node.arguments ?? []) inputDepth = Math.max(inputDepth, valueDepth(arg.value));
+    const m: Measure = {
+      inputDepth,
+      cost: 1 + sub.cost,
+      depth: introspection ? 0 : 1 + sub.depth,
+      aliases: (node.alias ? 1 : 0) + sub.aliases,
+      nodes: 0,
+      introspection: 0,
+      deferred: 0,
+    };
+    const list = type !== null && isListType(type);
+    if (introspection) {
+      const size = list ? Math.max(1, this.sizes?.lists[name] ?? 1) : 1;
+      m.introspection = 1 + size * (one + sub.introspection);
+    } else if (list && limit === null && node.selectionSet) {
+      // A page's `data`: as many items as the enclosing field's limit.
+      m.nodes = 1;
+      m.deferred = one;
+      m.introspection = DEFAULT_NUM_ROWS * sub.introspection;
+    } else {
+      const size = list && node.selectionSet ? (limit ?? DEFAULT_NUM_ROWS) : 1;
+      m.nodes = 1 + size * one;
+      m.introspection = size * sub.introspection;
+    }
+    return m;
+  }
+}
+
+/** Each operation of the document with its measure. */
+export function measureDocument(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  sizes: SchemaSizes | null = null,
+): Array<{ operation: OperationDefinitionNode; measure: OperationMeasure }> {
+  const walker = new Walker(schema, document, sizes ?? (sizesBySchema.get(schema) || null));
+  return document.definitions
+    .filter((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION)
+    .map((operation) => ({ operation, measure: walker.operation(operation) }));
+}
+
+const shown = (n: number) =>
+  Number.isFinite(n) && n < Number.MAX_SAFE_INTEGER ? Math.round(n) : Number.MAX_SAFE_INTEGER;
+
+/** The first limit the document's operations break, as a QUERY_TOO_COMPLEX error; null when none. */
+export function checkComplexity(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  limits: ComplexityLimits,
+): GraphQLError | null {
+  const sizes = schemaSizes(schema);
+  const maxIntrospection = Math.max(limits.maxNodes, 2 * sizes.fullIntrospection);
+  for (const { measure } of measureDocument(schema, document, sizes)) {
+    const { depth, cost, aliases, nodes, introspection } = measure;
+    if (depth > limits.maxDepth) {
+      return tooComplex(
+        `The operation is nested ${depth} levels deep; at most ${limits.maxDepth} are allowed.`,
+        { depth, max_depth: limits.maxDepth },
+      );
+    }
+    if (cost > limits.maxCost) {
+      return tooComplex(
+        `The operation selects ${shown(cost)} fields; at most ${limits.maxCost} are allowed.`,
+        { cost: shown(cost), max_cost: limits.maxCost },
+      );
+    }
+    if (aliases > limits.maxAliases) {
+      return tooComplex(
+        `The operation has ${shown(aliases)} aliased fields; at most ${limits.maxAliases} are allowed.`,
+        { aliases: shown(aliases), max_aliases: limits.maxAliases },
+      );
+    }
+    if (measure.inputDepth > MAX_JSON_DEPTH) {
+      return tooComplex(
+        `An argument nests lists and input objects ${measure.inputDepth} levels deep; at most ${MAX_JSON_DEPTH} are allowed.`,
+        { input_depth: measure.inputDepth, max_input_depth: MAX_JSON_DEPTH },
+      );
+    }
+    if (nodes > limits.maxNodes) {
+      return tooComplex(
+        `The operation would resolve about ${shown(nodes)} values (lists counted at their limit); at most ${limits.maxNodes} are allowed.`,
+        { nodes: shown(nodes), max_nodes: limits.maxNodes },
+      );
+    }
+    if (introspection > maxIntrospection) {
+      return tooComplex(
+        `The operation's introspection would resolve about ${shown(introspection)} values; at most ${shown(maxIntrospection)} are allowed (twice a full introspection of the schema).`,
+        { introspection: shown(introspection), max_introspection: shown(maxIntrospection) },
+      );
+    }
+  }
+  return null;
 }

@@ -3,14 +3,21 @@
 // before GraphQL runs answers in GraphQL's error shape with the REST code and status. The schema
 // is the one of the current metadata version (src/schema/cache.ts).
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { type DocumentNode, GraphQLError } from "graphql";
+import { type DocumentNode, type ExecutionResult, GraphQLError } from "graphql";
+import { decodeJwt } from "jose";
+import { bearerToken } from "../auth/request-input.ts";
 import { createYoga, type Plugin } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
 import { callerOf } from "../http/protected.ts";
+import { MAX_JSON_DEPTH } from "../json-depth.ts";
+import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
 import { createSchemaCache } from "../schema/cache.ts";
-import { complexityRule } from "./complexity.ts";
+import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
+import { type Admission, createSubscriptionGuard } from "./subscription-guard.ts";
+import { createTenantGate } from "./tenant-gate.ts";
+import { checkComplexity, MAX_TOKENS, tooComplex } from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
 export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
@@ -49,7 +56,93 @@ function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): Graph
   );
 }
 
-export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
+/** An error the service raised, as a GraphQL error with the REST code and status. */
+function asGraphQLError(err: unknown): GraphQLError {
+  if (err instanceof GraphQLError) return err;
+  const { error: _type, message, code, status, ...extras } = mapError(err).body;
+  return new GraphQLError(message, { extensions: { code, status, ...extras } });
+}
+
+/** The expiry (epoch seconds) of the request's bearer token, verified already; null if none. */
+function tokenExpiry(request: FastifyRequest): number | null {
+  try {
+    const { exp } = decodeJwt(bearerToken(request));
+    return typeof exp === "number" ? exp : null;
+  } catch {
+    return null;
+  }
+}
+
+interface StopSignal {
+  error: ApiError | null;
+  /** Told once when the subscription must end (set by the stream that carries it). */
+  onEnd: (() => void) | null;
+  end: (err: ApiError) => void;
+}
+
+function stopSignal(): StopSignal {
+  const signal: StopSignal = {
+    error: null,
+    onEnd: null,
+    end(err) {
+      if (signal.error) return;
+      signal.error = err;
+      signal.onEnd?.();
+    },
+  };
+  return signal;
+}
+
+/**
+ * A subscription's results until `stop` ends it: the source is closed (which answers a pending
+ * read with its end and stops its listening), then one result carries the error, then the end.
+ */
+function guarded(
+  source: AsyncIterable<ExecutionResult>,
+  stop: StopSignal,
+  release: () => void,
+): AsyncIterableIterator<ExecutionResult> {
+  const it = source[Symbol.asyncIterator]();
+  let done = false;
+  let closing: Promise<unknown> | null = null;
+  const close = () => {
+    closing ??= Promise.resolve(it.return?.()).catch(() => undefined);
+    return closing;
+  };
+  stop.onEnd = () => void close();
+  const finish = async (): Promise<IteratorResult<ExecutionResult>> => {
+    done = true;
+    release();
+    await close();
+    return { value: undefined, done: true };
+  };
+  const iterator: AsyncIterableIterator<ExecutionResult> = {
+    async next() {
+      if (done) return { value: undefined, done: true };
+      const next = stop.error ? null : await it.next();
+      if (stop.error) {
+        await finish();
+        return { value: { errors: [asGraphQLError(stop.error)] }, done: false };
+      }
+      if (next?.done) {
+        done = true;
+        release();
+      }
+      return next as IteratorResult<ExecutionResult>;
+    },
+    return: finish,
+    async throw(err) {
+      await finish();
+      throw err;
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}
+
+export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
   // What fails before GraphQL runs (no or a bad token, a spent rate limit, a body that is not
   // JSON) answers with its REST status in GraphQL's error shape.
   app.setErrorHandler((err, request, reply) => {
@@ -63,7 +156,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
   });
   const schemas = createSchemaCache(services.metadata, graphqlResolvers());
   app.addHook("onClose", async () => schemas.close());
-  const limits = { maxDepth: services.config.graphql.maxDepth, maxCost: services.config.graphql.maxCost };
+  const limits = services.config.graphql;
 
   const countOperations: Plugin = {
     onExecute({ args }) {
@@ -76,9 +169,63 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     },
   };
 
+  // The embedded database runs one statement at a time: a tenant gains nothing from more in flight.
+  const gate = createTenantGate(
+    services.config.graphql.tenantStatements || (services.db.kind === "pglite" ? 1 : 4),
+  );
+  // Live subscriptions: capped, and ended when their session, token or grants no longer hold.
+  const guard = createSubscriptionGuard({
+    db: services.db,
+    clock: services.clock,
+    limits: services.config.subscriptions,
+    onError: (err) => services.logger.warn({ err }, "Re-checking live subscriptions failed"),
+  });
+  app.addHook("onClose", async () => guard.stop());
+  const guardSubscriptions: Plugin<ServerContext & GraphQLContext> = {
+    async onSubscribe({ args, setResultAndStopExecution }) {
+      const ctx = args.contextValue;
+      const stop = stopSignal();
+      let admission: Admission;
+      try {
+        admission = await guard.admit(ctx.caller.principal, tokenExpiry(ctx.req), stop.end);
+      } catch (err) {
+        setResultAndStopExecution({ errors: [asGraphQLError(err)] });
+        return;
+      }
+      return {
+        onSubscribeResult({ result, setResult }) {
+          if (Symbol.asyncIterator in result) setResult(guarded(result, stop, admission.release));
+          else admission.release();
+        },
+      };
+    },
+  };
+
+  // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
+  // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
   const limitComplexity: Plugin = {
-    onValidate({ addValidationRule }) {
-      addValidationRule(complexityRule(limits));
+    onParse({ parseFn, setParseFn }) {
+      setParseFn((source, options) => {
+        try {
+          return parseFn(source, { ...options, maxTokens: MAX_TOKENS });
+        } catch (err) {
+          if (err instanceof GraphQLError && /\d+ tokens\. Parsing aborted/.test(err.message)) {
+            throw tooComplex(`The document has more than ${MAX_TOKENS} tokens.`, { max_tokens: MAX_TOKENS });
+          }
+          // graphql-js parses recursively: selections or values nested thousands deep overflow it.
+          if (err instanceof RangeError) {
+            throw tooComplex("The document nests selections or values too deeply to be read.", {
+              max_depth: limits.maxDepth,
+              max_input_depth: MAX_JSON_DEPTH,
+            });
+          }
+          throw err;
+        }
+      });
+    },
+    onValidate({ params, setResult }) {
+      const refused = checkComplexity(params.schema, params.documentAST, limits);
+      if (refused) setResult([refused]);
     },
   };
 
@@ -95,10 +242,23 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
             ? toGraphQLError(error, (err) => services.logger.error({ err }, "GraphQL resolver failed"))
             : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } }),
       },
-      plugins: [limitComplexity, countOperations],
+      plugins: [limitComplexity, countOperations, guardSubscriptions],
     });
 
-    let graphiqlPage: string | null = null;
+    // Rendered, hashed and compressed on the first visit (tens of MB of work), then served as is.
+    const graphiql = graphiqlAsset(async () => {
+      const { renderGraphiQL } = await import("@graphql-yoga/render-graphiql");
+      return renderGraphiQL({
+        endpoint,
+        title: "Dimensio GraphQL",
+        headers: JSON.stringify(
+          { Authorization: "Bearer <paste an access token from POST /auth/login>" },
+          null,
+          2,
+        ),
+        defaultQuery: GRAPHIQL_DEFAULT_QUERY,
+      });
+    });
     app.route({
       url: endpoint,
       method: ["GET", "POST"],
@@ -107,28 +267,33 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       handler: async (request, reply) => {
         if (wantsGraphiQL(request)) {
           // GraphiQL from the package's bundled assets (no CDN), without a token: the page's
-          // Headers tab holds the Authorization header it sends.
-          // The page's assets (tens of MB once loaded) come with the first visit, not at start.
-          if (!graphiqlPage) {
-            const { renderGraphiQL } = await import("@graphql-yoga/render-graphiql");
-            graphiqlPage = renderGraphiQL({
-              endpoint,
-              title: "Dimensio GraphQL",
-              headers: JSON.stringify(
-                { Authorization: "Bearer <paste an access token from POST /auth/login>" },
-                null,
-                2,
-              ),
-              defaultQuery: GRAPHIQL_DEFAULT_QUERY,
-            });
-          }
-          return reply.type("text/html; charset=utf-8").send(graphiqlPage);
+          // Headers tab holds the Authorization header it sends. A visit spends the client's
+          // anonymous window like any request without a token.
+          await auth.spendAnonymous(request, reply);
+          const page = await graphiql();
+          reply
+            .header("etag", page.etag)
+            .header("cache-control", "no-cache")
+            .header("vary", "Accept-Encoding")
+            .header("content-security-policy", page.csp)
+            .header("x-content-type-options", "nosniff")
+            .header("referrer-policy", "no-referrer");
+          if (notModified(request.headers["if-none-match"], page.etag)) return reply.status(304).send();
+          const encoding = chooseEncoding(request.headers["accept-encoding"]);
+          if (encoding !== "identity") reply.header("content-encoding", encoding);
+          return reply.type("text/html; charset=utf-8").send(page[encoding]);
         }
+        const caller = callerOf(request);
         const context: GraphQLContext = {
-          caller: callerOf(request),
-          services,
+          caller,
+          // Reads pass the caller's tenant's gate: one operation cannot hold the database. (The
+          // services inherited, not copied: a copy would call their lazy getters, Prisma's.)
+          services: Object.assign(Object.create(services) as typeof services, {
+            readDb: gate.queryable(services.readDb, caller.principal.tenantId),
+          }),
           readContexts: new Map(),
           pageLoaders: new Map(),
+          writeBudget: requestBudget(services.config),
         };
         const response = await yoga.handleNodeRequestAndResponse(request, reply, {
           req: request,

@@ -34,6 +34,7 @@ import { getDocument } from "../resolvers/read/documents.ts";
 import type { DataRecord } from "../resolvers/read/common.ts";
 import { batchCreate } from "../resolvers/write/batch.ts";
 import { runCommand } from "../resolvers/write/commands.ts";
+import type { RequestBudget } from "../resolvers/write/context.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
 import type { SchemaResolvers } from "../schema/build.ts";
@@ -48,6 +49,8 @@ export interface GraphQLContext {
   readContexts: Map<string, ReadContext>;
   /** Loaders of reverse relations with their own arguments, per relation, context and arguments. */
   pageLoaders: Map<string, DataLoader<string | number, DataRecord[], string>>;
+  /** The operation's write bounds, spent by every mutation field together (issue 18). */
+  writeBudget: RequestBudget;
 }
 
 interface ContextArgs {
@@ -250,6 +253,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
     metadata: ctx.services.metadata,
     config: ctx.services.config,
     commands: ctx.services.commands,
+    budget: ctx.writeBudget,
   });
 
   return {

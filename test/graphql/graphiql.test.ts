@@ -54,6 +54,11 @@ describe("GraphiQL in headless Chromium", () => {
     const token = await loginAs(t.app, "anna", SAMPLE_USERS.anna.password);
     const page = await browser.newPage();
     const external: string[] = [];
+    // The page's own Content-Security-Policy must not block anything it needs.
+    const blocked: string[] = [];
+    page.on("console", (m) => {
+      if (/Content Security Policy/i.test(m.text())) blocked.push(m.text());
+    });
     page.on("request", (r) => {
       const url = r.url();
       if (!url.startsWith(base) && !url.startsWith("blob:") && !url.startsWith("data:")) external.push(url);
@@ -87,6 +92,7 @@ describe("GraphiQL in headless Chromium", () => {
     await mkdir(OUTPUT, { recursive: true });
     await page.screenshot({ path: path.join(OUTPUT, "graphiql.png"), fullPage: true });
     expect(external).toEqual([]);
+    expect(blocked).toEqual([]);
     await page.close();
   });
 });

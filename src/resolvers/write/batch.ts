@@ -7,7 +7,14 @@ import type { BatchItemResult, BatchResult, RequestContext, WriteResult } from "
 import type { WriteContext } from "./context.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
-import { checkBatchSize, recordsInCreate, runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
+import {
+  checkBatchSize,
+  recordsInCreate,
+  runWrite,
+  spendRecords,
+  type WriteDeps,
+  type WriteOptions,
+} from "./pipeline.ts";
 import { lockRecordIds } from "./record-store.ts";
 import { updateRecord } from "./update.ts";
 
@@ -76,7 +83,7 @@ export async function batchCreate(
 ): Promise<BatchResult> {
   checkBatchSize(deps, items.length);
   const model = deps.metadata.current();
-  checkBatchSize(
+  spendRecords(
     deps,
     items.reduce<number>((n, item) => n + recordsInCreate(model, dimCode, item), 0),
   );
@@ -99,7 +106,7 @@ export async function batchUpdate(
   items: readonly unknown[],
   opts: WriteOptions = {},
 ): Promise<BatchResult> {
-  checkBatchSize(deps, items.length);
+  spendRecords(deps, items.length);
   return runWrite(deps, ctx, dimCode, "update", opts, async (w, dim) => {
     const targetOf = (item: unknown): unknown => {
       const o = item && typeof item === "object" ? (item as Item) : {};
@@ -136,7 +143,7 @@ export async function batchDelete(
   force: boolean,
   opts: WriteOptions = {},
 ): Promise<BatchResult> {
-  checkBatchSize(deps, ids.length);
+  spendRecords(deps, ids.length);
   const access = force ? "force_delete" : "delete";
   return runWrite(deps, ctx, dimCode, access, opts, async (w, dim) => {
     await lockRecordIds(w, dim, ids);

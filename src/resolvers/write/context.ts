@@ -13,9 +13,32 @@ export interface WriteLimits {
   events: { maxBytes: number; usedBytes: number };
 }
 
-export function writeLimits(config: { fieldMaxBytes: number; requestEventsMaxBytes: number }): WriteLimits {
+export function writeLimits(
+  config: { fieldMaxBytes: number; requestEventsMaxBytes: number },
+  budget?: RequestBudget,
+): WriteLimits {
   return {
     fieldMaxBytes: config.fieldMaxBytes,
+    events: budget?.events ?? { maxBytes: config.requestEventsMaxBytes, usedBytes: 0 },
+  };
+}
+
+/**
+ * The write bounds of one request made of several writes (a GraphQL operation's mutation fields,
+ * issue 18): the records (MAX_BATCH_SIZE) and event bytes (REQUEST_EVENTS_MAX_BYTES) every write
+ * of the request spends together, so that aliases cannot multiply them.
+ */
+export interface RequestBudget {
+  records: { max: number; used: number };
+  events: { maxBytes: number; usedBytes: number };
+}
+
+export function requestBudget(config: {
+  maxBatchSize: number;
+  requestEventsMaxBytes: number;
+}): RequestBudget {
+  return {
+    records: { max: config.maxBatchSize, used: 0 },
     events: { maxBytes: config.requestEventsMaxBytes, usedBytes: 0 },
   };
 }

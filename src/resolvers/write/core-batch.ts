@@ -18,6 +18,7 @@ import {
   authorizeWriteStep,
   type WriteAccess,
   checkBatchSize,
+  spendRecords,
   recordsInCreate,
   inWriteTransaction,
   type WriteDeps,
@@ -197,7 +198,7 @@ export async function runCoreBatch(
   const ops = parseCoreBatch(body);
   checkBatchSize(deps, ops.length);
   const model = deps.metadata.current();
-  checkBatchSize(
+  spendRecords(
     deps,
     ops.reduce((n, op) => n + (op.method === "POST" ? recordsInCreate(model, op.dim, op.data) : 1), 0),
   );

@@ -4,7 +4,7 @@
 import type { RequestContext, WriteOutcome } from "../../types.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
-import { checkBatchSize, recordsInCreate, runWrite, type WriteDeps, type WriteOptions } from "./pipeline.ts";
+import { recordsInCreate, runWrite, spendRecords, type WriteDeps, type WriteOptions } from "./pipeline.ts";
 import { withVisible } from "./present.ts";
 import type { Trec } from "./state.ts";
 import { type UpdateMode, updateRecord } from "./update.ts";
@@ -16,7 +16,7 @@ export function createOne(
   data: Record<string, unknown>,
   opts: WriteOptions = {},
 ): Promise<WriteOutcome> {
-  checkBatchSize(deps, recordsInCreate(deps.metadata.current(), dimCode, data));
+  spendRecords(deps, recordsInCreate(deps.metadata.current(), dimCode, data));
   return runWrite(deps, ctx, dimCode, "create", opts, async (w, dim) =>
     withVisible(ctx, w.model, await createRecord(w, dim, data)),
   );
@@ -32,6 +32,7 @@ export function updateOne(
   opts: WriteOptions = {},
   expectFrom?: readonly Trec[],
 ): Promise<WriteOutcome> {
+  spendRecords(deps, 1);
   return runWrite(deps, ctx, dimCode, "update", opts, async (w, dim) =>
     withVisible(ctx, w.model, await updateRecord(w, dim, id, data, mode, expectFrom)),
   );
@@ -46,6 +47,7 @@ export function deleteOne(
   opts: WriteOptions = {},
 ): Promise<WriteOutcome> {
   const access = force ? "force_delete" : "delete";
+  spendRecords(deps, 1);
   return runWrite(deps, ctx, dimCode, access, opts, async (w, dim) =>
     withVisible(ctx, w.model, await deleteRecord(w, dim, id, force)),
   );

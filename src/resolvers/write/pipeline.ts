@@ -4,10 +4,14 @@ import { type AuthorizedDimension, authorizeWrite } from "../../auth/authorize.t
 import { NotFoundError, PayloadTooLargeError } from "../../errors.ts";
 import type { Services } from "../../services.ts";
 import type { Access, DimensionDef, MetadataModel, RequestContext } from "../../types.ts";
-import type { StepHook, WriteContext } from "./context.ts";
+import type { RequestBudget, StepHook, WriteContext } from "./context.ts";
 import { step, writeLimits } from "./context.ts";
 
-export type WriteDeps = Pick<Services, "db" | "metadata" | "config">;
+/**
+ * What a write needs; `budget` when the request is several writes (a GraphQL operation): they
+ * spend one request's bounds together. Without it, each call is a request of its own.
+ */
+export type WriteDeps = Pick<Services, "db" | "metadata" | "config"> & { budget?: RequestBudget };
 
 export interface WriteOptions {
   /** Test seam: told each pipeline step; throwing there aborts the write. */
@@ -51,7 +55,7 @@ export function inWriteTransaction<T>(
       model,
       now: ctx.now(),
       trusted: false,
-      limits: writeLimits(deps.config),
+      limits: writeLimits(deps.config, deps.budget),
     };
     if (opts.onStep) w.onStep = opts.onStep;
     const result = await fn(w);
@@ -80,12 +84,24 @@ export async function runWrite<T>(
  */
 export function checkBatchSize(deps: WriteDeps, count: number): void {
   const max = deps.config.maxBatchSize;
-  if (count > max) {
+  const earlier = deps.budget?.records.used ?? 0;
+  if (earlier + count > max) {
     throw new PayloadTooLargeError(
-      `A request writes at most ${max} records, cascaded children included; this one holds ${count}.`,
-      { max_batch_size: max, count },
+      earlier
+        ? `A request writes at most ${max} records, cascaded children included; its earlier operations wrote ${earlier} and this one holds ${count}.`
+        : `A request writes at most ${max} records, cascaded children included; this one holds ${count}.`,
+      { max_batch_size: max, count: earlier + count },
     );
   }
+}
+
+/**
+ * checkBatchSize, then the records are spent from the request's budget (when it has one): the
+ * count a write stands for is taken before it runs, whatever its outcome.
+ */
+export function spendRecords(deps: WriteDeps, count: number): void {
+  checkBatchSize(deps, count);
+  if (deps.budget) deps.budget.records.used += count;
 }
 
 /**

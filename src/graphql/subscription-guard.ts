@@ -1,0 +1,209 @@
+// The live GraphQL subscriptions of this process (issue 18 §3): capped per user and per process,
+// and each ended when what authorized it no longer holds: its session ended (logout, a
+// deactivated user), its access token expired, or the user's grants or peso changed. The
+// database announces every such change on "dimensio_sessions" (migration 0006, as for the
+// session cache); a notice re-reads the sessions it concerns, and a slow safety-net poll covers a
+// lost listening connection. Ending a subscription delivers one error result, then completes.
+import { grantsHash } from "../auth/profile.ts";
+import { SESSIONS_CHANNEL } from "../auth/session-cache.ts";
+import { findSession, type StoredSession } from "../auth/sessions.ts";
+import { ApiError, AuthenticationError } from "../errors.ts";
+import type { Database, Principal } from "../types.ts";
+
+export class TooManySubscriptionsError extends ApiError {
+  constructor(scope: "user" | "process", max: number) {
+    super(
+      429,
+      "TOO_MANY_SUBSCRIPTIONS",
+      "RateLimitExceeded",
+      scope === "user"
+        ? `A user holds at most ${max} live subscriptions here; end one first.`
+        : `This server holds at most ${max} live subscriptions; try again later.`,
+      { details: scope === "user" ? { max_per_user: max } : { max_per_process: max } },
+    );
+  }
+}
+
+export class GrantsChangedError extends ApiError {
+  constructor() {
+    super(
+      403,
+      "GRANTS_CHANGED",
+      "Forbidden",
+      "The user's grants changed since the subscription started; subscribe again.",
+    );
+  }
+}
+
+export interface GuardDeps {
+  db: Database;
+  clock: () => Date;
+  limits: { maxPerUser: number; maxPerProcess: number };
+  onError?: (err: unknown) => void;
+  /** The safety-net re-check of every live subscription (the notices do the work). */
+  pollMs?: number;
+}
+
+export interface Admission {
+  /** Ends the subscription's watch (the stream ended on its own). */
+  release(): void;
+}
+
+interface Live {
+  principal: Principal;
+  /** The user's grants and peso when it started. */
+  baseline: string | null;
+  timer: NodeJS.Timeout | null;
+  end: (err: ApiError) => void;
+}
+
+export interface SubscriptionGuard {
+  /**
+   * Admits a subscription of `principal` whose token expires at `expiresAt` (epoch seconds), or
+   * throws TooManySubscriptionsError; `end` is called once if it must stop.
+   */
+  admit(principal: Principal, expiresAt: number | null, end: (err: ApiError) => void): Promise<Admission>;
+  /** Live subscriptions: in all, and of one user. */
+  count(userId?: string): number;
+  stop(): Promise<void>;
+}
+
+const key = (s: Pick<StoredSession, "currentGrants" | "currentPeso">) =>
+  `${grantsHash(s.currentGrants)}:${s.currentPeso ?? ""}`;
+
+export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
+  const live = new Set<Live>();
+  const perUser = new Map<string, number>();
+  let unlisten: Promise<() => Promise<void>> | null = null;
+  let poll: NodeJS.Timeout | null = null;
+  let stopped = false;
+
+  function forget(sub: Live) {
+    if (!live.delete(sub)) return;
+    if (sub.timer) clearTimeout(sub.timer);
+    const n = (perUser.get(sub.principal.userId) ?? 1) - 1;
+    if (n > 0) perUser.set(sub.principal.userId, n);
+    else perUser.delete(sub.principal.userId);
+    if (live.size === 0 && poll) {
+      clearInterval(poll);
+      poll = null;
+    }
+  }
+
+  function endWith(sub: Live, err: ApiError) {
+    if (!live.has(sub)) return;
+    forget(sub);
+    sub.end(err);
+  }
+
+  /** Re-reads the sessions of `subs` and ends those whose authorization no longer holds. */
+  async function recheck(subs: Live[]): Promise<void> {
+    const bySession = new Map<string, Live[]>();
+    for (const sub of subs) {
+      const list = bySession.get(sub.principal.sessionId) ?? [];
+      list.push(sub);
+      bySession.set(sub.principal.sessionId, list);
+    }
+    for (const [sessionId, list] of bySession) {
+      let session: StoredSession | null;
+      try {
+        session = await findSession(deps.db, sessionId);
+      } catch (err) {
+        // The database is unreachable: the next notice or poll tries again.
+        deps.onError?.(err);
+        continue;
+      }
+      for (const sub of list) {
+        if (!session) {
+          endWith(
+            sub,
+            new AuthenticationError("TOKEN_INVALID", "The session of this subscription has ended."),
+          );
+        } else if (!session.userActive) {
+          endWith(
+            sub,
+            new AuthenticationError("TOKEN_INVALID", "The user of this subscription is not active."),
+          );
+        } else if (sub.baseline !== null && key(session) !== sub.baseline) {
+          endWith(sub, new GrantsChangedError());
+        }
+      }
+    }
+  }
+
+  function onNotice(payload: string) {
+    let subs: Live[];
+    if (payload.startsWith("s:")) {
+      const id = payload.slice(2);
+      subs = [...live].filter((s) => s.principal.sessionId === id);
+    } else if (payload.startsWith("u:")) {
+      const id = payload.slice(2);
+      subs = [...live].filter((s) => s.principal.userId === id);
+    } else subs = [...live];
+    if (subs.length) void recheck(subs);
+  }
+
+  function listening(): Promise<unknown> {
+    unlisten ??= deps.db.listen(SESSIONS_CHANNEL, onNotice, {
+      // Notices may have been missed while the connection was down: look at every session.
+      onLost: () => onNotice(""),
+    });
+    return unlisten;
+  }
+
+  return {
+    async admit(principal, expiresAt, end) {
+      if (stopped) throw new TooManySubscriptionsError("process", 0);
+      const { maxPerUser, maxPerProcess } = deps.limits;
+      if ((perUser.get(principal.userId) ?? 0) >= maxPerUser)
+        throw new TooManySubscriptionsError("user", maxPerUser);
+      if (live.size >= maxPerProcess) throw new TooManySubscriptionsError("process", maxPerProcess);
+      const sub: Live = { principal, baseline: null, timer: null, end };
+      live.add(sub);
+      perUser.set(principal.userId, (perUser.get(principal.userId) ?? 0) + 1);
+      try {
+        await listening();
+        // What authorized it, read after the watch began: a change from here on is noticed.
+        const session = await findSession(deps.db, principal.sessionId);
+        if (!session) throw new AuthenticationError("TOKEN_INVALID", "The session of this token has ended.");
+        sub.baseline = key(session);
+      } catch (err) {
+        forget(sub);
+        throw err;
+      }
+      if (expiresAt !== null) {
+        // Timers hold at most ~24.8 days: a later expiry is waited for in steps.
+        const arm = () => {
+          const ms = expiresAt * 1000 - deps.clock().getTime();
+          if (ms > 0) {
+            sub.timer = setTimeout(arm, Math.min(ms, 2 ** 31 - 1));
+            sub.timer.unref();
+            return;
+          }
+          endWith(
+            sub,
+            new AuthenticationError("TOKEN_EXPIRED", "The token of this subscription has expired.", {
+              extra: { expired_at: new Date(expiresAt * 1000).toISOString() },
+            }),
+          );
+        };
+        arm();
+      }
+      if (!poll && deps.pollMs !== 0) {
+        poll = setInterval(() => void recheck([...live]), deps.pollMs ?? 60_000);
+        poll.unref();
+      }
+      return { release: () => forget(sub) };
+    },
+    count(userId) {
+      return userId === undefined ? live.size : (perUser.get(userId) ?? 0);
+    },
+    async stop() {
+      stopped = true;
+      for (const sub of [...live]) forget(sub);
+      if (poll) clearInterval(poll);
+      poll = null;
+      if (unlisten) await unlisten.then((stop) => stop()).catch((err) => deps.onError?.(err));
+    },
+  };
+}
