@@ -14,6 +14,7 @@ import {
   getNamedType,
   isObjectType,
   Kind,
+  type SelectionNode,
   type SelectionSetNode,
 } from "graphql";
 
@@ -32,16 +33,14 @@ export interface SelectedField {
 
 type Variables = GraphQLResolveInfo["variableValues"];
 
-function included(
-  node: { directives?: readonly unknown[] } & Parameters<typeof getDirectiveValues>[1],
-  variables: Variables,
-): boolean {
+/** Whether @skip/@include keep a selection. */
+function included(node: SelectionNode, variables: Variables): boolean {
   if (!node.directives?.length) return true;
   if (getDirectiveValues(GraphQLSkipDirective, node, variables)?.if === true) return false;
   return getDirectiveValues(GraphQLIncludeDirective, node, variables)?.if !== false;
 }
 
-/** The field nodes of `sets` on `type`, grouped by response key (fragments followed). */
+/** The field nodes of `sets`, grouped by response key (fragments followed). */
 function collect(
   info: GraphQLResolveInfo,
   sets: readonly SelectionSetNode[],
