@@ -321,7 +321,8 @@ async function main() {
     };
     // Each run answers as it should once (a GraphQL error is a 200 that autocannon would count).
     for (const w of workloads) {
-      for (const [server, run] of Object.entries(w.runs) as Array<[ServerName, Run]>) {
+      for (const [server, run] of Object.entries(w.runs) as Array<[ServerName, Run | undefined]>) {
+        if (!run) continue;
         const res = await fetch(run.url, {
           method: run.method ?? "GET",
           headers: run.headers,
@@ -336,7 +337,8 @@ async function main() {
     const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
     // Warm-up: every endpoint once for a second (connections, plans, JIT of the processes).
     for (const w of workloads)
-      for (const run of Object.values(w.runs)) await autocannon({ ...run, connections: 4, duration: 1 });
+      for (const run of Object.values(w.runs))
+        if (run) await autocannon({ ...run, connections: 4, duration: 1 });
     const measure = async (pid: number, run: Run): Promise<Measured> => {
       const cpu0 = processCpuMs(pid);
       const pg0 = postgresCpu();
