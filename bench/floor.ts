@@ -133,7 +133,7 @@ export function floorServer(pool: pg.Pool): http.Server {
         }
         case "/p2": {
           const { rows } = await pool.query(
-            `SELECT ${CUST_COLUMNS} FROM "TB_ANAG_CUST00" WHERE "CUST_ID" = $1`,
+            `SELECT ${CUST_COLUMNS} FROM floor_cust WHERE "CUST_ID" = $1`,
             [Number(url.searchParams.get("id"))],
           );
           return json(res, rows.length ? 200 : 404, { data: rows[0] ?? null });
