@@ -1,13 +1,20 @@
-// bench/compare (issue 11): the same five workloads through Dimensio and through a "floor" (the
-// same SQL behind a bare `pg` pool and node:http) on the same data in one run, with the ratio per
-// workload. Ratios, not absolute numbers, are what to compare across machines and runs.
+// bench/compare (issues 11 and 19): the same five workloads on the same data in one run through
+// - the page-only floor: a bare node:http + pg server running one parameterised statement per
+//   request, the page only (no authentication, no tenant column, no TREC rule, no total);
+// - the floor: the same SQL as Dimensio (tenant, TREC rule, total, outbox row) behind the same
+//   bare server;
+// - PostGraphile 5 (Amber preset) over the same tables, no authentication (BENCH_POSTGRAPHILE=0
+//   leaves it out; it needs Node 22 or later: the project's node_modules/.bin/node);
+// - Dimensio over REST and over GraphQL,
+// with the ratios per workload. Ratios, not absolute numbers, are what to compare across machines
+// and runs.
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/compare.ts
 //
 // BENCH_CUSTOMERS (default 20,000), BENCH_ORDERS (default 100,000), BENCH_SECONDS (default 5),
-// BENCH_CONNECTIONS (default 16), BENCH_ROUNDS (default 1: each workload's floor and Dimensio runs
-// repeated in turn, the median round shown with the range of ratios). Prints a Markdown table with
-// the machine's CPU steal and the CPU time per request of each server and of PostgreSQL.
+// BENCH_CONNECTIONS (default 16), BENCH_ROUNDS (default 1: each workload's servers run in turn,
+// each server's median round shown). Prints Markdown tables with the machine's CPU steal, load
+// average, the CPU time per request of each server and of PostgreSQL, and each server's peak RSS.
 // BENCH_ROLE=write runs Dimensio as the write backend (no relay or subscribers in its process);
 // BENCH_NODE_OPTIONS passes V8 flags to it; BENCH_WORKLOADS=W2,W4 runs only those.
 //
@@ -78,19 +85,25 @@ function peakRssMb(pid: number): number {
   return Math.round(Number(line?.split(/\s+/)[1] ?? 0) / 1024);
 }
 
-function startFloor(url: string): Promise<{ base: string; pid: number; stop: () => void }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "bench/floor.ts", url], {
+/** A bench server (bench/floor.ts, bench/postgraphile.ts) as a process of its own: its port. */
+function startScript(
+  script: string,
+  url: string,
+  marker: string,
+): Promise<{ base: string; pid: number; stop: () => void }> {
+  const child = spawn(process.execPath, ["--import", "tsx", script, url], {
     stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, GRAPHILE_ENV: "production" },
   });
   return new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (d) => {
       out += String(d);
-      const m = /FLOOR_PORT=(\d+)/.exec(out);
+      const m = new RegExp(`${marker}=(\\d+)`).exec(out);
       if (m)
         resolve({ base: `http://127.0.0.1:${m[1]}`, pid: child.pid!, stop: () => child.kill("SIGTERM") });
     });
-    child.on("exit", (code) => reject(new Error(`the floor exited with ${code}`)));
+    child.on("exit", (code) => reject(new Error(`${script} exited with ${code}`)));
   });
 }
 
@@ -116,6 +129,31 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
 
 const BENCH_SECRET = "bench-gateway-secret";
 
+type ServerName = "page" | "floor" | "pgl" | "rest" | "gql";
+const SERVERS: ReadonlyArray<[ServerName, string]> = [
+  ["page", "page-only floor"],
+  ["floor", "floor (same SQL)"],
+  ["pgl", "PostGraphile 5"],
+  ["rest", "Dimensio REST"],
+  ["gql", "Dimensio GraphQL"],
+];
+type Run = { url: string; method?: string; body?: string; headers?: Record<string, string> };
+interface Workload {
+  name: string;
+  runs: Partial<Record<ServerName, Run>>;
+}
+interface Measured {
+  rps: number;
+  cpu: number;
+  pg: number;
+  p99: number;
+  failed: number;
+}
+
+// The fields a list shows anna (NOTES and EMAIL are not listed), the same in every server.
+const CUST_FIELDS = "CUST_ID CODE NAME CITY_ID CREDIT_LIMIT VIP SALES_REP TREC CDATA OWNER LDATA LOWNER";
+const PGL_CUST_FIELDS = "custId code name cityId creditLimit vip salesRep trec cdata owner ldata lowner";
+
 async function main() {
   const services = await openBenchServices();
   if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
@@ -128,15 +166,41 @@ async function main() {
     [ORDERS, Math.min(CUSTOMERS, 1000)],
   );
   await services.db.query(`ANALYZE "TB_DOC_ORD00"`);
+  // The page-only floor's tables: the tenant's rows without a tenant column, with the same
+  // indexes as the dimension tables less that column (src/ddl/sync.ts: the key, one per foreign
+  // key and per INDEXED field).
+  for (const statement of [
+    `CREATE TABLE floor_cust AS SELECT "CUST_ID", "CODE", "NAME", "CITY_ID", "EMAIL", "CREDIT_LIMIT", "VIP", "NOTES", "SALES_REP", "TREC", "CDATA", "OWNER", "LDATA", "LOWNER"
+       FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme'`,
+    `ALTER TABLE floor_cust ADD PRIMARY KEY ("CUST_ID")`,
+    `ALTER TABLE floor_cust ALTER "CUST_ID" ADD GENERATED BY DEFAULT AS IDENTITY (START WITH 100000000)`,
+    `CREATE INDEX ON floor_cust ("CITY_ID")`,
+    `CREATE INDEX ON floor_cust ("NAME")`,
+    `CREATE TABLE floor_ord AS SELECT "ORD_ID", "ORD_NO", "CUST_ID", "ORD_DATE", "STATUS", "TOTAL", "CREATED_IN", "TREC", "CDATA", "OWNER", "LDATA", "LOWNER"
+       FROM "TB_DOC_ORD00" WHERE "TENANT_ID" = 'acme'`,
+    `ALTER TABLE floor_ord ADD PRIMARY KEY ("ORD_ID")`,
+    `CREATE INDEX ON floor_ord ("CUST_ID")`,
+    `ANALYZE floor_cust, floor_ord`,
+  ])
+    await services.db.query(statement);
   // The bulk load's dirty pages written now, not during the first measurements.
   await services.db.query("CHECKPOINT");
   const url = services.db.connectionString;
-  let floor: Awaited<ReturnType<typeof startFloor>> | null = null;
+  let floor: Awaited<ReturnType<typeof startScript>> | null = null;
+  let pgl: Awaited<ReturnType<typeof startScript>> | null = null;
+  let pglMissing: string | null = process.env.BENCH_POSTGRAPHILE === "0" ? "BENCH_POSTGRAPHILE=0" : null;
   let dimensio: Awaited<ReturnType<typeof startDimensio>> | null = null;
   try {
-    // Started inside the try: a server that fails to start stops the other and drops the data.
-    floor = await startFloor(url);
+    // Started inside the try: a server that fails to start stops the others and drops the data.
+    floor = await startScript("bench/floor.ts", url, "FLOOR_PORT");
     const floorBase = floor.base;
+    if (!pglMissing) {
+      try {
+        pgl = await startScript("bench/postgraphile.ts", url, "POSTGRAPHILE_PORT");
+      } catch (err) {
+        pglMissing = String(err);
+      }
+    }
     dimensio = await startDimensio(url);
     const base = dimensio.base;
     const token = await loginOverHttp(
@@ -158,139 +222,195 @@ async function main() {
     // from the tenant's gap-free counter (`C-{seq:CUST:5}`), the floor doing that work too.
     const create = JSON.stringify({ data: { NAME: "Bench create", CODE: "B-00001" } });
     const numbered = JSON.stringify({ data: { NAME: "Bench create" } });
-    type Run = { url: string; method?: string; body?: string; headers?: Record<string, string> };
     const json = { "content-type": "application/json" };
-    const floorCreate = (path: string, body: string): Run => ({
-      url: `${floorBase}/${path}`,
+    const post = (target: string, body: string, headers: Record<string, string> = {}): Run => ({
+      url: target,
       method: "POST",
       body,
-      headers: json,
+      headers: { ...headers, ...json },
     });
-    const dimensioCreate = (body: string): Run => ({
-      url: `${base}/api/v4/core/CUST?source=anag-1`,
-      method: "POST",
-      body,
-      headers: { ...auth, ...json },
-    });
-    const workloads: Array<[string, Run, Run]> = [
-      [
-        "W1 list 20 customers of a city, sorted by name (+ total)",
-        { url: `${floorBase}/w1?city=MI` },
-        {
-          url: `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
-          headers: auth,
+    const dimensioCreate = (body: string) => post(`${base}/api/v4/core/CUST?source=anag-1`, body, auth);
+    const gql = (query: string) => post(`${base}/graphql`, JSON.stringify({ query }), auth);
+    const pglQuery = (query: string) =>
+      pgl ? post(`${pgl.base}/graphql`, JSON.stringify({ query })) : undefined;
+    const workloads: Workload[] = [
+      {
+        name: "W1 list 20 customers of a city, sorted by name (REST: + total; GraphQL, PostGraphile, page floor: no total)",
+        runs: {
+          page: { url: `${floorBase}/p1?city=MI` },
+          floor: { url: `${floorBase}/w1?city=MI` },
+          pgl: pglQuery(
+            `{ allTbAnagCust00S(condition: {tenantId: "acme", cityId: "MI"}, orderBy: NAME_ASC, first: 20) { nodes { ${PGL_CUST_FIELDS} } } }`,
+          ),
+          rest: {
+            url: `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
+            headers: auth,
+          },
+          gql: gql(
+            `{ CUST(source: "anag-1", where: {CITY_ID: {_eq: "MI"}}, order_by: [{NAME: asc}], limit: 20) { data { ${CUST_FIELDS} } } }`,
+          ),
         },
-      ],
-      [
-        "W2 get a customer by id",
-        { url: `${floorBase}/w2?id=${id}` },
-        { url: `${base}/api/v4/core/CUST/${id}?source=anag-1`, headers: auth },
-      ],
-      [
-        "W3 latest 20 orders, each with its customer",
-        { url: `${floorBase}/w3` },
-        {
-          url: `${base}/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none`,
-          headers: auth,
+      },
+      {
+        name: "W2 get a customer by id",
+        runs: {
+          page: { url: `${floorBase}/p2?id=${id}` },
+          floor: { url: `${floorBase}/w2?id=${id}` },
+          pgl: pglQuery(
+            `{ tbAnagCust00ByTenantIdAndCustId(tenantId: "acme", custId: "${id}") { ${PGL_CUST_FIELDS} } }`,
+          ),
+          rest: { url: `${base}/api/v4/core/CUST/${id}?source=anag-1`, headers: auth },
+          gql: gql(`{ CUST_by_id(source: "anag-1", id: "${id}") { ${CUST_FIELDS} } }`),
         },
-      ],
-      [
-        "W4 create a customer, its code given (floor: the row and its outbox row in one statement)",
-        floorCreate("w4o", create),
-        dimensioCreate(create),
-      ],
-      [
-        "W4b the same create (floor: the bare INSERT of the row, no outbox row)",
-        floorCreate("w4", create),
-        dimensioCreate(create),
-      ],
-      [
-        "W4s create a customer numbered by the gap-free counter (floor: counter, row and outbox row in one statement)",
-        floorCreate("w4s", numbered),
-        dimensioCreate(numbered),
-      ],
-      [
-        "W5 count customers of a city",
-        { url: `${floorBase}/w5?city=MI` },
-        { url: `${base}/api/v4/core/CUST/count?source=anag-1&filter[CITY_ID]=MI`, headers: auth },
-      ],
+      },
+      {
+        // PostGraphile has no relation to follow: the dimension tables have no foreign-key
+        // constraints (src/ddl/sync.ts indexes the keys; the metadata holds the relations).
+        name: "W3 latest 20 orders, each with its customer",
+        runs: {
+          page: { url: `${floorBase}/p3` },
+          floor: { url: `${floorBase}/w3` },
+          rest: {
+            url: `${base}/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none`,
+            headers: auth,
+          },
+          gql: gql(
+            `{ ORD(source: "sales-1", order_by: [{ORD_ID: desc}], limit: 20) { data { ORD_ID ORD_NO CUST_ID ORD_DATE STATUS TOTAL TREC CDATA OWNER LDATA LOWNER CUST { CUST_ID CODE NAME CITY_ID } } } }`,
+          ),
+        },
+      },
+      {
+        name: "W4 create a customer, its code given (floor: the row and its outbox row in one statement; page floor: the bare INSERT)",
+        runs: {
+          page: post(`${floorBase}/p4`, create),
+          floor: post(`${floorBase}/w4o`, create),
+          pgl: pglQuery(
+            `mutation { createTbAnagCust00(input: {tbAnagCust00: {name: "Bench create", code: "B-00001", trec: "N", cdata: "20260101000000", owner: "pgl", tenantId: "acme"}}) { tbAnagCust00 { custId } } }`,
+          ),
+          rest: dimensioCreate(create),
+          gql: gql(
+            `mutation { CUST_create(source: "anag-1", data: {NAME: "Bench create", CODE: "B-00001"}) { data { CUST_ID } } }`,
+          ),
+        },
+      },
+      {
+        name: "W4s create a customer numbered by the gap-free counter (floor: counter, row and outbox row in one statement)",
+        runs: { floor: post(`${floorBase}/w4s`, numbered), rest: dimensioCreate(numbered) },
+      },
+      {
+        name: "W5 count customers of a city",
+        runs: {
+          page: { url: `${floorBase}/p5?city=MI` },
+          floor: { url: `${floorBase}/w5?city=MI` },
+          pgl: pglQuery(`{ allTbAnagCust00S(condition: {tenantId: "acme", cityId: "MI"}) { totalCount } }`),
+          rest: { url: `${base}/api/v4/core/CUST/count?source=anag-1&filter[CITY_ID]=MI`, headers: auth },
+          gql: gql(`{ CUST_count(source: "anag-1", where: {CITY_ID: {_eq: "MI"}}) }`),
+        },
+      },
     ];
     // BENCH_WORKLOADS=W4,W4s runs only those (their names' first word).
     const only = process.env.BENCH_WORKLOADS?.split(",");
     if (only)
-      workloads.splice(0, workloads.length, ...workloads.filter(([n]) => only.includes(n.split(" ")[0]!)));
-    const before = cpuTimes();
-    const lines: string[] = [];
-    const rates = new Map<string, { floor: number; dimensio: number }>();
-    // Warm-up: every endpoint of both once for a second (connections, plans, JIT of the process).
-    for (const [, floorRun, dimRun] of workloads) {
-      await autocannon({ ...floorRun, connections: 4, duration: 1 });
-      await autocannon({ ...dimRun, connections: 4, duration: 1 });
+      workloads.splice(0, workloads.length, ...workloads.filter((w) => only.includes(w.name.split(" ")[0]!)));
+    const pidOf: Record<ServerName, number | undefined> = {
+      page: floor.pid,
+      floor: floor.pid,
+      pgl: pgl?.pid,
+      rest: dimensio.running.child.pid,
+      gql: dimensio.running.child.pid,
+    };
+    // Each run answers as it should once (a GraphQL error is a 200 that autocannon would count).
+    for (const w of workloads) {
+      for (const [server, run] of Object.entries(w.runs) as Array<[ServerName, Run | undefined]>) {
+        if (!run) continue;
+        const res = await fetch(run.url, {
+          method: run.method ?? "GET",
+          headers: run.headers,
+          body: run.body,
+        });
+        const text = await res.text();
+        if (res.status >= 300 || text.includes('"errors"'))
+          throw new Error(`${w.name.split(" ")[0]} ${server}: ${res.status} ${text.slice(0, 300)}`);
+      }
     }
-    // Each workload runs BENCH_ROUNDS times, floor and Dimensio in turn; the table shows the
-    // median round (by ratio). CPU per request: the server's process and all PostgreSQL processes.
-    const measure = async (pid: number, run: Run) => {
+    const before = cpuTimes();
+    const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+    // Warm-up: every endpoint once for a second (connections, plans, JIT of the processes).
+    for (const w of workloads)
+      for (const run of Object.values(w.runs))
+        if (run) await autocannon({ ...run, connections: 4, duration: 1 });
+    const measure = async (pid: number, run: Run): Promise<Measured> => {
       const cpu0 = processCpuMs(pid);
       const pg0 = postgresCpu();
       const r = await autocannon({ ...run, connections: CONNECTIONS, duration: SECONDS });
       const served = Math.max(1, r.requests.total);
       return {
-        r,
+        rps: r.requests.average,
         cpu: (processCpuMs(pid) - cpu0) / served,
         pg: postgresCpuMsSince(pg0) / served,
+        p99: r.latency.p99,
+        failed: r.non2xx + r.errors,
       };
     };
-    for (const [name, floorRun, dimRun] of workloads) {
-      const rounds: Array<{
-        f: Awaited<ReturnType<typeof measure>>;
-        d: Awaited<ReturnType<typeof measure>>;
-      }> = [];
+    const results: Array<{ w: Workload; by: Partial<Record<ServerName, Measured>> }> = [];
+    for (const w of workloads) {
+      const rounds: Partial<Record<ServerName, Measured[]>> = {};
       for (let round = 0; round < ROUNDS; round++) {
-        const f = await measure(floor.pid, floorRun);
-        const d = await measure(dimensio.running.child.pid!, dimRun);
-        if (f.r.non2xx || d.r.non2xx || f.r.errors || d.r.errors) {
-          console.error(
-            `${name}: floor non2xx ${f.r.non2xx} errors ${f.r.errors}; Dimensio non2xx ${d.r.non2xx} errors ${d.r.errors}`,
-          );
+        for (const [server] of SERVERS) {
+          const run = w.runs[server];
+          if (!run) continue;
+          const m = await measure(pidOf[server]!, run);
+          if (m.failed) console.error(`${w.name.split(" ")[0]} ${server}: ${m.failed} failed requests`);
+          const list = rounds[server] ?? [];
+          list.push(m);
+          rounds[server] = list;
         }
-        rounds.push({ f, d });
       }
-      const ratioOf = (x: (typeof rounds)[number]) => x.d.r.requests.average / x.f.r.requests.average;
-      rounds.sort((a, b) => ratioOf(a) - ratioOf(b));
-      const { f, d } = rounds[Math.floor(rounds.length / 2)]!;
-      rates.set(name.slice(0, name.indexOf(" ")), {
-        floor: f.r.requests.average,
-        dimensio: d.r.requests.average,
-      });
-      const spread =
-        rounds.length > 1 ? ` (${ratioOf(rounds[0]!).toFixed(2)}–${ratioOf(rounds.at(-1)!).toFixed(2)})` : "";
-      lines.push(
-        `| ${name} | ${f.r.requests.average.toFixed(0)} | ${d.r.requests.average.toFixed(0)} | ${ratioOf({ f, d }).toFixed(2)}${spread} | ${d.r.latency.p50} / ${d.r.latency.p99} | ${f.cpu.toFixed(2)} / ${f.pg.toFixed(2)} | ${d.cpu.toFixed(2)} / ${d.pg.toFixed(2)} |`,
-      );
+      // Each server's median round (by req/s).
+      const by: Partial<Record<ServerName, Measured>> = {};
+      for (const [server, list] of Object.entries(rounds) as Array<[ServerName, Measured[]]>) {
+        list.sort((a, b) => a.rps - b.rps);
+        by[server] = list[Math.floor(list.length / 2)]!;
+      }
+      results.push({ w, by });
+      console.error(`done: ${w.name.split(" ")[0]}`);
     }
     const after = cpuTimes();
     const steal = ((after.steal - before.steal) / Math.max(1, after.total - before.total)) * 100;
+    const loadAfter = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
     console.log(
-      `\n${CUSTOMERS} customers, ${ORDERS} orders, ${CONNECTIONS} connections, ${SECONDS} s per run; CPU steal ${steal.toFixed(1)} %\n`,
+      `\n${CUSTOMERS} customers, ${ORDERS} orders, ${CONNECTIONS} connections, ${SECONDS} s per run, ${ROUNDS} round(s); Node ${process.version}; CPU steal ${steal.toFixed(1)} %; load average ${load} before, ${loadAfter} after${pglMissing ? `; PostGraphile not run: ${pglMissing}` : ""}\n`,
     );
+    const cell = (m: Measured | undefined) => (m ? m.rps.toFixed(0) : "–");
+    const ratio = (a: Measured | undefined, b: Measured | undefined) =>
+      a && b ? (a.rps / b.rps).toFixed(2) : "–";
     console.log(
-      "| workload | floor req/s | Dimensio req/s | Dimensio / floor | Dimensio p50 / p99 ms | floor CPU ms/req: server / PostgreSQL | Dimensio CPU ms/req: server / PostgreSQL |",
+      `| workload | ${SERVERS.map(([, label]) => `${label} req/s`).join(" | ")} | REST / page floor | REST / floor | GraphQL / PostGraphile | GraphQL / page floor |`,
     );
-    console.log("|---|---:|---:|---:|---:|---:|---:|");
-    for (const l of lines) console.log(l);
-    const bare = rates.get("W4b");
-    const numberedRates = rates.get("W4s");
-    if (bare && numberedRates) {
-      // What the gap-free counter costs anyone: both numbered creates against the bare INSERT.
+    console.log(`|---|${SERVERS.map(() => "---:").join("|")}|---:|---:|---:|---:|`);
+    for (const { w, by } of results) {
       console.log(
-        `\nnumbered creates against the bare INSERT: Dimensio ${(numberedRates.dimensio / bare.floor).toFixed(2)}, the floor's own ${(numberedRates.floor / bare.floor).toFixed(2)}`,
+        `| ${w.name} | ${SERVERS.map(([s]) => cell(by[s])).join(" | ")} | ${ratio(by.rest, by.page)} | ${ratio(by.rest, by.floor)} | ${ratio(by.gql, by.pgl)} | ${ratio(by.gql, by.page)} |`,
       );
     }
     console.log(
-      `\npeak RSS of the servers' processes: floor ${peakRssMb(floor.pid)} MB, Dimensio ${peakRssMb(dimensio.running.child.pid!)} MB`,
+      `\nCPU ms per request, the server's process / all PostgreSQL processes; p99 ms:\n\n| workload | ${SERVERS.map(([, label]) => label).join(" | ")} |`,
+    );
+    console.log(`|---|${SERVERS.map(() => "---:").join("|")}|`);
+    for (const { w, by } of results) {
+      console.log(
+        `| ${w.name.split(" ")[0]} | ${SERVERS.map(([s]) => {
+          const m = by[s];
+          return m ? `${m.cpu.toFixed(2)} / ${m.pg.toFixed(2)}; ${m.p99}` : "–";
+        }).join(" | ")} |`,
+      );
+    }
+    console.log(
+      `\npeak RSS of the servers' processes: floors ${peakRssMb(floor.pid)} MB${pgl ? `, PostGraphile ${peakRssMb(pgl.pid)} MB` : ""}, Dimensio ${peakRssMb(dimensio.running.child.pid!)} MB`,
     );
   } finally {
     floor?.stop();
+    pgl?.stop();
     if (dimensio && dimensio.running.child.exitCode === null) {
       dimensio.running.child.kill("SIGTERM");
       await dimensio.running.exited;

@@ -1,5 +1,7 @@
-// The floor of bench/compare (issue 11): the workloads' SQL through a bare `pg` pool behind
-// node:http, JSON out, no framework; a process of its own that loads nothing else.
+// The floors of bench/compare: the workloads' SQL through a bare `pg` pool behind node:http, JSON
+// out, no framework; a process of its own that loads nothing else. /w1../w5: the same SQL as
+// Dimensio (tenant, TREC rule, total, outbox row; issue 11). /p1../p5: the page-only floor of
+// issue 19 (one parameterised statement, the page only).
 //
 //   node --import tsx bench/floor.ts postgres://…   (prints FLOOR_PORT=<port>)
 import http from "node:http";
@@ -114,6 +116,53 @@ export function floorServer(pool: pg.Pool): http.Server {
         case "/w5": {
           const { rows } = await pool.query(
             `SELECT count(*)::int AS n FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "TREC" <> 'C' AND "CITY_ID" = $1`,
+            [url.searchParams.get("city")],
+          );
+          return json(res, 200, { count: rows[0].n });
+        }
+        // The page-only floor (issue 19): one parameterised statement per request, the page
+        // only, on tables without a tenant column (floor_cust, floor_ord: bench/compare copies the
+        // tenant's rows into them, with the same indexes less the tenant column): no TREC rule,
+        // no total, no outbox row.
+        case "/p1": {
+          const { rows } = await pool.query(
+            `SELECT ${CUST_COLUMNS} FROM floor_cust WHERE "CITY_ID" = $1 ORDER BY "NAME" LIMIT 20`,
+            [url.searchParams.get("city")],
+          );
+          return json(res, 200, { data: rows });
+        }
+        case "/p2": {
+          const { rows } = await pool.query(`SELECT ${CUST_COLUMNS} FROM floor_cust WHERE "CUST_ID" = $1`, [
+            Number(url.searchParams.get("id")),
+          ]);
+          return json(res, rows.length ? 200 : 404, { data: rows[0] ?? null });
+        }
+        case "/p3": {
+          const { rows } = await pool.query(
+            `SELECT ${ORD_COLUMNS}, row_to_json(c) AS "CUST"
+               FROM floor_ord o
+               LEFT JOIN LATERAL (SELECT "CUST_ID", "CODE", "NAME", "CITY_ID" FROM floor_cust c
+                                   WHERE c."CUST_ID" = o."CUST_ID") c ON true
+              ORDER BY o."ORD_ID" DESC LIMIT $1`,
+            [20],
+          );
+          return json(res, 200, { data: rows });
+        }
+        case "/p4": {
+          let body = "";
+          for await (const chunk of req) body += chunk;
+          // The row only (its NOT NULL columns given): no counter, no outbox row.
+          const data = JSON.parse(body).data as { NAME: string; CODE: string };
+          const { rows } = await pool.query(
+            `INSERT INTO floor_cust ("NAME", "CODE", "TREC", "CDATA", "OWNER")
+             VALUES ($1, $2, 'N', '20260101000000', 'floor') RETURNING ${CUST_COLUMNS}`,
+            [data.NAME, data.CODE],
+          );
+          return json(res, 201, { data: rows[0] });
+        }
+        case "/p5": {
+          const { rows } = await pool.query(
+            `SELECT count(*)::int AS n FROM floor_cust WHERE "CITY_ID" = $1`,
             [url.searchParams.get("city")],
           );
           return json(res, 200, { count: rows[0].n });

@@ -112,36 +112,80 @@ function deferredWork() {
 export const NOTIFY_FOLD_MS = 5;
 
 /**
+ * The longest a NOTIFY owed to folded commits waits for a committing transaction to carry it
+ * before it goes out as a statement of its own (a transaction of its own).
+ */
+export const NOTIFY_OWED_MS = 50;
+
+/**
  * Wakes the listeners of committed transactions' channels: this process's own at once (no round
- * trip), other processes' through NOTIFY. A NOTIFY goes out at once when none went out in the last
- * NOTIFY_FOLD_MS, else once that time is over, standing for every commit in between: each NOTIFY
+ * trip), other processes' through NOTIFY, at most one per channel every NOTIFY_FOLD_MS: each NOTIFY
  * wakes every listening connection of the database, so one per commit would cost PostgreSQL more
- * than the writes that asked for them.
+ * than the writes that asked for them. A NOTIFY goes inside a committing transaction, pipelined
+ * with its COMMIT (no transaction of its own), when none went out in the last NOTIFY_FOLD_MS.
+ * Commits in between are owed one: the next committing transaction carries it, or, when none
+ * comes within NOTIFY_OWED_MS, a statement of its own.
  */
 function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: string) => void) {
-  const folding = new Map<string, { timer: NodeJS.Timeout; again: boolean }>();
+  interface Window {
+    timer: NodeJS.Timeout;
+    /** A commit in the window: a NOTIFY is owed once it ends. */
+    again: boolean;
+    /** The window ended owing one: the next commit carries it. */
+    owed: boolean;
+  }
+  const windows = new Map<string, Window>();
+  const schedule = (channel: string, w: Window, ms: number) => {
+    w.timer = setTimeout(() => end(channel, w), ms);
+    w.timer.unref();
+  };
+  /** A NOTIFY of `channel` goes out now: the next NOTIFY_FOLD_MS are folded into the next one. */
+  const open = (channel: string) => {
+    const old = windows.get(channel);
+    if (old) clearTimeout(old.timer);
+    const w: Window = { timer: undefined as unknown as NodeJS.Timeout, again: false, owed: false };
+    schedule(channel, w, NOTIFY_FOLD_MS);
+    windows.set(channel, w);
+  };
   const send = (channel: string) => {
     pool.query("SELECT pg_notify($1, '')", [channel]).catch(() => {}); // the relays' poll covers a lost one
-    const window = {
-      again: false,
-      timer: setTimeout(() => {
-        folding.delete(channel);
-        if (window.again) send(channel);
-      }, NOTIFY_FOLD_MS),
-    };
-    window.timer.unref();
-    folding.set(channel, window);
+    open(channel);
   };
+  function end(channel: string, w: Window) {
+    if (w.owed) return send(channel); // no commit carried it
+    if (!w.again) {
+      windows.delete(channel);
+      return;
+    }
+    w.owed = true;
+    schedule(channel, w, NOTIFY_OWED_MS);
+  }
   return {
-    signal(channel: string) {
+    /**
+     * Before a transaction commits: true when a NOTIFY of `channel` is to go out with it (none
+     * went out in the last NOTIFY_FOLD_MS, or one is owed); false when the current window's end
+     * will see to it.
+     */
+    claim(channel: string): boolean {
+      const w = windows.get(channel);
+      if (w && !w.owed) {
+        w.again = true;
+        return false;
+      }
+      open(channel);
+      return true;
+    },
+    /** A transaction that claimed `channel` rolled back: what it was to carry goes on its own. */
+    unclaim(channel: string) {
+      send(channel);
+    },
+    /** After the commit: this process's listeners. */
+    committed(channel: string) {
       tellLocal(channel, "");
-      const window = folding.get(channel);
-      if (window) window.again = true;
-      else send(channel);
     },
     stop() {
-      for (const w of folding.values()) clearTimeout(w.timer);
-      folding.clear();
+      for (const w of windows.values()) clearTimeout(w.timer);
+      windows.clear();
     },
   };
 }
@@ -437,6 +481,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       inTransaction.add(client);
       const deferred = deferredWork();
       const channels = new Set<string>();
+      const claimed: string[] = [];
       try {
         // Statements sent and not answered yet: one sent meanwhile shares their round trip.
         let inFlight = 0;
@@ -475,19 +520,27 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           ),
         );
         if (begun) await begun;
+        // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
+        for (const channel of channels) {
+          if (!notifier.claim(channel)) continue;
+          claimed.push(channel);
+          tell("SELECT pg_notify($1, '')", { pipelined: inFlight > 0 });
+          deferred.defer(track(client.query("SELECT pg_notify($1, '')", [channel])));
+        }
         tell("COMMIT", { pipelined: inFlight > 0 });
         const committing = client.query("COMMIT");
         committing.catch(() => {});
         // A deferred statement that failed aborted the transaction: COMMIT then rolls it back.
         await deferred.all();
         await committing;
-        for (const channel of channels) notifier.signal(channel);
+        for (const channel of channels) notifier.committed(channel);
         return result;
       } catch (err) {
         if (!broken) {
           tell("ROLLBACK", { pipelined: false });
           await client.query("ROLLBACK").catch(() => {});
         }
+        for (const channel of claimed) notifier.unclaim(channel);
         throw err;
       } finally {
         inTransaction.delete(client);

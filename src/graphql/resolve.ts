@@ -3,30 +3,37 @@
 // (relations through the request's DataLoaders, `total` only when asked for). Nothing here decides
 // access: the resolvers do, with the REST errors.
 import DataLoader from "dataloader";
-import { GraphQLError, type GraphQLResolveInfo, Kind, type SelectionSetNode } from "graphql";
-import { NotFoundError } from "../errors.ts";
+import { GraphQLError, type GraphQLResolveInfo, Kind } from "graphql";
+import { ApiError, NotFoundError } from "../errors.ts";
+import { invalidParameter } from "../query/errors.ts";
+import { parseFilterExpression } from "../query/filter-parser.ts";
+import { planExpand } from "../query/plan.ts";
+import { parseSortExpression } from "../query/sort-syntax.ts";
 import {
-  parseAggregates,
-  parseListParams,
-  parseLookupParams,
-  type QueryParams,
-} from "../query/rest-params.ts";
-import type {
-  AggregateSpec,
-  FilterExpr,
-  FilterLiteral,
-  FilterOperator,
-  ListQuery,
-  SortSpec,
+  type AggregateSpec,
+  DEFAULT_NUM_ROWS,
+  type ExpandPlan,
+  emptyListQuery,
+  type FilterExpr,
+  type FilterLiteral,
+  type FilterOperator,
+  type ListQuery,
+  MAX_NUM_ROWS,
+  type SortSpec,
+  TREC_STATES,
+  type TrecState,
 } from "../query/types.ts";
 import {
+  attachRelationTree,
   countRecords,
   createReadContext,
+  type EmbeddedRelation,
   getRecord,
   listRecords,
   listRelatedPages,
-  loadRelated,
+  loadPlannedRelation,
   type ReadContext,
+  type RelationTree,
   lookupValues,
   subscribeToEvents,
 } from "../resolvers/read/index.ts";
@@ -40,6 +47,7 @@ import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.t
 import type { SchemaResolvers } from "../schema/build.ts";
 import type { Services } from "../services.ts";
 import { type Caller, type DimensionDef, inScope, type RequestContext } from "../types.ts";
+import { lookahead, type SelectedField, under } from "./lookahead.ts";
 
 /** One GraphQL request: the caller (authenticated once, source-less) and the services. */
 export interface GraphQLContext {
@@ -51,6 +59,30 @@ export interface GraphQLContext {
   pageLoaders: Map<string, DataLoader<string | number, DataRecord[], string>>;
   /** The operation's write bounds, spent by every mutation field together (issue 18). */
   writeBudget: RequestBudget;
+  /**
+   * Told each time a relation is planned for a nested field (once per relation, context and
+   * request, however many parent rows): what tests count planning with.
+   */
+  onPlan?: (dim: string, relation: string) => void;
+}
+
+/** What one request's resolvers share besides the context's own maps. */
+interface RequestState {
+  /** The source and center_dett of each root field, by its response key. */
+  roots: Map<string | number, ContextArgs>;
+  /** Relations planned for nested fields, per read context, dimension and relation. */
+  plans: Map<string, ExpandPlan | ApiError>;
+}
+
+const states = new WeakMap<GraphQLContext, RequestState>();
+
+function stateOf(ctx: GraphQLContext): RequestState {
+  let state = states.get(ctx);
+  if (!state) {
+    state = { roots: new Map(), plans: new Map() };
+    states.set(ctx, state);
+  }
+  return state;
 }
 
 interface ContextArgs {
@@ -81,60 +113,90 @@ function readContextFor(ctx: GraphQLContext, args: ContextArgs): ReadContext {
   return rc;
 }
 
-// ---------------------------------------------------------------- selections
+// ---------------------------------------------------------------- relations
 
 /**
- * The field names selected under `path` of the current field (fragments followed); with
- * `withoutArguments`, only fields selected without arguments (a relation with its own where,
- * order or limit is loaded by its own resolver, not with the page).
+ * A relation of `dim` planned for a nested field: once per request, read context, dimension and
+ * relation (every parent row of the field shares the plan). A relation that cannot be planned
+ * (not readable) keeps its error, thrown at each of its fields.
  */
-function selected(info: GraphQLResolveInfo, path: readonly string[], withoutArguments = false): Set<string> {
-  let sets: SelectionSetNode[] = info.fieldNodes.flatMap((n) => (n.selectionSet ? [n.selectionSet] : []));
-  for (const step of path) {
-    const next: SelectionSetNode[] = [];
-    for (const set of sets) {
-      for (const f of fieldsOf(info, set)) {
-        if (f.name === step && f.selectionSet) next.push(f.selectionSet);
-      }
+function planRelation(ctx: GraphQLContext, rc: ReadContext, dim: DimensionDef, name: string): ExpandPlan {
+  const plans = stateOf(ctx).plans;
+  const key = `${rc.request.source}\u0000${rc.request.centerDett ?? ""}\u0000${dim.code}\u0000${name}`;
+  let plan = plans.get(key);
+  if (!plan) {
+    try {
+      plan = planExpand(rc.request, rc.model, dim, [name])[0]!;
+      ctx.onPlan?.(dim.code, name);
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      plan = err;
     }
-    sets = next;
+    plans.set(key, plan);
   }
-  const names = new Set<string>();
-  const withArguments = new Set<string>();
-  for (const set of sets) {
-    for (const f of fieldsOf(info, set)) {
-      names.add(f.name);
-      if (f.hasArguments) withArguments.add(f.name);
-    }
-  }
-  if (withoutArguments) for (const n of withArguments) names.delete(n);
-  return names;
+  if (plan instanceof ApiError) throw plan;
+  return plan;
 }
 
-function fieldsOf(
-  info: GraphQLResolveInfo,
-  set: SelectionSetNode,
-): Array<{ name: string; selectionSet: SelectionSetNode | undefined; hasArguments: boolean }> {
-  const out: Array<{ name: string; selectionSet: SelectionSetNode | undefined; hasArguments: boolean }> = [];
-  for (const s of set.selections) {
-    if (s.kind === Kind.FIELD)
-      out.push({
-        name: s.name.value,
-        selectionSet: s.selectionSet,
-        hasArguments: (s.arguments?.length ?? 0) > 0,
-      });
-    else if (s.kind === Kind.INLINE_FRAGMENT) out.push(...fieldsOf(info, s.selectionSet));
-    else {
-      const fragment = info.fragments[s.name.value];
-      if (fragment) out.push(...fieldsOf(info, fragment.selectionSet));
+function relationOf(dim: DimensionDef, name: string) {
+  const forward = dim.relations.find((r) => r.name === name);
+  if (forward) return { relation: forward, target: forward.toDim };
+  const reverse = dim.reverseRelations.find((r) => r.name === name);
+  return reverse ? { relation: reverse, target: reverse.fromDim } : null;
+}
+
+/**
+ * The relations selected without arguments among `fields` (records of `dim`): their names (loaded
+ * with the level's records), each with the tree under it planned now, once for all its records.
+ * A relation with its own where, order or limit is loaded by its own resolver.
+ */
+function relationLevel(
+  ctx: GraphQLContext,
+  rc: ReadContext,
+  dim: DimensionDef,
+  fields: readonly SelectedField[],
+): EmbeddedRelation[] {
+  const byName = new Map<string, SelectedField[]>();
+  for (const f of fields) {
+    if (f.hasArguments || !relationOf(dim, f.name)) continue;
+    const list = byName.get(f.name);
+    if (list) list.push(f);
+    else byName.set(f.name, [f]);
+  }
+  return [...byName].map(([name, group]) => {
+    const target = rc.model.dimensions.get(relationOf(dim, name)!.target);
+    return {
+      name,
+      children: target
+        ? relationTrees(
+            ctx,
+            rc,
+            target,
+            group.flatMap((f) => f.selections),
+          )
+        : [],
+    };
+  });
+}
+
+/** relationLevel's relations planned (those that cannot be are left to their field resolvers). */
+function relationTrees(
+  ctx: GraphQLContext,
+  rc: ReadContext,
+  dim: DimensionDef,
+  fields: readonly SelectedField[],
+): RelationTree[] {
+  const out: RelationTree[] = [];
+  for (const level of relationLevel(ctx, rc, dim, fields)) {
+    let plan: ExpandPlan;
+    try {
+      plan = planRelation(ctx, rc, dim, level.name);
+    } catch {
+      continue;
     }
+    out.push({ plan, children: level.children });
   }
   return out;
-}
-
-/** The relations of `dim` among the selected names: loaded with the page, one statement each. */
-function selectedRelations(dim: DimensionDef, names: Set<string>): string[] {
-  return [...dim.relations, ...dim.reverseRelations].map((r) => r.name).filter((n) => names.has(n));
 }
 
 // ---------------------------------------------------------------- arguments → query model
@@ -215,21 +277,78 @@ interface ListArgs extends ContextArgs {
   search?: string | null;
 }
 
-/** The REST-syntax arguments go through the REST parser (same checks, same errors). */
-function listQuery(args: ListArgs, expand: string[], withTotal: boolean): ListQuery {
-  const params: Record<string, string> = {};
-  if (args.filter) params.$filter = args.filter;
-  if (args.sort) params.sort = args.sort;
-  if (args.cond_trec) params.cond_trec = args.cond_trec.join(",");
-  if (args.force_list_cost?.length) params.forceListCost = args.force_list_cost.join(",");
-  if (args.limit !== undefined && args.limit !== null) params.$num_rows = String(args.limit);
-  if (args.offset !== undefined && args.offset !== null) params.$offset = String(args.offset);
-  if (args.search !== undefined && args.search !== null) params.$search = args.search;
-  const base = parseListParams(params as QueryParams);
+const MAX_SEARCH_LENGTH = 200;
+
+/** A paging argument: a whole number from 0 to `max`, named as the query gave it. */
+function pagingArg(
+  name: "limit" | "offset",
+  value: number | null | undefined,
+  fallback: number,
+  max: number,
+) {
+  if (value === undefined || value === null) return fallback;
+  if (!Number.isSafeInteger(value) || value < 0 || value > max)
+    throw invalidParameter(name, `${name} must be a whole number from 0 to ${max}; got ${value}.`);
+  return value;
+}
+
+/** `filter:` in the REST $filter syntax; its errors name the argument. */
+function filterArg(text: string | null | undefined, name = "filter"): FilterExpr | null {
+  if (text === undefined || text === null || text.trim() === "") return null;
+  try {
+    return parseFilterExpression(text);
+  } catch (err) {
+    if (err instanceof ApiError && err.field === "$filter")
+      throw new ApiError(err.status, err.code, err.errorType, err.message.replaceAll("$filter", name), {
+        field: name,
+        errors: err.errors?.map((e) => ({
+          ...e,
+          field: name,
+          message: e.message.replaceAll("$filter", name),
+        })),
+        ...(err.details ? { details: err.details } : {}),
+      });
+    throw err;
+  }
+}
+
+function condTrecArg(states: readonly string[] | null | undefined): TrecState[] | null {
+  if (!states) return null;
+  const upper = states.map((s) => s.trim().toUpperCase());
+  for (const s of upper) {
+    if (!(TREC_STATES as readonly string[]).includes(s))
+      throw invalidParameter(
+        "cond_trec",
+        `cond_trec lists TREC states among N, M, C, P; got '${s.slice(0, 20)}'.`,
+      );
+  }
+  if (!upper.length) throw invalidParameter("cond_trec", "cond_trec lists at least one TREC state.");
+  return [...new Set(upper)] as TrecState[];
+}
+
+function searchArg(text: string | null | undefined): string | null {
+  if (text === undefined || text === null) return null;
+  const words = text.trim();
+  if (words.length === 0 || words.length > MAX_SEARCH_LENGTH)
+    throw invalidParameter("search", `search takes 1 to ${MAX_SEARCH_LENGTH} characters of words.`);
+  return words;
+}
+
+/** A list field's arguments as the query model (no REST parameters in between). */
+function listQuery(args: ListArgs, expand: readonly string[], withTotal: boolean): ListQuery {
   const where = whereToFilter(args.where);
-  const filter =
-    base.filter && where ? { kind: "and" as const, items: [base.filter, where] } : (base.filter ?? where);
-  return { ...base, filter, sort: [...orderToSort(args.order_by), ...base.sort], expand, withTotal };
+  const filter = filterArg(args.filter);
+  return emptyListQuery({
+    filter: filter && where ? { kind: "and", items: [filter, where] } : (filter ?? where),
+    sort: [...orderToSort(args.order_by), ...(args.sort ? parseSortExpression(args.sort) : [])],
+    numRows: pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
+    offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
+    condTrec: condTrecArg(args.cond_trec),
+    forceListCost: args.force_list_cost ?? [],
+    search: searchArg(args.search),
+    expand,
+    withTotal,
+  });
 }
 
 // ---------------------------------------------------------------- errors
@@ -259,26 +378,37 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
   return {
     list: (dim) => async (_root, args: ListArgs, ctx, info) => {
       const rc = readContextFor(ctx, args);
-      const relations = selected(info, ["data"], true);
-      const meta = selected(info, ["meta"]);
+      stateOf(ctx).roots.set(info.path.key, args);
+      // One walk of the selection set: the relations under data (planned here, once, with what
+      // is selected under them) and whether meta.total is wanted.
+      const selection = lookahead(info);
+      const relations = relationLevel(ctx, rc, dim, under(selection, "data"));
+      const withTotal = under(selection, "meta").some((f) => f.name === "total");
       const result = await listRecords(
         rc,
         dim.code,
-        listQuery(args, selectedRelations(dim, relations), meta.has("total")),
+        listQuery(
+          args,
+          relations.map((r) => r.name),
+          withTotal,
+        ),
       );
+      await attachRelationTree(rc, relations, result.data);
       return { data: result.data, meta: result.meta };
     },
 
     byId: (dim) => async (_root, args: ContextArgs & { id: string }, ctx, info) => {
       const rc = readContextFor(ctx, args);
-      const expand = selectedRelations(dim, selected(info, [], true));
+      stateOf(ctx).roots.set(info.path.key, args);
+      const relations = relationLevel(ctx, rc, dim, lookahead(info));
       try {
         const result = await getRecord(rc, dim.code, args.id, {
           fields: null,
-          expand,
+          expand: relations.map((r) => r.name),
           condTrec: null,
           debug: false,
         });
+        await attachRelationTree(rc, relations, [result.data]);
         return result.data;
       } catch (err) {
         if (err instanceof NotFoundError && err.code === "RECORD_NOT_FOUND") return null;
@@ -304,10 +434,12 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         ctx,
       ) => {
         const rc = readContextFor(ctx, args);
-        // Through REST's parser: the same checks (a field for every function but COUNT).
-        const aggregates = parseAggregates(
-          args.aggregate.map((a) => (a.field ? `${a.fn}(${a.field})` : a.fn)).join(","),
-        );
+        const aggregates: AggregateSpec[] = args.aggregate.map((a) => {
+          const field = a.field === undefined || a.field === null || a.field === "*" ? null : a.field;
+          if (field === null && a.fn !== "COUNT")
+            throw invalidParameter("aggregate", `${a.fn} needs a field: {fn: ${a.fn}, field: "FIELD"}.`);
+          return { fn: a.fn, field, alias: field === null ? a.fn : `${a.fn}_${field}` };
+        });
         const query = listQuery({ ...args, order_by: null, sort: args.order_by ?? null }, [], true);
         const result = await listRecords(rc, dim.code, { ...query, groupBy: args.group_by, aggregates });
         return result.data;
@@ -321,17 +453,18 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
     forward: (dim, relation) => async (parent, _args, ctx, info) => {
       if (relation.name in parent) return parent[relation.name];
       if (!(relation.fromField in parent)) throw fieldNotVisible(dim, relation.fromField);
-      const rc = readContextFor(ctx, sourceOf(info));
-      return loadRelated(rc, dim.code, relation.name, parent[relation.fromField]);
+      const rc = readContextFor(ctx, rootArgs(ctx, info));
+      return loadPlannedRelation(rc, planRelation(ctx, rc, dim, relation.name), parent[relation.fromField]);
     },
 
     reverse: (dim, relation) => async (parent, args: Omit<ListArgs, keyof ContextArgs>, ctx, info) => {
-      const context = sourceOf(info);
       const hasArgs = Object.values(args).some((v) => v !== undefined && v !== null);
       if (!hasArgs && relation.name in parent) return parent[relation.name];
       if (!(relation.toField in parent)) throw fieldNotVisible(dim, relation.toField);
+      const context = rootArgs(ctx, info);
       const rc = readContextFor(ctx, context);
-      if (!hasArgs) return loadRelated(rc, dim.code, relation.name, parent[relation.toField]);
+      if (!hasArgs)
+        return loadPlannedRelation(rc, planRelation(ctx, rc, dim, relation.name), parent[relation.toField]);
       const key = parent[relation.toField];
       if (key === null || key === undefined) return [];
       // With their own where/order/limit: every parent of this field (same arguments) in one
@@ -388,10 +521,13 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         args: ContextArgs & { field: string; filter?: string | null; full_list?: boolean | null },
         ctx,
       ) => {
-        const params: Record<string, string> = { field: args.field };
-        if (args.filter) params.$filter = args.filter;
-        if (args.full_list) params.getACList = "1";
-        return lookupValues(readContextFor(ctx, args), parseLookupParams(params as QueryParams));
+        const field = args.field.trim();
+        if (!field) throw invalidParameter("field", "field names the field whose values to list.");
+        return lookupValues(readContextFor(ctx, args), {
+          field,
+          filter: filterArg(args.filter),
+          fullList: args.full_list === true,
+        });
       },
 
     document:
@@ -464,11 +600,16 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
 }
 
 /** The source and center_dett of the root field a nested field belongs to. */
-function sourceOf(info: GraphQLResolveInfo): ContextArgs {
+function rootArgs(ctx: GraphQLContext, info: GraphQLResolveInfo): ContextArgs {
   let path = info.path;
   while (path.prev) path = path.prev;
+  return stateOf(ctx).roots.get(path.key) ?? sourceOf(info, path.key);
+}
+
+/** The same read from the operation's root field (a root field that did not register). */
+function sourceOf(info: GraphQLResolveInfo, rootKey: string | number): ContextArgs {
   const root = info.operation.selectionSet.selections.find(
-    (s) => s.kind === Kind.FIELD && (s.alias?.value ?? s.name.value) === path.key,
+    (s) => s.kind === Kind.FIELD && (s.alias?.value ?? s.name.value) === rootKey,
   );
   const out: ContextArgs = { source: "", center_dett: null };
   if (root?.kind !== Kind.FIELD) return out;

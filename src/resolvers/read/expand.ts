@@ -66,6 +66,67 @@ export function expandShapes(expand: readonly ExpandPlan[]): RecordShape["expand
   }));
 }
 
+/** A relation planned once for every record of its level, and what is planned under it. */
+export interface RelationTree {
+  readonly plan: ExpandPlan;
+  readonly children: readonly RelationTree[];
+}
+
+/** A relation already embedded in a level's records (by name), with the levels to load under it. */
+export interface EmbeddedRelation {
+  readonly name: string;
+  readonly children: readonly RelationTree[];
+}
+
+/**
+ * Loads the levels under `trees` into `records`, whose own relations (the trees' plans) are
+ * already embedded: for each level, each relation is one batched statement for every record of
+ * that level (the request's loaders). A record whose key of a relation is not visible is left
+ * without it (its field resolver reports the field).
+ */
+export async function attachRelationTree(
+  rc: ReadContext,
+  trees: readonly EmbeddedRelation[],
+  records: readonly DataRecord[],
+): Promise<void> {
+  await Promise.all(
+    trees.map(async (t) => {
+      if (!t.children.length) return;
+      const level: DataRecord[] = [];
+      for (const r of records) {
+        const v = r[t.name];
+        if (Array.isArray(v)) level.push(...(v as DataRecord[]));
+        else if (v !== null && typeof v === "object") level.push(v as DataRecord);
+      }
+      if (!level.length) return;
+      await Promise.all(
+        t.children.map(async (c) => {
+          const key = c.plan.parentKey.code;
+          const holders = level.filter((r) => key in r);
+          const values = await Promise.all(holders.map((r) => related(rc, c.plan, r[key])));
+          values.forEach((list, i) => {
+            holders[i]![c.plan.name] = embed(c.plan, list);
+          });
+        }),
+      );
+      await attachRelationTree(
+        rc,
+        t.children.map((c) => ({ name: c.plan.name, children: c.children })),
+        level,
+      );
+    }),
+  );
+}
+
+/** One relation of one parent through a plan made before (GraphQL: once per request). */
+export async function loadPlannedRelation(
+  rc: ReadContext,
+  e: ExpandPlan,
+  parentKey: unknown,
+): Promise<DataRecord | DataRecord[] | null> {
+  return embed(e, await related(rc, e, parentKey));
+}
+
 /**
  * One relation of one parent, for GraphQL field resolvers: `parentKey` is the parent's value of the
  * relation's key (the foreign key for a forward relation, the referenced key for a reverse one).

@@ -10,7 +10,13 @@ export {
   listFieldConfigurations,
   listFieldDefinitions,
 } from "./describe.ts";
-export { loadRelated } from "./expand.ts";
+export {
+  attachRelationTree,
+  type EmbeddedRelation,
+  loadPlannedRelation,
+  loadRelated,
+  type RelationTree,
+} from "./expand.ts";
 export { listRelatedPages } from "./related-pages.ts";
 export { type DimensionEvent, subscribeToEvents } from "./events.ts";
 export { type LookupQuery, lookupValues, MAX_LOOKUP_ITEMS } from "./lookup.ts";

@@ -1,0 +1,101 @@
+// Look-ahead: what a field's selection set asks for, walked once from the field's resolver. Named
+// and inline fragments are followed, @skip/@include applied, fields merged by response key (as
+// graphql-js executes them: an alias is a field of its own, the same key twice is one field), and
+// every field's arguments coerced (variables and defaults applied) against the schema.
+import {
+  type FieldNode,
+  type GraphQLField,
+  GraphQLIncludeDirective,
+  type GraphQLNamedType,
+  type GraphQLResolveInfo,
+  GraphQLSkipDirective,
+  getArgumentValues,
+  getDirectiveValues,
+  getNamedType,
+  isObjectType,
+  Kind,
+  type SelectionNode,
+  type SelectionSetNode,
+} from "graphql";
+
+export interface SelectedField {
+  /** The response key: the alias, or the field's name. */
+  readonly key: string;
+  /** The field's name in the schema. */
+  readonly name: string;
+  /** Its arguments, coerced (variables and defaults applied); {} for a field without any. */
+  readonly args: Readonly<Record<string, unknown>>;
+  /** Whether the query gave it arguments (defaults aside). */
+  readonly hasArguments: boolean;
+  /** What is selected under it (empty for a leaf). */
+  readonly selections: readonly SelectedField[];
+}
+
+type Variables = GraphQLResolveInfo["variableValues"];
+
+/** Whether @skip/@include keep a selection. */
+function included(node: SelectionNode, variables: Variables): boolean {
+  if (!node.directives?.length) return true;
+  if (getDirectiveValues(GraphQLSkipDirective, node, variables)?.if === true) return false;
+  return getDirectiveValues(GraphQLIncludeDirective, node, variables)?.if !== false;
+}
+
+/** The field nodes of `sets`, grouped by response key (fragments followed). */
+function collect(
+  info: GraphQLResolveInfo,
+  sets: readonly SelectionSetNode[],
+  out: Map<string, FieldNode[]> = new Map(),
+): Map<string, FieldNode[]> {
+  for (const set of sets) {
+    for (const s of set.selections) {
+      if (!included(s, info.variableValues)) continue;
+      if (s.kind === Kind.FIELD) {
+        const key = s.alias?.value ?? s.name.value;
+        const list = out.get(key);
+        if (list) list.push(s);
+        else out.set(key, [s]);
+      } else if (s.kind === Kind.INLINE_FRAGMENT) {
+        collect(info, [s.selectionSet], out);
+      } else {
+        const fragment = info.fragments[s.name.value];
+        if (fragment) collect(info, [fragment.selectionSet], out);
+      }
+    }
+  }
+  return out;
+}
+
+function selectionsOn(
+  info: GraphQLResolveInfo,
+  type: GraphQLNamedType,
+  nodes: readonly FieldNode[],
+): SelectedField[] {
+  if (!isObjectType(type)) return [];
+  const fields = type.getFields();
+  const sets = nodes.flatMap((n) => (n.selectionSet ? [n.selectionSet] : []));
+  const out: SelectedField[] = [];
+  for (const [key, group] of collect(info, sets)) {
+    const first = group[0]!;
+    const name = first.name.value;
+    const def: GraphQLField<unknown, unknown> | undefined = fields[name];
+    if (!def) continue; // __typename and other meta fields
+    out.push({
+      key,
+      name,
+      args: first.arguments?.length ? getArgumentValues(def, first, info.variableValues) : {},
+      hasArguments: (first.arguments?.length ?? 0) > 0,
+      selections: selectionsOn(info, getNamedType(def.type), group),
+    });
+  }
+  return out;
+}
+
+/** What is selected under the field being resolved: one walk of its selection set. */
+export function lookahead(info: GraphQLResolveInfo): SelectedField[] {
+  return selectionsOn(info, getNamedType(info.returnType), info.fieldNodes);
+}
+
+/** The selections under every field named `name` among `fields` (all its aliases together). */
+export function under(fields: readonly SelectedField[], name: string): SelectedField[] {
+  return fields.filter((f) => f.name === name).flatMap((f) => f.selections);
+}

@@ -1,0 +1,174 @@
+// Transactions per request (issue 19): a read is one transaction, a write is one transaction,
+// counted by PostgreSQL itself (pg_stat_database: xact_commit + xact_rollback of the test's
+// database) over 100 sequential requests of one kind on an otherwise idle process.
+//
+// A backend reports its counts to pg_stat_database at most once a second while busy, and within
+// PGSTAT_IDLE_INTERVAL (10 s) once idle: a count is read once it has stood still for 11 s. The
+// counting connection is on another database, so that its own transactions are not counted.
+// Reads of more than one statement (a total estimated beyond COUNT_EXACT_LIMIT, a reverse relation
+// loaded after its page) are one transaction per statement: docs/benchmarks.md.
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
+import { createTestApp, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
+
+const REQUESTS = 100;
+/**
+ * What a process does per period, not per request, counted in a measurement now and then: the
+ * session row read again when its cache entry expired (SESSION_CACHE_MS, 5 s) and its
+ * LAST_ACTIVITY mark (at most every 30 s); a pool connection opened again after the settling
+ * pause closed it (a backend's start commits a transaction of its own); for writes, the NOTIFY
+ * owed to commits folded into a window, sent on its own when no commit follows within
+ * NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per request").
+ */
+const UPKEEP = 8;
+
+function expectOnePerRequest(counts: Record<string, number>) {
+  console.info(`transactions for ${REQUESTS} sequential requests: ${JSON.stringify(counts)}`);
+  for (const [kind, n] of Object.entries(counts)) {
+    expect(n, `${kind}: ${n} transactions for ${REQUESTS} requests`).toBeGreaterThanOrEqual(REQUESTS);
+    expect(n, `${kind}: ${n} transactions for ${REQUESTS} requests`).toBeLessThanOrEqual(REQUESTS + UPKEEP);
+  }
+}
+/** PostgreSQL's PGSTAT_IDLE_INTERVAL (10 s) and a second of margin. */
+const SETTLED_MS = 11_000;
+
+if (TEST_DATABASE_URL) {
+  describe("transactions per request (postgres)", () => {
+    let t: TestApp;
+    let token: string;
+    let monitor: pg.Client;
+    let database: string;
+
+    beforeAll(async () => {
+      t = await createTestApp("postgres", {
+        fixture: "sample",
+        env: UNLIMITED_ENV,
+      });
+      if (t.services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+      database = new URL(t.services.db.connectionString).pathname.slice(1);
+      // Autovacuum's workers count in the database's transactions too: not on these tables.
+      await t.services.db.query(
+        `DO $$ DECLARE r record; BEGIN
+           FOR r IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' LOOP
+             EXECUTE format('ALTER TABLE %I SET (autovacuum_enabled = false)', r.tablename);
+           END LOOP; END $$`,
+      );
+      monitor = new pg.Client({ connectionString: TEST_DATABASE_URL! });
+      await monitor.connect();
+      token = await loginAs(t.app, "anna", "anna-secret-1");
+    }, 60_000);
+    afterAll(async () => {
+      await monitor?.end();
+      await t?.close();
+    });
+
+    async function transactions(): Promise<number> {
+      const { rows } = await monitor.query<{ n: string }>(
+        `SELECT (xact_commit + xact_rollback)::text AS n FROM pg_stat_database WHERE datname = $1`,
+        [database],
+      );
+      return Number(rows[0]!.n);
+    }
+
+    /** The count once it has not moved for SETTLED_MS (every backend has reported). */
+    async function settled(): Promise<number> {
+      const deadline = Date.now() + 90_000;
+      let last = await transactions();
+      let since = Date.now();
+      while (Date.now() - since < SETTLED_MS) {
+        if (Date.now() > deadline) throw new Error("pg_stat_database kept moving on an idle process");
+        await new Promise((r) => setTimeout(r, 250));
+        const now = await transactions();
+        if (now !== last) {
+          last = now;
+          since = Date.now();
+        }
+      }
+      return last;
+    }
+
+    type Request = { method: "GET" | "POST"; url: string; payload?: Record<string, unknown> };
+    /** The settled count after the previous measurement (the next one's baseline). */
+    let baseline: number | null = null;
+
+    /** Transactions of REQUESTS sequential requests (after one that warms caches and plans). */
+    async function perRequests(make: (i: number) => Request, status: number): Promise<number> {
+      const send = async (r: Request) => {
+        const res = await t.app.inject({
+          method: r.method,
+          url: r.url,
+          headers: bearer(token),
+          ...(r.payload ? { payload: r.payload } : {}),
+        });
+        expect(res.statusCode, res.body.slice(0, 300)).toBe(status);
+        if (r.url.includes("graphql")) expect(res.json().errors, res.body.slice(0, 300)).toBeUndefined();
+      };
+      // The warm-up's own transactions are in the baseline: taken before the previous settled
+      // count only when none was taken yet.
+      if (baseline === null) {
+        await send(make(-1));
+        baseline = await settled();
+      }
+      const before = baseline;
+      for (let i = 0; i < REQUESTS; i++) await send(make(i));
+      baseline = await settled();
+      return baseline - before;
+    }
+
+    const graphql = (query: string): Request => ({ method: "POST", url: "/graphql", payload: { query } });
+
+    it(
+      "reads: one transaction each (list with its total, by id, count, GraphQL list with a forward relation and its total)",
+      async () => {
+        const kinds: Array<[string, (i: number) => Request]> = [
+          [
+            "list + total",
+            () => ({ method: "GET", url: "/api/v4/core/CUST?source=anag-1&sort=NAME&$num_rows=2" }),
+          ],
+          ["by id", () => ({ method: "GET", url: "/api/v4/core/CUST/1?source=anag-1" })],
+          [
+            "count",
+            () => ({ method: "GET", url: "/api/v4/core/CUST/count?source=anag-1&filter[CITY_ID]=MI" }),
+          ],
+          [
+            "GraphQL list",
+            () =>
+              graphql(
+                `{ CUST(source: "anag-1", limit: 5) { data { CUST_ID NAME CITY { NAME } } meta { total } } }`,
+              ),
+          ],
+        ];
+        const counts: Record<string, number> = {};
+        for (const [name, make] of kinds) counts[name] = await perRequests(make, 200);
+        expectOnePerRequest(counts);
+      },
+      10 * 60_000,
+    );
+
+    it(
+      "writes: one transaction each, the NOTIFY that wakes other processes' relays inside it (REST create, GraphQL create)",
+      async () => {
+        const counts = {
+          "REST create": await perRequests(
+            (i) => ({
+              method: "POST",
+              url: "/api/v4/core/CUST?source=anag-1",
+              payload: { data: { NAME: `Tx ${i}` } },
+            }),
+            201,
+          ),
+          "GraphQL create": await perRequests(
+            (i) =>
+              graphql(
+                `mutation { CUST_create(source: "anag-1", data: {NAME: "Tx g${i}"}) { data { CUST_ID } } }`,
+              ),
+            200,
+          ),
+        };
+        expectOnePerRequest(counts);
+      },
+      10 * 60_000,
+    );
+  });
+}
