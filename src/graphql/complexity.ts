@@ -75,6 +75,45 @@ export interface OperationMeasure {
  */
 export const MAX_TOKENS = 20_000;
 
+/** Deepest nesting of `{`, `[` and `(` a document may have before it is parsed at all. */
+export const MAX_SOURCE_NESTING = 256;
+
+/**
+ * The deepest nesting of brackets in a GraphQL document, outside strings and comments: one linear
+ * scan, so a document nested too deep for graphql-js's recursive parser (or for the recursive
+ * walks after it) is refused before any of them runs.
+ */
+export function sourceNesting(body: string): number {
+  let depth = 0;
+  let deepest = 0;
+  for (let i = 0; i < body.length; i++) {
+    const c = body.charCodeAt(i);
+    if (c === 0x23 /* # */) {
+      while (i < body.length && body.charCodeAt(i) !== 0x0a && body.charCodeAt(i) !== 0x0d) i++;
+    } else if (c === 0x22 /* " */) {
+      if (body.startsWith('"""', i)) {
+        const end = body.indexOf('"""', i + 3);
+        // An escaped triple quote (\""") inside a block string does not end it.
+        let at = end;
+        while (at > 0 && body.charCodeAt(at - 1) === 0x5c) at = body.indexOf('"""', at + 3);
+        i = at < 0 ? body.length : at + 2;
+      } else {
+        for (i++; i < body.length; i++) {
+          const d = body.charCodeAt(i);
+          if (d === 0x5c) i++;
+          else if (d === 0x22 || d === 0x0a) break;
+        }
+      }
+    } else if (c === 0x7b || c === 0x5b || c === 0x28) {
+      depth++;
+      if (depth > deepest) deepest = depth;
+    } else if (c === 0x7d || c === 0x5d || c === 0x29) {
+      depth--;
+    }
+  }
+  return deepest;
+}
+
 export function tooComplex(message: string, details: Record<string, number>): GraphQLError {
   return new GraphQLError(message, {
     extensions: { code: "QUERY_TOO_COMPLEX", status: 400, details },

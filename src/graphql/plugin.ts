@@ -17,7 +17,7 @@ import { createSchemaCache } from "../schema/cache.ts";
 import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
 import { type Admission, createSubscriptionGuard } from "./subscription-guard.ts";
 import { createTenantGate } from "./tenant-gate.ts";
-import { checkComplexity, MAX_TOKENS, tooComplex } from "./complexity.ts";
+import { checkComplexity, MAX_SOURCE_NESTING, MAX_TOKENS, sourceNesting, tooComplex } from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
 export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
@@ -206,6 +206,13 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
   const limitComplexity: Plugin = {
     onParse({ parseFn, setParseFn }) {
       setParseFn((source, options) => {
+        const body = typeof source === "string" ? source : source.body;
+        if (sourceNesting(body) > MAX_SOURCE_NESTING)
+          throw tooComplex("The document nests selections or values too deeply to be read.", {
+            max_depth: limits.maxDepth,
+            max_input_depth: MAX_JSON_DEPTH,
+            max_nesting: MAX_SOURCE_NESTING,
+          });
         try {
           return parseFn(source, { ...options, maxTokens: MAX_TOKENS });
         } catch (err) {
@@ -224,7 +231,15 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       });
     },
     onValidate({ params, setResult }) {
-      const refused = checkComplexity(params.schema, params.documentAST, limits);
+      let refused: GraphQLError | null;
+      try {
+        refused = checkComplexity(params.schema, params.documentAST, limits);
+      } catch (err) {
+        if (!(err instanceof RangeError)) throw err;
+        refused = tooComplex("The document nests selections or values too deeply to be read.", {
+          max_depth: limits.maxDepth,
+        });
+      }
       if (refused) setResult([refused]);
     },
   };

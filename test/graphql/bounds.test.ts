@@ -4,6 +4,7 @@
 // bounds (records, event bytes), so aliases cannot multiply them.
 import { getIntrospectionQuery } from "graphql";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_SOURCE_NESTING, sourceNesting } from "../../src/graphql/complexity.ts";
 import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { NO_RATE_LIMITS } from "../write/http.ts";
@@ -295,5 +296,15 @@ describe("GraphQL request bounds", () => {
       `SELECT coalesce(sum(octet_length("PAYLOAD"::text)), 0)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PAYLOAD"::text LIKE '%Events %'`,
     );
     expect(rows[0]!.n).toBeLessThanOrEqual(EVENTS_MAX_BYTES);
+  });
+});
+
+describe("sourceNesting: the pre-parse nesting scan", () => {
+  it("counts brackets of every kind, not those inside strings, block strings or comments", () => {
+    expect(sourceNesting("{ a(x: [{ b: 1 }]) { c } }")).toBe(4);
+    expect(sourceNesting('{ a(x: "{{{{[[[((") }')).toBe(2);
+    expect(sourceNesting('{ a(x: """ {{{ \\""" {{ """) }')).toBe(2);
+    expect(sourceNesting("# {{{{{{\n{ a }")).toBe(1);
+    expect(sourceNesting(`${"{".repeat(MAX_SOURCE_NESTING + 1)}`)).toBe(MAX_SOURCE_NESTING + 1);
   });
 });
