@@ -7,18 +7,21 @@
 //   node bench/summarise-profile.mjs /tmp/prof/*.cpuprofile
 //
 // BENCH_WORKLOAD=create profiles creates instead (bench/compare's W4), BENCH_WORKLOAD=expand the
-// latest orders with their customer (W3).
+// latest orders with their customer (W3, BENCH_ORDERS orders seeded first), BENCH_WORKLOAD=byid
+// only GET by id (W2).
 import { buildApp } from "../src/app.ts";
 import { listenAndLogin } from "../test/helpers/auth.ts";
 import { autocannon } from "./autocannon.ts";
-import { openBenchServices, seedCustomers } from "./seed.ts";
+import { openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
 
 async function main() {
   const services = await openBenchServices({ LOG_LEVEL: "warn" });
   await seedCustomers(services.db, CUSTOMERS);
+  if (process.env.BENCH_WORKLOAD === "expand") await seedOrders(services.db, ORDERS, CUSTOMERS);
   const app = await buildApp(services);
   try {
     const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
@@ -31,7 +34,7 @@ async function main() {
         duration: SECONDS,
         headers,
       });
-      console.log(`expand ${expand.requests.average.toFixed(0)} req/s`);
+      console.log(`expand ${expand.requests.average.toFixed(0)} req/s (${expand.requests.total} requests)`);
       return;
     }
     if (process.env.BENCH_WORKLOAD === "create") {
@@ -53,15 +56,15 @@ async function main() {
       duration: SECONDS,
       headers,
     });
+    console.log(`GET by id ${byId.requests.average.toFixed(0)} req/s (${byId.requests.total} requests)`);
+    if (process.env.BENCH_WORKLOAD === "byid") return;
     const list = await autocannon({
       url: `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
       connections: 16,
       duration: SECONDS,
       headers,
     });
-    console.log(
-      `GET by id ${byId.requests.average.toFixed(0)} req/s; list ${list.requests.average.toFixed(0)} req/s`,
-    );
+    console.log(`list ${list.requests.average.toFixed(0)} req/s (${list.requests.total} requests)`);
   } finally {
     await app.close();
     await services.close();

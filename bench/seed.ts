@@ -21,6 +21,18 @@ export async function seedCustomers(
   await db.query(`ANALYZE "TB_ANAG_CUST00"`);
 }
 
+/** `count` orders of tenant acme, each of one of the first (at most 1,000) customers, analysed. */
+export async function seedOrders(db: Queryable, count: number, customers: number): Promise<void> {
+  await db.query(
+    `INSERT INTO "TB_DOC_ORD00" ("ORD_NO", "CUST_ID", "ORD_DATE", "STATUS", "TOTAL", "TREC", "CDATA", "OWNER", "TENANT_ID")
+     SELECT 'O-' || g, c."CUST_ID", '20260101', 'N', g % 1000, 'N', '20260101000000', 'bench', 'acme'
+       FROM generate_series(1, $1::int) AS g
+       JOIN LATERAL (SELECT "CUST_ID" FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' ORDER BY "CUST_ID" OFFSET (g % $2::int) LIMIT 1) c ON true`,
+    [count, Math.min(customers, 1000)],
+  );
+  await db.query(`ANALYZE "TB_DOC_ORD00"`);
+}
+
 /**
  * The services of a bench: a scratch PostgreSQL database (dropped on close) with the sample
  * fixture and no rate limits. Without TEST_DATABASE_URL the bench stops with how to run it.

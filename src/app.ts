@@ -73,9 +73,13 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   // Every response carries X-RateLimit-* headers (spec 8): authenticated calls show the user's
   // window, login and refresh theirs, refused tokens the IP window they spend; any other answer
   // (a health check, an unknown route) shows that IP window as it stands.
-  app.addHook("onSend", async (request, reply, payload) => {
-    if (!reply.hasHeader("x-ratelimit-limit")) await auth.showAnonymousWindow(request, reply);
-    return payload;
+  // Not async (a promise per request): most answers have their headers already and go on at once.
+  app.addHook("onSend", (request, reply, payload, done) => {
+    if (reply.hasHeader("x-ratelimit-limit")) {
+      done(null, payload);
+      return;
+    }
+    auth.showAnonymousWindow(request, reply).then(() => done(null, payload), done);
   });
   await app.register(authRoutes, deps);
   await app.register(openApiPageRoutes);

@@ -109,10 +109,10 @@ export async function endSession(deps: AuthDeps, sessionId: string): Promise<voi
  * was built, the session row is rebuilt from them; otherwise the session's own GRANTS apply.
  */
 export async function syncProfile(deps: AuthDeps, session: StoredSession): Promise<Grant[]> {
+  const unchanged = unchangedGrants(session);
+  if (unchanged) return unchanged;
   const current = session.currentGrants;
-  const hash = grantsHash(current);
   const peso = session.currentPeso ?? session.context.peso;
-  if (hash === session.context.grants_hash && peso === session.context.peso) return session.grants;
   const c = session.context;
   const profile = buildProfile(
     deps.metadata.current(),
@@ -133,6 +133,14 @@ export async function syncProfile(deps: AuthDeps, session: StoredSession): Promi
   return current;
 }
 
+/** The session's own grants while TB_USER_GRANT and TB_USER still match them, else null. */
+function unchangedGrants(session: StoredSession): Grant[] | null {
+  const peso = session.currentPeso ?? session.context.peso;
+  const same =
+    grantsHash(session.currentGrants) === session.context.grants_hash && peso === session.context.peso;
+  return same ? session.grants : null;
+}
+
 /** One request of the session's user and tenant: 429 when a window is spent, else its headers. */
 export async function spendUserWindows(
   deps: AuthDeps,
@@ -146,7 +154,8 @@ export async function spendUserWindows(
 
 /** The caller of a verified session, with grants and peso as they stand now (no HTTP). */
 export async function principalOf(deps: AuthDeps, session: StoredSession): Promise<Principal> {
-  const grants = await syncProfile(deps, session);
+  // Awaited only when the session is rebuilt: the usual request makes no promise here.
+  const grants = unchangedGrants(session) ?? (await syncProfile(deps, session));
   return {
     userId: session.userId,
     tenantId: session.tenantId,
@@ -159,22 +168,28 @@ export async function principalOf(deps: AuthDeps, session: StoredSession): Promi
   };
 }
 
-/** HTTP hook: LAST_ACTIVITY is written at most every touchIntervalS. */
-async function markActivity(deps: AuthDeps, session: StoredSession): Promise<void> {
+/**
+ * HTTP hook: LAST_ACTIVITY is written at most every touchIntervalS. Null when there is nothing to
+ * write (most requests): the caller then has no promise to await.
+ */
+function markActivity(deps: AuthDeps, session: StoredSession): Promise<void> | null {
   const now = deps.clock();
-  if (now.getTime() - session.lastActivity.getTime() >= deps.options.touchIntervalS * 1000) {
-    await touchSession(deps.db, session.sessionId, now, idleDeadline(deps, now));
+  if (now.getTime() - session.lastActivity.getTime() < deps.options.touchIntervalS * 1000) return null;
+  return touchSession(deps.db, session.sessionId, now, idleDeadline(deps, now)).then(() => {
     session.lastActivity = now;
-  }
+  });
 }
 
-/** HTTP hook: a token older than ACCESS_TOKEN_ACTIVE_S gets a fresh one in X-Access-Token. */
-async function renewToken(deps: AuthDeps, verified: VerifiedSession, reply: FastifyReply): Promise<void> {
+/**
+ * HTTP hook: a token older than ACCESS_TOKEN_ACTIVE_S gets a fresh one in X-Access-Token. Null
+ * when the token is young enough (most requests).
+ */
+function renewToken(deps: AuthDeps, verified: VerifiedSession, reply: FastifyReply): Promise<void> | null {
   const now = deps.clock();
-  if (Math.floor(now.getTime() / 1000) - verified.token.iat > deps.config.accessTokenActiveS) {
-    const renewed = await deps.tokens.issue(accessClaims(verified.session));
+  if (Math.floor(now.getTime() / 1000) - verified.token.iat <= deps.config.accessTokenActiveS) return null;
+  return deps.tokens.issue(accessClaims(verified.session)).then((renewed) => {
     reply.header("X-Access-Token", renewed.token);
-  }
+  });
 }
 
 /**
@@ -190,7 +205,9 @@ export async function authenticateRequest(
   const verified = await verifyBearer(deps, bearerToken(request));
   await spendUserWindows(deps, verified.session, reply);
   const principal = await principalOf(deps, verified.session);
-  await markActivity(deps, verified.session);
-  await renewToken(deps, verified, reply);
+  const touched = markActivity(deps, verified.session);
+  if (touched) await touched;
+  const renewed = renewToken(deps, verified, reply);
+  if (renewed) await renewed;
   return { principal, requestId: request.id, now: deps.clock };
 }

@@ -135,11 +135,13 @@ export function serveMetrics(
   metrics: Metrics,
   route: (request: FastifyRequest) => string,
 ): void {
-  app.addHook("onResponse", async (request, reply) => {
+  // Written with `done`, not async: two promises fewer per request (issue 19).
+  app.addHook("onResponse", (request, reply, done) => {
     const labels = { method: request.method, route: route(request), status: String(reply.statusCode) };
     metrics.httpRequests.inc(labels);
     metrics.httpDuration.observe(labels, reply.elapsedTime / 1000);
     if (reply.statusCode === 429) metrics.rateLimitRefusals.inc({ route: labels.route });
+    done();
   });
   app.get("/metrics", async (_request, reply) => {
     reply.type(metrics.registry.contentType);

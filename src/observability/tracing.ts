@@ -9,7 +9,8 @@ const spans = new WeakMap<object, Span>();
 
 export function traceRequests(app: FastifyInstance, role: string): void {
   const tracer = trace.getTracer("dimensio");
-  app.addHook("onRequest", async (request) => {
+  // Written with `done`, not async: two promises fewer per request (issue 19).
+  app.addHook("onRequest", (request, _reply, done) => {
     const parent = propagation.extract(context.active(), request.headers);
     const route = request.routeOptions.url ?? "unmatched";
     const span = tracer.startSpan(
@@ -27,12 +28,15 @@ export function traceRequests(app: FastifyInstance, role: string): void {
       parent,
     );
     spans.set(request, span);
+    done();
   });
-  app.addHook("onResponse", async (request, reply) => {
+  app.addHook("onResponse", (request, reply, done) => {
     const span = spans.get(request);
-    if (!span) return;
-    span.setAttribute("http.response.status_code", reply.statusCode);
-    if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-    span.end();
+    if (span) {
+      span.setAttribute("http.response.status_code", reply.statusCode);
+      if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    }
+    done();
   });
 }

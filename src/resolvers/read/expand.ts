@@ -1,6 +1,6 @@
 // Embedding related records ($expand): every parent's key goes to the request's loader in the same
 // tick, so each relation costs one query however many rows the page has.
-import { embeddedColumn, joinsInPage, relationColumns } from "../../query/compile.ts";
+import { embeddedColumn, joinsInPage } from "../../query/compile.ts";
 import { planExpand } from "../../query/plan.ts";
 import type { ExpandPlan } from "../../query/types.ts";
 import { type DataRecord, requireDimension, toRecord } from "./common.ts";
@@ -17,45 +17,56 @@ function embed(e: ExpandPlan, records: DataRecord[]): DataRecord | DataRecord[] 
   return e.direction === "reverse" ? records : (records[0] ?? null);
 }
 
-/** Reads the record of relation `index` that the page's statement embedded in a row (or null). */
+/**
+ * Reads the record of relation `index` that the page's statement embedded in a row (or null): the
+ * relation's fields, straight from the row's columns into one record per row.
+ */
 function embeddedReader(e: ExpandPlan, index: number): (row: Record<string, unknown>) => DataRecord | null {
   const key = embeddedColumn(index, e.targetKey.code);
-  const columns = relationColumns(e).map((f) => [f.code, embeddedColumn(index, f.code)] as const);
+  const columns = e.columns.map((f) => [f.code, embeddedColumn(index, f.code)] as const);
   return (row) => {
     if (row[key] == null) return null;
-    const fields: Record<string, unknown> = {};
-    for (const [code, column] of columns) fields[code] = row[column];
-    return toRecord(fields, e.columns);
+    const out: DataRecord = {};
+    for (const [code, column] of columns) {
+      const v = row[column];
+      out[code] = v === undefined ? null : v;
+    }
+    return out;
   };
 }
 
 /**
  * Adds each expanded relation to each record; `rows` are the records' table rows (keys included).
  * With `joined`, the rows come from a page statement that embedded its forward relations
- * (compileRecordsPage / compileRecordsSelect with embed): those are read from the rows.
+ * (compileRecordsPage / compileRecordsSelect with embed): those are read from the rows at once.
+ * The others go through the loaders: the promise of those, or null when there are none (then
+ * every relation is attached on return and the caller has nothing to await).
  */
-export async function attachExpansions(
+export function attachExpansions(
   rc: ReadContext,
   expand: readonly ExpandPlan[],
   rows: ReadonlyArray<Record<string, unknown>>,
   records: DataRecord[],
   opts: { joined?: boolean } = {},
-): Promise<void> {
-  await Promise.all(
-    expand.map(async (e, index) => {
-      if (opts.joined && joinsInPage(e)) {
-        const read = embeddedReader(e, index);
-        rows.forEach((row, i) => {
-          records[i]![e.name] = read(row);
-        });
-        return;
-      }
-      const values = await Promise.all(rows.map((row) => related(rc, e, row[e.parentKey.code])));
-      values.forEach((list, i) => {
-        records[i]![e.name] = embed(e, list);
+): Promise<void> | null {
+  const loading: Promise<void>[] = [];
+  expand.forEach((e, index) => {
+    if (opts.joined && joinsInPage(e)) {
+      const read = embeddedReader(e, index);
+      rows.forEach((row, i) => {
+        records[i]![e.name] = read(row);
       });
-    }),
-  );
+      return;
+    }
+    loading.push(
+      Promise.all(rows.map((row) => related(rc, e, row[e.parentKey.code]))).then((values) => {
+        values.forEach((list, i) => {
+          records[i]![e.name] = embed(e, list);
+        });
+      }),
+    );
+  });
+  return loading.length ? Promise.all(loading).then(() => undefined) : null;
 }
 
 export function expandShapes(expand: readonly ExpandPlan[]): RecordShape["expand"] {

@@ -29,7 +29,9 @@ export async function getRecord(
   const row = rows[0];
   if (!row) throw notFound();
   const data = toRecord(row, plan.columns);
-  await attachExpansions(rc, plan.expand, [row], [data]);
+  // Awaited only when a relation is loaded: each await is a promise and a turn of the queue.
+  const loading = attachExpansions(rc, plan.expand, [row], [data]);
+  if (loading) await loading;
   return {
     data,
     shape: { dim: dim.code, fields: plan.columns, expand: expandShapes(plan.expand) },

@@ -75,7 +75,8 @@ async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQ
     : await pageWithoutTotal(rc, plan);
   const data = page.map((r) => toRecord(r, plan.columns));
   // Forward relations came with the page's statement; the others cost one query each.
-  await attachExpansions(rc, plan.expand, page, data, { joined: true });
+  const loading = attachExpansions(rc, plan.expand, page, data, { joined: true });
+  if (loading) await loading;
   return {
     kind: "records",
     data,

@@ -1,0 +1,78 @@
+// Bytes allocated per REST request, by owner (issue 19): V8's sampling heap profiler with the
+// objects later collected included, over BENCH_REQUESTS requests of one URL through app.inject.
+// The owner of an allocation is the nearest package or src/ function on its stack (code V8 made
+// at run time, as fast-json-stringify's serializers, counts for its caller). Counted, not timed.
+//
+//   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/rest-alloc.ts
+//   BENCH_URL='/api/v4/core/CUST/5000?source=anag-1' …   (W2; the default is W3)
+import { Session } from "node:inspector/promises";
+import { buildApp } from "../src/app.ts";
+import { bearer, loginAs } from "../test/helpers/auth.ts";
+import { openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+
+const URL =
+  process.env.BENCH_URL ??
+  "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none";
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1000);
+
+interface SampleNode {
+  callFrame: { url: string; functionName: string };
+  selfSize: number;
+  children: SampleNode[];
+}
+
+function ownerOf(node: SampleNode, inherited: string): string {
+  const { url, functionName } = node.callFrame;
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg) return pkg[1]!;
+  if (url.includes("/src/")) return `src/${url.split("/src/")[1]} ${functionName}`;
+  return inherited;
+}
+
+async function main() {
+  const services = await openBenchServices({ LOG_LEVEL: "warn" });
+  await seedCustomers(services.db, 6000);
+  await seedOrders(services.db, 3000, 6000);
+  const app = await buildApp(services);
+  const session = new Session();
+  try {
+    const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
+    const get = async () => {
+      const res = await app.inject({ method: "GET", url: URL, headers });
+      if (res.statusCode !== 200) throw new Error(`${URL}: ${res.statusCode} ${res.body}`);
+    };
+    for (let i = 0; i < 300; i++) await get();
+    session.connect();
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 512,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+    for (let i = 0; i < REQUESTS; i++) await get();
+    const { profile } = (await session.post("HeapProfiler.stopSampling")) as unknown as {
+      profile: { head: SampleNode };
+    };
+    const owners = new Map<string, number>();
+    let total = 0;
+    const walk = (node: SampleNode, inherited: string) => {
+      const owner = ownerOf(node, inherited);
+      total += node.selfSize;
+      owners.set(owner, (owners.get(owner) ?? 0) + node.selfSize);
+      for (const child of node.children) walk(child, owner);
+    };
+    walk(profile.head, "(no package)");
+    const kb = (bytes: number) => (bytes / REQUESTS / 1024).toFixed(1);
+    console.log(`${URL}\n${kb(total)} KB allocated per request`);
+    for (const [owner, bytes] of [...owners].sort((a, b) => b[1] - a[1]).slice(0, 20))
+      console.log(`${kb(bytes).padStart(7)} KB  ${owner}`);
+  } finally {
+    session.disconnect();
+    await app.close();
+    await services.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
