@@ -1,5 +1,5 @@
 // The plain GraphQL POST without graphql-yoga (issue 19): a JSON body of query, variables and
-// operationName, answered as application/json, whose document is a query or a mutation that parses,
+// operationName, answered as application/json (or application/graphql-response+json), whose document is a query or a mutation that parses,
 // passes the complexity limits and validates. Its document is prepared once per (schema, text) and
 // kept in a bounded cache; graphql-js executes it with the context yoga would give; its errors
 // are masked by the same function and its status and body are those yoga's regular result
@@ -27,7 +27,10 @@ import {
 /** Prepared documents kept per schema; the oldest used is dropped past this many. */
 const MAX_DOCUMENTS = 1000;
 
+type MediaType = "application/json" | "application/graphql-response+json";
+
 export interface FastOperation {
+  mediaType: MediaType;
   document: DocumentNode;
   operation: "query" | "mutation";
   operationName: string | undefined;
@@ -41,6 +44,14 @@ export interface FastReply {
 }
 
 const BODY_KEYS = new Set(["query", "variables", "operationName"]);
+
+/** The Accept headers the fast path serves, each with the media type yoga answers it with. */
+const ANSWERED_AS = new Map<string | undefined, MediaType>([
+  [undefined, "application/json"],
+  ["*/*", "application/json"],
+  ["application/json", "application/json"],
+  ["application/graphql-response+json", "application/graphql-response+json"],
+]);
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -80,7 +91,8 @@ export function createFastPath(limits: ComplexityLimits) {
   /** The request's operation if it can take the fast path; null if yoga must answer it. */
   function operationOf(request: FastifyRequest, schema: GraphQLSchema): FastOperation | null {
     if (request.method !== "POST" || request.url.includes("?")) return null;
-    if (request.headers.accept !== "application/json") return null;
+    const mediaType = ANSWERED_AS.get(request.headers.accept);
+    if (!mediaType) return null;
     const type = request.headers["content-type"];
     if (type === undefined || type.split(";")[0]!.trim().toLowerCase() !== "application/json") return null;
     const body = request.body;
@@ -96,6 +108,7 @@ export function createFastPath(limits: ComplexityLimits) {
     const operation = getOperationAST(document, operationName ?? undefined);
     if (!operation || operation.operation === "subscription") return null;
     return {
+      mediaType,
       document,
       operation: operation.operation,
       operationName: operationName ?? undefined,
@@ -124,7 +137,7 @@ export async function executeFast(
     operationName: op.operationName,
   });
   if (!("data" in result) || result.data === undefined) return null;
-  const headers: Record<string, string> = { "content-type": "application/json; charset=utf-8" };
+  const headers: Record<string, string> = { "content-type": `${op.mediaType}; charset=utf-8` };
   let status = 200;
   if (!result.errors?.length) return { status, headers, body: JSON.stringify(result) };
   let statusFromErrors = 0;
@@ -135,7 +148,12 @@ export async function executeFast(
       | undefined;
     if (http) {
       if (http.headers) Object.assign(headers, http.headers);
-      if (!http.spec && http.status && http.status > statusFromErrors) statusFromErrors = http.status;
+      if (
+        !(http.spec && op.mediaType === "application/json") &&
+        http.status &&
+        http.status > statusFromErrors
+      )
+        statusFromErrors = http.status;
     }
     return masked.toJSON();
   });

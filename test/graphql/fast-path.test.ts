@@ -10,6 +10,9 @@ import { bearer, loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { NO_RATE_LIMITS } from "../write/http.ts";
 
+/** The Accept headers the fast path serves (none, any, JSON, GraphQL's response media type). */
+const ACCEPTS = [undefined, "*/*", "application/json", "application/graphql-response+json"];
+
 describe("GraphQL fast path", () => {
   let t: TestApp;
   let tokens: Record<string, string>;
@@ -26,12 +29,21 @@ describe("GraphQL fast path", () => {
   });
 
   /** The request sent plainly (the fast path's) and with a URL query (which leaves it to yoga). */
-  async function both(user: string, body: Record<string, unknown>, path = "/graphql") {
+  async function both(
+    user: string,
+    body: Record<string, unknown>,
+    accept: string | undefined,
+    path = "/graphql",
+  ) {
     const send = async (url: string) => {
       const res = await t.app.inject({
         method: "POST",
         url,
-        headers: { ...bearer(tokens[user]!), "content-type": "application/json", accept: "application/json" },
+        headers: {
+          ...bearer(tokens[user]!),
+          "content-type": "application/json",
+          ...(accept === undefined ? {} : { accept }),
+        },
         payload: body,
       });
       return { status: res.statusCode, type: res.headers["content-type"], body: res.body };
@@ -105,13 +117,15 @@ describe("GraphQL fast path", () => {
     ],
   ])("%s: the same answer as yoga's", async (_name, user, body) => {
     const before = await operationsCounted();
-    const { fast, yoga } = await both(user, body);
-    expect(fast).toEqual(yoga);
-    const { fast: v4 } = await both(user, body, "/api/v4/graphql");
-    expect(v4).toEqual(yoga);
+    for (const accept of ACCEPTS) {
+      const { fast, yoga } = await both(user, body, accept);
+      expect(fast).toEqual(yoga);
+      const { fast: v4 } = await both(user, body, accept, "/api/v4/graphql");
+      expect(v4).toEqual(yoga);
+    }
     // An executed operation is counted once per request, whichever path answered it.
     const executed = await operationsCounted();
-    expect([0, 4]).toContain(executed - before);
+    expect([0, 4 * ACCEPTS.length]).toContain(executed - before);
   });
 
   it("is taken only by a JSON POST of a valid query or mutation", () => {
@@ -129,6 +143,15 @@ describe("GraphQL fast path", () => {
         ...over,
       }) as unknown as FastifyRequest;
     expect(fast.operationOf(request(), schema)?.operation).toBe("query");
+    for (const accept of ACCEPTS) {
+      const headers = { "content-type": "application/json", ...(accept === undefined ? {} : { accept }) };
+      expect(fast.operationOf(request({ headers }), schema)?.operation).toBe("query");
+    }
+    const headers = {
+      accept: "application/graphql-response+json, application/json",
+      "content-type": "application/json",
+    };
+    expect(fast.operationOf(request({ headers }), schema)).toBeNull();
     expect(
       fast.operationOf(
         request({}, { query: `mutation { CUST_delete(source: "anag-1", id: "1") { message } }` }),
