@@ -16,6 +16,7 @@ import type { RouteDeps } from "../rest/deps.ts";
 import { createSchemaCache } from "../schema/cache.ts";
 import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
 import { type Admission, createSubscriptionGuard } from "./subscription-guard.ts";
+import { createFastPath, executeFast } from "./fast-path.ts";
 import { createTenantGate } from "./tenant-gate.ts";
 import { checkComplexity, MAX_SOURCE_NESTING, MAX_TOKENS, sourceNesting, tooComplex } from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
@@ -244,6 +245,14 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     },
   };
 
+  // What a resolver (or the database under it) threw, as the client sees it: yoga's and the fast
+  // path's errors are masked by this one function.
+  const maskError = (error: unknown) =>
+    error instanceof GraphQLError
+      ? toGraphQLError(error, (err) => services.logger.error({ err }, "GraphQL resolver failed"))
+      : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } });
+  const fastPath = createFastPath(limits);
+
   for (const endpoint of GRAPHQL_PATHS) {
     const yoga = createYoga<ServerContext, GraphQLContext>({
       graphqlEndpoint: endpoint,
@@ -251,12 +260,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       logging: false,
       graphiql: false,
       landingPage: false,
-      maskedErrors: {
-        maskError: (error) =>
-          error instanceof GraphQLError
-            ? toGraphQLError(error, (err) => services.logger.error({ err }, "GraphQL resolver failed"))
-            : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } }),
-      },
+      maskedErrors: { maskError },
       plugins: [limitComplexity, countOperations, guardSubscriptions],
     });
 
@@ -310,11 +314,18 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
           pageLoaders: new Map(),
           writeBudget: requestBudget(services.config),
         };
-        const response = await yoga.handleNodeRequestAndResponse(request, reply, {
-          req: request,
-          reply,
-          ...context,
-        });
+        const serverContext = { req: request, reply, ...context };
+        // A plain POST of a query or a mutation already known valid skips yoga (src/graphql/fast-path.ts).
+        const schema = schemas.current();
+        const fast = fastPath.operationOf(request, schema);
+        if (fast) {
+          const answer = await executeFast(schema, fast, serverContext, maskError);
+          if (answer) {
+            services.metrics.graphqlOperations.inc({ operation: fast.operation });
+            return reply.status(answer.status).headers(answer.headers).send(answer.body);
+          }
+        }
+        const response = await yoga.handleNodeRequestAndResponse(request, reply, serverContext);
         response.headers.forEach((value, key) => {
           reply.header(key, value);
         });

@@ -450,14 +450,16 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       throw fieldNotVisible(dim, field.code);
     },
 
-    forward: (dim, relation) => async (parent, _args, ctx, info) => {
+    // Not async: a relation already loaded with its parent is returned as is, so that graphql-js
+    // completes the row without a promise (one per row and relation otherwise).
+    forward: (dim, relation) => (parent, _args, ctx, info) => {
       if (relation.name in parent) return parent[relation.name];
       if (!(relation.fromField in parent)) throw fieldNotVisible(dim, relation.fromField);
       const rc = readContextFor(ctx, rootArgs(ctx, info));
       return loadPlannedRelation(rc, planRelation(ctx, rc, dim, relation.name), parent[relation.fromField]);
     },
 
-    reverse: (dim, relation) => async (parent, args: Omit<ListArgs, keyof ContextArgs>, ctx, info) => {
+    reverse: (dim, relation) => (parent, args: Omit<ListArgs, keyof ContextArgs>, ctx, info) => {
       const hasArgs = Object.values(args).some((v) => v !== undefined && v !== null);
       if (!hasArgs && relation.name in parent) return parent[relation.name];
       if (!(relation.toField in parent)) throw fieldNotVisible(dim, relation.toField);

@@ -1,0 +1,80 @@
+// Process CPU per GraphQL request (issue 19), as bench/rest-cpu.ts measures REST's: the request path
+// without sockets or a load generator. Loads the sample fixture, BENCH_CUSTOMERS customers and
+// BENCH_ORDERS orders on PostgreSQL, then sends BENCH_REQUESTS requests of each workload through
+// app.inject, BENCH_CONCURRENCY at a time, and prints the process's CPU time (user + system) per
+// request; the least of BENCH_ROUNDS rounds is printed last. gW2 is bench/compare's W2 as a GraphQL
+// POST (one customer by id), gW3 its W3 (the 20 newest orders with their customer); rW2 is REST's
+// W2, for the difference the adapter makes.
+//
+//   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/graphql-cpu.ts
+import type { InjectOptions } from "fastify";
+import { buildApp } from "../src/app.ts";
+import { bearer, loginAs } from "../test/helpers/auth.ts";
+import { openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+
+const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
+const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 4000);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CUST_FIELDS = "CUST_ID CODE NAME CITY_ID CREDIT_LIMIT VIP SALES_REP TREC CDATA OWNER LDATA LOWNER";
+
+async function main() {
+  const services = await openBenchServices({ LOG_LEVEL: "warn" });
+  await seedCustomers(services.db, CUSTOMERS);
+  await seedOrders(services.db, ORDERS, CUSTOMERS);
+  const app = await buildApp(services);
+  try {
+    const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
+    const gql = (query: string): InjectOptions => ({
+      method: "POST",
+      url: "/graphql",
+      headers: { ...headers, "content-type": "application/json", accept: "application/json" },
+      payload: JSON.stringify({ query }),
+    });
+    const workloads: Array<[string, InjectOptions]> = [
+      ["gW2", gql(`{ CUST_by_id(source: "anag-1", id: "5000") { ${CUST_FIELDS} } }`)],
+      [
+        "gW3",
+        gql(
+          `{ ORD(source: "sales-1", order_by: [{ORD_ID: desc}], limit: 20) { data { ORD_ID ORD_NO CUST_ID ORD_DATE STATUS TOTAL TREC CDATA OWNER LDATA LOWNER CUST { CUST_ID CODE NAME CITY_ID } } } }`,
+        ),
+      ],
+      ["rW2", { method: "GET", url: "/api/v4/core/CUST/5000?source=anag-1", headers }],
+    ];
+    const run = async (request: InjectOptions, n: number) => {
+      let next = 0;
+      const worker = async () => {
+        while (next++ < n) {
+          const res = await app.inject(request);
+          if (res.statusCode !== 200 || res.body.includes('"errors"'))
+            throw new Error(`${request.url}: ${res.statusCode} ${res.body}`);
+        }
+      };
+      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    };
+    for (const [, request] of workloads) await run(request, 500); // warm-up: JIT, caches
+    const least = new Map<string, number>();
+    for (let round = 1; round <= ROUNDS; round++) {
+      const line: string[] = [];
+      for (const [name, request] of workloads) {
+        const before = process.cpuUsage();
+        await run(request, REQUESTS);
+        const used = process.cpuUsage(before);
+        const perRequest = (used.user + used.system) / REQUESTS;
+        least.set(name, Math.min(least.get(name) ?? Number.POSITIVE_INFINITY, perRequest));
+        line.push(`${name} ${perRequest.toFixed(0)} µs/req`);
+      }
+      console.log(`round ${round}: ${line.join("; ")}`);
+    }
+    console.log(`least: ${[...least].map(([name, us]) => `${name} ${us.toFixed(0)} µs/req`).join("; ")}`);
+  } finally {
+    await app.close();
+    await services.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

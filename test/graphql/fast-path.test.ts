@@ -1,0 +1,182 @@
+// The fast path of a plain GraphQL POST (src/graphql/fast-path.ts): it is taken only by a JSON POST
+// of a query or mutation already known valid, and it answers each request byte for byte as yoga
+// does (status, content type, body: data, masked errors, refusals), the operation counted once.
+import type { FastifyRequest } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFastPath } from "../../src/graphql/fast-path.ts";
+import { graphqlResolvers } from "../../src/graphql/resolve.ts";
+import { createSchemaCache } from "../../src/schema/cache.ts";
+import { bearer, loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
+import { createTestApp, type TestApp } from "../helpers/env.ts";
+import { NO_RATE_LIMITS } from "../write/http.ts";
+
+/** The Accept headers the fast path serves (none, any, JSON, GraphQL's response media type). */
+const ACCEPTS = [undefined, "*/*", "application/json", "application/graphql-response+json"];
+
+describe("GraphQL fast path", () => {
+  let t: TestApp;
+  let tokens: Record<string, string>;
+
+  beforeAll(async () => {
+    t = await createTestApp("pglite", { fixture: "sample", env: NO_RATE_LIMITS });
+    tokens = {
+      anna: await loginAs(t.app, "anna", SAMPLE_USERS.anna.password),
+      lucia: await loginAs(t.app, "lucia", SAMPLE_USERS.lucia.password),
+    };
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /** The request sent plainly (the fast path's) and with a URL query (which leaves it to yoga). */
+  async function both(
+    user: string,
+    body: Record<string, unknown>,
+    accept: string | undefined,
+    path = "/graphql",
+  ) {
+    const send = async (url: string) => {
+      const res = await t.app.inject({
+        method: "POST",
+        url,
+        headers: {
+          ...bearer(tokens[user]!),
+          "content-type": "application/json",
+          ...(accept === undefined ? {} : { accept }),
+        },
+        payload: body,
+      });
+      return { status: res.statusCode, type: res.headers["content-type"], body: res.body };
+    };
+    return { fast: await send(path), yoga: await send(`${path}?via=yoga`) };
+  }
+
+  async function operationsCounted(): Promise<number> {
+    const metric = await t.services.metrics.graphqlOperations.get();
+    return metric.values.reduce((sum, v) => sum + v.value, 0);
+  }
+
+  it.each([
+    [
+      "a query",
+      "anna",
+      {
+        query: `{ CUST(source: "anag-1", limit: 3, order_by: [{CUST_ID: asc}]) { data { CUST_ID NAME CITY { NAME } } } }`,
+      },
+    ],
+    [
+      "a field the caller may not read",
+      "lucia",
+      {
+        query: `{ CUST(source: "anag-1", limit: 2, order_by: [{CUST_ID: asc}]) { data { NAME CREDIT_LIMIT } } }`,
+      },
+    ],
+    [
+      "a service error in a resolver",
+      "anna",
+      { query: `{ CUST(source: "no-such-source") { data { CUST_ID } } }` },
+    ],
+    ["a missing record", "anna", { query: `{ CUST_by_id(source: "anag-1", id: "999999") { CUST_ID } }` }],
+    [
+      "variables and a named operation",
+      "anna",
+      {
+        query: `query A($id: ID!) { CUST_by_id(source: "anag-1", id: $id) { CUST_ID NAME } } query B { __typename }`,
+        variables: { id: "1" },
+        operationName: "A",
+      },
+    ],
+    [
+      "a variable that does not coerce",
+      "anna",
+      {
+        query: `query ($id: ID!) { CUST_by_id(source: "anag-1", id: $id) { NAME } }`,
+        variables: { id: { x: 1 } },
+      },
+    ],
+    ["an unknown operation name", "anna", { query: `query A { __typename }`, operationName: "B" }],
+    [
+      "a document that does not validate",
+      "anna",
+      { query: `{ CUST(source: "anag-1") { data { NO_SUCH_FIELD } } }` },
+    ],
+    ["a document that does not parse", "anna", { query: `{ CUST(` }],
+    [
+      "a document over the depth limit",
+      "anna",
+      {
+        query: `{ ADDR(source: "anag-2") { data { CUST { CITY { NAME } ADDR { CUST { ADDR { CUST { ADDR { CUST { NAME } } } } } } } } } }`,
+      },
+    ],
+    [
+      "a mutation refused by validation of its data",
+      "anna",
+      {
+        query: `mutation { CUST_create(source: "anag-1", data: {NAME: "", CREDIT_LIMIT: -1}) { data { CUST_ID } } }`,
+      },
+    ],
+  ])("%s: the same answer as yoga's", async (_name, user, body) => {
+    const before = await operationsCounted();
+    for (const accept of ACCEPTS) {
+      const { fast, yoga } = await both(user, body, accept);
+      expect(fast).toEqual(yoga);
+      const { fast: v4 } = await both(user, body, accept, "/api/v4/graphql");
+      expect(v4).toEqual(yoga);
+    }
+    // An executed operation is counted once per request, whichever path answered it.
+    const executed = await operationsCounted();
+    expect([0, 4 * ACCEPTS.length]).toContain(executed - before);
+  });
+
+  it("is taken only by a JSON POST of a valid query or mutation", () => {
+    const schema = createSchemaCache(t.services.metadata, graphqlResolvers()).current();
+    const fast = createFastPath(t.services.config.graphql);
+    const request = (
+      over: Partial<Record<string, unknown>> = {},
+      body: unknown = { query: "{ __typename }" },
+    ) =>
+      ({
+        method: "POST",
+        url: "/graphql",
+        headers: { accept: "application/json", "content-type": "application/json; charset=utf-8" },
+        body,
+        ...over,
+      }) as unknown as FastifyRequest;
+    expect(fast.operationOf(request(), schema)?.operation).toBe("query");
+    for (const accept of ACCEPTS) {
+      const headers = { "content-type": "application/json", ...(accept === undefined ? {} : { accept }) };
+      expect(fast.operationOf(request({ headers }), schema)?.operation).toBe("query");
+    }
+    const headers = {
+      accept: "application/graphql-response+json, application/json",
+      "content-type": "application/json",
+    };
+    expect(fast.operationOf(request({ headers }), schema)).toBeNull();
+    expect(
+      fast.operationOf(
+        request({}, { query: `mutation { CUST_delete(source: "anag-1", id: "1") { message } }` }),
+        schema,
+      )?.operation,
+    ).toBe("mutation");
+    expect(fast.operationOf(request({ method: "GET" }), schema)).toBeNull();
+    expect(fast.operationOf(request({ url: "/graphql?x=1" }), schema)).toBeNull();
+    expect(
+      fast.operationOf(
+        request({ headers: { accept: "text/event-stream", "content-type": "application/json" } }),
+        schema,
+      ),
+    ).toBeNull();
+    expect(
+      fast.operationOf(
+        request({ headers: { accept: "application/json", "content-type": "text/plain" } }),
+        schema,
+      ),
+    ).toBeNull();
+    expect(fast.operationOf(request({}, [{ query: "{ __typename }" }]), schema)).toBeNull();
+    expect(fast.operationOf(request({}, { query: "{ __typename }", extensions: {} }), schema)).toBeNull();
+    expect(fast.operationOf(request({}, { query: "{ __typename }", variables: [1] }), schema)).toBeNull();
+    expect(fast.operationOf(request({}, { query: "subscription { __typename }" }), schema)).toBeNull();
+    expect(fast.operationOf(request({}, { query: "{ nope }" }), schema)).toBeNull();
+    expect(fast.operationOf(request({}, { query: "{ __typename" }), schema)).toBeNull();
+  });
+});
