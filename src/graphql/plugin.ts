@@ -204,16 +204,17 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
 
   // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
   // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
+  const tooDeep = () =>
+    tooComplex("The document nests selections or values too deeply to be read.", {
+      max_depth: limits.maxDepth,
+      max_input_depth: MAX_JSON_DEPTH,
+      max_nesting: MAX_SOURCE_NESTING,
+    });
   const limitComplexity: Plugin = {
     onParse({ parseFn, setParseFn }) {
       setParseFn((source, options) => {
         const body = typeof source === "string" ? source : source.body;
-        if (sourceNesting(body) > MAX_SOURCE_NESTING)
-          throw tooComplex("The document nests selections or values too deeply to be read.", {
-            max_depth: limits.maxDepth,
-            max_input_depth: MAX_JSON_DEPTH,
-            max_nesting: MAX_SOURCE_NESTING,
-          });
+        if (sourceNesting(body) > MAX_SOURCE_NESTING) throw tooDeep();
         try {
           return parseFn(source, { ...options, maxTokens: MAX_TOKENS });
         } catch (err) {
@@ -221,12 +222,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
             throw tooComplex(`The document has more than ${MAX_TOKENS} tokens.`, { max_tokens: MAX_TOKENS });
           }
           // graphql-js parses recursively: selections or values nested thousands deep overflow it.
-          if (err instanceof RangeError) {
-            throw tooComplex("The document nests selections or values too deeply to be read.", {
-              max_depth: limits.maxDepth,
-              max_input_depth: MAX_JSON_DEPTH,
-            });
-          }
+          if (err instanceof RangeError) throw tooDeep();
           throw err;
         }
       });
@@ -237,9 +233,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
         refused = checkComplexity(params.schema, params.documentAST, limits);
       } catch (err) {
         if (!(err instanceof RangeError)) throw err;
-        refused = tooComplex("The document nests selections or values too deeply to be read.", {
-          max_depth: limits.maxDepth,
-        });
+        refused = tooDeep();
       }
       if (refused) setResult([refused]);
     },
