@@ -9,6 +9,7 @@ export interface SseEvent {
 
 export interface SseSubscription {
   status: number;
+  contentType: string | null;
   events: SseEvent[];
   /** Resolves once the server closed the stream. */
   closed: Promise<void>;
@@ -64,6 +65,7 @@ export async function subscribe(base: string, token: string, query: string): Pro
   })();
   return {
     status: res.status,
+    contentType: res.headers.get("content-type"),
     events,
     closed: reading,
     isClosed: () => ended,
