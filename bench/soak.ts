@@ -18,6 +18,7 @@ import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { loginOverHttp, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { TEST_AMQP_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
+import { sseBlocks } from "../test/graphql/sse.ts";
 import { freePort, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { openBenchServices, seedCustomers } from "./seed.ts";
 
@@ -85,21 +86,10 @@ function subscribe(base: string, token: string, query: string, signal: AbortSign
         state.errors++;
         return;
       }
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value;
-        let cut = buffer.indexOf("\n\n");
-        while (cut >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          cut = buffer.indexOf("\n\n");
-          if (!block.includes("data:")) continue;
-          if (block.includes('"errors"')) state.errors++;
-          else if (!block.startsWith("event: complete")) state.events++;
-        }
+      for await (const block of sseBlocks(res.body)) {
+        if (!block.includes("data:")) continue;
+        if (block.includes('"errors"')) state.errors++;
+        else if (!block.startsWith("event: complete")) state.events++;
       }
     } catch (err) {
       if (!signal.aborted) state.errors++;

@@ -182,3 +182,29 @@ export function internalErrorBody(requestId?: string): ErrorBody {
     status: 500,
   };
 }
+
+/** GraphQL subscriptions (src/graphql/subscription-guard.ts): a cap per user or per process. */
+export class TooManySubscriptionsError extends ApiError {
+  constructor(scope: "user" | "process", max: number) {
+    super(
+      429,
+      "TOO_MANY_SUBSCRIPTIONS",
+      "RateLimitExceeded",
+      scope === "user"
+        ? `A user holds at most ${max} live subscriptions here; end one first.`
+        : `This server holds at most ${max} live subscriptions; try again later.`,
+      { details: scope === "user" ? { max_per_user: max } : { max_per_process: max } },
+    );
+  }
+}
+
+export class GrantsChangedError extends ApiError {
+  constructor() {
+    super(
+      403,
+      "GRANTS_CHANGED",
+      "Forbidden",
+      "The user's grants changed since the subscription started; subscribe again.",
+    );
+  }
+}

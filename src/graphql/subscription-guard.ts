@@ -7,33 +7,13 @@
 import { grantsHash } from "../auth/profile.ts";
 import { SESSIONS_CHANNEL } from "../auth/session-cache.ts";
 import { findSession, type StoredSession } from "../auth/sessions.ts";
-import { ApiError, AuthenticationError } from "../errors.ts";
+import {
+  type ApiError,
+  AuthenticationError,
+  GrantsChangedError,
+  TooManySubscriptionsError,
+} from "../errors.ts";
 import type { Database, Principal } from "../types.ts";
-
-export class TooManySubscriptionsError extends ApiError {
-  constructor(scope: "user" | "process", max: number) {
-    super(
-      429,
-      "TOO_MANY_SUBSCRIPTIONS",
-      "RateLimitExceeded",
-      scope === "user"
-        ? `A user holds at most ${max} live subscriptions here; end one first.`
-        : `This server holds at most ${max} live subscriptions; try again later.`,
-      { details: scope === "user" ? { max_per_user: max } : { max_per_process: max } },
-    );
-  }
-}
-
-export class GrantsChangedError extends ApiError {
-  constructor() {
-    super(
-      403,
-      "GRANTS_CHANGED",
-      "Forbidden",
-      "The user's grants changed since the subscription started; subscribe again.",
-    );
-  }
-}
 
 export interface GuardDeps {
   db: Database;

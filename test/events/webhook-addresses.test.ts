@@ -7,6 +7,7 @@ import type dns from "node:dns";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isPrivateAddress, isRefusedHost } from "../../src/events/webhooks/addresses.ts";
+import { freePort } from "../helpers/process.ts";
 import { DELIVERY_ERRORS, sendAttempt } from "../../src/events/webhooks/send.ts";
 import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
@@ -112,10 +113,8 @@ describe("a delivery to a name that resolves to a refused address", () => {
   });
 
   it("keeps the system's own words for the operator's log (detail), apart from the tenant's text", async () => {
-    const server = net.createServer();
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const port = (server.address() as net.AddressInfo).port;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    // A port that was just free: nothing listens on it.
+    const port = await freePort();
     const result = await attempt(`http://127.0.0.1:${port}/hook`, resolvingTo("127.0.0.1"), true);
     expect(result.error).toBe(DELIVERY_ERRORS.connection);
     expect(result.detail).toMatch(/^ECONNREFUSED: /);
@@ -230,10 +229,7 @@ describe("delivery log texts (WEBHOOK_ALLOW_PRIVATE=true)", () => {
 
   it("a closed port reads 'connection failed', without the system's error, address or port", async () => {
     // A port that was just free: nothing listens on it.
-    const server = net.createServer();
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const port = (server.address() as net.AddressInfo).port;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const port = await freePort();
 
     const created = await anna.post("/api/v4/webhooks", {
       url: `http://127.0.0.1:${port}/hook`,

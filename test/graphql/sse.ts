@@ -18,6 +18,21 @@ export interface SseSubscription {
   close(): Promise<void>;
 }
 
+/** The blocks of a server-sent event stream (the text between blank lines), as they arrive. */
+export async function* sseBlocks(body: ReadableStream<BufferSource>): AsyncGenerator<string> {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    for (let cut = buffer.indexOf("\n\n"); cut >= 0; cut = buffer.indexOf("\n\n")) {
+      yield buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+    }
+  }
+}
+
 export async function subscribe(base: string, token: string, query: string): Promise<SseSubscription> {
   const controller = new AbortController();
   const res = await fetch(`${base}/graphql`, {
@@ -33,29 +48,18 @@ export async function subscribe(base: string, token: string, query: string): Pro
   const events: SseEvent[] = [];
   const waiters = new Set<() => void>();
   let ended = false;
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
   const reading = (async () => {
     try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return;
-        buffer += value;
-        let cut = buffer.indexOf("\n\n");
-        while (cut >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          cut = buffer.indexOf("\n\n");
-          let event = "message";
-          let data = "";
-          for (const line of block.split("\n")) {
-            if (line.startsWith("event:")) event = line.slice(6).trim();
-            else if (line.startsWith("data:")) data += line.slice(5).trim();
-          }
-          if (!data) continue;
-          events.push({ event, data: JSON.parse(data) });
-          for (const w of waiters) w();
+      for await (const block of sseBlocks(res.body!)) {
+        let event = "message";
+        let data = "";
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) event = line.slice(6).trim();
+          else if (line.startsWith("data:")) data += line.slice(5).trim();
         }
+        if (!data) continue;
+        events.push({ event, data: JSON.parse(data) });
+        for (const w of waiters) w();
       }
     } catch {
       // aborted
