@@ -4,7 +4,9 @@
 // app.inject, BENCH_CONCURRENCY at a time, and prints the process's CPU time (user + system) per
 // request; the least of BENCH_ROUNDS rounds is printed last. gW2 is bench/compare's W2 as a GraphQL
 // POST (one customer by id), gW3 its W3 (the 20 newest orders with their customer); rW2 is REST's
-// W2, for the difference the adapter makes.
+// W2, for the difference the adapter makes; gW1 is W1's list of 20 customers of a city by name,
+// gPage1000 a page of 1,000 customers (bench/isolation's heavy page), at BENCH_REQUESTS / 20.
+// BENCH_WORKLOADS=gW1,gPage1000 runs only those.
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/graphql-cpu.ts
 import type { InjectOptions } from "fastify";
@@ -40,6 +42,13 @@ async function main() {
           `{ ORD(source: "sales-1", order_by: [{ORD_ID: desc}], limit: 20) { data { ORD_ID ORD_NO CUST_ID ORD_DATE STATUS TOTAL TREC CDATA OWNER LDATA LOWNER CUST { CUST_ID CODE NAME CITY_ID } } } }`,
         ),
       ],
+      [
+        "gW1",
+        gql(
+          `{ CUST(source: "anag-1", where: {CITY_ID: {_eq: "MI"}}, order_by: [{NAME: asc}], limit: 20) { data { CUST_ID CODE NAME CITY_ID } } }`,
+        ),
+      ],
+      ["gPage1000", gql(`{ CUST(source: "anag-1", limit: 1000) { data { ${CUST_FIELDS} } } }`)],
       ["rW2", { method: "GET", url: "/api/v4/core/CUST/5000?source=anag-1", headers }],
     ];
     const run = async (request: InjectOptions, n: number) => {
@@ -53,15 +62,18 @@ async function main() {
       };
       await Promise.all(Array.from({ length: CONCURRENCY }, worker));
     };
+    const only = process.env.BENCH_WORKLOADS?.split(",");
+    if (only) workloads.splice(0, workloads.length, ...workloads.filter(([name]) => only.includes(name)));
     for (const [, request] of workloads) await run(request, 500); // warm-up: JIT, caches
     const least = new Map<string, number>();
     for (let round = 1; round <= ROUNDS; round++) {
       const line: string[] = [];
       for (const [name, request] of workloads) {
+        const n = name === "gPage1000" ? Math.ceil(REQUESTS / 20) : REQUESTS;
         const before = process.cpuUsage();
-        await run(request, REQUESTS);
+        await run(request, n);
         const used = process.cpuUsage(before);
-        const perRequest = (used.user + used.system) / REQUESTS;
+        const perRequest = (used.user + used.system) / n;
         least.set(name, Math.min(least.get(name) ?? Number.POSITIVE_INFINITY, perRequest));
         line.push(`${name} ${perRequest.toFixed(0)} µs/req`);
       }

@@ -11,7 +11,9 @@
 //   npx tsx bench/isolation.ts                       # embedded database only
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/isolation.ts
 //
-// BENCH_DB (pglite,postgres), HEAVY_WORKERS (4), BASELINE_SECONDS (10), LOAD_SECONDS (30).
+// BENCH_DB (pglite,postgres), HEAVY_WORKERS (4), BASELINE_SECONDS (10), LOAD_SECONDS (30);
+// HEAVY_KINDS (comma-separated parts of the kinds' names) sends only those kinds; SERVER_NODE_ARGS
+// (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") passes V8 flags to the service.
 // Exit code 1 when the p99 under load is 100 ms or more, or a cheap GET failed.
 import { execFileSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -148,7 +150,7 @@ async function run(backend: "pglite" | "postgres") {
       stdio: "ignore",
     });
   }
-  const running = spawnStart(env);
+  const running = spawnStart(env, process.env.SERVER_NODE_ARGS?.split(/\s+/).filter(Boolean));
   try {
     await waitReady(base, running);
     const anna = await loginOverHttp(base, "anna", "anna-secret-1");
@@ -177,7 +179,10 @@ async function run(backend: "pglite" | "postgres") {
     }
 
     // Warm-up: every kind once (GraphiQL-free; the schema and plans cached).
-    const kinds = heavyKinds(base);
+    const only = process.env.HEAVY_KINDS?.split(",").map((k) => k.trim().toLowerCase());
+    const kinds = heavyKinds(base).filter(
+      ([name]) => !only || only.some((k) => name.toLowerCase().includes(k)),
+    );
     for (const [, make] of kinds) {
       const [url, init] = make(anna);
       await (await fetch(url, init)).arrayBuffer();

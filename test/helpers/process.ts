@@ -55,13 +55,14 @@ function spawnNode(argv: string[], env: Record<string, string>): Running {
  * The service exactly as `npm start` runs it (scripts/start.mjs: the bundle under plain node),
  * with the node flags of package.json's start script.
  */
-export function spawnStart(env: Record<string, string>): Running {
+/** `npm start`'s command, with `nodeArgs` (e.g. --cpu-prof for a bench) before its script. */
+export function spawnStart(env: Record<string, string>, nodeArgs: string[] = []): Running {
   const manifest = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
     scripts: { start: string };
   };
   const argv = manifest.scripts.start.replace(/^exec\s+/, "").split(/\s+/);
   if (argv[0] !== "node") throw new Error(`npm start runs ${argv[0]}, not node`);
-  return spawnNode(argv.slice(1), env);
+  return spawnNode([...argv.slice(1, -1), ...nodeArgs, ...argv.slice(-1)], env);
 }
 
 export async function waitReady(base: string, running: Running): Promise<void> {
