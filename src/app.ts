@@ -3,6 +3,7 @@
 import type { FastifyInstance } from "fastify";
 import { ConfigError } from "./config.ts";
 import { createReadinessCheck } from "./db/readiness.ts";
+import { createHeavyRequests } from "./http/heavy-requests.ts";
 import { buildHttpServer } from "./http/server.ts";
 import { createAuth } from "./auth/service.ts";
 import { authRoutes } from "./rest/auth-routes.ts";
@@ -69,7 +70,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   const auth = await createAuth(services);
   probes.redis = () => auth.dependencyState();
   app.addHook("onClose", async () => auth.close());
-  const deps = { services, auth };
+  const deps = {
+    services,
+    auth,
+    heavy: createHeavyRequests(services.config.heavyRequests, services.metrics.registry),
+  };
   // Every response carries X-RateLimit-* headers (spec 8): authenticated calls show the user's
   // window, login and refresh theirs, refused tokens the IP window they spend; any other answer
   // (a health check, an unknown route) shows that IP window as it stands.

@@ -198,6 +198,9 @@ const envSchema = z.object({
   GRAPHQL_MAX_ALIASES: nonNegativeInt(100),
   GRAPHQL_MAX_NODES: nonNegativeInt(100_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   GRAPHQL_TENANT_STATEMENTS: nonNegativeInt(0),
+  HEAVY_REQUEST_VALUES: nonNegativeInt(5_000),
+  TENANT_HEAVY_REQUESTS: nonNegativeInt(1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  TENANT_HEAVY_WAITING: nonNegativeInt(32),
   SUBSCRIPTIONS_MAX_PER_USER: nonNegativeInt(20).refine((n) => n >= 1, { message: "must be at least 1" }),
   SUBSCRIPTIONS_MAX_PER_PROCESS: nonNegativeInt(2000).refine((n) => n >= 1, {
     message: "must be at least 1",
@@ -314,6 +317,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxAliases: e.GRAPHQL_MAX_ALIASES,
       maxNodes: e.GRAPHQL_MAX_NODES,
       tenantStatements: e.GRAPHQL_TENANT_STATEMENTS,
+    },
+    heavyRequests: {
+      thresholdValues: e.HEAVY_REQUEST_VALUES,
+      perTenant: e.TENANT_HEAVY_REQUESTS,
+      maxWaiting: e.TENANT_HEAVY_WAITING,
     },
     subscriptions: {
       maxPerUser: e.SUBSCRIPTIONS_MAX_PER_USER,

@@ -124,6 +124,8 @@ export interface Config {
   };
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
   subscriptions: { maxPerUser: number; maxPerProcess: number };
+  /** Heavy requests per tenant (src/http/heavy-requests.ts). */
+  heavyRequests: { thresholdValues: number; perTenant: number; maxWaiting: number };
   /** meta.total is exact up to this many matching records, the planner's estimate beyond. */
   countExactLimit: number;
   /** How long a process keeps a verified session (invalidated by NOTIFY); 0: read it every time. */

@@ -18,7 +18,14 @@ import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
 import { type Admission, createSubscriptionGuard } from "./subscription-guard.ts";
 import { createFastPath, executeFast } from "./fast-path.ts";
 import { createTenantGate } from "./tenant-gate.ts";
-import { checkComplexity, MAX_SOURCE_NESTING, MAX_TOKENS, sourceNesting, tooComplex } from "./complexity.ts";
+import {
+  checkComplexity,
+  MAX_SOURCE_NESTING,
+  MAX_TOKENS,
+  measureDocument,
+  sourceNesting,
+  tooComplex,
+} from "./complexity.ts";
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
 export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
@@ -47,7 +54,7 @@ function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): Graph
   const mapped = mapError(original);
   if (mapped.status >= 500 && !(original instanceof ApiError)) log(original);
   const { error: _type, message, code, status, ...extras } = mapped.body;
-  return new GraphQLError(
+  const masked = new GraphQLError(
     mapped.status >= 500 && !(original instanceof ApiError) ? "Unexpected error." : message,
     {
       nodes: error.nodes,
@@ -55,6 +62,9 @@ function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): Graph
       extensions: { code, status, ...extras },
     },
   );
+  // graphql-jit's errors (the fast path) carry their locations without the nodes.
+  if (!error.nodes && error.locations) (masked as { locations?: unknown }).locations = error.locations;
+  return masked;
 }
 
 /** An error the service raised, as a GraphQL error with the REST code and status. */
@@ -143,7 +153,7 @@ function guarded(
   return iterator;
 }
 
-export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth }) => {
+export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth, heavy }) => {
   // What fails before GraphQL runs (no or a bad token, a spent rate limit, a body that is not
   // JSON) answers with its REST status in GraphQL's error shape.
   app.setErrorHandler((err, request, reply) => {
@@ -202,6 +212,24 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     },
   };
 
+  // Heavy operations take turns per tenant (src/http/heavy-requests.ts); the fast path's below.
+  const takeTurns: Plugin<ServerContext & GraphQLContext> = {
+    async onExecute({ args, setResultAndStopExecution }) {
+      const ctx = args.contextValue;
+      const measured = measureDocument(args.schema, args.document).find(
+        (m) => !args.operationName || m.operation.name?.value === args.operationName,
+      );
+      let leave: () => void;
+      try {
+        leave = await heavy.enter(ctx.caller.principal.tenantId, measured?.measure.nodes ?? 0, ctx.reply);
+      } catch (err) {
+        setResultAndStopExecution({ errors: [asGraphQLError(err)] });
+        return;
+      }
+      return { onExecuteDone: () => leave() };
+    },
+  };
+
   // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
   // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
   const tooDeep = () =>
@@ -255,7 +283,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       graphiql: false,
       landingPage: false,
       maskedErrors: { maskError },
-      plugins: [limitComplexity, countOperations, guardSubscriptions],
+      plugins: [limitComplexity, countOperations, guardSubscriptions, takeTurns],
     });
 
     // Rendered, hashed and compressed on the first visit (tens of MB of work), then served as is.
@@ -313,7 +341,9 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
         const schema = schemas.current();
         const fast = fastPath.operationOf(request, schema);
         if (fast) {
-          const answer = await executeFast(schema, fast, serverContext, maskError);
+          const answer = await heavy.run(caller.principal.tenantId, fast.values, reply, () =>
+            executeFast(fast, serverContext, maskError),
+          );
           if (answer) {
             services.metrics.graphqlOperations.inc({ operation: fast.operation });
             return reply.status(answer.status).headers(answer.headers).send(answer.body);

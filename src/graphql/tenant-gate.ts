@@ -2,8 +2,9 @@
 // ask for a hundred statements at once (aliased counts, pages), and a hundred queued statements
 // hold every pooled connection — or, on the embedded database, which runs one statement at a time,
 // the whole queue — while another tenant's cheap request waits behind them. Each tenant's GraphQL
-// read statements run at most `limit` at a time in this process, the others of that tenant wait
-// in order; other tenants' statements are not behind them.
+// read statements run at most `limit` at a time in this process (a lane per tenant,
+// src/ratelimit/tenant-lanes.ts), the others of that tenant wait in order.
+import { createTenantLanes } from "../ratelimit/tenant-lanes.ts";
 import type { Queryable } from "../types.ts";
 
 export interface TenantGate {
@@ -13,39 +14,22 @@ export interface TenantGate {
   state(tenantId: string): { running: number; waiting: number };
 }
 
-interface Lane {
-  running: number;
-  waiting: Array<() => void>;
-}
-
 export function createTenantGate(limit: number): TenantGate {
-  const lanes = new Map<string, Lane>();
-
-  async function run<T>(tenantId: string, work: () => Promise<T>): Promise<T> {
-    let lane = lanes.get(tenantId);
-    if (!lane) {
-      lane = { running: 0, waiting: [] };
-      lanes.set(tenantId, lane);
-    }
-    if (lane.running >= limit) await new Promise<void>((resolve) => lane.waiting.push(resolve));
-    else lane.running++;
-    try {
-      return await work();
-    } finally {
-      // The slot passes to the next waiting statement of the tenant, or is given back.
-      const next = lane.waiting.shift();
-      if (next) next();
-      else if (--lane.running === 0) lanes.delete(tenantId);
-    }
-  }
-
+  // Statements of one operation wait without bound: the operation's limits bound how many.
+  const lanes = createTenantLanes({ limit });
   return {
     queryable(db, tenantId) {
-      return { query: (text, params, opts) => run(tenantId, () => db.query(text, params, opts)) };
+      return {
+        query: async (text, params, opts) => {
+          const leave = await lanes.enter(tenantId);
+          try {
+            return await db.query(text, params, opts);
+          } finally {
+            leave();
+          }
+        },
+      };
     },
-    state(tenantId) {
-      const lane = lanes.get(tenantId);
-      return { running: lane?.running ?? 0, waiting: lane?.waiting.length ?? 0 };
-    },
+    state: (tenantId) => lanes.state(tenantId),
   };
 }

@@ -1,8 +1,11 @@
 import type { Auth } from "../auth/service.ts";
+import type { HeavyRequests } from "../http/heavy-requests.ts";
 import type { Services } from "../services.ts";
 
 /** What every REST plugin receives. */
 export interface RouteDeps {
   services: Services;
   auth: Auth;
+  /** Heavy requests take turns per tenant (src/http/heavy-requests.ts), REST's and GraphQL's alike. */
+  heavy: HeavyRequests;
 }

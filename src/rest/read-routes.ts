@@ -7,6 +7,7 @@ import {
   parseRecordParams,
   type QueryParams,
 } from "../query/rest-params.ts";
+import type { ListQuery } from "../query/types.ts";
 import {
   countRecords,
   createReadContext,
@@ -28,7 +29,13 @@ function sendJson(reply: FastifyReply, body: string) {
   return reply.type("application/json; charset=utf-8").send(body);
 }
 
-export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
+/** A page's size as the heavy-request lanes weigh it: rows × fields, times the relations expanded. */
+function pageValues(rc: ReadContext, dimCode: string, q: ListQuery): number {
+  const fields = q.fields?.length ?? rc.model.dimensions.get(dimCode)?.fields.length ?? 1;
+  return q.numRows * Math.max(1, fields) * (1 + q.expand.length);
+}
+
+export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, heavy }) => {
   const serializers = createReadSerializers();
   const readContext = (request: FastifyRequest): ReadContext =>
     createReadContext(
@@ -44,8 +51,12 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services 
 
   app.get<DimParams>("/api/v4/core/:dim", async (request, reply) => {
     const rc = readContext(request);
-    const result = await listRecords(rc, request.params.dim, parseListParams(query(request)));
-    return sendJson(reply, serializers.list(rc.model.version, result));
+    const params = parseListParams(query(request));
+    const values = pageValues(rc, request.params.dim, params);
+    return heavy.run(rc.request.principal.tenantId, values, reply, async () => {
+      const result = await listRecords(rc, request.params.dim, params);
+      return sendJson(reply, serializers.list(rc.model.version, result));
+    });
   });
 
   app.get<DimParams>("/api/v4/core/:dim/count", async (request, _reply) => {
@@ -68,8 +79,11 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services 
     async (request, reply) => {
       const rc = readContext(request);
       const params = parseListParams(query(request));
-      const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
-      return sendJson(reply, serializers.list(rc.model.version, result));
+      const values = pageValues(rc, request.params.dim, params);
+      return heavy.run(rc.request.principal.tenantId, values, reply, async () => {
+        const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
+        return sendJson(reply, serializers.list(rc.model.version, result));
+      });
     },
   );
 

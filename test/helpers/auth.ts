@@ -6,6 +6,7 @@ import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { type AuthOptions, createAuth } from "../../src/auth/service.ts";
+import { createHeavyRequests } from "../../src/http/heavy-requests.ts";
 import { buildHttpServer } from "../../src/http/server.ts";
 import { authRoutes } from "../../src/rest/auth-routes.ts";
 import type { Services } from "../../src/services.ts";
@@ -88,7 +89,11 @@ export async function buildAuthApp(
   });
   const auth = await createAuth(services, overrides);
   app.addHook("onClose", async () => auth.close());
-  await app.register(authRoutes, { services, auth });
+  await app.register(authRoutes, {
+    services,
+    auth,
+    heavy: createHeavyRequests(services.config.heavyRequests),
+  });
   await app.ready();
   return app;
 }

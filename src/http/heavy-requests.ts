@@ -1,0 +1,85 @@
+// Heavy requests take turns per tenant (issue 18 §3: "a cheap GET of another tenant under 100 ms
+// p99" while one tenant sends the heaviest requests the limits let through). A request whose
+// estimated size — the values it may answer: a GraphQL operation's node estimate
+// (src/graphql/complexity.ts), a REST page's rows × fields — reaches `thresholdValues` runs in its
+// tenant's lane: at most `perTenant` such requests of one tenant at a time in this process, the
+// others wait in order (a client that goes away leaves the queue), and past `maxWaiting` waiting
+// the request is refused with 429 and Retry-After. Measured (docs/benchmarks.md, isolation): four
+// concurrent heavy requests of one tenant keep the event loop busy enough to hold another tenant's
+// cheap GET for hundreds of milliseconds; one at a time, it waits for one of their steps at most.
+// Cheap requests never enter a lane.
+import type { FastifyReply } from "fastify";
+import { Gauge, type Registry } from "prom-client";
+import { createTenantLanes, type TenantLanes } from "../ratelimit/tenant-lanes.ts";
+
+export interface HeavyRequestOptions {
+  /** Estimated values from which a request is heavy; 0 turns the lanes off. */
+  thresholdValues: number;
+  /** A tenant's heavy requests running at once per process. */
+  perTenant: number;
+  /** A tenant's heavy requests waiting, past which another is refused (429). */
+  maxWaiting: number;
+}
+
+export interface HeavyRequests {
+  /**
+   * Runs `work` now when `values` is under the threshold, else in `tenantId`'s lane; a client
+   * that closes the connection while waiting leaves the queue (its request ends unanswered).
+   */
+  run<T>(tenantId: string, values: number, reply: FastifyReply, work: () => Promise<T>): Promise<T>;
+  /** As `run`, for work that ends elsewhere: resolves with the function that ends the turn. */
+  enter(tenantId: string, values: number, reply: FastifyReply): Promise<() => void>;
+  /** Heavy requests running and waiting for a tenant (tests, metrics). */
+  state(tenantId: string): { running: number; waiting: number };
+}
+
+export function createHeavyRequests(options: HeavyRequestOptions, registry?: Registry): HeavyRequests {
+  const lanes: TenantLanes = createTenantLanes({
+    limit: options.perTenant,
+    maxWaiting: options.maxWaiting,
+    refusal: (n) =>
+      `${n} of this tenant's heavy requests already wait here; retry in a second or ask for less.`,
+  });
+  if (registry) {
+    // Read when scraped: heavy requests of every tenant running and waiting in this process.
+    new Gauge({
+      name: "dimensio_heavy_requests",
+      help: "Heavy requests (HEAVY_REQUEST_VALUES) running and waiting in their tenant's lane.",
+      labelNames: ["state"],
+      registers: [registry],
+      collect() {
+        const { running, waiting } = lanes.totals();
+        this.set({ state: "running" }, running);
+        this.set({ state: "waiting" }, waiting);
+      },
+    });
+  }
+
+  const light = () => {};
+
+  async function enter(tenantId: string, values: number, reply: FastifyReply): Promise<() => void> {
+    if (options.thresholdValues <= 0 || values < options.thresholdValues) return light;
+    const gone = new AbortController();
+    const onClose = () => gone.abort(new Error("the client closed the connection while waiting"));
+    reply.raw.once("close", onClose);
+    try {
+      return await lanes.enter(tenantId, gone.signal);
+    } finally {
+      reply.raw.off("close", onClose);
+    }
+  }
+
+  return {
+    enter,
+    async run(tenantId, values, reply, work) {
+      if (options.thresholdValues <= 0 || values < options.thresholdValues) return work();
+      const leave = await enter(tenantId, values, reply);
+      try {
+        return await work();
+      } finally {
+        leave();
+      }
+    },
+    state: (tenantId) => lanes.state(tenantId),
+  };
+}
