@@ -575,9 +575,19 @@ interface PgliteLike {
   exec(q: string): Promise<unknown>;
 }
 
-function pgliteQueryable(db: PgliteLike): Queryable & ScriptRunner {
+/**
+ * Resolves in the event loop's check phase, after pending I/O callbacks have run. PGlite executes
+ * a statement synchronously on this thread and answers through promises, so a chain of
+ * statements (a GraphQL operation's ten aliased pages) runs as one unbroken run of microtasks:
+ * another request's socket is not even read until the chain ends. Yielding before each
+ * statement lets it in between (bench/isolation, ten aliased pages of 1,000: tenant B's GET p50 160 → 32 ms).
+ */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function pgliteQueryable(db: PgliteLike, yieldFirst: boolean): Queryable & ScriptRunner {
   return {
     async query<R>(text: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+      if (yieldFirst) await nextTurn();
       const res = await db.query<R>(text, params as unknown[], { parsers: pgliteParsers });
       return { rows: res.rows, rowCount: res.affectedRows || res.rows.length };
     },
@@ -654,7 +664,7 @@ export async function openPglite(
     await unlock();
     throw err;
   }
-  const base = observed(pgliteQueryable(pglite), opts.onStatement);
+  const base = observed(pgliteQueryable(pglite, true), opts.onStatement);
   const tell: StatementObserver = opts.onStatement ?? (() => {});
   return {
     kind: "pglite",
@@ -665,14 +675,17 @@ export async function openPglite(
       // PGlite serialises: while this runs, every other query on the instance waits.
       // The deadline bounds how long one request can hold everyone else.
       tell("BEGIN", { pipelined: false });
-      return pglite
-        .transaction(async (tx) => {
-          const deferred = deferredWork();
-          const q: TxQueryable = { ...pgliteQueryable(tx), defer: deferred.defer };
-          const result = await fn(withDeadline(observed(q, opts.onStatement), transactionTimeoutMs));
-          await deferred.all();
-          return result;
-        })
+      // A transaction holds the whole database: its statements do not yield (others wait anyway).
+      return nextTurn()
+        .then(() =>
+          pglite.transaction(async (tx) => {
+            const deferred = deferredWork();
+            const q: TxQueryable = { ...pgliteQueryable(tx, false), defer: deferred.defer };
+            const result = await fn(withDeadline(observed(q, opts.onStatement), transactionTimeoutMs));
+            await deferred.all();
+            return result;
+          }),
+        )
         .then(
           (result) => {
             tell("COMMIT", { pipelined: false });
