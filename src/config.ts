@@ -193,6 +193,7 @@ const envSchema = z.object({
   }),
   SESSION_CACHE_MS: nonNegativeInt(5_000).refine((n) => n <= 60_000, { message: "must be at most 60000" }),
   COUNT_EXACT_LIMIT: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
+  COUNT_CACHE_MS: nonNegativeInt(5_000),
   GRAPHQL_MAX_DEPTH: nonNegativeInt(10).refine((n) => n >= 2, { message: "must be at least 2" }),
   GRAPHQL_MAX_COST: nonNegativeInt(1000).refine((n) => n >= 10, { message: "must be at least 10" }),
   GRAPHQL_MAX_ALIASES: nonNegativeInt(100),
@@ -328,6 +329,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxPerProcess: e.SUBSCRIPTIONS_MAX_PER_PROCESS,
     },
     countExactLimit: e.COUNT_EXACT_LIMIT,
+    countCacheMs: e.COUNT_CACHE_MS,
     sessionCacheMs: e.SESSION_CACHE_MS,
     requestEventsMaxBytes: e.REQUEST_EVENTS_MAX_BYTES,
   };

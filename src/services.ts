@@ -15,6 +15,7 @@ import { createS3Store } from "./media/s3-store.ts";
 import type { MediaStore } from "./media/store.ts";
 import { createMetrics, type Metrics } from "./observability/metrics.ts";
 import { createMetadataRegistry, type MetadataRegistry } from "./metadata/registry.ts";
+import { createTotalsCache, type TotalsCache } from "./resolvers/read/totals-cache.ts";
 import type { Config, Queryable } from "./types.ts";
 
 export interface Services {
@@ -23,6 +24,8 @@ export interface Services {
   db: DatabaseHandle;
   /** Where reads go: the replica of DATABASE_READ_URL when set, else `db`. */
   readDb: Queryable;
+  /** Totals and counts kept until a write commits (COUNT_CACHE_MS). */
+  totals: TotalsCache;
   prisma: PrismaClient;
   metadata: MetadataRegistry;
   /** Where the relay publishes and subscribers read: RabbitMQ with AMQP_URL, else in-process. */
@@ -150,7 +153,9 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
   const metadata = createMetadataRegistry({ db });
   const bus = openBus(config, logger);
   const feed = createEventFeed(bus, logger);
+  let totals: TotalsCache | null = null;
   const closeAll = async () => {
+    await totals?.stop();
     await feed.close();
     await bus.close();
     await metadata.stop();
@@ -163,6 +168,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     await migrate(db);
     await metadata.start();
     media = await openMediaStore(config, logger);
+    totals = await createTotalsCache(db, { ttlMs: config.countCacheMs });
   } catch (err) {
     await closeAll().catch(() => {});
     throw err;
@@ -173,6 +179,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     logger,
     db,
     readDb: replica ?? db,
+    totals,
     get prisma() {
       prisma ??= createPrisma();
       return prisma;

@@ -128,6 +128,8 @@ export interface Config {
   heavyRequests: { thresholdValues: number; perTenant: number; maxWaiting: number };
   /** meta.total is exact up to this many matching records, the planner's estimate beyond. */
   countExactLimit: number;
+  /** How long a process keeps a total it counted, at most (forgotten at once on any write); 0: none. */
+  countCacheMs: number;
   /** How long a process keeps a verified session (invalidated by NOTIFY); 0: read it every time. */
   sessionCacheMs: number;
 }

@@ -52,7 +52,7 @@ import { lookahead, type SelectedField, under } from "./lookahead.ts";
 /** One GraphQL request: the caller (authenticated once, source-less) and the services. */
 export interface GraphQLContext {
   caller: Caller;
-  services: Pick<Services, "db" | "readDb" | "metadata" | "config" | "feed" | "commands">;
+  services: Pick<Services, "db" | "readDb" | "metadata" | "config" | "feed" | "commands" | "totals">;
   /** Read contexts per (source, center_dett), so that one operation shares its loaders. */
   readContexts: Map<string, ReadContext>;
   /** Loaders of reverse relations with their own arguments, per relation, context and arguments. */
@@ -105,6 +105,7 @@ function readContextFor(ctx: GraphQLContext, args: ContextArgs): ReadContext {
         db: ctx.services.readDb,
         metadata: ctx.services.metadata,
         countBound: ctx.services.config.countExactLimit,
+        totals: ctx.services.totals,
       },
       request,
     );

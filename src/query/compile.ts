@@ -218,6 +218,33 @@ export function compileCount(scope: PlanScope): CompiledQuery {
   return { text: `SELECT count(*) AS "count"\n${fromWhere(scope, p)}`, params: p.values };
 }
 
+function searches(f: PlannedFilter | null): boolean {
+  if (!f) return false;
+  switch (f.kind) {
+    case "search":
+      return true;
+    case "not":
+      return searches(f.item);
+    case "and":
+    case "or":
+      return f.items.some(searches);
+    default:
+      return false;
+  }
+}
+
+/**
+ * What identifies a scope's count (the totals cache's key): its SQL and parameters, which hold the
+ * tenant, the filter and the access rules, under `mode` (exact, or counted to a bound) and the
+ * metadata version. Null for a scope whose count may change without a write: a full-text search
+ * (its index is updated after the write).
+ */
+export function countKey(scope: PlanScope, mode: string, version: number | string): string | null {
+  if (searches(scope.where)) return null;
+  const q = compileCount(scope);
+  return `${version}\u0000${mode}\u0000${scope.dim.code}\u0000${q.text}\u0000${JSON.stringify(q.params)}`;
+}
+
 /** Column aliases of a grouped result: g0.. for groups, a0.. for aggregates (names may be long). */
 export const groupAlias = (i: number) => `g${i}`;
 export const aggregateAlias = (i: number) => `a${i}`;

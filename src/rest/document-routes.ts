@@ -17,6 +17,7 @@ export const documentRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     db: services.readDb,
     metadata: services.metadata,
     countBound: services.config.countExactLimit,
+    totals: services.totals,
   };
 
   app.get<{ Params: { name: string; key: string } }>("/api/v4/document/:name/:key", async (request) => {

@@ -39,7 +39,12 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   const serializers = createReadSerializers();
   const readContext = (request: FastifyRequest): ReadContext =>
     createReadContext(
-      { db: services.readDb, metadata: services.metadata, countBound: services.config.countExactLimit },
+      {
+        db: services.readDb,
+        metadata: services.metadata,
+        countBound: services.config.countExactLimit,
+        totals: services.totals,
+      },
       contextOf(request),
     );
   const query = (request: FastifyRequest) => request.query as QueryParams;

@@ -4,6 +4,7 @@
 import { type AccessView, accessView } from "../../auth/access-view.ts";
 import { createRelationLoaders, type RelationLoaders } from "../../loaders/relation-loaders.ts";
 import type { MetadataModel, Queryable, RequestContext } from "../../types.ts";
+import { NO_TOTALS_CACHE, type TotalsCache } from "./totals-cache.ts";
 
 export interface ReadContext {
   readonly request: RequestContext;
@@ -15,6 +16,8 @@ export interface ReadContext {
   readonly loaders: RelationLoaders;
   /** meta.total is counted exactly up to this many matches, estimated beyond (decisions §11). */
   readonly countBound: number;
+  /** Totals counted earlier, until a write commits (src/resolvers/read/totals-cache.ts). */
+  readonly totals: TotalsCache;
 }
 
 export interface ReadDeps {
@@ -22,6 +25,8 @@ export interface ReadDeps {
   metadata: { current(): MetadataModel };
   /** COUNT_EXACT_LIMIT (default 10,000). */
   countBound?: number;
+  /** The process's totals cache; none: every total is counted. */
+  totals?: TotalsCache;
 }
 
 export const DEFAULT_COUNT_BOUND = 10_000;
@@ -35,5 +40,6 @@ export function createReadContext(deps: ReadDeps, request: RequestContext): Read
     view: accessView(request, model),
     loaders: createRelationLoaders(deps.db, request.principal.tenantId, model.version),
     countBound: deps.countBound ?? DEFAULT_COUNT_BOUND,
+    totals: deps.totals ?? NO_TOTALS_CACHE,
   };
 }

@@ -1,6 +1,6 @@
 // countRecords: GET /{dim}/count with the list filters: the count, and the filter as planned
 // (TREC rule included) for adapters that show it (REST's filters_applied).
-import { compileCount } from "../../query/compile.ts";
+import { compileCount, countKey } from "../../query/compile.ts";
 import { planCount } from "../../query/plan.ts";
 import type { ListQuery } from "../../query/types.ts";
 import { assertDebugAllowed, readableDimension, runQuery } from "./common.ts";
@@ -12,9 +12,18 @@ export async function countRecords(rc: ReadContext, dimCode: string, query: List
   if (query.debug) assertDebugAllowed(rc);
   const scope = planCount(rc.request, dim, query);
   const q = compileCount(scope);
-  const rows = await runQuery<{ count: number }>(rc, q);
+  const key = query.debug ? null : countKey(scope, "exact", rc.model.version);
+  const kept = key ? rc.totals.get(key) : undefined;
+  let count: number;
+  if (kept) count = kept.total;
+  else {
+    const mark = rc.totals.mark();
+    const rows = await runQuery<{ count: number }>(rc, q);
+    count = Number(rows[0]?.count ?? 0);
+    if (key) rc.totals.set(key, { total: count, estimated: false }, mark);
+  }
   return {
-    count: Number(rows[0]?.count ?? 0),
+    count,
     dimension: dim.code,
     filter: scope.where,
     ...(query.debug ? { debug: { sql: q.text, params: q.params } } : {}),

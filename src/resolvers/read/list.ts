@@ -7,6 +7,7 @@ import {
   compileGroupsPage,
   compileRecordsPage,
   compileRecordsSelect,
+  countKey,
   groupAlias,
 } from "../../query/compile.ts";
 import { type PlanOptions, planList } from "../../query/plan.ts";
@@ -53,14 +54,31 @@ async function estimateCount(rc: ReadContext, plan: RecordsPlan): Promise<number
  * `$count=exact`), else the planner's estimate, flagged `total_estimated` (never below what the
  * bounded count saw).
  */
-async function pageWithTotal(rc: ReadContext, plan: RecordsPlan, exact: boolean) {
+async function pageWithTotal(rc: ReadContext, plan: RecordsPlan, exact: boolean, debug: boolean) {
   const bound = exact ? null : rc.countBound;
+  // A total counted for an earlier page of the same filter, no write since: the page alone.
+  const key = debug ? null : countKey(plan, bound === null ? "exact" : `bound ${bound}`, rc.model.version);
+  const kept = key ? rc.totals.get(key) : undefined;
+  if (kept) {
+    const q = compileRecordsSelect(plan, true, { embed: true });
+    const page = await runQuery<Row>(rc, q);
+    if (!kept.estimated) return { q, page, listMeta: meta(kept.total, plan, page.length) };
+    // As when it was estimated: never below what this page shows.
+    const total = Math.max(kept.total, plan.offset + page.length);
+    const estimated: ListMeta = { ...meta(total, plan, page.length), total_estimated: true };
+    return { q, page, listMeta: estimated };
+  }
+  const mark = rc.totals.mark();
   const q = compileRecordsPage(plan, bound, { embed: true });
   const rows = await runQuery<Row>(rc, q);
   const page = rows.filter((r) => r[plan.dim.idField] !== null && r[plan.dim.idField] !== undefined);
   const counted = Number(rows[0]?.__total ?? 0);
-  if (bound === null || counted <= bound) return { q, page, listMeta: meta(counted, plan, page.length) };
+  if (bound === null || counted <= bound) {
+    if (key) rc.totals.set(key, { total: counted, estimated: false }, mark);
+    return { q, page, listMeta: meta(counted, plan, page.length) };
+  }
   const total = Math.max(await estimateCount(rc, plan), counted, plan.offset + page.length);
+  if (key) rc.totals.set(key, { total, estimated: true }, mark);
   const estimated: ListMeta = { ...meta(total, plan, page.length), total_estimated: true };
   return { q, page, listMeta: estimated };
 }
@@ -71,7 +89,7 @@ function debugOf(q: CompiledQuery, wanted: boolean) {
 
 async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQuery): Promise<ListResult> {
   const { q, page, listMeta } = query.withTotal
-    ? await pageWithTotal(rc, plan, query.exactCount)
+    ? await pageWithTotal(rc, plan, query.exactCount, query.debug)
     : await pageWithoutTotal(rc, plan);
   const data = page.map((r) => toRecord(r, plan.columns));
   // Forward relations came with the page's statement; the others cost one query each.
