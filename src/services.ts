@@ -54,10 +54,18 @@ function postgresOptions(config: Config, logger: Logger | null): OpenOptions {
   return {
     statementTimeoutMs: config.statementTimeoutMs,
     connectTimeoutMs: config.databaseConnectTimeoutMs,
+    watchdogMs: config.databaseWatchdogMs,
     ...(logger
       ? {
           onConnectionError: (err: Error, which: string) =>
             logger.warn({ err: err.message, connection: which }, "database connection lost"),
+          onWatchdog: (event) =>
+            event.state === "down"
+              ? logger.error(
+                  { reason: event.reason },
+                  "database not answering: its connections given up, requests answered 503",
+                )
+              : logger.warn("database answering again"),
         }
       : {}),
   };
