@@ -275,6 +275,78 @@ if (TEST_DATABASE_URL)
   });
 
 if (TEST_DATABASE_URL)
+  describe("the read replica (DATABASE_READ_URL) cut and restored", () => {
+    let proxy: Awaited<ReturnType<typeof faultyProxy>>;
+    let t: TestApp;
+    let token: string;
+    beforeAll(async () => {
+      // The replica is the same database, through a proxy of the test's.
+      const server = new URL(TEST_DATABASE_URL!);
+      proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
+      t = await createTestApp("postgres", {
+        fixture: "sample",
+        replicaThrough: proxy.port,
+        env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "0" },
+      });
+      token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    });
+    afterAll(async () => {
+      proxy?.restore();
+      await t?.close();
+      await proxy?.close();
+    });
+
+    const probe = (url: string) => t.app.inject({ method: "GET", url });
+    const read = async () => {
+      const res = await t.app.inject({
+        method: "GET",
+        url: "/api/v4/core/CITY?source=anag-3",
+        headers: bearer(token),
+      });
+      return { status: res.statusCode, rows: (res.json().data ?? []).length as number };
+    };
+    const fallbacks = async () => {
+      const line = (await probe("/metrics")).body
+        .split("\n")
+        .find((l) => l.startsWith("dimensio_read_replica_fallbacks_total"));
+      return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
+    };
+    const replicaState = async () => (await probe("/healthz")).json().dependencies.database_read;
+
+    it("reads go to the primary while the replica is down (ready, counted), and back to the replica once it answers", async () => {
+      const healthy = await read();
+      expect(healthy.status).toBe(200);
+      expect(healthy.rows).toBeGreaterThan(0);
+      expect(await replicaState()).toBe("up");
+      expect(dependencyUp((await probe("/metrics")).body, "database_read")).toBe(1);
+      // Reads went to the replica: its connections came through the proxy, no read fell back.
+      expect(proxy.connections()).toBeGreaterThan(0);
+      expect(await fallbacks()).toBe(0);
+
+      proxy.cut();
+      // Each read is answered, by the primary, and counted.
+      for (let i = 0; i < 3; i++) expect(await read()).toEqual(healthy);
+      expect(await fallbacks()).toBeGreaterThanOrEqual(3);
+      expect(await replicaState()).toBe("down");
+      expect(dependencyUp((await probe("/metrics")).body, "database_read")).toBe(0);
+      // The primary serves every read: still ready.
+      const ready = await probe("/readyz");
+      expect(ready.statusCode).toBe(200);
+      expect(ready.json()).toEqual({ status: "ready", checks: { database: "ok", migrations: "ok" } });
+
+      proxy.restore();
+      const before = proxy.connections();
+      await eventually(async () => (await replicaState()) === "up", { what: "the replica back up" });
+      const counted = await fallbacks();
+      expect(await read()).toEqual(healthy);
+      // Served by the replica again: no fallback counted, and it connected anew through the proxy.
+      expect(await fallbacks()).toBe(counted);
+      expect(proxy.connections()).toBeGreaterThan(before);
+      expect(dependencyUp((await probe("/metrics")).body, "database_read")).toBe(1);
+    }, 30_000);
+  });
+
+if (TEST_DATABASE_URL)
   describe("the PostgreSQL connection cut and restored", () => {
     let proxy: Proxy;
     let t: TestApp;
