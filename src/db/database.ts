@@ -36,7 +36,17 @@ interface HandleBase extends Omit<Database, "transaction">, ScriptRunner {
 export type DatabaseHandle = HandleBase &
   (
     | { readonly kind: "pglite"; readonly pglite: PGlite }
-    | { readonly kind: "postgres"; readonly pool: pg.Pool; readonly connectionString: string }
+    | {
+        readonly kind: "postgres";
+        readonly pool: pg.Pool;
+        readonly connectionString: string;
+        /**
+         * Puts another pool of the same database (Prisma's) under this handle's watchdog: its
+         * statements are watched, its connections given up with the pool's when the database is
+         * declared down, and it hands out none meanwhile (503 at once).
+         */
+        watchPool(other: pg.Pool): void;
+      }
   );
 
 /** Spec 8: a query is cancelled after 30 s (answered 504 QUERY_TIMEOUT). */
@@ -518,6 +528,22 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     kind: "postgres",
     pool,
     connectionString,
+    watchPool(other) {
+      if (!watchdog) return;
+      other.on("connect", (client) => watchdog.watch(client));
+      const connect = other.connect.bind(other) as (cb?: unknown) => unknown;
+      // pg-pool's own query() asks this.connect with a callback; Prisma's adapter without.
+      (other as unknown as { connect: (cb?: unknown) => unknown }).connect = (cb) => {
+        try {
+          watchdog.check();
+        } catch (err) {
+          if (typeof cb !== "function") return Promise.reject(err);
+          process.nextTick(cb as (e: unknown) => void, err);
+          return undefined;
+        }
+        return connect(cb);
+      };
+    },
     query: base.query,
     exec: base.exec,
     async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
