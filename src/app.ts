@@ -56,6 +56,12 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     broker: () => services.bus.dependencyState?.() ?? "embedded",
     media: mediaProbe(services.media),
   };
+  // The read replica: reads fall back to the primary while it is down, so not part of /readyz.
+  const { readReplica } = services;
+  if (readReplica)
+    probes.database_read = databaseProbe(async () => ({
+      database: (await readReplica.check()) === "up" ? "ok" : "down",
+    }));
   const dependencies = createDependencyHealth(probes, services.metrics.registry);
   const app = await buildHttpServer({
     config: services.config,

@@ -191,6 +191,9 @@ const envSchema = z.object({
   DATABASE_CONNECT_TIMEOUT_MS: nonNegativeInt(5_000).refine((n) => n >= 100, {
     message: "must be at least 100",
   }),
+  DATABASE_WATCHDOG_MS: nonNegativeInt(2_000).refine((n) => n === 0 || n >= 100, {
+    message: "must be 0 (off) or at least 100",
+  }),
   SESSION_CACHE_MS: nonNegativeInt(5_000).refine((n) => n <= 60_000, { message: "must be at most 60000" }),
   COUNT_EXACT_LIMIT: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
   COUNT_CACHE_MS: nonNegativeInt(5_000),
@@ -311,6 +314,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
+    databaseWatchdogMs: e.DATABASE_WATCHDOG_MS,
     fieldMaxBytes: e.FIELD_MAX_BYTES,
     graphql: {
       maxDepth: e.GRAPHQL_MAX_DEPTH,

@@ -122,6 +122,18 @@ export class TransactionTimeoutError extends ApiError {
 }
 
 /**
+ * PostgreSQL did not answer the database watchdog's probe (src/db/watchdog.ts): statements are
+ * refused until it answers again. Not an ApiError: src/db/errors.ts maps it, with the lost
+ * connections, to 503 DATABASE_UNAVAILABLE.
+ */
+export class DatabaseNotAnsweringError extends Error {
+  constructor(reason: string) {
+    super(`The database is not answering (${reason}).`);
+    this.name = "DatabaseNotAnsweringError";
+  }
+}
+
+/**
  * 503: the media store (S3, or the local directory) failed or did not answer; nothing was stored
  * or served, and the request can be retried once it is back.
  */

@@ -3,6 +3,7 @@
 import { mkdir } from "node:fs/promises";
 import { type DatabaseHandle, type OpenOptions, openPglite, openPostgres } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
+import { type ReadRouting, readReplicaRouting } from "./db/read-replica.ts";
 import { type PrismaClient, prismaFactory } from "./db/prisma.ts";
 import { createAmqpBus } from "./events/amqp-bus.ts";
 import { createMemoryBus, type EventBus } from "./events/bus.ts";
@@ -22,10 +23,15 @@ export interface Services {
   config: Config;
   logger: Logger;
   db: DatabaseHandle;
-  /** Where reads go: the replica of DATABASE_READ_URL when set, else `db`. */
+  /**
+   * Where reads go: the replica of DATABASE_READ_URL when set (the primary while the replica is
+   * unreachable; src/db/read-replica.ts), else `db`.
+   */
   readDb: Queryable;
   /** Totals and counts kept until a write commits (COUNT_CACHE_MS). */
   totals: TotalsCache;
+  /** The replica's routing and state (/healthz's `database_read`); null without DATABASE_READ_URL. */
+  readReplica: ReadRouting | null;
   prisma: PrismaClient;
   metadata: MetadataRegistry;
   /** Where the relay publishes and subscribers read: RabbitMQ with AMQP_URL, else in-process. */
@@ -57,10 +63,18 @@ function postgresOptions(config: Config, logger: Logger | null): OpenOptions {
   return {
     statementTimeoutMs: config.statementTimeoutMs,
     connectTimeoutMs: config.databaseConnectTimeoutMs,
+    watchdogMs: config.databaseWatchdogMs,
     ...(logger
       ? {
           onConnectionError: (err: Error, which: string) =>
             logger.warn({ err: err.message, connection: which }, "database connection lost"),
+          onWatchdog: (event) =>
+            event.state === "down"
+              ? logger.error(
+                  { reason: event.reason },
+                  "database not answering: its connections given up, requests answered 503",
+                )
+              : logger.warn("database answering again"),
         }
       : {}),
   };
@@ -142,6 +156,20 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
   const replica = config.databaseReadUrl
     ? openPostgres(config.databaseReadUrl, postgresOptions(config, logger))
     : null;
+  const metrics = createMetrics({ db, role: config.role });
+  const readReplica = replica
+    ? readReplicaRouting({
+        replica,
+        primary: db,
+        onDown: (err) =>
+          logger.warn(
+            { err: err instanceof Error ? err.message : String(err) },
+            "read replica unreachable; reads go to the primary until it answers",
+          ),
+        onUp: () => logger.warn("read replica answering again; reads go back to it"),
+        onFallback: () => metrics.readReplicaFallbacks.inc(),
+      })
+    : null;
   // Prisma's engine (about 45 MB once it ran a query, and a pool of its own) is made on first use:
   // the registration of webhooks, fixture imports, the demo's first load.
   let prisma: PrismaClient | null = null;
@@ -160,6 +188,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     await bus.close();
     await metadata.stop();
     await prisma?.$disconnect();
+    readReplica?.stop();
     await replica?.close();
     await db.close();
   };
@@ -178,7 +207,8 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     config,
     logger,
     db,
-    readDb: replica ?? db,
+    readDb: readReplica?.readDb ?? db,
+    readReplica,
     totals,
     get prisma() {
       prisma ??= createPrisma();
@@ -189,7 +219,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     feed,
     commands: opts.commands ?? createCommandRegistry(),
     media,
-    metrics: createMetrics({ db, role: config.role }),
+    metrics,
     clock: opts.clock ?? (() => new Date()),
     async close() {
       if (closed) return;

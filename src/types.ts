@@ -103,6 +103,11 @@ export interface Config {
   statementTimeoutMs: number;
   /** PostgreSQL: a request waits at most this long for a connection: 503 DATABASE_UNAVAILABLE beyond. */
   databaseConnectTimeoutMs: number;
+  /**
+   * PostgreSQL: a statement unanswered this long makes the watchdog probe the server; no answer
+   * within as long again answers 503 DATABASE_UNAVAILABLE at once (src/db/watchdog.ts). 0: off.
+   */
+  databaseWatchdogMs: number;
   /** Largest TEXT or JSON value (and STRING without LENGTH), in UTF-8 bytes: 400 beyond. */
   fieldMaxBytes: number;
   /** Largest total of event payloads one request may write to the outbox: 413 beyond. */

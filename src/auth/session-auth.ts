@@ -98,24 +98,12 @@ function isIdle(deps: AuthDeps, session: StoredSession): boolean {
  * sent by the time this process receives its own copy.
  */
 export async function endSession(deps: AuthDeps, sessionId: string): Promise<void> {
-  let deleted = false;
-  let earlyNotice = false;
-  const noticed = deps.sessions.noticeOf(sessionId).then(() => {
-    if (!deleted) earlyNotice = true;
-  });
+  // Waited for from before the delete, whose notice may arrive before its answer.
+  const noticed = deps.sessions.noticeOf(sessionId);
   const existed = await deleteSession(deps.db, sessionId);
-  deleted = true;
-  // A notice that came before the delete's answer may be an earlier change's (an activity mark
-  // of another process arriving late): then the next notice, briefly, is the delete's own.
-  const next = deps.sessions.noticeOf(sessionId, END_NOTICE_AGAIN_MS);
   deps.sessions.evict(sessionId);
-  if (!existed) return;
-  await noticed;
-  if (earlyNotice) await next;
+  if (existed) await noticed;
 }
-
-/** How long a logout waits for a second notice when the first came before its delete's answer. */
-const END_NOTICE_AGAIN_MS = 250;
 
 /**
  * Session grants (and peso) follow TB_USER_GRANT and TB_USER: when they changed since the session

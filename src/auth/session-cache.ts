@@ -1,7 +1,8 @@
 // The sessions this process verified, kept for a few seconds so that a request costs no session
 // read (issue 11). The database announces every change that ends a session or changes what it may
-// do, and every activity mark, on the channel "dimensio_sessions" (triggers of migration 0006): "s:<SESSION_ID>" or
-// "u:<USER_ID>". An announcement evicts at once; a metadata change (menus shape the grants) or a
+// do, and every activity mark, on the channel "dimensio_sessions" (triggers of migrations 0006 and
+// 0008): "d:<SESSION_ID>" (deleted), "s:<SESSION_ID>" (changed) or "u:<USER_ID>". An announcement
+// evicts at once; a metadata change (menus shape the grants) or a
 // lost listening connection empties the cache, and while the connection is lost nothing is kept.
 import { LRUCache } from "lru-cache";
 import type { Database } from "../types.ts";
@@ -17,8 +18,9 @@ export interface SessionCache {
   /** Forgets everything (metadata changed). */
   clear(): void;
   /**
-   * Resolves once this process has received the database's notice for the session (so it has
-   * also been sent to every other listening process), or after `timeoutMs`.
+   * Resolves once this process has received the database's notice of the session's delete (so it
+   * has also been sent to every other listening process), or after `timeoutMs`. A notice of another
+   * change of the session (an activity mark) does not end the wait.
    */
   noticeOf(sessionId: string, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
@@ -53,9 +55,11 @@ export async function createSessionCache(db: Database, options: SessionCacheOpti
     }
     generation++;
     if (payload.startsWith("s:")) {
+      entries.delete(payload.slice(2));
+    } else if (payload.startsWith("d:")) {
       const id = payload.slice(2);
       entries.delete(id);
-      for (const wake of waiters.get(id) ?? []) wake();
+      for (const wake of [...(waiters.get(id) ?? [])]) wake();
       waiters.delete(id);
     } else if (payload.startsWith("u:")) {
       const userId = payload.slice(2);

@@ -9,6 +9,7 @@ import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
+import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -35,7 +36,17 @@ interface HandleBase extends Omit<Database, "transaction">, ScriptRunner {
 export type DatabaseHandle = HandleBase &
   (
     | { readonly kind: "pglite"; readonly pglite: PGlite }
-    | { readonly kind: "postgres"; readonly pool: pg.Pool; readonly connectionString: string }
+    | {
+        readonly kind: "postgres";
+        readonly pool: pg.Pool;
+        readonly connectionString: string;
+        /**
+         * Puts another pool of the same database (Prisma's) under this handle's watchdog: its
+         * statements are watched, its connections given up with the pool's when the database is
+         * declared down, and it hands out none meanwhile (503 at once).
+         */
+        watchPool(other: pg.Pool): void;
+      }
   );
 
 /** Spec 8: a query is cancelled after 30 s (answered 504 QUERY_TIMEOUT). */
@@ -70,6 +81,14 @@ export interface OpenOptions {
    * own). The service logs them; none reaches the process as an unhandled 'error' event.
    */
   onConnectionError?: (err: Error, which: "idle" | "listening" | "transaction") => void;
+  /**
+   * PostgreSQL: a statement unanswered this long makes the watchdog probe the server on a fresh
+   * connection; no answer within as long again declares the database down (src/db/watchdog.ts).
+   * 0 turns it off. Defaults to DEFAULT_WATCHDOG_MS.
+   */
+  watchdogMs?: number;
+  /** Told when the watchdog declares the database down (why), and when it answers again. */
+  onWatchdog?: (event: { state: "down"; reason: string } | { state: "up" }) => void;
 }
 
 /** A request waits at most this long for a database connection (then 503 DATABASE_UNAVAILABLE). */
@@ -426,6 +445,31 @@ function coalesceWrites(client: pg.PoolClient, inTransaction: WeakSet<pg.PoolCli
   };
 }
 
+/**
+ * The watchdog's probe: `SELECT 1` on a connection of its own (the pool's may all be stuck),
+ * given up after `boundMs`.
+ */
+async function probeFresh(connectionString: string, boundMs: number): Promise<void> {
+  const client = new pg.Client({
+    connectionString,
+    application_name: "dimensio-watchdog",
+    connectionTimeoutMillis: boundMs,
+    query_timeout: boundMs,
+  } as pg.ClientConfig);
+  client.on("error", () => {}); // the probe's outcome is its promise
+  const giveUp = setTimeout(
+    () => (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy(),
+    boundMs,
+  );
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+  } finally {
+    clearTimeout(giveUp);
+    client.end().catch(() => {});
+  }
+}
+
 export function openPostgres(connectionString: string, opts: OpenOptions = {}): DatabaseHandle {
   const statementTimeoutMs = opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const transactionTimeoutMs = opts.transactionTimeoutMs ?? statementTimeoutMs;
@@ -455,8 +499,27 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   // An idle client that loses its connection must not crash the process (the pool drops it).
   pool.on("error", (err) => onConnectionError(err, "idle"));
   const inTransaction = new WeakSet<pg.PoolClient>();
-  pool.on("connect", (client) => coalesceWrites(client, inTransaction));
-  const base = observed(pgQueryable(pool), opts.onStatement);
+  const watchdogMs = opts.watchdogMs ?? DEFAULT_WATCHDOG_MS;
+  const watchdog: Watchdog | null =
+    watchdogMs > 0
+      ? createWatchdog({
+          boundMs: watchdogMs,
+          probe: (boundMs) => probeFresh(connectionString, boundMs),
+          onDown: (reason) => opts.onWatchdog?.({ state: "down", reason }),
+          onUp: () => opts.onWatchdog?.({ state: "up" }),
+        })
+      : null;
+  pool.on("connect", (client) => {
+    coalesceWrites(client, inTransaction);
+    watchdog?.watch(client);
+  });
+  // While the watchdog holds the database down, statements are refused at once (503).
+  const answering = async () => watchdog?.check();
+  const pooled = observed(pgQueryable(pool), opts.onStatement);
+  const base: TxQueryable = {
+    query: (text, params, o) => answering().then(() => pooled.query(text, params, o)),
+    exec: (sql) => answering().then(() => pooled.exec(sql)),
+  };
   const tell: StatementObserver = opts.onStatement ?? (() => {});
   const listening = listeningConnection(pool, (err) => onConnectionError(err, "listening"));
   const notifier = committedNotifier(pool, listening.tell);
@@ -465,9 +528,26 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     kind: "postgres",
     pool,
     connectionString,
+    watchPool(other) {
+      if (!watchdog) return;
+      other.on("connect", (client) => watchdog.watch(client));
+      const connect = other.connect.bind(other) as (cb?: unknown) => unknown;
+      // pg-pool's own query() asks this.connect with a callback; Prisma's adapter without.
+      (other as unknown as { connect: (cb?: unknown) => unknown }).connect = (cb) => {
+        try {
+          watchdog.check();
+        } catch (err) {
+          if (typeof cb !== "function") return Promise.reject(err);
+          process.nextTick(cb as (e: unknown) => void, err);
+          return undefined;
+        }
+        return connect(cb);
+      };
+    },
     query: base.query,
     exec: base.exec,
     async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
+      watchdog?.check();
       const client = await pool.connect();
       // A checked-out client has no listener of the pool's: a connection broken while this
       // transaction holds it (between statements, or under one) would be an unhandled 'error'
@@ -553,6 +633,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     close() {
       // The pool ends only when every client is back: listening clients are returned first.
       closing ??= (async () => {
+        watchdog?.stop();
         notifier.stop();
         await listening.close();
         await pool.end();

@@ -1,6 +1,6 @@
 // Database failures mapped to typed API errors, once, by SQLSTATE (issue 9): REST's error handler
 // and GraphQL's error formatting both call databaseApiError.
-import { ApiError } from "../errors.ts";
+import { ApiError, DatabaseNotAnsweringError } from "../errors.ts";
 
 /** Socket errors and SQLSTATEs that mean the database cannot be reached or is going away. */
 const UNAVAILABLE = new Set([
@@ -33,11 +33,12 @@ const LOST_CONNECTION_MESSAGES = [
 
 /**
  * True for an error that says the database cannot be reached right now (a refused or broken
- * connection, a connect timeout): the request is answered 503 DATABASE_UNAVAILABLE, and the
+ * connection, a connect timeout, the watchdog's verdict): the request is answered 503 DATABASE_UNAVAILABLE, and the
  * readiness probe reports it. The error's causes are looked through (Prisma wraps pg's).
  */
 export function isDatabaseUnavailable(err: unknown): boolean {
   for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; depth++) {
+    if (e instanceof DatabaseNotAnsweringError) return true;
     const code = (e as { code?: unknown }).code;
     if (typeof code === "string" && (UNAVAILABLE.has(code) || code.startsWith("08"))) return true;
     const message = (e as { message?: unknown }).message;

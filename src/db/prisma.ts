@@ -2,6 +2,7 @@
 // (no native engine). Prisma owns the fixed tables; dimension tables go through DatabaseHandle.
 // The adapter of the handle's kind is imported when the factory is made, so a service on
 // PostgreSQL does not load PGlite's.
+import pg from "pg";
 import { PrismaClient } from "../generated/prisma/client.ts";
 import { type DatabaseHandle, DEFAULT_CONNECT_TIMEOUT_MS } from "./database.ts";
 
@@ -30,17 +31,23 @@ export async function prismaFactory(
   const { PrismaPg } = await import("@prisma/adapter-pg");
   const { connectionString } = db;
   const onError = (err: Error) => opts.onConnectionError?.(err);
-  return () =>
-    new PrismaClient({
-      adapter: new PrismaPg(
-        {
-          connectionString,
-          max: 5,
-          application_name: "dimensio-prisma",
-          connectionTimeoutMillis: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
-          keepAlive: true,
-        },
-        { onPoolError: onError, onConnectionError: onError },
-      ),
+  return () => {
+    const pool = new pg.Pool({
+      connectionString,
+      max: 5,
+      application_name: "dimensio-prisma",
+      connectionTimeoutMillis: opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      keepAlive: true,
     });
+    // A server gone silent fails Prisma's requests within seconds too (src/db/watchdog.ts).
+    db.watchPool(pool);
+    return new PrismaClient({
+      adapter: new PrismaPg(pool, {
+        onPoolError: onError,
+        onConnectionError: onError,
+        // Ended with the client ($disconnect), as a pool of the adapter's own would be.
+        disposeExternalPool: true,
+      }),
+    });
+  };
 }

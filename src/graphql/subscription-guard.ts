@@ -1,7 +1,7 @@
 // The live GraphQL subscriptions of this process (issue 18 §3): capped per user and per process,
 // and each ended when what authorized it no longer holds: its session ended (logout, a
 // deactivated user), its access token expired, or the user's grants or peso changed. The
-// database announces every such change on "dimensio_sessions" (migration 0006, as for the
+// database announces every such change on "dimensio_sessions" (migrations 0006 and 0008, as for the
 // session cache); a notice re-reads the sessions it concerns, and a slow safety-net poll covers a
 // lost listening connection. Ending a subscription delivers one error result, then completes.
 import { grantsHash } from "../auth/profile.ts";
@@ -113,7 +113,7 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
 
   function onNotice(payload: string) {
     let subs: Live[];
-    if (payload.startsWith("s:")) {
+    if (payload.startsWith("s:") || payload.startsWith("d:")) {
       const id = payload.slice(2);
       subs = [...live].filter((s) => s.principal.sessionId === id);
     } else if (payload.startsWith("u:")) {

@@ -11,7 +11,7 @@ import type { DependencyState } from "../types.ts";
 export type DependencyProbe = () => DependencyState | Promise<DependencyState>;
 
 export interface DependencyHealth {
-  /** Every dependency of the process by name (database, broker, redis, media). */
+  /** Every dependency of the process by name (database, database_read, broker, redis, media). */
   states(): Promise<Record<string, DependencyState>>;
 }
 
@@ -40,7 +40,7 @@ export function createDependencyHealth(
     registry.removeSingleMetric("dimensio_dependency_up");
     new Gauge({
       name: "dimensio_dependency_up",
-      help: "1 while a dependency (database, broker, redis, media) is reachable, 0 while it is not.",
+      help: "1 while a dependency (database, database_read, broker, redis, media) is reachable, 0 while it is not.",
       labelNames: ["dependency"],
       registers: [registry],
       async collect() {

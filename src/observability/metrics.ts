@@ -17,6 +17,8 @@ export interface Metrics {
   graphqlOperations: Counter<"operation">;
   /** Rate-limit decisions made in memory because Redis did not answer, by window. */
   rateLimitFallbacks: Counter<"window">;
+  /** Reads the primary served because the read replica (DATABASE_READ_URL) was unreachable. */
+  readReplicaFallbacks: Counter;
 }
 
 /** `db` null (the gateway): no database gauges. */
@@ -74,6 +76,11 @@ export function createMetrics(opts: { db: DatabaseHandle | null; role: string })
       name: "dimensio_rate_limit_fallbacks_total",
       help: "Rate-limit decisions made in this process's memory because Redis did not answer, by window.",
       labelNames: ["window"],
+      registers: [registry],
+    }),
+    readReplicaFallbacks: new Counter({
+      name: "dimensio_read_replica_fallbacks_total",
+      help: "Reads served by the primary because the read replica (DATABASE_READ_URL) was unreachable.",
       registers: [registry],
     }),
   };

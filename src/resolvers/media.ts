@@ -1,11 +1,13 @@
 // Media (spec 4.5, decisions.md §13): upload a file into a MEDIA field, download it (or a size of
-// an image), and public downloads. The bytes stream to and from the store (never a whole file in
-// memory); the field is written through the write pipeline (audited, evented) and read through the
-// read resolvers (grants, D flag, tenant).
+// an image), and public downloads. The bytes stream to and from the store (a whole file in memory
+// only when its part came before the parts naming its record); the field is written through the
+// write pipeline (audited, evented) and read through the read resolvers (grants, D flag, tenant).
 //
-// An upload's parts may come in any order (the specification lists the file first), so the file is
-// streamed to a staging key while its type is read from its first bytes and its size counted; once
-// the form is read, the write authorizes it and the staged file moves into place.
+// An upload's parts may come in any order (the specification lists the file first). The file is
+// staged only once the upload is authorized for the record and field the form names (a file sent
+// before those parts waits in memory meanwhile: src/rest/media-routes.ts): it streams to a staging
+// key while its type is read from its first bytes and its size counted; once the form is read, the
+// write authorizes it again and the staged file moves into place.
 import { Readable, Transform, type TransformCallback } from "node:stream";
 import { fileTypeFromBuffer } from "file-type";
 import type { Metadata } from "sharp";

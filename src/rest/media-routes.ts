@@ -2,8 +2,9 @@
 // streamed back with Content-Type, Content-Length, ETag, Cache-Control, If-None-Match and Range.
 // The resolvers (src/resolvers/media.ts) decide everything else.
 import multipart from "@fastify/multipart";
+import { Readable } from "node:stream";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { BadRequestError, ValidationError } from "../errors.ts";
+import { BadRequestError, PayloadTooLargeError, ValidationError } from "../errors.ts";
 import { contextOf } from "../http/protected.ts";
 import {
   attachUpload,
@@ -25,6 +26,20 @@ type Download = {
 export const MEDIA_CSP = "default-src 'none'; sandbox";
 
 const FORM_FIELDS = new Set(["dimension", "record_id", "field", "public"]);
+
+/**
+ * A file part that came before the parts naming its record, read into memory (at most `maxBytes`,
+ * 413 beyond, as a JSON body of BODY_LIMIT_BYTES is): nothing is stored before the upload is
+ * authorized for that record and field (decisions.md, "Media keys").
+ */
+async function holdFile(file: Readable & { truncated?: boolean }, maxBytes: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of file) chunks.push(chunk as Buffer);
+  const held = Buffer.concat(chunks);
+  if (file.truncated || held.length > maxBytes)
+    throw new PayloadTooLargeError(`The file is larger than ${maxBytes} bytes.`, { max_bytes: maxBytes });
+  return held;
+}
 
 function flag(value: string | undefined): boolean {
   if (value === undefined || value === "" || value === "false" || value === "0") return false;
@@ -48,33 +63,46 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       );
     }
     const fields: Record<string, string> = {};
+    // The parts that name the record: all of them are checked before a byte is stored.
+    const naming = pathDim ? ["record_id", "field"] : ["dimension", "record_id", "field"];
+    const target = () => ({
+      dim: pathDim ?? fields.dimension,
+      recordId: fields.record_id,
+      field: fields.field,
+    });
     let staged: StagedFile | null = null;
+    // A file sent before those parts (the order the specification lists them in), held until then.
+    let held: Buffer | null = null;
     try {
       for await (const part of request.parts()) {
         if (part.type === "file") {
-          if (part.fieldname !== "file" || staged) {
+          if (part.fieldname !== "file" || staged || held) {
             part.file.resume();
             throw new BadRequestError("INVALID_REQUEST", "Send exactly one file, in the part named file.", {
               field: "file",
             });
           }
-          // Refused before a byte is stored: the rights the parts read so far allow to check.
+          // Refused before its bytes are read: the rights the parts so far allow to check (the
+          // grant to update on the source at least).
           try {
-            await authorizeUpload(services, caller, {
-              dim: pathDim ?? fields.dimension,
-              recordId: fields.record_id,
-              field: fields.field,
-            });
+            await authorizeUpload(services, caller, target());
           } catch (err) {
             part.file.resume();
             throw err;
           }
-          staged = await stageUpload(services, caller.principal.tenantId, part.file);
+          if (naming.every((name) => fields[name]))
+            staged = await stageUpload(services, caller.principal.tenantId, part.file);
+          else held = await holdFile(part.file, maxBytes);
         } else if (FORM_FIELDS.has(part.fieldname)) {
+          // Once: a name sent again after the file would point the checked upload elsewhere.
+          if (fields[part.fieldname] !== undefined)
+            throw new BadRequestError("INVALID_REQUEST", `The part ${part.fieldname} is sent twice.`, {
+              field: part.fieldname,
+            });
           fields[part.fieldname] = String(part.value);
         }
       }
-      if (!staged)
+      if (!staged && !held)
         throw new ValidationError("MISSING_PARAMETER", "The part file is required.", { field: "file" });
       const dim = pathDim ?? fields.dimension;
       for (const [name, value] of [
@@ -85,7 +113,11 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         if (!value)
           throw new ValidationError("MISSING_PARAMETER", `The part ${name} is required.`, { field: name });
       }
-      const { value, eventId } = await attachUpload(services, caller, staged, {
+      if (held) {
+        await authorizeUpload(services, caller, target());
+        staged = await stageUpload(services, caller.principal.tenantId, Readable.from([held]));
+      }
+      const { value, eventId } = await attachUpload(services, caller, staged!, {
         dim: dim!,
         recordId: fields.record_id!,
         field: fields.field!,

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSessionCache } from "../../src/auth/session-cache.ts";
 import type { Services } from "../../src/services.ts";
 import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
 import {
@@ -92,13 +93,45 @@ describe.each(BACKENDS)("session cache (%s)", (backend) => {
       await db.query(`UPDATE "TB_USER" SET "PESO" = "PESO" WHERE "USER_ID" = 'lucia'`);
       await db.query(`UPDATE "TB_USER" SET "FAILED_LOGINS" = 0 WHERE "USER_ID" = 'lucia'`);
       await db.query(`UPDATE "TB_USER_GRANT" SET "LEVEL" = "LEVEL" WHERE "USER_ID" = 'lucia'`);
+      await db.query(`UPDATE "TB_ANAG_SESSIONS00" SET "LAST_ACTIVITY" = now() WHERE "SESSION_ID" = $1`, [
+        sessionId,
+      ]);
       await db.query(`DELETE FROM "TB_ANAG_SESSIONS00" WHERE "SESSION_ID" = $1`, [sessionId]);
-      await eventually(() => heard.includes(`s:${sessionId}`), { timeoutMs: 3000, what: "the notices" });
+      await eventually(() => heard.includes(`d:${sessionId}`), { timeoutMs: 3000, what: "the notices" });
       // One u:lucia for the peso, one for the grant rows (PostgreSQL folds identical notices of one
-      // transaction); FAILED_LOGINS is not announced.
+      // transaction); FAILED_LOGINS is not announced. The activity mark is s:, the delete d:.
       expect(heard.filter((p) => p === "u:lucia").length).toBe(2);
-      expect(heard).toContain(`s:${sessionId}`);
+      expect(heard.filter((p) => p.endsWith(sessionId))).toEqual([`s:${sessionId}`, `d:${sessionId}`]);
     } finally {
+      await unlisten();
+    }
+  });
+
+  it("a logout's wait for its notice: an activity mark's notice arriving first does not end it, the delete's does", async () => {
+    const heard: string[] = [];
+    const unlisten = await cached.services.db.listen("dimensio_sessions", (p) => heard.push(p));
+    const sessions = await createSessionCache(cached.services.db, { ttlMs: 5000 });
+    try {
+      const token = await loginAs(cached.app, "lucia", "lucia-secret-3");
+      const sessionId = decodeJwt(token).sessionId as string;
+      const db = cached.services.db;
+      // Long enough that only a notice can end it within the test.
+      let ended = false;
+      const wait = sessions.noticeOf(sessionId, 60_000).then(() => {
+        ended = true;
+      });
+      // Another process's activity mark, arriving before the delete's notice.
+      await db.query(`UPDATE "TB_ANAG_SESSIONS00" SET "LAST_ACTIVITY" = now() WHERE "SESSION_ID" = $1`, [
+        sessionId,
+      ]);
+      // Every listener of the connection is told of a notice at once: the cache has heard it too.
+      await eventually(() => heard.includes(`s:${sessionId}`), { what: "the activity mark's notice" });
+      expect(ended).toBe(false);
+      await db.query(`DELETE FROM "TB_ANAG_SESSIONS00" WHERE "SESSION_ID" = $1`, [sessionId]);
+      await wait;
+      expect(heard.filter((p) => p.endsWith(sessionId))).toEqual([`s:${sessionId}`, `d:${sessionId}`]);
+    } finally {
+      await sessions.stop();
       await unlisten();
     }
   });

@@ -90,18 +90,32 @@ export interface TestEnvOptions {
   onStatement?: StatementObserver;
   /** PostgreSQL: the service's connections go through this local port (see TestDatabaseOptions). */
   databaseThrough?: number;
+  /**
+   * PostgreSQL: DATABASE_READ_URL names the test database through 127.0.0.1:<replicaThrough> (a
+   * TCP proxy the test started to TEST_DATABASE_URL's server): the replica is the same database.
+   */
+  replicaThrough?: number;
 }
 
 export async function createTestServices(backend: Backend, opts: TestEnvOptions = {}): Promise<Services> {
+  const db = await createTestDatabase(backend, {
+    ...(opts.onStatement ? { onStatement: opts.onStatement } : {}),
+    ...(opts.databaseThrough !== undefined ? { through: opts.databaseThrough } : {}),
+  });
+  let replicaUrl: string | null = null;
+  if (opts.replicaThrough !== undefined) {
+    if (db.kind !== "postgres") throw new Error("a replica needs PostgreSQL");
+    const url = new URL(db.connectionString);
+    url.hostname = "127.0.0.1";
+    url.port = String(opts.replicaThrough);
+    replicaUrl = url.toString();
+  }
   const config = loadConfig({
     LOG_LEVEL: "silent",
     JWT_SECRET: TEST_JWT_SECRET,
     DEMO_DATA: "false",
+    ...(replicaUrl ? { DATABASE_READ_URL: replicaUrl } : {}),
     ...opts.env,
-  });
-  const db = await createTestDatabase(backend, {
-    ...(opts.onStatement ? { onStatement: opts.onStatement } : {}),
-    ...(opts.databaseThrough !== undefined ? { through: opts.databaseThrough } : {}),
   });
   const services = await openServices(config, {
     db,

@@ -313,6 +313,106 @@ describe.each(STORES)("media security ($name)", (store) => {
     }
   });
 
+  /**
+   * `work`, with the store watched while it runs: every object that appeared, even for a moment
+   * (and, on the local store, every empty directory left behind).
+   */
+  const watchingTheStore = async (work: () => Promise<Response>) => {
+    const before = await allObjects();
+    let seen: string[] = [];
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const now = await allObjects();
+        seen = [...new Set([...seen, ...now.filter((k) => !before.includes(k))])];
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    try {
+      const res = await work();
+      return { res, body: (await res.json()) as { code: string; message: string }, seen };
+    } finally {
+      watching = false;
+      await watcher;
+    }
+  };
+  const emptyDirsLeft = async () => (store.s3 ? [] : (await walk(path.join(dataDir, "media"))).emptyDirs);
+
+  it("an upload the caller may make on the source but not to that record or field stores nothing, in either order of the parts", async () => {
+    const big = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(3 * 1024 * 1024)]);
+    const file: [string, Part] = ["file", { bytes: big, name: "b.pdf" }];
+    const refused: Array<{ naming: Array<[string, Part]>; url?: string; status: number; code: string }> = [
+      {
+        naming: [
+          ["dimension", "PROD"],
+          ["record_id", "NOPE"],
+          ["field", "IMAGE"],
+        ],
+        status: 404,
+        code: "RECORD_NOT_FOUND",
+      },
+      {
+        naming: [
+          ["dimension", "PROD"],
+          ["record_id", "P0001"],
+          ["field", "NAME"],
+        ],
+        status: 400,
+        code: "INVALID_FIELD_TYPE",
+      },
+      {
+        naming: [
+          ["record_id", "NOPE"],
+          ["field", "IMAGE"],
+        ],
+        url: "/api/v4/core/PROD/media?source=catalog-1",
+        status: 404,
+        code: "RECORD_NOT_FOUND",
+      },
+    ];
+    for (const { naming, url, status, code } of refused) {
+      for (const parts of [
+        [file, ...naming],
+        [...naming, file],
+      ]) {
+        const order = parts[0]![0] === "file" ? "file first" : "file last";
+        const { res, body, seen } = await watchingTheStore(() => upload("anna", form(parts), url));
+        expect([res.status, body.code], order).toEqual([status, code]);
+        expect(seen, order).toEqual([]);
+        expect(await emptyDirsLeft(), order).toEqual([]);
+      }
+    }
+    // A part naming the record sent again after the file is refused (it would retarget the file).
+    const twice = await watchingTheStore(() =>
+      upload(
+        "anna",
+        form([
+          ["dimension", "PROD"],
+          ["record_id", "P0001"],
+          ["field", "IMAGE"],
+          file,
+          ["record_id", "NOPE"],
+        ]),
+      ),
+    );
+    expect([twice.res.status, twice.body.code]).toEqual([400, "INVALID_REQUEST"]);
+    expect(await allObjects()).not.toContain(expect.stringMatching(/^staging\//));
+    // The order the specification lists the parts in still uploads.
+    const image = await png(24, 24);
+    const fileFirst = await upload(
+      "anna",
+      form([
+        ["file", { bytes: image, name: "p.png" }],
+        ["dimension", "PROD"],
+        ["record_id", "P0002"],
+        ["field", "IMAGE"],
+      ]),
+    );
+    expect(fileFirst.status).toBe(201);
+    const back = await get("anna", "/api/v4/media/PROD/P0002/IMAGE?source=catalog-1");
+    expect(Buffer.from(await back.arrayBuffer())).toEqual(image);
+  });
+
   it("a read-only user's upload is 403 before a byte is stored, whatever the order of the parts", async () => {
     const before = await allObjects();
     const big = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(3 * 1024 * 1024)]);
@@ -331,21 +431,9 @@ describe.each(STORES)("media security ($name)", (store) => {
       ],
     ];
     for (const parts of orders) {
-      // The store is watched while the request runs: no object may appear, not even for a moment.
-      let seen: string[] = [];
-      let watching = true;
-      const watcher = (async () => {
-        while (watching) {
-          const now = await allObjects();
-          seen = [...new Set([...seen, ...now.filter((k) => !before.includes(k))])];
-          await new Promise((r) => setTimeout(r, 5));
-        }
-      })();
-      const res = await upload("marco", form(parts));
-      watching = false;
-      await watcher;
+      const { res, body, seen } = await watchingTheStore(() => upload("marco", form(parts)));
       expect(res.status).toBe(403);
-      expect(((await res.json()) as { code: string }).code).toBe("INSUFFICIENT_PERMISSIONS");
+      expect(body.code).toBe("INSUFFICIENT_PERMISSIONS");
       expect(seen).toEqual([]);
     }
     // The path's dimension is checked before the file too.

@@ -1,6 +1,7 @@
 // Issue 18 §1, the database: the PostgreSQL connection cut under load (through a TCP proxy the
 // test starts) answers 503 DATABASE_UNAVAILABLE in the standard body with Retry-After, within a
-// few seconds, never a 500 and never a crash; /readyz says not ready, /healthz and /metrics say the
+// few seconds, never a 500 and never a crash (a server gone silent too: the watchdog answers 503
+// within seconds while a long query on a healthy server still runs); /readyz says not ready, /healthz and /metrics say the
 // database is down. Once the database is back, without a restart: writes succeed, the relay
 // publishes again, the listening connection is re-established (NOTIFY-driven metadata reloads
 // work, and a change missed while it was down is picked up), also for `npm start` as a child
@@ -26,6 +27,7 @@ import { eventually, tcpProxy } from "../events/support.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_AMQP_URL, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
 import { freePort, spawnStart, waitReady } from "../helpers/process.ts";
+import { faultyProxy } from "../helpers/proxy.ts";
 
 type Proxy = Awaited<ReturnType<typeof tcpProxy>>;
 
@@ -186,6 +188,177 @@ if (TEST_DATABASE_URL)
       // The broken connection was not given back to the pool for reuse.
       expect((await db.transaction((q) => q.query<{ n: number }>("SELECT 2 AS n"))).rows).toEqual([{ n: 2 }]);
     });
+  });
+
+if (TEST_DATABASE_URL)
+  describe("a database that goes silent on its open connections (the watchdog)", () => {
+    let proxy: Awaited<ReturnType<typeof faultyProxy>>;
+    let t: TestApp;
+    let token: string;
+    beforeAll(async () => {
+      const server = new URL(TEST_DATABASE_URL!);
+      proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
+      // The default watchdog bound (2 s): a statement unanswered that long makes it probe.
+      t = await createTestApp("postgres", {
+        fixture: "sample",
+        databaseThrough: proxy.port,
+        env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "0" },
+      });
+      token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    });
+    afterAll(async () => {
+      proxy?.restore();
+      await t?.close();
+      await proxy?.close();
+    });
+
+    const get = async (url: string) => {
+      const started = performance.now();
+      const res = await t.app.inject({ method: "GET", url, headers: bearer(token) });
+      return {
+        status: res.statusCode,
+        body: res.json(),
+        headers: res.headers,
+        ms: performance.now() - started,
+      };
+    };
+    const read = () => get("/api/v4/core/CITY?source=anag-3");
+    // Prisma (webhook registrations) has a pool of its own, under the same watchdog: asked
+    // directly, since a request would meet the silence first in its session read.
+    const viaPrisma = async () => {
+      const started = performance.now();
+      const outcome = await t.services.prisma.$queryRaw`SELECT 1 AS one`.then(
+        () => ({ status: 200, body: null, headers: {} as Record<string, unknown> }),
+        (err: unknown) => mapError(err),
+      );
+      return { ...outcome, headers: outcome.headers ?? {}, ms: performance.now() - started };
+    };
+    const probe = (url: string) => t.app.inject({ method: "GET", url });
+
+    it("a long query on a healthy server goes on past the bound (the probe answered)", async () => {
+      const before = proxy.connections();
+      const res = await t.services.db.query<{ slept: string }>("SELECT pg_sleep(4)::text AS slept");
+      expect(res.rows).toEqual([{ slept: "" }]);
+      // The watchdog did ask: a connection of its own went through the proxy meanwhile.
+      expect(proxy.connections()).toBeGreaterThan(before);
+      expect((await read()).status).toBe(200);
+    });
+
+    it("silent: 503 DATABASE_UNAVAILABLE within seconds (not the statement timeout), not ready; back once it answers", async () => {
+      expect((await read()).status).toBe(200);
+      // Prisma's pool holds an open connection too.
+      expect((await viaPrisma()).status).toBe(200);
+      // A long statement in flight when the network goes silent fails too.
+      const inFlight = t.services.db.query("SELECT pg_sleep(20)").then(
+        () => null,
+        (e: unknown) => e,
+      );
+      proxy.stall();
+      const firsts = await Promise.all([read(), viaPrisma()]);
+      for (const first of firsts) {
+        const headers = first.headers as Record<string, unknown>;
+        expect([first.status, first.body, headers["retry-after"] ?? headers["Retry-After"]]).toEqual([
+          503,
+          DATABASE_UNAVAILABLE,
+          "1",
+        ]);
+        // The bound (2 s) and the probe's (2 s), or at most the connect timeout (5 s) for a request
+        // that was opening a connection: far from STATEMENT_TIMEOUT_MS's 30 s + 5 s.
+        expect(first.ms).toBeLessThan(7000);
+      }
+      expect(mapError(await inFlight).body).toEqual(DATABASE_UNAVAILABLE);
+      // Held down: the next requests are refused at once, not after another wait.
+      for (const next of [await read(), await viaPrisma()]) {
+        expect([next.status, next.body]).toEqual([503, DATABASE_UNAVAILABLE]);
+        expect(next.ms).toBeLessThan(1000);
+      }
+      const ready = await probe("/readyz");
+      expect(ready.statusCode).toBe(503);
+      expect(ready.json().details.database).toMatch(/^unreachable/);
+      await eventually(async () => (await probe("/healthz")).json().dependencies.database === "down", {
+        what: "the database shown down",
+      });
+
+      proxy.restore();
+      await eventually(async () => (await probe("/readyz")).statusCode === 200, {
+        what: "ready again",
+        timeoutMs: 20_000,
+      });
+      expect((await read()).status).toBe(200);
+      expect((await viaPrisma()).status).toBe(200);
+    }, 60_000);
+  });
+
+if (TEST_DATABASE_URL)
+  describe("the read replica (DATABASE_READ_URL) cut and restored", () => {
+    let proxy: Awaited<ReturnType<typeof faultyProxy>>;
+    let t: TestApp;
+    let token: string;
+    beforeAll(async () => {
+      // The replica is the same database, through a proxy of the test's.
+      const server = new URL(TEST_DATABASE_URL!);
+      proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
+      t = await createTestApp("postgres", {
+        fixture: "sample",
+        replicaThrough: proxy.port,
+        env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "0" },
+      });
+      token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    });
+    afterAll(async () => {
+      proxy?.restore();
+      await t?.close();
+      await proxy?.close();
+    });
+
+    const probe = (url: string) => t.app.inject({ method: "GET", url });
+    const read = async () => {
+      const res = await t.app.inject({
+        method: "GET",
+        url: "/api/v4/core/CITY?source=anag-3",
+        headers: bearer(token),
+      });
+      return { status: res.statusCode, rows: (res.json().data ?? []).length as number };
+    };
+    const fallbacks = async () => {
+      const line = (await probe("/metrics")).body
+        .split("\n")
+        .find((l) => l.startsWith("dimensio_read_replica_fallbacks_total"));
+      return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : 0;
+    };
+    const replicaState = async () => (await probe("/healthz")).json().dependencies.database_read;
+
+    it("reads go to the primary while the replica is down (ready, counted), and back to the replica once it answers", async () => {
+      const healthy = await read();
+      expect(healthy.status).toBe(200);
+      expect(healthy.rows).toBeGreaterThan(0);
+      expect(await replicaState()).toBe("up");
+      expect(dependencyUp((await probe("/metrics")).body, "database_read")).toBe(1);
+      // Reads went to the replica: its connections came through the proxy, no read fell back.
+      expect(proxy.connections()).toBeGreaterThan(0);
+      expect(await fallbacks()).toBe(0);
+
+      proxy.cut();
+      // Each read is answered, by the primary, and counted.
+      for (let i = 0; i < 3; i++) expect(await read()).toEqual(healthy);
+      expect(await fallbacks()).toBeGreaterThanOrEqual(3);
+      expect(await replicaState()).toBe("down");
+      expect(dependencyUp((await probe("/metrics")).body, "database_read")).toBe(0);
+      // The primary serves every read: still ready.
+      const ready = await probe("/readyz");
+      expect(ready.statusCode).toBe(200);
+      expect(ready.json()).toEqual({ status: "ready", checks: { database: "ok", migrations: "ok" } });
+
+      proxy.restore();
+      const before = proxy.connections();
+      await eventually(async () => (await replicaState()) === "up", { what: "the replica back up" });
+      const counted = await fallbacks();
+      expect(await read()).toEqual(healthy);
+      // Served by the replica again: no fallback counted, and it connected anew through the proxy.
+      expect(await fallbacks()).toBe(counted);
+      expect(proxy.connections()).toBeGreaterThan(before);
+      expect(dependencyUp((await probe("/metrics")).body, "database_read")).toBe(1);
+    }, 30_000);
   });
 
 if (TEST_DATABASE_URL)

@@ -7,7 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
-import net from "node:net";
+import type net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { FastifyInstance } from "fastify";
@@ -22,68 +22,7 @@ import type { Services } from "../../src/services.ts";
 import { eventually } from "../events/support.ts";
 import { bearer, buildAuthApp, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_REDIS_URL, type TestApp } from "../helpers/env.ts";
-
-/**
- * A TCP proxy to host:port: `cut()` drops every connection and refuses new ones; `stall()` keeps
- * them open but holds what either side sends (a server that does not answer); `restore()`
- * delivers what was held and goes back to normal.
- */
-async function faultyProxy(host: string, port: number) {
-  let mode: "open" | "cut" | "stall" = "open";
-  interface Pair {
-    client: net.Socket;
-    upstream: net.Socket;
-    held: { to: net.Socket; data: Buffer }[];
-  }
-  const pairs = new Set<Pair>();
-  const server = net.createServer((client) => {
-    if (mode === "cut") return void client.destroy();
-    const upstream = net.connect(port, host);
-    const pair: Pair = { client, upstream, held: [] };
-    pairs.add(pair);
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-      pairs.delete(pair);
-    };
-    client.on("error", drop).on("close", drop);
-    upstream.on("error", drop).on("close", drop);
-    const forward = (to: net.Socket) => (data: Buffer) => {
-      if (mode === "open") to.write(data);
-      else pair.held.push({ to, data });
-    };
-    client.on("data", forward(upstream));
-    upstream.on("data", forward(client));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const localPort = (server.address() as net.AddressInfo).port;
-  return {
-    port: localPort,
-    cut() {
-      mode = "cut";
-      for (const p of pairs) {
-        p.client.destroy();
-        p.upstream.destroy();
-      }
-      pairs.clear();
-    },
-    stall() {
-      mode = "stall";
-    },
-    restore() {
-      mode = "open";
-      for (const p of pairs) for (const h of p.held.splice(0)) h.to.write(h.data);
-    },
-    async close() {
-      mode = "cut";
-      for (const p of pairs) {
-        p.client.destroy();
-        p.upstream.destroy();
-      }
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
+import { faultyProxy } from "../helpers/proxy.ts";
 
 /** The value of a counter with these labels in a Prometheus text exposition (0 when absent). */
 function counterValue(text: string, name: string, labels: Record<string, string>): number {
