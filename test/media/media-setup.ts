@@ -1,6 +1,7 @@
-// The setup the media test files share: a real S3-compatible server (s3rver) on loopback, the
-// service listening on a real port over a data directory of its own (multipart uploads go through
-// fetch, not inject), sample users' tokens, and the request helpers and multipart forms built on them.
+// The setup the media test files share: a real S3-compatible server (s3rver) on loopback (also
+// the S3 store of test/robustness/faults-redis-s3, behind its proxy), the service listening on a
+// real port over a data directory of its own (multipart uploads go through fetch, not inject),
+// sample users' tokens, and the request helpers and multipart forms built on them.
 import { mkdtemp, rm } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -12,10 +13,21 @@ import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { NO_RATE_LIMITS } from "../write/http.ts";
 
 export interface S3Server {
+  /** The port s3rver listens on (127.0.0.1). */
+  port: number;
   /** The configuration that points the service's media store at this server's "media" bucket. */
   env: Record<string, string>;
   close(): Promise<void>;
 }
+
+/** The media store's configuration for s3rver's "media" bucket at 127.0.0.1:`port` (or a proxy to it). */
+export const s3Env = (port: number): Record<string, string> => ({
+  S3_ENDPOINT: `http://127.0.0.1:${port}`,
+  S3_BUCKET: "media",
+  S3_ACCESS_KEY_ID: "S3RVER",
+  S3_SECRET_ACCESS_KEY: "S3RVER",
+  S3_FORCE_PATH_STYLE: "true",
+});
 
 /** s3rver on 127.0.0.1 with a "media" bucket, storing in a temporary directory removed on close. */
 export async function startS3rver(): Promise<S3Server> {
@@ -29,13 +41,8 @@ export async function startS3rver(): Promise<S3Server> {
   });
   const { port } = (await s3.run()) as AddressInfo;
   return {
-    env: {
-      S3_ENDPOINT: `http://127.0.0.1:${port}`,
-      S3_BUCKET: "media",
-      S3_ACCESS_KEY_ID: "S3RVER",
-      S3_SECRET_ACCESS_KEY: "S3RVER",
-      S3_FORCE_PATH_STYLE: "true",
-    },
+    port,
+    env: s3Env(port),
     async close() {
       await s3.close();
       await rm(dir, { recursive: true, force: true });
