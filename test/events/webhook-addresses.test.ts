@@ -10,8 +10,8 @@ import { isPrivateAddress, isRefusedHost } from "../../src/events/webhooks/addre
 import { freePort } from "../helpers/process.ts";
 import { DELIVERY_ERRORS, sendAttempt } from "../../src/events/webhooks/send.ts";
 import type { Client } from "../write/http.ts";
-import { eventually, webhookReceiver } from "./support.ts";
-import { startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
+import { webhookReceiver } from "./support.ts";
+import { deliveryLogWith, startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
 
 /** Addresses the filter refuses, IPv4 and the IPv6 forms that reach them. */
 const REFUSED = [
@@ -181,13 +181,7 @@ describe("webhook registrations and delivery logs (WEBHOOK_ALLOW_PRIVATE unset)"
       await anna.post("/api/v4/core/CITY?source=anag-3", {
         data: { CITY_ID: "WA1", NAME: "Mapped", COUNTRY: "IT" },
       });
-      const rows = await eventually(
-        async () => {
-          const data = (await anna.get(`/api/v4/webhooks/${row.WEBHOOK_ID}/deliveries`)).body.data;
-          return data.length ? data : undefined;
-        },
-        { what: "the delivery log row" },
-      );
+      const rows = await deliveryLogWith(anna, row.WEBHOOK_ID, 1);
       expect(rows[0]).toMatchObject({
         STATUS: "failed",
         HTTP_STATUS: null,
@@ -226,13 +220,7 @@ describe("delivery log texts (WEBHOOK_ALLOW_PRIVATE=true)", () => {
     await anna.post("/api/v4/core/CITY?source=anag-3", {
       data: { CITY_ID: "WA2", NAME: "Closed", COUNTRY: "IT" },
     });
-    const rows = await eventually(
-      async () => {
-        const data = (await anna.get(`/api/v4/webhooks/${created.body.webhook_id}/deliveries`)).body.data;
-        return data.length >= 2 ? data : undefined;
-      },
-      { what: "two delivery log rows" },
-    );
+    const rows = await deliveryLogWith(anna, created.body.webhook_id, 2);
     for (const row of rows) {
       expect(row.ERROR_MESSAGE).toBe("connection failed");
       expect(JSON.stringify(row)).not.toMatch(/ECONN|127\.0\.0\.1|getaddrinfo/);

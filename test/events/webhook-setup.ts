@@ -6,6 +6,7 @@ import { type EventRuntime, type EventRuntimeOptions, startEventRuntime } from "
 import type { SampleUser } from "../helpers/auth.ts";
 import { type Backend, createTestApp, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
+import { eventually } from "./support.ts";
 
 export interface WebhookAppOptions<U extends SampleUser> {
   /** Sample users to sign in, in the order of `clients`. */
@@ -62,4 +63,20 @@ export async function startWebhookApp<U extends SampleUser>(
     await t.close();
     throw err;
   }
+}
+
+/** A registration's delivery log as `client` reads it, once it has at least `rows` rows. */
+export function deliveryLogWith(
+  client: Client,
+  webhookId: string | number,
+  rows: number,
+  // biome-ignore lint/suspicious/noExplicitAny: log rows are inspected freely
+): Promise<any[]> {
+  return eventually(
+    async () => {
+      const data = (await client.get(`/api/v4/webhooks/${webhookId}/deliveries`)).body.data;
+      return data.length >= rows ? data : undefined;
+    },
+    { what: `${rows} delivery log row(s) of webhook ${webhookId}` },
+  );
 }

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BACKENDS } from "../helpers/env.ts";
 import type { Client } from "../write/http.ts";
 import { eventually, webhookReceiver } from "./support.ts";
-import { startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
+import { deliveryLogWith, startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
 
 const BASE_MS = 25;
 
@@ -41,16 +41,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
     expect(res.status).toBe(201);
     return { id, eventId: res.body.event_id as string };
   };
-  const log = async (webhookId: string) =>
-    (await anna.get(`/api/v4/webhooks/${webhookId}/deliveries`)).body.data;
-  const logWith = (webhookId: string, rows: number) =>
-    eventually(
-      async () => {
-        const data = await log(webhookId);
-        return data.length >= rows ? data : undefined;
-      },
-      { what: `${rows} delivery log rows` },
-    );
+  const logWith = (webhookId: string, rows: number) => deliveryLogWith(anna, webhookId, rows);
 
   it("registration: created with its id and created_at, the secret only in that answer, tenant-scoped, level 4", async () => {
     const res = await anna.post("/api/v4/webhooks", {
@@ -387,13 +378,7 @@ describe("webhooks to private addresses (WEBHOOK_ALLOW_PRIVATE unset)", () => {
       await anna.post("/api/v4/core/CITY?source=anag-3", {
         data: { CITY_ID: "PRV", NAME: "Private", COUNTRY: "IT" },
       });
-      const rows = await eventually(
-        async () => {
-          const data = (await anna.get(`/api/v4/webhooks/${row.WEBHOOK_ID}/deliveries`)).body.data;
-          return data.length ? data : undefined;
-        },
-        { what: "the delivery log row" },
-      );
+      const rows = await deliveryLogWith(anna, row.WEBHOOK_ID, 1);
       expect(rows[0]).toMatchObject({ STATUS: "failed", HTTP_STATUS: null });
       expect(rows[0].ERROR_MESSAGE).toBe("address not allowed");
       expect(receiver.requests).toHaveLength(0);
