@@ -119,7 +119,11 @@ export async function startMediaApp(opts: MediaAppOptions): Promise<MediaApp> {
     throw err;
   }
   const base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-  const auth = (user: SampleUser) => bearer(`${tokens[user]}`);
+  const auth = (user: SampleUser) => {
+    const token = tokens[user];
+    if (!token) throw new Error(`${user} is not among the users startMediaApp signed in`);
+    return bearer(token);
+  };
   return {
     t,
     dataDir,
