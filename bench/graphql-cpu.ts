@@ -10,9 +10,9 @@
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/graphql-cpu.ts
 import type { InjectOptions } from "fastify";
-import { buildApp } from "../src/app.ts";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
+import { openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
@@ -22,10 +22,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CUST_FIELDS = "CUST_ID CODE NAME CITY_ID CREDIT_LIMIT VIP SALES_REP TREC CDATA OWNER LDATA LOWNER";
 
 async function main() {
-  const services = await openBenchServices({ LOG_LEVEL: "warn" });
-  await seedCustomers(services.db, CUSTOMERS);
-  await seedOrders(services.db, ORDERS, CUSTOMERS);
-  const app = await buildApp(services);
+  const bench = await openBenchApp({ customers: CUSTOMERS, orders: ORDERS, env: { LOG_LEVEL: "warn" } });
+  const { app } = bench;
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
     const gql = (query: string): InjectOptions => ({
@@ -51,38 +49,25 @@ async function main() {
       ["gPage1000", gql(`{ CUST(source: "anag-1", limit: 1000) { data { ${CUST_FIELDS} } } }`)],
       ["rW2", { method: "GET", url: "/api/v4/core/CUST/5000?source=anag-1", headers }],
     ];
-    const run = async (request: InjectOptions, n: number) => {
-      let next = 0;
-      const worker = async () => {
-        while (next++ < n) {
-          const res = await app.inject(request);
-          if (res.statusCode !== 200 || res.body.includes('"errors"'))
-            throw new Error(`${request.url}: ${res.statusCode} ${res.body}`);
-        }
-      };
-      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    };
+    // A GraphQL error is answered with 200: the body is checked too.
+    const run = injectConcurrently(
+      app,
+      CONCURRENCY,
+      (res) => res.statusCode === 200 && !res.body.includes('"errors"'),
+    );
     const only = process.env.BENCH_WORKLOADS?.split(",");
     if (only) workloads.splice(0, workloads.length, ...workloads.filter(([name]) => only.includes(name)));
     for (const [, request] of workloads) await run(request, 500); // warm-up: JIT, caches
-    const least = new Map<string, number>();
-    for (let round = 1; round <= ROUNDS; round++) {
-      const line: string[] = [];
-      for (const [name, request] of workloads) {
-        const n = name === "gPage1000" ? Math.ceil(REQUESTS / 20) : REQUESTS;
-        const before = process.cpuUsage();
-        await run(request, n);
-        const used = process.cpuUsage(before);
-        const perRequest = (used.user + used.system) / n;
-        least.set(name, Math.min(least.get(name) ?? Number.POSITIVE_INFINITY, perRequest));
-        line.push(`${name} ${perRequest.toFixed(0)} µs/req`);
-      }
-      console.log(`round ${round}: ${line.join("; ")}`);
-    }
-    console.log(`least: ${[...least].map(([name, us]) => `${name} ${us.toFixed(0)} µs/req`).join("; ")}`);
+    await printCpuPerRequest(
+      workloads.map(([name, request]) => ({
+        name,
+        requests: name === "gPage1000" ? Math.ceil(REQUESTS / 20) : REQUESTS,
+        send: (n) => run(request, n),
+      })),
+      ROUNDS,
+    );
   } finally {
-    await app.close();
-    await services.close();
+    await bench.close();
   }
 }
 

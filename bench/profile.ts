@@ -9,22 +9,22 @@
 // BENCH_WORKLOAD=create profiles creates instead (bench/compare's W4), BENCH_WORKLOAD=expand the
 // latest orders with their customer (W3, BENCH_ORDERS orders seeded first), BENCH_WORKLOAD=byid
 // only GET by id (W2).
-import { buildApp } from "../src/app.ts";
 import { listenAndLogin } from "../test/helpers/auth.ts";
 import { autocannon } from "./autocannon.ts";
-import { openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+import { openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
 
 async function main() {
-  const services = await openBenchServices({ LOG_LEVEL: "warn" });
-  await seedCustomers(services.db, CUSTOMERS);
-  if (process.env.BENCH_WORKLOAD === "expand") await seedOrders(services.db, ORDERS, CUSTOMERS);
-  const app = await buildApp(services);
+  const bench = await openBenchApp({
+    customers: CUSTOMERS,
+    orders: process.env.BENCH_WORKLOAD === "expand" ? ORDERS : 0,
+    env: { LOG_LEVEL: "warn" },
+  });
   try {
-    const { base, token } = await listenAndLogin(app, "anna", "anna-secret-1");
+    const { base, token } = await listenAndLogin(bench.app, "anna", "anna-secret-1");
     const headers = { authorization: `Bearer ${token}` };
     if (process.env.BENCH_WORKLOAD === "expand") {
       // BENCH_WORKLOAD=expand: the latest orders with their customer (W3 of bench/compare).
@@ -66,8 +66,7 @@ async function main() {
     });
     console.log(`list ${list.requests.average.toFixed(0)} req/s (${list.requests.total} requests)`);
   } finally {
-    await app.close();
-    await services.close();
+    await bench.close();
   }
 }
 

@@ -6,9 +6,8 @@
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/rest-alloc.ts
 //   BENCH_URL='/api/v4/core/CUST/5000?source=anag-1' …   (W2; the default is W3)
 import { Session } from "node:inspector/promises";
-import { buildApp } from "../src/app.ts";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+import { openBenchApp } from "./seed.ts";
 
 const URL =
   process.env.BENCH_URL ??
@@ -30,10 +29,8 @@ function ownerOf(node: SampleNode, inherited: string): string {
 }
 
 async function main() {
-  const services = await openBenchServices({ LOG_LEVEL: "warn" });
-  await seedCustomers(services.db, 6000);
-  await seedOrders(services.db, 3000, 6000);
-  const app = await buildApp(services);
+  const bench = await openBenchApp({ customers: 6000, orders: 3000, env: { LOG_LEVEL: "warn" } });
+  const { app } = bench;
   const session = new Session();
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
@@ -67,8 +64,7 @@ async function main() {
       console.log(`${kb(bytes).padStart(7)} KB  ${owner}`);
   } finally {
     session.disconnect();
-    await app.close();
-    await services.close();
+    await bench.close();
   }
 }
 

@@ -10,9 +10,9 @@
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/rest-cpu.ts
 import { createHook } from "node:async_hooks";
 import { constants, PerformanceObserver } from "node:perf_hooks";
-import { buildApp } from "../src/app.ts";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
+import { openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
@@ -21,26 +21,16 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
 async function main() {
-  const services = await openBenchServices({ LOG_LEVEL: "warn" });
-  await seedCustomers(services.db, CUSTOMERS);
-  await seedOrders(services.db, ORDERS, CUSTOMERS);
-  const app = await buildApp(services);
+  const bench = await openBenchApp({ customers: CUSTOMERS, orders: ORDERS, env: { LOG_LEVEL: "warn" } });
+  const { app } = bench;
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
     const workloads: Array<[string, string]> = [
       ["W2", "/api/v4/core/CUST/5000?source=anag-1"],
       ["W3", "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none"],
     ];
-    const run = async (url: string, n: number) => {
-      let next = 0;
-      const worker = async () => {
-        while (next++ < n) {
-          const res = await app.inject({ method: "GET", url, headers });
-          if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${res.body}`);
-        }
-      };
-      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    };
+    const inject = injectConcurrently(app, CONCURRENCY);
+    const run = (url: string, n: number) => inject({ method: "GET", url, headers }, n);
     for (const [, url] of workloads) await run(url, 500); // warm-up: compiled serializers, JIT
     // Async resources (promises, mostly) made per request: counted, so exact on a busy machine.
     for (const [name, url] of workloads) {
@@ -68,28 +58,21 @@ async function main() {
       }
     });
     gc.observe({ entryTypes: ["gc"] });
-    // The least of the rounds: what other processes add to a round (caches, scheduling) only adds.
-    const least = new Map<string, number>();
-    for (let round = 1; round <= ROUNDS; round++) {
-      const line: string[] = [];
-      for (const [name, url] of workloads) {
-        const before = process.cpuUsage();
+    await printCpuPerRequest(
+      workloads.map(([name, url]) => ({ name, requests: REQUESTS, send: (n) => run(url, n) })),
+      ROUNDS,
+      (requests) => {
         const scavengesBefore = scavenges;
-        await run(url, REQUESTS);
-        const used = process.cpuUsage(before);
-        await new Promise((resolve) => setImmediate(resolve));
-        const collections = ((scavenges - scavengesBefore) * 1000) / REQUESTS;
-        const perRequest = (used.user + used.system) / REQUESTS;
-        least.set(name, Math.min(least.get(name) ?? Number.POSITIVE_INFINITY, perRequest));
-        line.push(`${name} ${perRequest.toFixed(0)} µs/req, ${collections.toFixed(1)} scavenges/1000 req`);
-      }
-      console.log(`round ${round}: ${line.join("; ")}`);
-    }
+        return async () => {
+          // The observer is told of the last collections on a later turn.
+          await new Promise((resolve) => setImmediate(resolve));
+          return `${(((scavenges - scavengesBefore) * 1000) / requests).toFixed(1)} scavenges/1000 req`;
+        };
+      },
+    );
     gc.disconnect();
-    console.log(`least: ${[...least].map(([name, us]) => `${name} ${us.toFixed(0)} µs/req`).join("; ")}`);
   } finally {
-    await app.close();
-    await services.close();
+    await bench.close();
   }
 }
 

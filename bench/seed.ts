@@ -1,6 +1,9 @@
 // Bench data: `count` customers of the sample fixture's tenant acme in TB_ANAG_CUST00, spread over
-// the given cities, each with a unique CODE (NOT NULL), and the table analysed.
+// the given cities, each with a unique CODE (NOT NULL), and the table analysed; orders of them; and
+// the scratch database (openBenchServices) and app (openBenchApp) a bench runs on.
 import path from "node:path";
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "../src/app.ts";
 import type { Services } from "../src/services.ts";
 import type { Queryable } from "../src/types.ts";
 import { UNLIMITED_ENV } from "../test/helpers/auth.ts";
@@ -51,4 +54,33 @@ export async function openBenchServices(env: Record<string, string> = {}): Promi
   });
   if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
   return services;
+}
+
+export interface BenchApp {
+  services: Services;
+  app: FastifyInstance;
+  close(): Promise<void>;
+}
+
+/**
+ * openBenchServices with `customers` customers (and `orders` orders of them) seeded, and the app
+ * built on them; close() closes the app, then drops the database.
+ */
+export async function openBenchApp(opts: {
+  customers: number;
+  orders?: number;
+  env?: Record<string, string>;
+}): Promise<BenchApp> {
+  const services = await openBenchServices(opts.env);
+  await seedCustomers(services.db, opts.customers);
+  if (opts.orders) await seedOrders(services.db, opts.orders, opts.customers);
+  const app = await buildApp(services);
+  return {
+    services,
+    app,
+    async close() {
+      await app.close();
+      await services.close();
+    },
+  };
 }

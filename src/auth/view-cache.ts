@@ -19,26 +19,22 @@ export interface ViewCache {
   size(): number;
 }
 
+/** The value kept for `key`, or `make`'s, kept from now on. */
+function keptOrMade<V extends object>(cache: LRUCache<string, V>, key: string, make: () => V): V {
+  let found = cache.get(key);
+  if (!found) {
+    found = make();
+    cache.set(key, found);
+  }
+  return found;
+}
+
 export function createViewCache(options: { maxViews?: number; maxFieldRules?: number } = {}): ViewCache {
   const views = new LRUCache<string, AccessView>({ max: options.maxViews ?? MAX_ACCESS_VIEWS });
   const rules = new LRUCache<string, FieldRules>({ max: options.maxFieldRules ?? MAX_FIELD_RULES });
   return {
-    view(key, make) {
-      let view = views.get(key);
-      if (!view) {
-        view = make();
-        views.set(key, view);
-      }
-      return view;
-    },
-    fieldRules(key, make) {
-      let found = rules.get(key);
-      if (!found) {
-        found = make();
-        rules.set(key, found);
-      }
-      return found;
-    },
+    view: (key, make) => keptOrMade(views, key, make),
+    fieldRules: (key, make) => keptOrMade(rules, key, make),
     size: () => views.size,
   };
 }

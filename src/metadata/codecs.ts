@@ -65,6 +65,11 @@ function invalid(field: FieldDef, message: string): never {
   throw new ValidationError("INVALID_FIELD_VALUE", `${field.code}: ${message}`, { field: field.code });
 }
 
+/** A number, or a string of one written as `pattern` says, as a number; NaN for anything else. */
+function numberOf(v: Literal, pattern: RegExp): number {
+  return typeof v === "number" ? v : typeof v === "string" && pattern.test(v.trim()) ? Number(v) : Number.NaN;
+}
+
 function describe(v: Literal): string {
   return typeof v === "string" ? `'${v.length > 40 ? `${v.slice(0, 40)}…` : v}'` : String(v);
 }
@@ -196,27 +201,20 @@ function json(kind: "JSON" | "MEDIA"): FieldCodec {
 
 // ---------------------------------------------------------------- the codecs
 
+/** STRING and TEXT differ in their column only. */
+const TEXT_VALUES: Omit<FieldCodec, "column"> = {
+  responseSchema: nullable("string"),
+  openApiSchema: nullable31("string"),
+  graphqlScalar: "String",
+  textual: true,
+  castFilter: filterText,
+  toColumn: storedText,
+  fromTemplate: (text) => text,
+};
+
 export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
-  STRING: {
-    column: (field) => varchar(field.length ?? DEFAULT_STRING_LENGTH),
-    responseSchema: nullable("string"),
-    openApiSchema: nullable31("string"),
-    graphqlScalar: "String",
-    textual: true,
-    castFilter: filterText,
-    toColumn: storedText,
-    fromTemplate: (text) => text,
-  },
-  TEXT: {
-    column: () => ({ ...noColumnExtras, sqlType: "TEXT", family: "text" }),
-    responseSchema: nullable("string"),
-    openApiSchema: nullable31("string"),
-    graphqlScalar: "String",
-    textual: true,
-    castFilter: filterText,
-    toColumn: storedText,
-    fromTemplate: (text) => text,
-  },
+  STRING: { ...TEXT_VALUES, column: (field) => varchar(field.length ?? DEFAULT_STRING_LENGTH) },
+  TEXT: { ...TEXT_VALUES, column: () => ({ ...noColumnExtras, sqlType: "TEXT", family: "text" }) },
   INTEGER: {
     column(field, dim) {
       const identity = field.isId && dim.idType === "INTEGER";
@@ -232,12 +230,7 @@ export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
     graphqlScalar: "Int64",
     textual: false,
     castFilter(field, v) {
-      const n =
-        typeof v === "number"
-          ? v
-          : typeof v === "string" && INTEGER_RE.test(v.trim())
-            ? Number(v)
-            : Number.NaN;
+      const n = numberOf(v, INTEGER_RE);
       if (!Number.isSafeInteger(n)) invalid(field, `expected a whole number, got ${describe(v)}`);
       return n;
     },
@@ -267,12 +260,7 @@ export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
     graphqlScalar: "Decimal",
     textual: false,
     castFilter(field, v) {
-      const n =
-        typeof v === "number"
-          ? v
-          : typeof v === "string" && DECIMAL_RE.test(v.trim())
-            ? Number(v)
-            : Number.NaN;
+      const n = numberOf(v, DECIMAL_RE);
       if (!Number.isFinite(n)) invalid(field, `expected a number, got ${describe(v)}`);
       return n;
     },

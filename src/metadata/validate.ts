@@ -167,15 +167,19 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
   });
   const fieldExists = (dim: string, field: string) =>
     vars.get(dim)?.has(field) === true || RESERVED_COLUMNS.has(field);
+  /** A TB_COST or TB_OBJECT row's COD_DIM is in TB_DIM and its COD_VAR in TB_VAR (audit fields are not). */
+  const checkField = (p: string, row: { COD_DIM: string; COD_VAR: string }) => {
+    if (!dims.has(row.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${row.COD_DIM} does not exist in TB_DIM`);
+    else if (!vars.get(row.COD_DIM)?.has(row.COD_VAR))
+      add(`${p}.COD_VAR`, `field ${row.COD_DIM}.${row.COD_VAR} does not exist in TB_VAR`);
+  };
 
   // ---- TB_COST
   const costKeys = new Set<string>();
   const costContexts = new Set<string>();
   rows.TB_COST.forEach((c, i) => {
     const p = `TB_COST[${i}]`;
-    if (!dims.has(c.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${c.COD_DIM} does not exist in TB_DIM`);
-    else if (!vars.get(c.COD_DIM)?.has(c.COD_VAR))
-      add(`${p}.COD_VAR`, `field ${c.COD_DIM}.${c.COD_VAR} does not exist in TB_VAR`);
+    checkField(p, c);
     const key = `${c.COD_DIM}/${c.NUM_COST}`;
     if (costKeys.has(key)) add(`${p}.NUM_COST`, `duplicate NUM_COST ${c.NUM_COST} in ${c.COD_DIM}`);
     costKeys.add(key);
@@ -207,9 +211,7 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
   const objectKeys = new Set<string>();
   rows.TB_OBJECT.forEach((o, i) => {
     const p = `TB_OBJECT[${i}]`;
-    if (!dims.has(o.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${o.COD_DIM} does not exist in TB_DIM`);
-    else if (!vars.get(o.COD_DIM)?.has(o.COD_VAR))
-      add(`${p}.COD_VAR`, `field ${o.COD_DIM}.${o.COD_VAR} does not exist in TB_VAR`);
+    checkField(p, o);
     if (!dims.has(o.COD_DIM_OBJ))
       add(`${p}.COD_DIM_OBJ`, `destination dimension ${o.COD_DIM_OBJ} does not exist`);
     else {

@@ -9,10 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isPrivateAddress, isRefusedHost } from "../../src/events/webhooks/addresses.ts";
 import { freePort } from "../helpers/process.ts";
 import { DELIVERY_ERRORS, sendAttempt } from "../../src/events/webhooks/send.ts";
-import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
-import { createTestApp, type TestApp } from "../helpers/env.ts";
-import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
-import { eventually, webhookReceiver } from "./support.ts";
+import type { Client } from "../write/http.ts";
+import { webhookReceiver } from "./support.ts";
+import { deliveryLogWith, startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
 
 /** Addresses the filter refuses, IPv4 and the IPv6 forms that reach them. */
 const REFUSED = [
@@ -128,21 +127,17 @@ describe("a delivery to a name that resolves to a refused address", () => {
 });
 
 describe("webhook registrations and delivery logs (WEBHOOK_ALLOW_PRIVATE unset)", () => {
-  let t: TestApp;
+  let app: WebhookApp<"anna">;
   let anna: Client;
-  let runtime: EventRuntime;
   beforeAll(async () => {
-    t = await createTestApp("pglite", {
-      fixture: "sample",
-      env: { ...NO_RATE_LIMITS, WEBHOOK_RETRY_BASE_MS: "10", EVENTS_POLL_MS: "60000" },
+    app = await startWebhookApp("pglite", {
+      users: ["anna"],
+      allowPrivate: false,
+      env: { WEBHOOK_RETRY_BASE_MS: "10" },
     });
-    anna = await clientFor(t.app, "anna");
-    runtime = await startEventRuntime(t.services, { relay: true, webhooks: true });
+    ({ anna } = app.clients);
   });
-  afterAll(async () => {
-    await runtime?.stop();
-    await t?.close();
-  });
+  afterAll(() => app?.close());
 
   it("refuses every refused address and localhost name at registration with 400 naming url", async () => {
     const urls = [
@@ -175,7 +170,7 @@ describe("webhook registrations and delivery logs (WEBHOOK_ALLOW_PRIVATE unset)"
     const receiver = await webhookReceiver();
     try {
       // As if stored before the filter was widened: the IPv4-mapped form of the receiver's address.
-      const row = await t.services.prisma.tbWebhook.create({
+      const row = await app.t.services.prisma.tbWebhook.create({
         data: {
           SOURCE: "acme",
           URL: `http://[::ffff:127.0.0.1]:${receiver.port}/hook`,
@@ -186,13 +181,7 @@ describe("webhook registrations and delivery logs (WEBHOOK_ALLOW_PRIVATE unset)"
       await anna.post("/api/v4/core/CITY?source=anag-3", {
         data: { CITY_ID: "WA1", NAME: "Mapped", COUNTRY: "IT" },
       });
-      const rows = await eventually(
-        async () => {
-          const data = (await anna.get(`/api/v4/webhooks/${row.WEBHOOK_ID}/deliveries`)).body.data;
-          return data.length ? data : undefined;
-        },
-        { what: "the delivery log row" },
-      );
+      const rows = await deliveryLogWith(anna, row.WEBHOOK_ID, 1);
       expect(rows[0]).toMatchObject({
         STATUS: "failed",
         HTTP_STATUS: null,
@@ -206,26 +195,17 @@ describe("webhook registrations and delivery logs (WEBHOOK_ALLOW_PRIVATE unset)"
 });
 
 describe("delivery log texts (WEBHOOK_ALLOW_PRIVATE=true)", () => {
-  let t: TestApp;
+  let app: WebhookApp<"anna">;
   let anna: Client;
-  let runtime: EventRuntime;
   beforeAll(async () => {
-    t = await createTestApp("pglite", {
-      fixture: "sample",
-      env: {
-        ...NO_RATE_LIMITS,
-        WEBHOOK_ALLOW_PRIVATE: "true",
-        WEBHOOK_RETRY_BASE_MS: "10",
-        EVENTS_POLL_MS: "60000",
-      },
+    app = await startWebhookApp("pglite", {
+      users: ["anna"],
+      allowPrivate: true,
+      env: { WEBHOOK_RETRY_BASE_MS: "10" },
     });
-    anna = await clientFor(t.app, "anna");
-    runtime = await startEventRuntime(t.services, { relay: true, webhooks: true });
+    ({ anna } = app.clients);
   });
-  afterAll(async () => {
-    await runtime?.stop();
-    await t?.close();
-  });
+  afterAll(() => app?.close());
 
   it("a closed port reads 'connection failed', without the system's error, address or port", async () => {
     // A port that was just free: nothing listens on it.
@@ -240,13 +220,7 @@ describe("delivery log texts (WEBHOOK_ALLOW_PRIVATE=true)", () => {
     await anna.post("/api/v4/core/CITY?source=anag-3", {
       data: { CITY_ID: "WA2", NAME: "Closed", COUNTRY: "IT" },
     });
-    const rows = await eventually(
-      async () => {
-        const data = (await anna.get(`/api/v4/webhooks/${created.body.webhook_id}/deliveries`)).body.data;
-        return data.length >= 2 ? data : undefined;
-      },
-      { what: "two delivery log rows" },
-    );
+    const rows = await deliveryLogWith(anna, created.body.webhook_id, 2);
     for (const row of rows) {
       expect(row.ERROR_MESSAGE).toBe("connection failed");
       expect(JSON.stringify(row)).not.toMatch(/ECONN|127\.0\.0\.1|getaddrinfo/);

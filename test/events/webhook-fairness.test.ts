@@ -3,28 +3,25 @@
 // and a tenant has at most WEBHOOK_MAX_PER_TENANT registrations (409 WEBHOOK_LIMIT_REACHED).
 // Real HTTP receivers on loopback.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
-import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
-import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
+import { BACKENDS } from "../helpers/env.ts";
+import type { Client } from "../write/http.ts";
 import { webhookReceiver } from "./support.ts";
+import { startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
 
 const PER_TENANT = 8;
 const MAX_PER_TENANT = 12;
 
 describe.each(BACKENDS)("webhooks fair per tenant (%s)", (backend) => {
-  let t: TestApp;
+  let app: WebhookApp<"anna" | "greta">;
   let anna: Client;
   let greta: Client;
-  let runtime: EventRuntime;
   let seq = 0;
 
   beforeAll(async () => {
-    t = await createTestApp(backend, {
-      fixture: "sample",
+    app = await startWebhookApp(backend, {
+      users: ["anna", "greta"],
+      allowPrivate: true,
       env: {
-        ...NO_RATE_LIMITS,
-        WEBHOOK_ALLOW_PRIVATE: "true",
-        EVENTS_POLL_MS: "60000",
         // The defaults of the issue's report: 32 slots, 4 per registration.
         WEBHOOK_CONCURRENCY: "32",
         WEBHOOK_CONCURRENCY_PER_RECEIVER: "4",
@@ -32,13 +29,9 @@ describe.each(BACKENDS)("webhooks fair per tenant (%s)", (backend) => {
         WEBHOOK_MAX_PER_TENANT: String(MAX_PER_TENANT),
       },
     });
-    [anna, greta] = await Promise.all([clientFor(t.app, "anna"), clientFor(t.app, "greta")]);
-    runtime = await startEventRuntime(t.services, { relay: true, webhooks: true });
+    ({ anna, greta } = app.clients);
   });
-  afterAll(async () => {
-    await runtime?.stop();
-    await t?.close();
-  });
+  afterAll(() => app?.close());
 
   const createCity = async (c: Client) => {
     const id = `F${++seq}`;
@@ -74,7 +67,7 @@ describe.each(BACKENDS)("webhooks fair per tenant (%s)", (backend) => {
       expect(alive.requests[0]!.body.event_id).toBe(eventId);
       // Tenant A still holds its share only, and the rest of its deliveries wait, claimed by none.
       expect(dead.requests).toHaveLength(PER_TENANT);
-      const { rows } = await t.services.db.query<{ n: number }>(
+      const { rows } = await app.t.services.db.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM "TB_WEBHOOK_DELIVERY"
           WHERE "WEBHOOK_ID" = ANY($1::int[]) AND "STATUS" = 'pending' AND "ATTEMPTS" = 0`,
         [hooks.filter(([c]) => c === anna).map(([, id]) => Number(id))],

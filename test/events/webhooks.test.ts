@@ -3,43 +3,30 @@
 // a restart in the middle of a retry sequence, and a slow receiver next to a fast one.
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
-import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
-import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
+import { BACKENDS } from "../helpers/env.ts";
+import type { Client } from "../write/http.ts";
 import { eventually, webhookReceiver } from "./support.ts";
+import { deliveryLogWith, startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
 
 const BASE_MS = 25;
-const EVENT_PARTS = { relay: true, webhooks: true, subscribers: true };
 
 describe.each(BACKENDS)("webhooks (%s)", (backend) => {
-  let t: TestApp;
+  let app: WebhookApp<"anna" | "greta" | "marco">;
   let anna: Client;
   let greta: Client;
   let marco: Client;
-  let runtime: EventRuntime;
   let seq = 0;
 
   beforeAll(async () => {
-    t = await createTestApp(backend, {
-      fixture: "sample",
-      env: {
-        ...NO_RATE_LIMITS,
-        WEBHOOK_ALLOW_PRIVATE: "true",
-        WEBHOOK_RETRY_BASE_MS: String(BASE_MS),
-        EVENTS_POLL_MS: "60000",
-      },
+    app = await startWebhookApp(backend, {
+      users: ["anna", "greta", "marco"],
+      allowPrivate: true,
+      env: { WEBHOOK_RETRY_BASE_MS: String(BASE_MS) },
+      parts: { relay: true, webhooks: true, subscribers: true },
     });
-    [anna, greta, marco] = await Promise.all([
-      clientFor(t.app, "anna"),
-      clientFor(t.app, "greta"),
-      clientFor(t.app, "marco"),
-    ]);
-    runtime = await startEventRuntime(t.services, EVENT_PARTS);
+    ({ anna, greta, marco } = app.clients);
   });
-  afterAll(async () => {
-    await runtime?.stop();
-    await t?.close();
-  });
+  afterAll(() => app?.close());
 
   const register = async (body: Record<string, unknown>) => {
     const res = await anna.post("/api/v4/webhooks", body);
@@ -54,16 +41,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
     expect(res.status).toBe(201);
     return { id, eventId: res.body.event_id as string };
   };
-  const log = async (webhookId: string) =>
-    (await anna.get(`/api/v4/webhooks/${webhookId}/deliveries`)).body.data;
-  const logWith = (webhookId: string, rows: number) =>
-    eventually(
-      async () => {
-        const data = await log(webhookId);
-        return data.length >= rows ? data : undefined;
-      },
-      { what: `${rows} delivery log rows` },
-    );
+  const logWith = (webhookId: string, rows: number) => deliveryLogWith(anna, webhookId, rows);
 
   it("registration: created with its id and created_at, the secret only in that answer, tenant-scoped, level 4", async () => {
     const res = await anna.post("/api/v4/webhooks", {
@@ -194,7 +172,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
       expect(all.requests[0]!.headers["x-service-signature"]).toBeUndefined();
       expect(filtered.requests.map((r) => r.body.record_id)).toEqual([pt.id]);
       // Both events were dispatched (the receivers above got them): nothing was queued for the others.
-      const { rows } = await t.services.db.query<{ n: number }>(
+      const { rows } = await app.t.services.db.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" = ANY($1::int[])`,
         [[Number(hooks[1]), Number(hooks[2])]],
       );
@@ -242,7 +220,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
         ["retrying", 2],
         ["retrying", 1],
       ]);
-      const { rows: delivery } = await t.services.db.query<{ STATUS: string }>(
+      const { rows: delivery } = await app.t.services.db.query<{ STATUS: string }>(
         `SELECT "STATUS" FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" = $1`,
         [Number(hook)],
       );
@@ -281,9 +259,8 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
       await createCity();
       await receiver.waitFor(1);
       await logWith(hook, 1);
-      await runtime.stop();
       // The pending retry is a row in the database; a new worker (a restarted process) takes it.
-      runtime = await startEventRuntime(t.services, EVENT_PARTS);
+      await app.restartRuntime();
       await receiver.waitFor(2);
       const rows = await logWith(hook, 2);
       expect(rows.map((r: Record<string, unknown>) => [r.STATUS, r.ATTEMPT_COUNT])).toEqual([
@@ -307,7 +284,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
       for (let i = 0; i < 10; i++) await createCity();
       // All ten reach the fast receiver while the slow one holds its few slots, unanswered.
       await fast.waitFor(10, 5000);
-      expect(slow.requests.length).toBeLessThanOrEqual(t.services.config.webhookConcurrencyPerReceiver);
+      expect(slow.requests.length).toBeLessThanOrEqual(app.t.services.config.webhookConcurrencyPerReceiver);
     } finally {
       for (const h of hooks) await anna.delete(`/api/v4/webhooks/${h}`);
       await slow.close();
@@ -319,7 +296,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
     await createCity();
     const today = new Date().toISOString().slice(0, 10);
     // Every CITYCreated event of the tenant today (the fixture's imported cities included).
-    const { rows } = await t.services.db.query<{ n: number }>(
+    const { rows } = await app.t.services.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00"
         WHERE "TENANT_ID" = 'acme' AND "EVENT_TYPE" = 'CITYCreated' AND "CREATED_AT" >= $1::date`,
       [today],
@@ -340,7 +317,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
       count: expected,
     });
     // The other tenant sees its own counts only (its fixture cities), none of acme's.
-    const { rows: theirs } = await t.services.db.query<{ n: number }>(
+    const { rows: theirs } = await app.t.services.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "TENANT_ID" = 'globex' AND "EVENT_TYPE" = 'CITYCreated'`,
     );
     const other = await eventually(
@@ -360,21 +337,17 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
 });
 
 describe("webhooks to private addresses (WEBHOOK_ALLOW_PRIVATE unset)", () => {
-  let t: TestApp;
+  let app: WebhookApp<"anna">;
   let anna: Client;
-  let runtime: EventRuntime;
   beforeAll(async () => {
-    t = await createTestApp("pglite", {
-      fixture: "sample",
-      env: { ...NO_RATE_LIMITS, WEBHOOK_RETRY_BASE_MS: "10", EVENTS_POLL_MS: "60000" },
+    app = await startWebhookApp("pglite", {
+      users: ["anna"],
+      allowPrivate: false,
+      env: { WEBHOOK_RETRY_BASE_MS: "10" },
     });
-    anna = await clientFor(t.app, "anna");
-    runtime = await startEventRuntime(t.services, { relay: true, webhooks: true });
+    ({ anna } = app.clients);
   });
-  afterAll(async () => {
-    await runtime?.stop();
-    await t?.close();
-  });
+  afterAll(() => app?.close());
 
   it("are refused at registration", async () => {
     for (const url of [
@@ -394,7 +367,7 @@ describe("webhooks to private addresses (WEBHOOK_ALLOW_PRIVATE unset)", () => {
     const receiver = await webhookReceiver();
     try {
       // As if a public name had been re-pointed at a private address after registration.
-      const row = await t.services.prisma.tbWebhook.create({
+      const row = await app.t.services.prisma.tbWebhook.create({
         data: {
           SOURCE: "acme",
           URL: `http://localhost:${receiver.port}/hook`,
@@ -405,13 +378,7 @@ describe("webhooks to private addresses (WEBHOOK_ALLOW_PRIVATE unset)", () => {
       await anna.post("/api/v4/core/CITY?source=anag-3", {
         data: { CITY_ID: "PRV", NAME: "Private", COUNTRY: "IT" },
       });
-      const rows = await eventually(
-        async () => {
-          const data = (await anna.get(`/api/v4/webhooks/${row.WEBHOOK_ID}/deliveries`)).body.data;
-          return data.length ? data : undefined;
-        },
-        { what: "the delivery log row" },
-      );
+      const rows = await deliveryLogWith(anna, row.WEBHOOK_ID, 1);
       expect(rows[0]).toMatchObject({ STATUS: "failed", HTTP_STATUS: null });
       expect(rows[0].ERROR_MESSAGE).toBe("address not allowed");
       expect(receiver.requests).toHaveLength(0);

@@ -47,6 +47,33 @@ describe("buildModel over the sample fixture", () => {
     );
   });
 
+  it("a TB_COST or TB_OBJECT row naming a dimension or field that does not exist is a problem at its COD_DIM or COD_VAR", () => {
+    const broken = sampleRows();
+    const cost = broken.TB_COST[0]!;
+    const object = broken.TB_OBJECT[0]!;
+    broken.TB_COST.push({ ...cost, COD_DIM: "GHOST" }, { ...cost, COD_VAR: "GHOST_FIELD" });
+    broken.TB_OBJECT.push({ ...object, COD_DIM: "GHOST" }, { ...object, COD_VAR: "GHOST_FIELD" });
+    const c = broken.TB_COST.length - 2;
+    const o = broken.TB_OBJECT.length - 2;
+    const problems = validateMetadata(broken);
+    expect(problems).toContainEqual({
+      path: `TB_COST[${c}].COD_DIM`,
+      message: "dimension GHOST does not exist in TB_DIM",
+    });
+    expect(problems).toContainEqual({
+      path: `TB_COST[${c + 1}].COD_VAR`,
+      message: `field ${cost.COD_DIM}.GHOST_FIELD does not exist in TB_VAR`,
+    });
+    expect(problems).toContainEqual({
+      path: `TB_OBJECT[${o}].COD_DIM`,
+      message: "dimension GHOST does not exist in TB_DIM",
+    });
+    expect(problems).toContainEqual({
+      path: `TB_OBJECT[${o + 1}].COD_VAR`,
+      message: `field ${object.COD_DIM}.GHOST_FIELD does not exist in TB_VAR`,
+    });
+  });
+
   it("dimension properties: table, id field and type, cascades", () => {
     const cust = dim(model, "CUST");
     expect(cust).toMatchObject({

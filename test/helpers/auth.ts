@@ -39,6 +39,8 @@ export const SAMPLE_USERS = {
   greta: { username: "greta", password: "greta-secret-4" },
 } as const;
 
+export type SampleUser = keyof typeof SAMPLE_USERS;
+
 type SigningKey = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
 
 /** An RS256 key pair whose public half is written as a JWKS file (for JWT_PUBLIC_KEYS). */

@@ -5,59 +5,34 @@
 // refused before a byte is stored; no empty directory is left behind; size=__proto__ is a 400.
 import { randomBytes } from "node:crypto";
 import { mkdtemp, readdir, rm } from "node:fs/promises";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Readable } from "node:stream";
-import S3rver from "s3rver";
-import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordPrefix } from "../../src/media/keys.ts";
 import { createLocalStore } from "../../src/media/local-store.ts";
 import { removeOtherFiles } from "../../src/resolvers/media.ts";
-import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
-import { createTestApp, type TestApp } from "../helpers/env.ts";
-import { NO_RATE_LIMITS } from "../write/http.ts";
+import type { SampleUser } from "../helpers/auth.ts";
+import {
+  type FormPart,
+  form,
+  type MediaApp,
+  png,
+  type S3Server,
+  startMediaApp,
+  startS3rver,
+} from "./media-setup.ts";
 
-let s3: S3rver | null = null;
-let s3Dir: string;
-let s3Port = 0;
-
+let s3: S3Server | null = null;
 beforeAll(async () => {
-  s3Dir = await mkdtemp(path.join(tmpdir(), "dimensio-s3-sec-"));
-  s3 = new S3rver({
-    port: 0,
-    address: "127.0.0.1",
-    silent: true,
-    directory: s3Dir,
-    configureBuckets: [{ name: "media", configs: [] }],
-  });
-  s3Port = ((await s3.run()) as AddressInfo).port;
+  s3 = await startS3rver();
 });
-afterAll(async () => {
-  await s3?.close();
-  await rm(s3Dir, { recursive: true, force: true });
-});
+afterAll(() => s3?.close());
 
 const STORES = [
   { name: "local directory", s3: false },
   { name: "S3 (s3rver)", s3: true },
 ];
-
-const png = (w: number, h: number) =>
-  sharp({ create: { width: w, height: h, channels: 3, background: { r: 10, g: 90, b: 200 } } })
-    .png()
-    .toBuffer();
-
-type Part = string | { bytes: Buffer; name: string };
-function form(parts: Array<[string, Part]>) {
-  const fd = new FormData();
-  for (const [k, v] of parts) {
-    if (typeof v === "string") fd.append(k, v);
-    else fd.append(k, new Blob([new Uint8Array(v.bytes)], { type: "application/octet-stream" }), v.name);
-  }
-  return fd;
-}
 
 /** Every file and every empty directory under `dir` (relative paths). */
 async function walk(dir: string): Promise<{ files: string[]; emptyDirs: string[] }> {
@@ -82,59 +57,30 @@ async function walk(dir: string): Promise<{ files: string[]; emptyDirs: string[]
 }
 
 describe.each(STORES)("media security ($name)", (store) => {
-  let t: TestApp;
-  let base: string;
-  let dataDir: string;
-  const tokens: Record<string, string> = {};
+  let app: MediaApp;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-media-sec-"));
-    t = await createTestApp("pglite", {
-      fixture: "sample",
-      env: {
-        ...NO_RATE_LIMITS,
-        DATA_DIR: dataDir,
-        MEDIA_MAX_BYTES: String(4 * 1024 * 1024),
-        ...(store.s3
-          ? {
-              S3_ENDPOINT: `http://127.0.0.1:${s3Port}`,
-              S3_BUCKET: "media",
-              S3_ACCESS_KEY_ID: "S3RVER",
-              S3_SECRET_ACCESS_KEY: "S3RVER",
-              S3_FORCE_PATH_STYLE: "true",
-            }
-          : {}),
-      },
+    app = await startMediaApp({
+      maxBytes: 4 * 1024 * 1024,
+      users: ["anna", "marco"],
+      ...(store.s3 ? { env: s3!.env } : {}),
     });
-    await t.app.listen({ host: "127.0.0.1", port: 0 });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-    for (const u of ["anna", "marco"] as const) {
-      tokens[u] = await loginAs(t.app, SAMPLE_USERS[u].username, SAMPLE_USERS[u].password);
-    }
   });
-  afterAll(async () => {
-    await t?.close();
-    await rm(dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => app?.close());
 
-  const auth = (user: string) => ({ authorization: `Bearer ${tokens[user]}` });
-  const upload = (user: string, fd: FormData, url = "/api/v4/media/upload?source=catalog-1") =>
-    fetch(`${base}${url}`, { method: "POST", headers: auth(user), body: fd });
-  const get = (user: string | null, url: string) =>
-    fetch(`${base}${url}`, { headers: user ? auth(user) : {} });
-  const json = (user: string, method: string, url: string, body: unknown) =>
-    fetch(`${base}${url}`, {
+  const json = (user: SampleUser, method: string, url: string, body: unknown) =>
+    fetch(`${app.base}${url}`, {
       method,
-      headers: { ...auth(user), "content-type": "application/json" },
+      headers: { ...app.auth(user), "content-type": "application/json" },
       body: JSON.stringify(body),
     });
-  const graphql = async (user: string, query: string, variables: Record<string, unknown>) =>
+  const graphql = async (user: SampleUser, query: string, variables: Record<string, unknown>) =>
     (await json(user, "POST", "/graphql", { query, variables })).json() as Promise<{
       data?: Record<string, unknown>;
       errors?: Array<{ extensions: { code: string; status: number } }>;
     }>;
   const stored = async (id: string) => {
-    const { rows } = await t.services.db.query<{ IMAGE: unknown }>(
+    const { rows } = await app.t.services.db.query<{ IMAGE: unknown }>(
       `SELECT "IMAGE" FROM "TB_ANAG_PROD00" WHERE "PROD_ID" = $1 AND "TENANT_ID" = 'acme'`,
       [id],
     );
@@ -142,10 +88,12 @@ describe.each(STORES)("media security ($name)", (store) => {
   };
   /** Every object of the store: the files under DATA_DIR/media, or the bucket's keys. */
   const allObjects = async () =>
-    [...(await t.services.media.list("t/")), ...(await t.services.media.list("staging/"))].map((o) => o.key);
+    [...(await app.t.services.media.list("t/")), ...(await app.t.services.media.list("staging/"))].map(
+      (o) => o.key,
+    );
 
   it("a REST or GraphQL write of a crafted media value is 400 MEDIA_VALUE_NOT_ALLOWED and changes nothing", async () => {
-    const res = await upload(
+    const res = await app.upload(
       "anna",
       form([
         ["dimension", "PROD"],
@@ -187,7 +135,7 @@ describe.each(STORES)("media security ($name)", (store) => {
     expect(gql.errors?.[0]?.extensions).toMatchObject({ code: "MEDIA_VALUE_NOT_ALLOWED", status: 400 });
     expect(await stored("P0001")).toEqual(before);
     // The public path still has nothing to serve.
-    expect((await get(null, "/api/v4/media/public/PROD/P0001/IMAGE?tenant=acme")).status).toBe(404);
+    expect((await app.get(null, "/api/v4/media/public/PROD/P0001/IMAGE?tenant=acme")).status).toBe(404);
 
     // Sending back the value held (a record PATCHed as read) is accepted.
     const same = await json("anna", "PATCH", "/api/v4/core/PROD/P0001?source=catalog-1", {
@@ -222,7 +170,7 @@ describe.each(STORES)("media security ($name)", (store) => {
       { img: crafted },
     );
     expect(gql.errors?.[0]?.extensions).toMatchObject({ code: "MEDIA_VALUE_NOT_ALLOWED", status: 400 });
-    const { rows } = await t.services.db.query<{ n: number }>(
+    const { rows } = await app.t.services.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM "TB_ANAG_PROD00" WHERE "NAME" = 'Crafted'`,
     );
     expect(rows[0]!.n).toBe(0);
@@ -237,7 +185,7 @@ describe.each(STORES)("media security ($name)", (store) => {
   });
 
   it("clearing a media field (null) is a write like any other", async () => {
-    const res = await upload(
+    const res = await app.upload(
       "anna",
       form([
         ["dimension", "PROD"],
@@ -255,17 +203,17 @@ describe.each(STORES)("media security ($name)", (store) => {
   });
 
   it("downloads: nosniff, a sandboxing CSP, inline images, attachment for the rest", async () => {
-    const img = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1");
+    const img = await app.get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1");
     expect(img.status).toBe(200);
     expect(img.headers.get("content-type")).toBe("image/png");
     expect(img.headers.get("x-content-type-options")).toBe("nosniff");
     expect(img.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
     expect(img.headers.get("content-disposition")).toBe("inline");
-    const thumb = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1&size=thumbnail");
+    const thumb = await app.get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1&size=thumbnail");
     expect(thumb.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
 
     const pdf = Buffer.concat([Buffer.from("%PDF-1.4\n<html><script>alert(1)</script>\n"), randomBytes(500)]);
-    const up = await upload(
+    const up = await app.upload(
       "anna",
       form([
         ["dimension", "PROD"],
@@ -277,7 +225,7 @@ describe.each(STORES)("media security ($name)", (store) => {
     );
     expect(up.status).toBe(201);
     const fileId = ((await up.json()) as { file_id: string }).file_id;
-    const doc = await get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme");
+    const doc = await app.get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme");
     expect(doc.status).toBe(200);
     expect(doc.headers.get("content-type")).toBe("application/pdf");
     expect(doc.headers.get("x-content-type-options")).toBe("nosniff");
@@ -289,25 +237,25 @@ describe.each(STORES)("media security ($name)", (store) => {
   it("a stored type that is not a safe one (HTML, a line break) is served as application/octet-stream", async () => {
     // A value written before uploads alone could set it: straight into the table.
     for (const type of ["text/html", "image/png\r\nSet-Cookie: stolen=1", "image/svg+xml"]) {
-      await t.services.db.query(
+      await app.t.services.db.query(
         `UPDATE "TB_ANAG_PROD00" SET "IMAGE" = jsonb_set("IMAGE", '{mime_type}', to_jsonb($1::text))
           WHERE "PROD_ID" = 'P0002' AND "TENANT_ID" = 'acme'`,
         [type],
       );
-      const res = await get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme");
+      const res = await app.get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme");
       expect(res.status, type).toBe(200);
       expect(res.headers.get("content-type"), type).toBe("application/octet-stream");
       expect(res.headers.get("content-disposition"), type).toMatch(/^attachment/);
       expect(res.headers.get("set-cookie"), type).toBeNull();
       await res.arrayBuffer();
-      const sized = await get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme&size=small");
+      const sized = await app.get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme&size=small");
       expect(sized.status, type).toBe(400);
     }
   });
 
   it("size=__proto__, toString, constructor: 400 INVALID_PARAMETER", async () => {
     for (const size of ["__proto__", "toString", "constructor", "hasOwnProperty", "valueOf"]) {
-      const res = await get("anna", `/api/v4/media/PROD/P0001/IMAGE?source=catalog-1&size=${size}`);
+      const res = await app.get("anna", `/api/v4/media/PROD/P0001/IMAGE?source=catalog-1&size=${size}`);
       expect(res.status, size).toBe(400);
       expect(((await res.json()) as { code: string }).code, size).toBe("INVALID_PARAMETER");
     }
@@ -336,47 +284,48 @@ describe.each(STORES)("media security ($name)", (store) => {
       await watcher;
     }
   };
-  const emptyDirsLeft = async () => (store.s3 ? [] : (await walk(path.join(dataDir, "media"))).emptyDirs);
+  const emptyDirsLeft = async () => (store.s3 ? [] : (await walk(path.join(app.dataDir, "media"))).emptyDirs);
 
   it("an upload the caller may make on the source but not to that record or field stores nothing, in either order of the parts", async () => {
     const big = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(3 * 1024 * 1024)]);
-    const file: [string, Part] = ["file", { bytes: big, name: "b.pdf" }];
-    const refused: Array<{ naming: Array<[string, Part]>; url?: string; status: number; code: string }> = [
-      {
-        naming: [
-          ["dimension", "PROD"],
-          ["record_id", "NOPE"],
-          ["field", "IMAGE"],
-        ],
-        status: 404,
-        code: "RECORD_NOT_FOUND",
-      },
-      {
-        naming: [
-          ["dimension", "PROD"],
-          ["record_id", "P0001"],
-          ["field", "NAME"],
-        ],
-        status: 400,
-        code: "INVALID_FIELD_TYPE",
-      },
-      {
-        naming: [
-          ["record_id", "NOPE"],
-          ["field", "IMAGE"],
-        ],
-        url: "/api/v4/core/PROD/media?source=catalog-1",
-        status: 404,
-        code: "RECORD_NOT_FOUND",
-      },
-    ];
+    const file: [string, FormPart] = ["file", { bytes: big, name: "b.pdf" }];
+    const refused: Array<{ naming: Array<[string, FormPart]>; url?: string; status: number; code: string }> =
+      [
+        {
+          naming: [
+            ["dimension", "PROD"],
+            ["record_id", "NOPE"],
+            ["field", "IMAGE"],
+          ],
+          status: 404,
+          code: "RECORD_NOT_FOUND",
+        },
+        {
+          naming: [
+            ["dimension", "PROD"],
+            ["record_id", "P0001"],
+            ["field", "NAME"],
+          ],
+          status: 400,
+          code: "INVALID_FIELD_TYPE",
+        },
+        {
+          naming: [
+            ["record_id", "NOPE"],
+            ["field", "IMAGE"],
+          ],
+          url: "/api/v4/core/PROD/media?source=catalog-1",
+          status: 404,
+          code: "RECORD_NOT_FOUND",
+        },
+      ];
     for (const { naming, url, status, code } of refused) {
       for (const parts of [
         [file, ...naming],
         [...naming, file],
       ]) {
         const order = parts[0]![0] === "file" ? "file first" : "file last";
-        const { res, body, seen } = await watchingTheStore(() => upload("anna", form(parts), url));
+        const { res, body, seen } = await watchingTheStore(() => app.upload("anna", form(parts), url));
         expect([res.status, body.code], order).toEqual([status, code]);
         expect(seen, order).toEqual([]);
         expect(await emptyDirsLeft(), order).toEqual([]);
@@ -384,7 +333,7 @@ describe.each(STORES)("media security ($name)", (store) => {
     }
     // A part naming the record sent again after the file is refused (it would retarget the file).
     const twice = await watchingTheStore(() =>
-      upload(
+      app.upload(
         "anna",
         form([
           ["dimension", "PROD"],
@@ -399,7 +348,7 @@ describe.each(STORES)("media security ($name)", (store) => {
     expect(await allObjects()).not.toContain(expect.stringMatching(/^staging\//));
     // The order the specification lists the parts in still uploads.
     const image = await png(24, 24);
-    const fileFirst = await upload(
+    const fileFirst = await app.upload(
       "anna",
       form([
         ["file", { bytes: image, name: "p.png" }],
@@ -409,14 +358,14 @@ describe.each(STORES)("media security ($name)", (store) => {
       ]),
     );
     expect(fileFirst.status).toBe(201);
-    const back = await get("anna", "/api/v4/media/PROD/P0002/IMAGE?source=catalog-1");
+    const back = await app.get("anna", "/api/v4/media/PROD/P0002/IMAGE?source=catalog-1");
     expect(Buffer.from(await back.arrayBuffer())).toEqual(image);
   });
 
   it("a read-only user's upload is 403 before a byte is stored, whatever the order of the parts", async () => {
     const before = await allObjects();
     const big = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(3 * 1024 * 1024)]);
-    const orders: Array<Array<[string, Part]>> = [
+    const orders: Array<Array<[string, FormPart]>> = [
       [
         ["file", { bytes: big, name: "b.pdf" }],
         ["dimension", "PROD"],
@@ -431,20 +380,20 @@ describe.each(STORES)("media security ($name)", (store) => {
       ],
     ];
     for (const parts of orders) {
-      const { res, body, seen } = await watchingTheStore(() => upload("marco", form(parts)));
+      const { res, body, seen } = await watchingTheStore(() => app.upload("marco", form(parts)));
       expect(res.status).toBe(403);
       expect(body.code).toBe("INSUFFICIENT_PERMISSIONS");
       expect(seen).toEqual([]);
     }
     // The path's dimension is checked before the file too.
-    const viaPath = await upload(
+    const viaPath = await app.upload(
       "marco",
       form([["file", { bytes: big, name: "b.pdf" }]]),
       "/api/v4/core/PROD/media?source=catalog-1",
     );
     expect(viaPath.status).toBe(403);
     // A field the caller may not modify, or a record of no one, before the file: refused as well.
-    const notModifiable = await upload(
+    const notModifiable = await app.upload(
       "anna",
       form([
         ["dimension", "PROD"],
@@ -454,7 +403,7 @@ describe.each(STORES)("media security ($name)", (store) => {
       ]),
     );
     expect(notModifiable.status).toBe(400);
-    const missing = await upload(
+    const missing = await app.upload(
       "anna",
       form([
         ["dimension", "PROD"],
@@ -468,7 +417,7 @@ describe.each(STORES)("media security ($name)", (store) => {
   });
 
   it("no object and (local store) no empty directory is left after failed uploads and deletes", async () => {
-    const root = path.join(dataDir, "media");
+    const root = path.join(app.dataDir, "media");
     // S3 has no directories: there the check is that no object is left.
     const emptyDirs = async () => (store.s3 ? [] : (await walk(root)).emptyDirs);
     const created = await json("anna", "POST", "/api/v4/core/PROD?source=catalog-1", {
@@ -476,7 +425,7 @@ describe.each(STORES)("media security ($name)", (store) => {
     });
     const id = ((await created.json()) as { data: { PROD_ID: string } }).data.PROD_ID;
     for (const size of [20, 30]) {
-      const res = await upload(
+      const res = await app.upload(
         "anna",
         form([
           ["dimension", "PROD"],
@@ -486,11 +435,11 @@ describe.each(STORES)("media security ($name)", (store) => {
         ]),
       );
       expect(res.status).toBe(201);
-      expect((await get("anna", `/api/v4/media/PROD/${id}/IMAGE?source=catalog-1&size=small`)).status).toBe(
-        200,
-      );
+      expect(
+        (await app.get("anna", `/api/v4/media/PROD/${id}/IMAGE?source=catalog-1&size=small`)).status,
+      ).toBe(200);
     }
-    const wrongType = await upload(
+    const wrongType = await app.upload(
       "anna",
       form([
         ["dimension", "PROD"],
@@ -500,17 +449,17 @@ describe.each(STORES)("media security ($name)", (store) => {
       ]),
     );
     expect(wrongType.status).toBe(415);
-    expect(await t.services.media.list("staging/")).toEqual([]);
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
     expect(await emptyDirs()).toEqual([]);
-    const del = await fetch(`${base}/api/v4/core/PROD/${id}?source=catalog-1&force=true`, {
+    const del = await fetch(`${app.base}/api/v4/core/PROD/${id}?source=catalog-1&force=true`, {
       method: "DELETE",
-      headers: auth("anna"),
+      headers: app.auth("anna"),
     });
     expect(del.status).toBe(200);
     // The force delete's clean-up runs on the event: remove the record's files the way it does.
-    await removeOtherFiles(t.services.media, "acme", "PROD", id, "IMAGE", null);
+    await removeOtherFiles(app.t.services.media, "acme", "PROD", id, "IMAGE", null);
     expect(await emptyDirs()).toEqual([]);
-    expect(await t.services.media.list(recordPrefix("acme", "PROD", id))).toEqual([]);
+    expect(await app.t.services.media.list(recordPrefix("acme", "PROD", id))).toEqual([]);
     if (!store.s3) expect((await walk(root)).files.filter((f) => f.startsWith("staging"))).toEqual([]);
   });
 });

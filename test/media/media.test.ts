@@ -2,65 +2,29 @@
 // server (s3rver, started here on loopback): upload, byte-for-byte download, sizes with their pixel
 // dimensions, ETag/304, Range, public versus private, limits, tenants, rights, clean-up.
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import zlib from "node:zlib";
-import S3rver from "s3rver";
 import sharp from "sharp";
+import zlib from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
 import { recordPrefix } from "../../src/media/keys.ts";
-import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
-import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { eventually } from "../events/support.ts";
-import { NO_RATE_LIMITS } from "../write/http.ts";
+import { form, type MediaApp, png, type S3Server, startMediaApp, startS3rver } from "./media-setup.ts";
 
 interface Store {
   name: string;
-  env: () => Record<string, string>;
+  s3: boolean;
 }
 
-let s3: S3rver | null = null;
-let s3Dir: string;
-let s3Port = 0;
-
 const STORES: Store[] = [
-  { name: "local directory", env: () => ({}) },
-  {
-    name: "S3 (s3rver)",
-    env: () => ({
-      S3_ENDPOINT: `http://127.0.0.1:${s3Port}`,
-      S3_BUCKET: "media",
-      S3_ACCESS_KEY_ID: "S3RVER",
-      S3_SECRET_ACCESS_KEY: "S3RVER",
-      S3_FORCE_PATH_STYLE: "true",
-    }),
-  },
+  { name: "local directory", s3: false },
+  { name: "S3 (s3rver)", s3: true },
 ];
 
+let s3: S3Server | null = null;
 beforeAll(async () => {
-  s3Dir = await mkdtemp(path.join(tmpdir(), "dimensio-s3-"));
-  s3 = new S3rver({
-    port: 0,
-    address: "127.0.0.1",
-    silent: true,
-    directory: s3Dir,
-    configureBuckets: [{ name: "media", configs: [] }],
-  });
-  const address = (await s3.run()) as AddressInfo;
-  s3Port = address.port;
+  s3 = await startS3rver();
 });
-afterAll(async () => {
-  await s3?.close();
-  await rm(s3Dir, { recursive: true, force: true });
-});
-
-const png = (w: number, h: number) =>
-  sharp({ create: { width: w, height: h, channels: 3, background: { r: 200, g: 40, b: 40 } } })
-    .png()
-    .toBuffer();
+afterAll(() => s3?.close());
 
 /** A PNG that declares width × height in its header (the pixels themselves are not there). */
 function declaredPng(width: number, height: number): Buffer {
@@ -85,61 +49,26 @@ function declaredPng(width: number, height: number): Buffer {
   ]);
 }
 
-function form(parts: Record<string, string | { bytes: Buffer; name: string; type?: string }>) {
-  const fd = new FormData();
-  for (const [k, v] of Object.entries(parts)) {
-    if (typeof v === "string") fd.append(k, v);
-    else
-      fd.append(
-        k,
-        new Blob([new Uint8Array(v.bytes)], { type: v.type ?? "application/octet-stream" }),
-        v.name,
-      );
-  }
-  return fd;
-}
-
 describe.each(STORES)("media ($name)", (store) => {
-  let t: TestApp;
-  let base: string;
-  let dataDir: string;
+  let app: MediaApp;
   let runtime: EventRuntime;
-  const tokens: Record<string, string> = {};
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-media-"));
-    t = await createTestApp("pglite", {
-      fixture: "sample",
-      env: {
-        ...NO_RATE_LIMITS,
-        DATA_DIR: dataDir,
-        MEDIA_MAX_BYTES: String(2 * 1024 * 1024),
-        EVENTS_POLL_MS: "60000",
-        ...store.env(),
-      },
+    app = await startMediaApp({
+      maxBytes: 2 * 1024 * 1024,
+      users: ["anna", "marco", "greta"],
+      env: { EVENTS_POLL_MS: "60000", ...(store.s3 ? s3!.env : {}) },
     });
-    await t.app.listen({ host: "127.0.0.1", port: 0 });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-    for (const u of ["anna", "marco", "greta"] as const) {
-      tokens[u] = await loginAs(t.app, SAMPLE_USERS[u].username, SAMPLE_USERS[u].password);
-    }
-    runtime = await startEventRuntime(t.services, { relay: true, subscribers: true });
+    runtime = await startEventRuntime(app.t.services, { relay: true, subscribers: true });
   });
   afterAll(async () => {
     await runtime?.stop();
-    await t?.close();
-    await rm(dataDir, { recursive: true, force: true });
+    await app?.close();
   });
-
-  const auth = (user: string) => ({ authorization: `Bearer ${tokens[user]}` });
-  const upload = (user: string, fd: FormData, url = "/api/v4/media/upload?source=catalog-1") =>
-    fetch(`${base}${url}`, { method: "POST", headers: auth(user), body: fd });
-  const get = (user: string | null, url: string, headers: Record<string, string> = {}) =>
-    fetch(`${base}${url}`, { headers: { ...(user ? auth(user) : {}), ...headers } });
 
   it("uploads (file part first), downloads byte for byte, and makes each size once with the right pixels", async () => {
     const image = await png(800, 400);
-    const res = await upload(
+    const res = await app.upload(
       "anna",
       form({
         file: { bytes: image, name: "bolt.png", type: "image/png" },
@@ -157,17 +86,17 @@ describe.each(STORES)("media ($name)", (store) => {
     });
     expect(body.file_id).toMatch(/^[0-9a-f-]{36}$/);
     // The field holds the media object (written through the pipeline: audited, evented).
-    const record = await (await get("anna", "/api/v4/core/PROD/P0001?source=catalog-1")).json();
+    const record = await (await app.get("anna", "/api/v4/core/PROD/P0001?source=catalog-1")).json();
     expect(record.data.IMAGE).toMatchObject({ file_id: body.file_id, size: image.length, public: false });
     expect(record.data.LOWNER).toBe("anna");
 
-    const down = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1");
+    const down = await app.get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1");
     expect(down.status).toBe(200);
     expect(down.headers.get("content-type")).toBe("image/png");
     expect(down.headers.get("content-length")).toBe(String(image.length));
     expect(down.headers.get("cache-control")).toContain("private");
     expect(Buffer.from(await down.arrayBuffer()).equals(image)).toBe(true);
-    const core = await get("anna", "/api/v4/core/PROD/P0001/media/IMAGE?source=catalog-1");
+    const core = await app.get("anna", "/api/v4/core/PROD/P0001/media/IMAGE?source=catalog-1");
     expect(Buffer.from(await core.arrayBuffer()).equals(image)).toBe(true);
 
     const expected = {
@@ -177,13 +106,13 @@ describe.each(STORES)("media ($name)", (store) => {
       large: [800, 400],
     } as const;
     for (const [size, [w, h]] of Object.entries(expected)) {
-      const r = await get("anna", `/api/v4/media/PROD/P0001/IMAGE?source=catalog-1&size=${size}`);
+      const r = await app.get("anna", `/api/v4/media/PROD/P0001/IMAGE?source=catalog-1&size=${size}`);
       expect(r.status, size).toBe(200);
       expect(r.headers.get("content-type")).toBe("image/png");
       const meta = await sharp(Buffer.from(await r.arrayBuffer())).metadata();
       expect([meta.format, meta.width, meta.height], size).toEqual(["png", w, h]);
     }
-    const stored = await t.services.media.list(recordPrefix("acme", "PROD", "P0001"));
+    const stored = await app.t.services.media.list(recordPrefix("acme", "PROD", "P0001"));
     expect(stored.map((o) => o.key.split("/").pop()).sort()).toEqual([
       "large",
       "medium",
@@ -194,21 +123,21 @@ describe.each(STORES)("media ($name)", (store) => {
   });
 
   it("ETag and If-None-Match (304), Range (206)", async () => {
-    const first = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1");
+    const first = await app.get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1");
     const etag = first.headers.get("etag")!;
     const bytes = Buffer.from(await first.arrayBuffer());
     expect(etag).toMatch(/^"[0-9a-f-]{36}-original"$/);
-    const again = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1", {
+    const again = await app.get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1", {
       "if-none-match": etag,
     });
     expect(again.status).toBe(304);
-    const part = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1", {
+    const part = await app.get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1", {
       range: "bytes=10-29",
     });
     expect(part.status).toBe(206);
     expect(part.headers.get("content-range")).toBe(`bytes 10-29/${bytes.length}`);
     expect(Buffer.from(await part.arrayBuffer()).equals(bytes.subarray(10, 30))).toBe(true);
-    const beyond = await get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1", {
+    const beyond = await app.get("anna", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1", {
       range: `bytes=${bytes.length + 5}-`,
     });
     expect(beyond.status).toBe(416);
@@ -216,7 +145,7 @@ describe.each(STORES)("media ($name)", (store) => {
 
   it("public files without a token; private ones are not public", async () => {
     const image = await png(100, 100);
-    const res = await upload(
+    const res = await app.upload(
       "anna",
       form({
         dimension: "PROD",
@@ -229,27 +158,27 @@ describe.each(STORES)("media ($name)", (store) => {
     expect(res.status).toBe(201);
     const { url } = (await res.json()) as { url: string };
     expect(url).toBe("/api/v4/media/public/PROD/P0002/IMAGE?tenant=acme");
-    const pub = await get(null, url);
+    const pub = await app.get(null, url);
     expect(pub.status).toBe(200);
     expect(pub.headers.get("cache-control")).toContain("public");
     expect(Buffer.from(await pub.arrayBuffer()).equals(image)).toBe(true);
-    expect((await get(null, "/api/v4/media/public/PROD/P0002/IMAGE?size=thumbnail")).status).toBe(200);
+    expect((await app.get(null, "/api/v4/media/public/PROD/P0002/IMAGE?size=thumbnail")).status).toBe(200);
     // P0001's file is private: 404 without a token, 401 on the private path.
-    expect((await get(null, "/api/v4/media/public/PROD/P0001/IMAGE")).status).toBe(404);
-    expect((await get(null, "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1")).status).toBe(401);
-    expect((await get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=globex")).status).toBe(404);
+    expect((await app.get(null, "/api/v4/media/public/PROD/P0001/IMAGE")).status).toBe(404);
+    expect((await app.get(null, "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1")).status).toBe(401);
+    expect((await app.get(null, "/api/v4/media/public/PROD/P0002/IMAGE?tenant=globex")).status).toBe(404);
   });
 
   it("refuses oversize (413), the wrong type (415), sizes of a non-image (400), bad fields (400)", async () => {
     const big = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(3 * 1024 * 1024)]);
-    const tooBig = await upload(
+    const tooBig = await app.upload(
       "anna",
       form({ dimension: "PROD", record_id: "P0003", field: "IMAGE", file: { bytes: big, name: "a.pdf" } }),
     );
     expect(tooBig.status).toBe(413);
     expect(((await tooBig.json()) as { code: string }).code).toBe("PAYLOAD_TOO_LARGE");
     const text = Buffer.from("just some text, not an image at all\n".repeat(10));
-    const wrong = await upload(
+    const wrong = await app.upload(
       "anna",
       form({
         dimension: "PROD",
@@ -261,25 +190,25 @@ describe.each(STORES)("media ($name)", (store) => {
     expect(wrong.status).toBe(415);
     expect(((await wrong.json()) as { code: string }).code).toBe("UNSUPPORTED_MEDIA_TYPE");
     const pdf = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(2000)]);
-    const ok = await upload(
+    const ok = await app.upload(
       "anna",
       form({ dimension: "PROD", record_id: "P0003", field: "IMAGE", file: { bytes: pdf, name: "spec.pdf" } }),
     );
     expect(ok.status).toBe(201);
-    expect((await get("anna", "/api/v4/media/PROD/P0003/IMAGE?source=catalog-1&size=small")).status).toBe(
+    expect((await app.get("anna", "/api/v4/media/PROD/P0003/IMAGE?source=catalog-1&size=small")).status).toBe(
       400,
     );
-    const notMedia = await upload(
+    const notMedia = await app.upload(
       "anna",
       form({ dimension: "PROD", record_id: "P0003", field: "NAME", file: { bytes: pdf, name: "s.pdf" } }),
     );
     expect(((await notMedia.json()) as { code: string }).code).toBe("INVALID_FIELD_TYPE");
-    const traversal = await upload(
+    const traversal = await app.upload(
       "anna",
       form({ dimension: "PROD", record_id: "P0003", field: "../IMAGE", file: { bytes: pdf, name: "s.pdf" } }),
     );
     expect(traversal.status).toBe(400);
-    const noRecord = await upload(
+    const noRecord = await app.upload(
       "anna",
       form({
         dimension: "PROD",
@@ -289,7 +218,7 @@ describe.each(STORES)("media ($name)", (store) => {
       }),
     );
     expect(noRecord.status).toBe(404);
-    const huge = await upload(
+    const huge = await app.upload(
       "anna",
       form({
         dimension: "PROD",
@@ -300,25 +229,25 @@ describe.each(STORES)("media ($name)", (store) => {
     );
     expect(huge.status).toBe(400);
     expect(((await huge.json()) as { code: string }).code).toBe("IMAGE_TOO_LARGE");
-    const missing = await upload(
+    const missing = await app.upload(
       "anna",
       form({ dimension: "PROD", field: "IMAGE", file: { bytes: pdf, name: "s.pdf" } }),
     );
     expect(((await missing.json()) as { field: string }).field).toBe("record_id");
     // Nothing refused is left in storage (staging included).
-    expect(await t.services.media.list("staging/")).toEqual([]);
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
   });
 
   it("another tenant gets 404; a read-only user may download but not upload (403)", async () => {
-    expect((await get("greta", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1")).status).toBe(404);
+    expect((await app.get("greta", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1")).status).toBe(404);
     const png1 = await png(10, 10);
-    const theirs = await upload(
+    const theirs = await app.upload(
       "greta",
       form({ dimension: "PROD", record_id: "P0001", field: "IMAGE", file: { bytes: png1, name: "g.png" } }),
     );
     expect(theirs.status).toBe(404);
-    expect((await get("marco", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1")).status).toBe(200);
-    const refused = await upload(
+    expect((await app.get("marco", "/api/v4/media/PROD/P0001/IMAGE?source=catalog-1")).status).toBe(200);
+    const refused = await app.upload(
       "marco",
       form({ dimension: "PROD", record_id: "P0001", field: "IMAGE", file: { bytes: png1, name: "m.png" } }),
     );
@@ -326,13 +255,13 @@ describe.each(STORES)("media ($name)", (store) => {
   });
 
   it("a replaced file is removed at once; a force-deleted record's files are removed after the commit", async () => {
-    const created = await fetch(`${base}/api/v4/core/PROD?source=catalog-1`, {
+    const created = await fetch(`${app.base}/api/v4/core/PROD?source=catalog-1`, {
       method: "POST",
-      headers: { ...auth("anna"), "content-type": "application/json" },
+      headers: { ...app.auth("anna"), "content-type": "application/json" },
       body: JSON.stringify({ data: { NAME: "Short-lived", UNIT_PRICE: 1 } }),
     });
     const id = ((await created.json()) as { data: { PROD_ID: string } }).data.PROD_ID;
-    const one = await upload(
+    const one = await app.upload(
       "anna",
       form({
         dimension: "PROD",
@@ -342,7 +271,7 @@ describe.each(STORES)("media ($name)", (store) => {
       }),
     );
     const first = ((await one.json()) as { file_id: string }).file_id;
-    const two = await upload(
+    const two = await app.upload(
       "anna",
       form({
         dimension: "PROD",
@@ -352,16 +281,16 @@ describe.each(STORES)("media ($name)", (store) => {
       }),
     );
     const second = ((await two.json()) as { file_id: string }).file_id;
-    const keys = (await t.services.media.list(recordPrefix("acme", "PROD", id))).map((o) => o.key);
+    const keys = (await app.t.services.media.list(recordPrefix("acme", "PROD", id))).map((o) => o.key);
     expect(keys.some((k) => k.includes(second))).toBe(true);
     expect(keys.some((k) => k.includes(first))).toBe(false);
-    const del = await fetch(`${base}/api/v4/core/PROD/${id}?source=catalog-1&force=true`, {
+    const del = await fetch(`${app.base}/api/v4/core/PROD/${id}?source=catalog-1&force=true`, {
       method: "DELETE",
-      headers: auth("anna"),
+      headers: app.auth("anna"),
     });
     expect(del.status).toBe(200);
     await eventually(
-      async () => (await t.services.media.list(recordPrefix("acme", "PROD", id))).length === 0,
+      async () => (await app.t.services.media.list(recordPrefix("acme", "PROD", id))).length === 0,
       {
         what: "the record's files removed",
       },
@@ -370,24 +299,11 @@ describe.each(STORES)("media ($name)", (store) => {
 });
 
 describe("a 200 MB upload streams through (local store)", () => {
-  let t: TestApp;
-  let dataDir: string;
-  let base: string;
-  let token: string;
+  let app: MediaApp;
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-big-"));
-    t = await createTestApp("pglite", {
-      fixture: "sample",
-      env: { ...NO_RATE_LIMITS, DATA_DIR: dataDir, MEDIA_MAX_BYTES: String(300 * 1024 * 1024) },
-    });
-    await t.app.listen({ host: "127.0.0.1", port: 0 });
-    base = `http://127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
-    token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    app = await startMediaApp({ maxBytes: 300 * 1024 * 1024, users: ["anna"] });
   });
-  afterAll(async () => {
-    await t?.close();
-    await rm(dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => app?.close());
 
   it("never holds more than a few MB of it in the process (RSS sampled during the upload)", async () => {
     const MB = 1024 * 1024;
@@ -422,10 +338,10 @@ describe("a 200 MB upload streams through (local store)", () => {
     const sampler = setInterval(() => {
       peak = Math.max(peak, process.memoryUsage().rss);
     }, 10);
-    const res = await fetch(`${base}/api/v4/media/upload?source=catalog-1`, {
+    const res = await fetch(`${app.base}/api/v4/media/upload?source=catalog-1`, {
       method: "POST",
       headers: {
-        authorization: `Bearer ${token}`,
+        ...app.auth("anna"),
         "content-type": `multipart/form-data; boundary=${boundary}`,
       },
       body,

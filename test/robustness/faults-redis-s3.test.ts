@@ -12,7 +12,6 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { Redis } from "ioredis";
-import S3rver from "s3rver";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
@@ -23,6 +22,7 @@ import { eventually } from "../events/support.ts";
 import { bearer, buildAuthApp, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_REDIS_URL, type TestApp } from "../helpers/env.ts";
 import { faultyProxy } from "../helpers/proxy.ts";
+import { s3Env, startS3rver } from "../media/media-setup.ts";
 
 /** The value of a counter with these labels in a Prometheus text exposition (0 when absent). */
 function counterValue(text: string, name: string, labels: Record<string, string>): number {
@@ -260,30 +260,15 @@ const MEDIA_SETUPS: MediaSetup[] = [
   {
     name: "S3 (s3rver) behind a proxy that is cut",
     async open() {
-      const dir = await mkdtemp(path.join(tmpdir(), "dimensio-faults-s3-"));
-      const s3 = new S3rver({
-        port: 0,
-        address: "127.0.0.1",
-        silent: true,
-        directory: dir,
-        configureBuckets: [{ name: "media", configs: [] }],
-      });
-      const { port } = (await s3.run()) as net.AddressInfo;
-      const proxy = await faultyProxy("127.0.0.1", port);
+      const s3 = await startS3rver();
+      const proxy = await faultyProxy("127.0.0.1", s3.port);
       return {
-        env: {
-          S3_ENDPOINT: `http://127.0.0.1:${proxy.port}`,
-          S3_BUCKET: "media",
-          S3_ACCESS_KEY_ID: "S3RVER",
-          S3_SECRET_ACCESS_KEY: "S3RVER",
-          S3_FORCE_PATH_STYLE: "true",
-        },
+        env: s3Env(proxy.port),
         fail: async () => proxy.cut(),
         heal: async () => proxy.restore(),
         async close() {
           await proxy.close();
           await s3.close();
-          await rm(dir, { recursive: true, force: true });
         },
       };
     },

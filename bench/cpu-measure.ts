@@ -1,0 +1,65 @@
+// Process CPU per request (issue 19), the way bench/rest-cpu.ts and bench/graphql-cpu.ts measure
+// it: requests go through app.inject (no sockets, no load generator), a fixed number of them a few
+// at a time, and the process's CPU time (user + system) is divided by their count. On a shared
+// machine this moves far less than req/s. Each round measures every workload once; the least of
+// the rounds is printed last, because what other processes add to a round only adds.
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
+
+/**
+ * `n` requests through app.inject, `concurrency` at a time; throws at the first answer `ok`
+ * refuses (a bench of failing requests measures nothing).
+ */
+export function injectConcurrently(
+  app: FastifyInstance,
+  concurrency: number,
+  ok: (res: LightMyRequestResponse) => boolean = (res) => res.statusCode === 200,
+) {
+  return async (request: InjectOptions, n: number): Promise<void> => {
+    let next = 0;
+    const worker = async () => {
+      while (next++ < n) {
+        const res = await app.inject(request);
+        if (!ok(res)) throw new Error(`${request.url}: ${res.statusCode} ${res.body}`);
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+  };
+}
+
+export interface CpuWorkload {
+  name: string;
+  /** How many requests one measurement sends. */
+  requests: number;
+  /** Sends that many. */
+  send(requests: number): Promise<void>;
+}
+
+/**
+ * Something measured next to the CPU: called before a workload's requests, it returns what is
+ * called after them (once the CPU time is taken) for the text to add to the workload's figure.
+ */
+export type AlsoMeasure = (requests: number) => () => Promise<string>;
+
+/** Prints each round's CPU per request of every workload, then the least of the rounds. */
+export async function printCpuPerRequest(
+  workloads: readonly CpuWorkload[],
+  rounds: number,
+  also?: AlsoMeasure,
+): Promise<void> {
+  const least = new Map<string, number>();
+  for (let round = 1; round <= rounds; round++) {
+    const line: string[] = [];
+    for (const { name, requests, send } of workloads) {
+      const before = process.cpuUsage();
+      const finish = also?.(requests);
+      await send(requests);
+      const used = process.cpuUsage(before);
+      const perRequest = (used.user + used.system) / requests;
+      least.set(name, Math.min(least.get(name) ?? Number.POSITIVE_INFINITY, perRequest));
+      const extra = finish ? `, ${await finish()}` : "";
+      line.push(`${name} ${perRequest.toFixed(0)} µs/req${extra}`);
+    }
+    console.log(`round ${round}: ${line.join("; ")}`);
+  }
+  console.log(`least: ${[...least].map(([name, us]) => `${name} ${us.toFixed(0)} µs/req`).join("; ")}`);
+}
