@@ -67,12 +67,17 @@ describe.each(BACKENDS)("webhooks fair per tenant (%s)", (backend) => {
       expect(alive.requests[0]!.body.event_id).toBe(eventId);
       // Tenant A still holds its share only, and the rest of its deliveries wait, claimed by none.
       expect(dead.requests).toHaveLength(PER_TENANT);
-      const { rows } = await app.t.services.db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM "TB_WEBHOOK_DELIVERY"
-          WHERE "WEBHOOK_ID" = ANY($1::int[]) AND "STATUS" = 'pending' AND "ATTEMPTS" = 0`,
+      // (The sample fixture's own CITYCreated events may still be on their way to the subscriber
+      // when the first registration is made, so a registration can have more than these 40.)
+      const { rows } = await app.t.services.db.query<{ claimed: number; waiting: number }>(
+        `SELECT count(*) FILTER (WHERE "ATTEMPTS" > 0)::int AS claimed,
+                count(*) FILTER (WHERE "ATTEMPTS" = 0)::int AS waiting
+           FROM "TB_WEBHOOK_DELIVERY"
+          WHERE "WEBHOOK_ID" = ANY($1::int[]) AND "STATUS" = 'pending'`,
         [hooks.filter(([c]) => c === anna).map(([, id]) => Number(id))],
       );
-      expect(rows[0]!.n).toBe(40 - PER_TENANT);
+      expect(rows[0]!.claimed).toBe(PER_TENANT);
+      expect(rows[0]!.waiting).toBeGreaterThanOrEqual(40 - PER_TENANT);
     } finally {
       // Cancelled first, so that the closed receiver's failures do not start the next ones.
       for (const [c, id] of hooks) await c.delete(`/api/v4/webhooks/${id}`);
