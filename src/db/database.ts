@@ -196,6 +196,7 @@ function withDeadline(tx: Queryable & ScriptRunner, timeoutMs: number): Queryabl
   const check = () => {
     if (Date.now() > deadline) throw new TransactionTimeoutError(timeoutMs);
   };
+  const last = tx.lastStatement?.bind(tx);
   return {
     ...tx,
     query(text, params, opts) {
@@ -206,6 +207,14 @@ function withDeadline(tx: Queryable & ScriptRunner, timeoutMs: number): Queryabl
       check();
       return tx.exec(sql);
     },
+    ...(last
+      ? {
+          lastStatement(channel, text, params, opts) {
+            check();
+            return last(channel, text, params, opts);
+          },
+        }
+      : {}),
   };
 }
 
@@ -482,6 +491,11 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       const deferred = deferredWork();
       const channels = new Set<string>();
       const claimed: string[] = [];
+      // BEGIN goes out with the first statement (pipeline mode: not awaited), and not at all when
+      // the transaction is one statement sent on its own (lastStatement).
+      let opened = false;
+      /** lastStatement sent its statement on its own: "sent", then "committed" once answered. */
+      let alone: "sent" | "committed" | null = null;
       try {
         // Statements sent and not answered yet: one sent meanwhile shares their round trip.
         let inFlight = 0;
@@ -493,10 +507,15 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           );
           return sent;
         };
-        tell("BEGIN", { pipelined: false });
-        // Not awaited: the first statement goes out right behind it (pipeline mode).
-        let begun: Promise<unknown> | null = track(client.query("BEGIN"));
-        begun.catch(() => {});
+        let begun: Promise<unknown> | null = null;
+        const open = () => {
+          if (alone) throw new Error("The transaction ended with its one statement: nothing may follow it.");
+          if (opened) return;
+          opened = true;
+          tell("BEGIN", { pipelined: false });
+          begun = track(client.query("BEGIN"));
+          begun.catch(() => {});
+        };
         const raw = pgQueryable(client);
         const afterBegin = async <R>(sent: Promise<R>): Promise<R> => {
           if (begun) {
@@ -513,12 +532,45 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           defer: deferred.defer,
           notifyAfterCommit: (channel) => void channels.add(channel),
         };
-        const result = await fn(
-          withDeadline(
-            observed(tx, opts.onStatement, () => inFlight > 0),
-            transactionTimeoutMs,
-          ),
-        );
+        const observedTx = observed(tx, opts.onStatement, () => inFlight > 0);
+        const opening: TxQueryable = {
+          ...observedTx,
+          query(text, params, o) {
+            open();
+            return observedTx.query(text, params, o);
+          },
+          exec(sql) {
+            open();
+            return observedTx.exec(sql);
+          },
+          async lastStatement<R>(
+            channel: string,
+            text: (notify: boolean) => string,
+            params: readonly unknown[],
+            o?: QueryOptions,
+          ): Promise<QueryResult<R>> {
+            if (opened || alone) {
+              channels.add(channel);
+              return opening.query<R>(text(false), params, o);
+            }
+            alone = "sent";
+            // Other processes' relays: a NOTIFY in the statement itself, folded as after a COMMIT.
+            const notify = notifier.claim(channel);
+            if (notify) claimed.push(channel);
+            const sql = text(notify);
+            tell(sql, { pipelined: false });
+            const res = await raw.query<R>(sql, params, o);
+            alone = "committed";
+            channels.add(channel);
+            return res;
+          },
+        };
+        const result = await fn(withDeadline(opening, transactionTimeoutMs));
+        if (alone === "committed" || !opened) {
+          await deferred.all();
+          for (const channel of channels) notifier.committed(channel);
+          return result;
+        }
         if (begun) await begun;
         // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
         for (const channel of channels) {
@@ -536,11 +588,15 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         for (const channel of channels) notifier.committed(channel);
         return result;
       } catch (err) {
-        if (!broken) {
+        if (!broken && opened && !alone) {
           tell("ROLLBACK", { pipelined: false });
           await client.query("ROLLBACK").catch(() => {});
         }
-        for (const channel of claimed) notifier.unclaim(channel);
+        // What a rolled-back transaction was to carry goes on its own (a statement sent alone
+        // that committed carried it).
+        if (alone !== "committed") for (const channel of claimed) notifier.unclaim(channel);
+        // A statement sent alone that committed stays committed: this process's relays are told.
+        if (alone === "committed") for (const channel of channels) notifier.committed(channel);
         throw err;
       } finally {
         inTransaction.delete(client);
