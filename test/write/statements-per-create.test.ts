@@ -49,7 +49,9 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
     if (backend === "postgres") {
       // No BEGIN, no COMMIT: the statement is its own transaction, the outbox row written by it.
       expect(lines).toEqual([`- ${insert}`]);
-      expect(sent[0]!.text).toMatch(/ins AS \(INSERT INTO "TB_ANAG_CUST00".*ev AS \(INSERT INTO "TB_ANAG_OUTBOX00"/);
+      expect(sent[0]!.text).toMatch(
+        /ins AS \(INSERT INTO "TB_ANAG_CUST00".*ev AS \(INSERT INTO "TB_ANAG_OUTBOX00"/,
+      );
       expect(roundTrips(lines)).toBe(1);
     } else {
       const outbox = `WITH inserted AS ( INSERT INTO "TB_ANAG_`;
