@@ -4,6 +4,8 @@
 // created both ways with the same clock, and each event's PAYLOAD is compared with the other's and
 // with JSON.stringify of the stored row (what the general path makes of the row it inserted).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openPostgres } from "../../src/db/database.ts";
+import { OUTBOX_CHANNEL } from "../../src/events/outbox.ts";
 import { createRecord } from "../../src/resolvers/write/create.ts";
 import { UploadedMedia } from "../../src/resolvers/write/media-values.ts";
 import { createOne } from "../../src/resolvers/write/operations.ts";
@@ -228,6 +230,25 @@ if (TEST_DATABASE_URL) {
       );
       expect(typeof alone.recordId).toBe("string");
       expect(payload.PRICE_ID).toBe(alone.recordId);
+    });
+
+    it("wakes the relays of other processes: the NOTIFY goes with the statement or, folded, after it", async () => {
+      if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+      const other = openPostgres(services.db.connectionString);
+      try {
+        let woken!: () => void;
+        const wake = new Promise<void>((resolve) => {
+          woken = resolve;
+        });
+        const unlisten = await other.listen(OUTBOX_CHANNEL, () => woken());
+        sent.length = 0;
+        await createOne(services, anna, "CITY", { CITY_ID: "WK1", NAME: "Woken", COUNTRY: "IT" });
+        expect(sent).toHaveLength(1);
+        await wake;
+        await unlisten();
+      } finally {
+        await other.close();
+      }
     });
 
     it("refusals leave nothing behind: a duplicate key 409, a key naming no record 400 (nullable or NOT NULL)", async () => {
