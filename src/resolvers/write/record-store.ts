@@ -221,16 +221,25 @@ export function keysCheckedInStatement(lookups: readonly KeyLookup[]): boolean {
 /** The column under which insertRowWithEvent's statement answers the event's OUTBOX_ID. */
 const EVENT_ID_COLUMN = "$OUTBOX_ID";
 
-/** The event payload's SQL over `row` (a CTE): the record's JSON, field by field by its codec. */
-function payloadSql(dim: DimensionDef, row: string): string {
-  const pairs = dim.fields.map(
-    (f) => `'${f.code.replaceAll("'", "''")}', ${codecOf(f.dataType).eventJson(`${row}.${ident(f.code)}`)}`,
-  );
-  // jsonb_build_object takes at most 100 arguments: 50 fields a call.
-  const parts: string[] = [];
-  for (let i = 0; i < pairs.length; i += 50)
-    parts.push(`jsonb_build_object(${pairs.slice(i, i + 50).join(", ")})`);
-  return parts.join(" || ");
+/**
+ * Over the inserted row `ins`: the event payload's SQL (the record's JSON, field by field by its
+ * codec) and the fields the statement answers. Once per dimension of a metadata version.
+ */
+const eventSqlOf = new WeakMap<DimensionDef, { payload: string; returned: string }>();
+function eventSql(dim: DimensionDef): { payload: string; returned: string } {
+  let sql = eventSqlOf.get(dim);
+  if (!sql) {
+    const pairs = dim.fields.map(
+      (f) => `'${f.code.replaceAll("'", "''")}', ${codecOf(f.dataType).eventJson(`ins.${ident(f.code)}`)}`,
+    );
+    // jsonb_build_object takes at most 100 arguments: 50 fields a call.
+    const parts: string[] = [];
+    for (let i = 0; i < pairs.length; i += 50)
+      parts.push(`jsonb_build_object(${pairs.slice(i, i + 50).join(", ")})`);
+    sql = { payload: parts.join(" || "), returned: dim.fields.map((f) => `ins.${ident(f.code)}`).join(", ") };
+    eventSqlOf.set(dim, sql);
+  }
+  return sql;
 }
 
 /**
@@ -260,10 +269,10 @@ export async function insertRowWithEvent(
     { dim: dim.code, kind: "Created", tenantId: w.ctx.principal.tenantId, createdAt: w.now },
     "ins",
     aggregateId,
-    payloadSql(dim, "ins"),
+    eventSql(dim).payload,
     param,
   );
-  const returned = dim.fields.map((f) => `ins.${ident(f.code)}`).join(", ");
+  const { returned } = eventSql(dim);
   const statement = (notify: boolean) =>
     `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
     SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${notify ? `, pg_notify('${channel}', '')` : ""} FROM ins, ev`;
