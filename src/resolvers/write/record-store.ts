@@ -278,7 +278,8 @@ export async function insertRowWithEvent(
     SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${notify ? `, pg_notify('${channel}', '')` : ""} FROM ins, ev`;
   let row: Row;
   try {
-    row = (await w.tx.lastStatement!<Row>(channel, statement, params)).rows[0]!;
+    // Prepared per metadata version (as reads are): its parse is kept per connection.
+    row = (await w.tx.lastStatement!<Row>(channel, statement, params, { prepare: w.model.version })).rows[0]!;
   } catch (err) {
     const { code, table, column } = err as { code?: string; table?: string; column?: string };
     if (nullableKey && code === "23502" && table === "TB_ANAG_OUTBOX00" && column === "AGGREGATE_ID")
