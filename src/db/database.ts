@@ -559,6 +559,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             if (notify) claimed.push(channel);
             const sql = text(notify);
             tell(sql, { pipelined: false });
+            // Nothing to send with it: out at once, not corked to the end of the turn.
+            inTransaction.delete(client);
             const res = await raw.query<R>(sql, params, o);
             alone = "committed";
             channels.add(channel);
