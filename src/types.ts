@@ -172,7 +172,9 @@ export interface Queryable {
    * so the whole transaction is one round trip, and nothing may be sent after it. `text(notify)`
    * is its SQL: with `notify` true it calls pg_notify(channel, '') itself (the wake-up of other
    * processes, folded with other commits' as notifyAfterCommit folds them). After statements
-   * sent before it, it is one more statement of the transaction (`notify` false).
+   * sent before it, it is the transaction's last statement (`notify` false), COMMIT sent right
+   * behind it without waiting for its answer (should it fail, that COMMIT rolls back).
+   * Either way nothing may be sent after it, and nothing after it can roll the write back.
    */
   lastStatement?<R = Record<string, unknown>>(
     channel: string,

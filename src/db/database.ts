@@ -496,6 +496,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       let opened = false;
       /** lastStatement sent its statement on its own: "sent", then "committed" once answered. */
       let alone: "sent" | "committed" | null = null;
+      /** COMMIT, once sent (after the transaction's work, or right behind its lastStatement). */
+      let committing: Promise<unknown> | null = null;
       try {
         // Statements sent and not answered yet: one sent meanwhile shares their round trip.
         let inFlight = 0;
@@ -508,8 +510,24 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           return sent;
         };
         let begun: Promise<unknown> | null = null;
+        /** Sends the NOTIFY the commit carries (when it is to carry one) and COMMIT: once. */
+        const commit = (): Promise<unknown> => {
+          if (committing) return committing;
+          // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
+          for (const channel of channels) {
+            if (!notifier.claim(channel)) continue;
+            claimed.push(channel);
+            tell("SELECT pg_notify($1, '')", { pipelined: inFlight > 0 });
+            deferred.defer(track(client.query("SELECT pg_notify($1, '')", [channel])));
+          }
+          tell("COMMIT", { pipelined: inFlight > 0 });
+          committing = track(client.query("COMMIT"));
+          committing.catch(() => {});
+          return committing;
+        };
         const open = () => {
-          if (alone) throw new Error("The transaction ended with its one statement: nothing may follow it.");
+          if (alone || committing)
+            throw new Error("The transaction has ended: nothing may follow its last statement.");
           if (opened) return;
           opened = true;
           tell("BEGIN", { pipelined: false });
@@ -551,7 +569,11 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           ): Promise<QueryResult<R>> {
             if (opened || alone) {
               channels.add(channel);
-              return opening.query<R>(text(false), params, o);
+              const sent = opening.query<R>(text(false), params, o);
+              // Nothing follows it: COMMIT goes right behind it, sharing its round trip. Should it
+              // fail, the transaction is aborted and that COMMIT rolls it back.
+              commit();
+              return sent;
             }
             alone = "sent";
             // Other processes' relays: a NOTIFY in the statement itself, folded as after a COMMIT.
@@ -574,23 +596,14 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           return result;
         }
         if (begun) await begun;
-        // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
-        for (const channel of channels) {
-          if (!notifier.claim(channel)) continue;
-          claimed.push(channel);
-          tell("SELECT pg_notify($1, '')", { pipelined: inFlight > 0 });
-          deferred.defer(track(client.query("SELECT pg_notify($1, '')", [channel])));
-        }
-        tell("COMMIT", { pipelined: inFlight > 0 });
-        const committing = client.query("COMMIT");
-        committing.catch(() => {});
+        const committed = committing ?? commit();
         // A deferred statement that failed aborted the transaction: COMMIT then rolls it back.
         await deferred.all();
-        await committing;
+        await committed;
         for (const channel of channels) notifier.committed(channel);
         return result;
       } catch (err) {
-        if (!broken && opened && !alone) {
+        if (!broken && opened && !alone && !committing) {
           tell("ROLLBACK", { pipelined: false });
           await client.query("ROLLBACK").catch(() => {});
         }

@@ -63,6 +63,41 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
     expect(stored.rows).toEqual([{ CODE: expect.stringMatching(/^C-\d{5}$/), CITY_ID: "MI" }]);
   });
 
+  it("a create whose templated id queries first: its row and outbox row the last statement, COMMIT right behind it", async () => {
+    const lines = await trace(
+      () =>
+        request("POST", "/api/v4/core/PROD?source=catalog-1", {
+          data: { NAME: "Templated id", UNIT_PRICE: 1 },
+        }),
+      201,
+    );
+    // The id's counter, the check that no record holds the value, then the row and its event.
+    const steps = lines.filter((l) => !l.includes("pg_notify")).map((l) => l.slice(2));
+    const expected =
+      backend === "postgres"
+        ? [
+            "BEGIN",
+            'INSERT INTO "TB_SEQUENCE"',
+            'SELECT 1 FROM "TB_ANAG_PROD00"',
+            'WITH ins AS (INSERT INTO "TB_ANAG_PROD',
+            "COMMIT",
+          ]
+        : [
+            "BEGIN",
+            'INSERT INTO "TB_SEQUENCE"',
+            'SELECT 1 FROM "TB_ANAG_PROD00"',
+            'INSERT INTO "TB_ANAG_PROD00"',
+            "WITH inserted AS (",
+            "COMMIT",
+          ];
+    expect(steps).toHaveLength(expected.length);
+    expect(steps.map((step, i) => step.startsWith(expected[i]!) || step)).toEqual(expected.map(() => true));
+    if (backend === "postgres") {
+      expect(lines.at(-1)).toBe("+ COMMIT");
+      expect(roundTrips(lines)).toBe(3);
+    }
+  });
+
   it("a counter grown past its field: 400 naming the field, and the number is given back", async () => {
     const counter = async () =>
       (
@@ -172,6 +207,17 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
       expect(one.statusCode).toBe(500);
       expect(one.json()).toMatchObject({ code: "INTERNAL_ERROR", status: 500 });
       expect(await state()).toEqual(before);
+      // A create whose templated id drew its counter first: COMMIT went behind the refused
+      // statement, and rolled the transaction back (the counter's number given back).
+      const templated = await request("POST", "/api/v4/core/PROD?source=catalog-1", {
+        data: { NAME: "REFUSE-EVENT 3", UNIT_PRICE: 1 },
+      });
+      expect(templated.statusCode).toBe(500);
+      expect(await state()).toEqual(before);
+      const prods = await t.services.db.query(
+        `SELECT 1 FROM "TB_ANAG_PROD00" WHERE "NAME" LIKE 'REFUSE-EVENT%'`,
+      );
+      expect(prods.rows).toEqual([]);
       // In a batch, a refused outbox row is no fault of the record's input: the batch fails whole.
       const batch = await request("POST", "/api/v4/core/CUST/batch?source=anag-1", {
         data: [{ NAME: "Kept only if all pass" }, { NAME: "REFUSE-EVENT 2" }, { NAME: "After it" }],
