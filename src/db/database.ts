@@ -607,6 +607,9 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           tell("ROLLBACK", { pipelined: false });
           await client.query("ROLLBACK").catch(() => {});
         }
+        // A COMMIT sent behind a last statement that failed rolls back: answered before release.
+        const sentCommit = committing as Promise<unknown> | null; // assigned in commit()
+        if (sentCommit) await sentCommit.catch(() => {});
         // What a rolled-back transaction was to carry goes on its own (a statement sent alone
         // that committed carried it).
         if (alone !== "committed") for (const channel of claimed) notifier.unclaim(channel);
