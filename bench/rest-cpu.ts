@@ -5,13 +5,17 @@
 // less than req/s (the least of BENCH_ROUNDS rounds is printed last), and first the async
 // resources (promises, ...) each request makes, which are counted, not timed. Run under
 // `node --min-semi-space-size=16 --max-semi-space-size=16 --import tsx` the scavenges per 1,000
-// requests tell the bytes a request allocates (16 MB of young generation per scavenge, roughly). W2 is one customer by id, W3 the 20 newest orders with their customer.
+// requests tell the bytes a request allocates (16 MB of young generation per scavenge, roughly). W2 is one customer by id, W3 the 20 newest orders with their customer,
+// W4 bench/compare's create of a customer (its code given) and gW4 the same as a GraphQL mutation;
+// beside the process's CPU, that of the PostgreSQL backends of the bench's database (read from
+// /proc: PostgreSQL on this machine), so that other databases' work on a shared host is not in it.
+// BENCH_WORKLOADS=W4,gW4 runs only those.
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/rest-cpu.ts
 import { createHook } from "node:async_hooks";
+import { readFileSync } from "node:fs";
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
 import { openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
@@ -20,17 +24,75 @@ const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 4000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 
+/** CPU time (user + system) of the processes `pids` so far, in µs (clock ticks of 10 ms). */
+function cpuOfPids(pids: readonly number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // gone
+    }
+  }
+  return ticks * 10_000;
+}
+
 async function main() {
   const bench = await openBenchApp({ customers: CUSTOMERS, orders: ORDERS, env: { LOG_LEVEL: "warn" } });
-  const { app } = bench;
+  const { app, services } = bench;
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
-    const workloads: Array<[string, string]> = [
-      ["W2", "/api/v4/core/CUST/5000?source=anag-1"],
-      ["W3", "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none"],
+    type Request = { url: string; method?: "GET" | "POST"; payload?: unknown; status?: number };
+    const all: Array<[string, Request]> = [
+      ["W2", { url: "/api/v4/core/CUST/5000?source=anag-1" }],
+      ["W3", { url: "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none" }],
+      [
+        "W4",
+        {
+          url: "/api/v4/core/CUST?source=anag-1",
+          method: "POST",
+          payload: { data: { NAME: "Bench create", CODE: "B-00001" } },
+          status: 201,
+        },
+      ],
+      [
+        "gW4",
+        {
+          url: "/graphql",
+          method: "POST",
+          payload: {
+            query: `mutation { CUST_create(source: "anag-1", data: {NAME: "Bench create", CODE: "B-00001"}) { data { CUST_ID } } }`,
+          },
+        },
+      ],
     ];
-    const inject = injectConcurrently(app, CONCURRENCY);
-    const run = (url: string, n: number) => inject({ method: "GET", url, headers }, n);
+    const only = process.env.BENCH_WORKLOADS?.split(",");
+    const workloads = all.filter(([name]) => !only || only.includes(name));
+    const run = async (r: Request, n: number) => {
+      let next = 0;
+      const worker = async () => {
+        while (next++ < n) {
+          const res = await app.inject({
+            method: r.method ?? "GET",
+            url: r.url,
+            headers,
+            ...(r.payload ? { payload: r.payload as Record<string, unknown> } : {}),
+          });
+          if (res.statusCode !== (r.status ?? 200) || res.body.includes('"errors"'))
+            throw new Error(`${r.url}: ${res.statusCode} ${res.body}`);
+        }
+      };
+      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    };
+    /** The PostgreSQL backends of the bench's database (its pool's connections, once warm). */
+    const backends = async () =>
+      (
+        await services.db.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+        )
+      ).rows.map((r) => r.pid);
     for (const [, url] of workloads) await run(url, 500); // warm-up: compiled serializers, JIT
     // Async resources (promises, mostly) made per request: counted, so exact on a busy machine.
     for (const [name, url] of workloads) {
@@ -58,19 +120,34 @@ async function main() {
       }
     });
     gc.observe({ entryTypes: ["gc"] });
-    await printCpuPerRequest(
-      workloads.map(([name, url]) => ({ name, requests: REQUESTS, send: (n) => run(url, n) })),
-      ROUNDS,
-      (requests) => {
+    // The least of the rounds: what other processes add to a round (caches, scheduling) only adds.
+    const least = new Map<string, number>();
+    const leastDb = new Map<string, number>();
+    for (let round = 1; round <= ROUNDS; round++) {
+      const line: string[] = [];
+      for (const [name, url] of workloads) {
+        const pids = await backends();
+        const dbBefore = cpuOfPids(pids);
+        const before = process.cpuUsage();
         const scavengesBefore = scavenges;
-        return async () => {
-          // The observer is told of the last collections on a later turn.
-          await new Promise((resolve) => setImmediate(resolve));
-          return `${(((scavenges - scavengesBefore) * 1000) / requests).toFixed(1)} scavenges/1000 req`;
-        };
-      },
-    );
+        await run(url, REQUESTS);
+        const used = process.cpuUsage(before);
+        const dbPerRequest = (cpuOfPids(pids) - dbBefore) / REQUESTS;
+        leastDb.set(name, Math.min(leastDb.get(name) ?? Number.POSITIVE_INFINITY, dbPerRequest));
+        await new Promise((resolve) => setImmediate(resolve));
+        const collections = ((scavenges - scavengesBefore) * 1000) / REQUESTS;
+        const perRequest = (used.user + used.system) / REQUESTS;
+        least.set(name, Math.min(least.get(name) ?? Number.POSITIVE_INFINITY, perRequest));
+        line.push(
+          `${name} ${perRequest.toFixed(0)} µs/req (PostgreSQL ${dbPerRequest.toFixed(0)}), ${collections.toFixed(1)} scavenges/1000 req`,
+        );
+      }
+      console.log(`round ${round}: ${line.join("; ")}`);
+    }
     gc.disconnect();
+    console.log(
+      `least: ${[...least].map(([name, us]) => `${name} ${us.toFixed(0)} µs/req (PostgreSQL ${leastDb.get(name)!.toFixed(0)})`).join("; ")}`,
+    );
   } finally {
     await bench.close();
   }

@@ -174,6 +174,23 @@ export interface Queryable {
    * those of other transactions (at most one per channel every few milliseconds under load).
    */
   notifyAfterCommit?(channel: string): void;
+  /**
+   * Open transactions on PostgreSQL only: the transaction's last statement, whose commit wakes the
+   * listeners of `channel` (as notifyAfterCommit). When the transaction has sent nothing before
+   * it, it is sent on its own, outside BEGIN and COMMIT: a statement is a transaction of its own,
+   * so the whole transaction is one round trip, and nothing may be sent after it. `text(notify)`
+   * is its SQL: with `notify` true it calls pg_notify(channel, '') itself (the wake-up of other
+   * processes, folded with other commits' as notifyAfterCommit folds them). After statements
+   * sent before it, it is the transaction's last statement (`notify` false), COMMIT sent right
+   * behind it without waiting for its answer (should it fail, that COMMIT rolls back).
+   * Either way nothing may be sent after it, and nothing after it can roll the write back.
+   */
+  lastStatement?<R = Record<string, unknown>>(
+    channel: string,
+    text: (notify: boolean) => string,
+    params: readonly unknown[],
+    opts?: QueryOptions,
+  ): Promise<QueryResult<R>>;
 }
 
 export interface Database extends Queryable {

@@ -215,6 +215,7 @@ function withDeadline(tx: Queryable & ScriptRunner, timeoutMs: number): Queryabl
   const check = () => {
     if (Date.now() > deadline) throw new TransactionTimeoutError(timeoutMs);
   };
+  const last = tx.lastStatement?.bind(tx);
   return {
     ...tx,
     query(text, params, opts) {
@@ -225,6 +226,14 @@ function withDeadline(tx: Queryable & ScriptRunner, timeoutMs: number): Queryabl
       check();
       return tx.exec(sql);
     },
+    ...(last
+      ? {
+          lastStatement(channel, text, params, opts) {
+            check();
+            return last(channel, text, params, opts);
+          },
+        }
+      : {}),
   };
 }
 
@@ -562,6 +571,13 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       const deferred = deferredWork();
       const channels = new Set<string>();
       const claimed: string[] = [];
+      // BEGIN goes out with the first statement (pipeline mode: not awaited), and not at all when
+      // the transaction is one statement sent on its own (lastStatement).
+      let opened = false;
+      /** lastStatement sent its statement on its own: "sent", then "committed" once answered. */
+      let alone: "sent" | "committed" | null = null;
+      /** COMMIT, once sent (after the transaction's work, or right behind its lastStatement). */
+      let committing: Promise<unknown> | null = null;
       try {
         // Statements sent and not answered yet: one sent meanwhile shares their round trip.
         let inFlight = 0;
@@ -573,10 +589,31 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           );
           return sent;
         };
-        tell("BEGIN", { pipelined: false });
-        // Not awaited: the first statement goes out right behind it (pipeline mode).
-        let begun: Promise<unknown> | null = track(client.query("BEGIN"));
-        begun.catch(() => {});
+        let begun: Promise<unknown> | null = null;
+        /** Sends the NOTIFY the commit carries (when it is to carry one) and COMMIT: once. */
+        const commit = (): Promise<unknown> => {
+          if (committing) return committing;
+          // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
+          for (const channel of channels) {
+            if (!notifier.claim(channel)) continue;
+            claimed.push(channel);
+            tell("SELECT pg_notify($1, '')", { pipelined: inFlight > 0 });
+            deferred.defer(track(client.query("SELECT pg_notify($1, '')", [channel])));
+          }
+          tell("COMMIT", { pipelined: inFlight > 0 });
+          committing = track(client.query("COMMIT"));
+          committing.catch(() => {});
+          return committing;
+        };
+        const open = () => {
+          if (alone || committing)
+            throw new Error("The transaction has ended: nothing may follow its last statement.");
+          if (opened) return;
+          opened = true;
+          tell("BEGIN", { pipelined: false });
+          begun = track(client.query("BEGIN"));
+          begun.catch(() => {});
+        };
         const raw = pgQueryable(client);
         const afterBegin = async <R>(sent: Promise<R>): Promise<R> => {
           if (begun) {
@@ -593,34 +630,71 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           defer: deferred.defer,
           notifyAfterCommit: (channel) => void channels.add(channel),
         };
-        const result = await fn(
-          withDeadline(
-            observed(tx, opts.onStatement, () => inFlight > 0),
-            transactionTimeoutMs,
-          ),
-        );
-        if (begun) await begun;
-        // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
-        for (const channel of channels) {
-          if (!notifier.claim(channel)) continue;
-          claimed.push(channel);
-          tell("SELECT pg_notify($1, '')", { pipelined: inFlight > 0 });
-          deferred.defer(track(client.query("SELECT pg_notify($1, '')", [channel])));
+        const observedTx = observed(tx, opts.onStatement, () => inFlight > 0);
+        const opening: TxQueryable = {
+          ...observedTx,
+          query(text, params, o) {
+            open();
+            return observedTx.query(text, params, o);
+          },
+          exec(sql) {
+            open();
+            return observedTx.exec(sql);
+          },
+          async lastStatement<R>(
+            channel: string,
+            text: (notify: boolean) => string,
+            params: readonly unknown[],
+            o?: QueryOptions,
+          ): Promise<QueryResult<R>> {
+            if (opened || alone) {
+              channels.add(channel);
+              const sent = opening.query<R>(text(false), params, o);
+              // Nothing follows it: COMMIT goes right behind it, sharing its round trip. Should it
+              // fail, the transaction is aborted and that COMMIT rolls it back.
+              commit();
+              return sent;
+            }
+            alone = "sent";
+            // Other processes' relays: a NOTIFY in the statement itself, folded as after a COMMIT.
+            const notify = notifier.claim(channel);
+            if (notify) claimed.push(channel);
+            const sql = text(notify);
+            tell(sql, { pipelined: false });
+            // Nothing to send with it: out at once, not corked to the end of the turn.
+            inTransaction.delete(client);
+            const res = await raw.query<R>(sql, params, o);
+            alone = "committed";
+            channels.add(channel);
+            return res;
+          },
+        };
+        const result = await fn(withDeadline(opening, transactionTimeoutMs));
+        if (alone === "committed" || !opened) {
+          await deferred.all();
+          for (const channel of channels) notifier.committed(channel);
+          return result;
         }
-        tell("COMMIT", { pipelined: inFlight > 0 });
-        const committing = client.query("COMMIT");
-        committing.catch(() => {});
+        if (begun) await begun;
+        const committed = committing ?? commit();
         // A deferred statement that failed aborted the transaction: COMMIT then rolls it back.
         await deferred.all();
-        await committing;
+        await committed;
         for (const channel of channels) notifier.committed(channel);
         return result;
       } catch (err) {
-        if (!broken) {
+        if (!broken && opened && !alone && !committing) {
           tell("ROLLBACK", { pipelined: false });
           await client.query("ROLLBACK").catch(() => {});
         }
-        for (const channel of claimed) notifier.unclaim(channel);
+        // A COMMIT sent behind a last statement that failed rolls back: answered before release.
+        const sentCommit = committing as Promise<unknown> | null; // assigned in commit()
+        if (sentCommit) await sentCommit.catch(() => {});
+        // What a rolled-back transaction was to carry goes on its own (a statement sent alone
+        // that committed carried it).
+        if (alone !== "committed") for (const channel of claimed) notifier.unclaim(channel);
+        // A statement sent alone that committed stays committed: this process's relays are told.
+        if (alone === "committed") for (const channel of channels) notifier.committed(channel);
         throw err;
       } finally {
         inTransaction.delete(client);

@@ -51,3 +51,22 @@ export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Prom
   );
   return String(res.rows[0]!.OUTBOX_ID);
 }
+
+/**
+ * The INSERT of one event row whose AGGREGATE_ID and PAYLOAD are SQL expressions over the row of
+ * `from` (a data-modifying CTE: the record the same statement inserts), for a statement that
+ * writes a record and its event together (record-store.ts). `param` adds a parameter. The row's
+ * columns are those insertOutboxEvent writes, with the same values.
+ */
+export function outboxInsertFromSql(
+  event: Omit<OutboxEvent, "recordId" | "payload">,
+  from: string,
+  aggregateId: string,
+  payload: string,
+  param: (v: unknown) => string,
+): string {
+  return `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
+       SELECT ${param(eventType(event.dim, event.kind))}, ${param(event.dim)}, ${aggregateId}, ${payload}, ${param(event.tenantId)},
+              COALESCE(${param(event.createdAt ? event.createdAt.toISOString() : null)}::timestamptz, now())
+         FROM ${from} RETURNING "OUTBOX_ID"`;
+}

@@ -49,6 +49,13 @@ export interface FieldCodec {
   toColumn(field: FieldDef, value: unknown, fieldMaxBytes: number): unknown;
   /** A VALUE_TEMP template's text as a value of the type (the write then checks it). */
   fromTemplate(text: string): unknown;
+  /**
+   * The stored value (`column`, an SQL expression) as an argument of jsonb_build_object that
+   * yields what the record's JSON holds: the value as the database handle parses it (int8 and
+   * numeric as JS numbers), through JSON.stringify. A create's event payload is built so in the
+   * statement that inserts the record (record-store.ts), equal to the one built from the row.
+   */
+  eventJson(column: string): string;
 }
 
 // ---------------------------------------------------------------- shared checks
@@ -151,6 +158,9 @@ function storedJson(field: FieldDef, value: unknown, fieldMaxBytes: number): str
   return json;
 }
 
+/** Most types: jsonb_build_object gives the value as pg returns it (text, boolean, jsonb). */
+const asStored = (column: string) => column;
+
 const noColumnExtras = { length: null, precision: null, scale: null, identity: false };
 const nullable = (type: string): Schema => ({ type, nullable: true });
 const nullable31 = (type: string, extra: Schema = {}): Schema => ({ type: [type, "null"], ...extra });
@@ -175,6 +185,7 @@ function calendar(digits: 8 | 14, what: string, scalar: GraphQLScalarName): Fiel
       return value;
     },
     fromTemplate: (text) => text,
+    eventJson: asStored,
   };
 }
 
@@ -196,6 +207,8 @@ function json(kind: "JSON" | "MEDIA"): FieldCodec {
         return text;
       }
     },
+    // The stored jsonb as it is: JSON.parse of its text, then JSON.stringify, gives it back.
+    eventJson: asStored,
   };
 }
 
@@ -210,6 +223,7 @@ const TEXT_VALUES: Omit<FieldCodec, "column"> = {
   castFilter: filterText,
   toColumn: storedText,
   fromTemplate: (text) => text,
+  eventJson: asStored,
 };
 
 export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
@@ -242,6 +256,9 @@ export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
       return value;
     },
     fromTemplate: (text) => (/^-?\d+$/.test(text) ? Number(text) : text),
+    // int8 beyond JS's safe integers comes back as its digits (src/db/database.ts).
+    eventJson: (column) =>
+      `CASE WHEN ${column} BETWEEN -9007199254740991 AND 9007199254740991 THEN to_jsonb(${column}) ELSE to_jsonb(${column}::text) END`,
   },
   DECIMAL: {
     column(field) {
@@ -279,6 +296,9 @@ export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
       return value;
     },
     fromTemplate: (text) => (text.trim() !== "" && Number.isFinite(Number(text)) ? Number(text) : text),
+    // numeric comes back as Number(text): a double, whose shortest digits float8 gives too
+    // (12.50 → 12.5), where the numeric itself would keep its scale in the payload.
+    eventJson: (column) => `${column}::float8`,
   },
   BOOLEAN: {
     column: () => ({ ...noColumnExtras, sqlType: "BOOLEAN", family: "boolean" }),
@@ -298,6 +318,7 @@ export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
       return value;
     },
     fromTemplate: (text) => (text === "true" ? true : text === "false" ? false : text),
+    eventJson: asStored,
   },
   DATE: calendar(8, "YYYYMMDD", "Date"),
   TIMESTAMP: calendar(14, "YYYYMMDDHHmmss", "Timestamp"),

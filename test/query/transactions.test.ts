@@ -1,4 +1,5 @@
-// Transactions per request (issue 19): a read is one transaction, a write is one transaction,
+// Transactions per request (issue 19): a read is one transaction, a write is one transaction (a
+// create of one record one statement, its own transaction: test/write/statements-per-create.test.ts),
 // counted by PostgreSQL itself (pg_stat_database: xact_commit + xact_rollback of the test's
 // database) over 100 sequential requests of one kind on an otherwise idle process.
 //
@@ -149,7 +150,7 @@ if (TEST_DATABASE_URL) {
     );
 
     it(
-      "writes: one transaction each, the NOTIFY that wakes other processes' relays inside it (REST create, GraphQL create)",
+      "writes: one transaction each, one statement sent without BEGIN/COMMIT, the NOTIFY that wakes other processes' relays inside it (REST create, GraphQL create)",
       async () => {
         const counts = {
           "REST create": await perRequests(

@@ -147,6 +147,26 @@ describe.each(BACKENDS)("write pipeline (%s)", (backend) => {
     );
   });
 
+  it("leaves nothing behind when a plain create (on PostgreSQL one statement, its own transaction) fails at any step", async () => {
+    const steps = await expectAtomicAtEveryStep((opts) =>
+      createOne(services, anna, "CUST", { NAME: "Atomic", CITY_ID: "MI" }, opts),
+    );
+    // Every step comes before the statement that commits it: "commit" last of all.
+    expect(steps).toEqual([
+      "authorize",
+      "metadata",
+      "templates",
+      "field_rules",
+      "types",
+      "required",
+      "foreign_keys",
+      "record",
+      "outbox",
+      "cascades",
+      "commit",
+    ]);
+  });
+
   it("leaves nothing behind when an update with a key-change cascade fails at any step", async () => {
     await createOne(services, anna, "CITY", { CITY_ID: "KEY1", NAME: "Keyville", COUNTRY: "IT" });
     await createOne(services, anna, "CUST", { NAME: "Key Customer", CITY_ID: "KEY1" });

@@ -1,8 +1,10 @@
 // Round trips of writes (issue 11): a create of a record with a template ({seq}) and a foreign
 // key, a patch, and a batch, through REST with a warm session, counted statement by statement.
 // On PostgreSQL, statements go out pipelined: BEGIN travels with the first statement and COMMIT
-// with the outbox row, and the INSERT draws the template's counter, so a create is 2 round trips. PGlite runs in the process (no network):
-// there the statements themselves are counted.
+// with the outbox row. A create that is its transaction's only change is one statement (issue 19):
+// its counter, the row with its key looked up, and its outbox row, sent outside BEGIN and COMMIT:
+// 1 round trip. PGlite runs in the process (no network): there the statements themselves are
+// counted, and a create is still BEGIN, INSERT, outbox row, COMMIT.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
@@ -36,7 +38,7 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
   }
   const roundTrips = (lines: string[]) => lines.filter((l) => l.startsWith("-")).length;
 
-  it("a create with a template and a foreign key: 2 round trips on PostgreSQL", async () => {
+  it("a create with a template and a foreign key: 1 statement, 1 round trip on PostgreSQL", async () => {
     const lines = await trace(
       () =>
         request("POST", "/api/v4/core/CUST?source=anag-1", { data: { NAME: "Round trips", CITY_ID: "MI" } }),
@@ -44,24 +46,56 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
     );
     // The INSERT draws the CODE template's counter and looks up the city itself.
     const insert = `WITH c0 AS (INSERT INTO "TB_SEQUENCE" ("`;
-    const outbox = `WITH inserted AS ( INSERT INTO "TB_ANAG_`;
     if (backend === "postgres") {
-      // The relays of other processes are woken by a NOTIFY in the transaction, sent with COMMIT.
-      expect(lines).toEqual([
-        "- BEGIN",
-        `+ ${insert}`,
-        `- ${outbox}`,
-        "+ SELECT pg_notify($1, '')",
-        "+ COMMIT",
-      ]);
-      expect(roundTrips(lines)).toBe(2);
+      // No BEGIN, no COMMIT: the statement is its own transaction, the outbox row written by it.
+      expect(lines).toEqual([`- ${insert}`]);
+      expect(sent[0]!.text).toMatch(
+        /ins AS \(INSERT INTO "TB_ANAG_CUST00".*ev AS \(INSERT INTO "TB_ANAG_OUTBOX00"/,
+      );
+      expect(roundTrips(lines)).toBe(1);
     } else {
+      const outbox = `WITH inserted AS ( INSERT INTO "TB_ANAG_`;
       expect(lines.map((l) => l.slice(2))).toEqual(["BEGIN", insert, outbox, "COMMIT"]);
     }
     const stored = await t.services.db.query<{ CODE: string; CITY_ID: string }>(
       `SELECT "CODE", "CITY_ID" FROM "TB_ANAG_CUST00" WHERE "NAME" = 'Round trips'`,
     );
     expect(stored.rows).toEqual([{ CODE: expect.stringMatching(/^C-\d{5}$/), CITY_ID: "MI" }]);
+  });
+
+  it("a create whose templated id queries first: its row and outbox row the last statement, COMMIT right behind it", async () => {
+    const lines = await trace(
+      () =>
+        request("POST", "/api/v4/core/PROD?source=catalog-1", {
+          data: { NAME: "Templated id", UNIT_PRICE: 1 },
+        }),
+      201,
+    );
+    // The id's counter, the check that no record holds the value, then the row and its event.
+    const steps = lines.filter((l) => !l.includes("pg_notify")).map((l) => l.slice(2));
+    const expected =
+      backend === "postgres"
+        ? [
+            "BEGIN",
+            'INSERT INTO "TB_SEQUENCE"',
+            'SELECT 1 FROM "TB_ANAG_PROD00"',
+            'WITH ins AS (INSERT INTO "TB_ANAG_PROD',
+            "COMMIT",
+          ]
+        : [
+            "BEGIN",
+            'INSERT INTO "TB_SEQUENCE"',
+            'SELECT 1 FROM "TB_ANAG_PROD00"',
+            'INSERT INTO "TB_ANAG_PROD00"',
+            "WITH inserted AS (",
+            "COMMIT",
+          ];
+    expect(steps).toHaveLength(expected.length);
+    expect(steps.map((step, i) => step.startsWith(expected[i]!) || step)).toEqual(expected.map(() => true));
+    if (backend === "postgres") {
+      expect(lines.at(-1)).toBe("+ COMMIT");
+      expect(roundTrips(lines)).toBe(3);
+    }
   });
 
   it("a counter grown past its field: 400 naming the field, and the number is given back", async () => {
@@ -173,6 +207,17 @@ describe.each(BACKENDS)("statements per write (%s)", (backend) => {
       expect(one.statusCode).toBe(500);
       expect(one.json()).toMatchObject({ code: "INTERNAL_ERROR", status: 500 });
       expect(await state()).toEqual(before);
+      // A create whose templated id drew its counter first: COMMIT went behind the refused
+      // statement, and rolled the transaction back (the counter's number given back).
+      const templated = await request("POST", "/api/v4/core/PROD?source=catalog-1", {
+        data: { NAME: "REFUSE-EVENT 3", UNIT_PRICE: 1 },
+      });
+      expect(templated.statusCode).toBe(500);
+      expect(await state()).toEqual(before);
+      const prods = await t.services.db.query(
+        `SELECT 1 FROM "TB_ANAG_PROD00" WHERE "NAME" LIKE 'REFUSE-EVENT%'`,
+      );
+      expect(prods.rows).toEqual([]);
       // In a batch, a refused outbox row is no fault of the record's input: the batch fails whole.
       const batch = await request("POST", "/api/v4/core/CUST/batch?source=anag-1", {
         data: [{ NAME: "Kept only if all pass" }, { NAME: "REFUSE-EVENT 2" }, { NAME: "After it" }],

@@ -2,6 +2,7 @@
 import { insertOutboxEvent } from "../../events/outbox.ts";
 import type { DimensionDef, RecordChange, WriteAction } from "../../types.ts";
 import { PayloadTooLargeError } from "../../errors.ts";
+import { CounterValue } from "./templates.ts";
 import { step, type WriteContext, type WriteLimits } from "./context.ts";
 
 const KIND = { created: "Created", updated: "Updated", deleted: "Deleted" } as const;
@@ -49,4 +50,43 @@ export async function recordChanged(
   if (w.tx.defer) w.tx.defer(inserting);
   else await inserting;
   return change;
+}
+
+/** The longest text of a bigint (an identity id, a counter's number): "-9223372036854775808". */
+const BIGINT_DIGITS = 20;
+
+/**
+ * At most how many bytes the JSON of the record `columns` create has (its Created event's
+ * payload, JSON.stringify of the row): each value as given (a value comes back as it went in:
+ * text, a number, JSON text whose round trip through jsonb keeps its length), a value the
+ * database makes at its longest (an identity id, a counter's digits), any other field null.
+ */
+export function createdEventBytesBound(dim: DimensionDef, columns: ReadonlyArray<[string, unknown]>): number {
+  const given = new Map(columns);
+  let bytes = 2;
+  for (const f of dim.fields) {
+    bytes += Buffer.byteLength(JSON.stringify(f.code)) + 2;
+    const v = given.get(f.code);
+    if (v === undefined) bytes += f.isId && dim.idType === "INTEGER" ? BIGINT_DIGITS : 4;
+    else if (v instanceof CounterValue)
+      bytes += Buffer.byteLength(JSON.stringify(v.prefix + v.suffix)) + Math.max(BIGINT_DIGITS, v.width ?? 0);
+    else if (typeof v === "string" && (f.dataType === "JSON" || f.dataType === "MEDIA"))
+      bytes += Buffer.byteLength(v);
+    else bytes += Buffer.byteLength(JSON.stringify(v) ?? "null");
+  }
+  return bytes;
+}
+
+/** Whether an event of at most `bytes` fits what the request may still write (spendEventBudget). */
+export function eventFits(limits: WriteLimits, bytes: number): boolean {
+  return limits.events.usedBytes + bytes <= limits.events.maxBytes;
+}
+
+/**
+ * Counts a payload the database built (insertRowWithEvent) against the request's budget, after
+ * the fact: eventFits had its bound checked before, so it fits. Counted as spendEventBudget
+ * counts, for the request's later writes.
+ */
+export function spendWrittenEvent(limits: WriteLimits, payload: Record<string, unknown>): void {
+  limits.events.usedBytes += Buffer.byteLength(JSON.stringify(payload));
 }

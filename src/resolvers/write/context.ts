@@ -57,6 +57,13 @@ export interface WriteContext {
   trusted: boolean;
   /** Test seam: told each step; production passes none. */
   onStep?: StepHook;
+  /**
+   * The transaction writes one record and nothing else (createOne): its create may then send the
+   * record and its event as the transaction's last statement (create.ts, createAlone).
+   */
+  soleRecord?: boolean;
+  /** The "commit" step was passed already: the write's last statement was sent after it. */
+  committed?: boolean;
 }
 
 export async function step(w: Pick<WriteContext, "onStep">, name: WriteStep): Promise<void> {

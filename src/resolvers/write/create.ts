@@ -6,13 +6,14 @@ import { ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
 import type { DimensionDef, FieldDef, Relation, WriteResult } from "../../types.ts";
 import { auditColumns } from "./audit.ts";
-import { recordChanged } from "./change-event.ts";
+import { createdEventBytesBound, eventFits, recordChanged, spendWrittenEvent } from "./change-event.ts";
+import { OUTBOX_CHANNEL } from "../../events/outbox.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkCreateBody } from "./field-rules.ts";
-import { foreignKeyLookups } from "./foreign-keys.ts";
+import { foreignKeyLookups, type KeyLookup } from "./foreign-keys.ts";
 import { checkMediaValues } from "./media-values.ts";
-import { insertRow, recordExists } from "./record-store.ts";
+import { insertRow, insertRowWithEvent, keysCheckedInStatement, recordExists } from "./record-store.ts";
 import { CounterValue, renderParts, renderTemplate, templateParts } from "./templates.ts";
 import { checkRequired, isBlank, toColumnValue } from "./values.ts";
 
@@ -128,6 +129,37 @@ function childLists(dim: DimensionDef, body: Record<string, unknown>) {
   return lists;
 }
 
+/**
+ * The create of a record that is its transaction's only change (no children, no parent): the
+ * record and its Created event in one statement, the transaction's last (insertRowWithEvent), so
+ * that a create that sent nothing before is one statement outside BEGIN and COMMIT: one round
+ * trip. Its remaining steps come before that statement, which commits it.
+ */
+async function createAlone(
+  w: WriteContext,
+  dim: DimensionDef,
+  columns: Array<[string, unknown]>,
+  lookups: readonly KeyLookup[],
+): Promise<WriteResult> {
+  await step(w, "outbox");
+  await step(w, "cascades");
+  await step(w, "commit");
+  w.committed = true;
+  const { record, eventId } = await insertRowWithEvent(w, dim, columns, lookups, OUTBOX_CHANNEL);
+  spendWrittenEvent(w.limits, record);
+  const recordId = record[dim.idField] as string | number;
+  return {
+    dim: dim.code,
+    action: "created",
+    recordId,
+    record,
+    eventId,
+    force: false,
+    children: [],
+    cascaded: [],
+  };
+}
+
 export async function createRecord(
   w: WriteContext,
   dim: DimensionDef,
@@ -178,6 +210,16 @@ export async function createRecord(
 
   await step(w, "record");
   columns.push(...auditColumns(dim.auditStyle, "create", w.ctx.principal.userId, w.now, "N"));
+  if (
+    w.soleRecord &&
+    !parentLink &&
+    children.length === 0 &&
+    w.tx.lastStatement &&
+    keysCheckedInStatement(lookups) &&
+    eventFits(w.limits, createdEventBytesBound(dim, columns))
+  ) {
+    return createAlone(w, dim, columns, lookups);
+  }
   const record = await insertRow(w, dim, columns, lookups);
   const change = await recordChanged(w, dim, "created", record);
 

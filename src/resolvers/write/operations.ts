@@ -17,9 +17,10 @@ export function createOne(
   opts: WriteOptions = {},
 ): Promise<WriteOutcome> {
   spendRecords(deps, recordsInCreate(deps.metadata.current(), dimCode, data));
-  return runWrite(deps, ctx, dimCode, "create", opts, async (w, dim) =>
-    withVisible(ctx, w.model, await createRecord(w, dim, data)),
-  );
+  return runWrite(deps, ctx, dimCode, "create", opts, async (w, dim) => {
+    w.soleRecord = true;
+    return withVisible(ctx, w.model, await createRecord(w, dim, data));
+  });
 }
 
 export function updateOne(

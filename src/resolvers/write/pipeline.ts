@@ -59,7 +59,7 @@ export function inWriteTransaction<T>(
     };
     if (opts.onStep) w.onStep = opts.onStep;
     const result = await fn(w);
-    await step(w, "commit");
+    if (!w.committed) await step(w, "commit");
     return result;
   });
 }

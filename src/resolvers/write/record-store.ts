@@ -14,6 +14,8 @@ import { mapDatabaseError } from "./db-errors.ts";
 import { foreignKeyError, type KeyLookup, keyLookupSql } from "./foreign-keys.ts";
 import { CounterValue } from "./templates.ts";
 import { rowToRecord } from "./values.ts";
+import { codecOf } from "../../metadata/codecs.ts";
+import { outboxInsertFromSql } from "../../events/outbox.ts";
 
 export type RecordId = string | number;
 type Row = Record<string, unknown>;
@@ -139,20 +141,18 @@ function checkLookedUp(row: Row, lookups: readonly KeyLookup[]): void {
 }
 
 /**
- * Inserts one row. The foreign keys in `lookups` are looked up in the same statement: each such
- * column receives the key only when it names a live record (else NULL), so a key that names none
- * is refused (400 INVALID_FOREIGN_KEY) from the row, and the caller's transaction rolls it back.
+ * The parts of a create's INSERT: its template counters (one CTE each: the counter row stays
+ * locked until COMMIT, from here on only; the value its text around the number), the INSERT
+ * without RETURNING, its parameters, and how a failure of it maps to an API error.
  */
-export async function insertRow(
+function insertStatement(
   w: WriteContext,
   dim: DimensionDef,
   columns: Array<[string, unknown]>,
-  lookups: readonly KeyLookup[] = [],
-): Promise<Row> {
+  lookups: readonly KeyLookup[],
+) {
   const all: Array<[string, unknown]> = [...columns, [TENANT_COLUMN, w.ctx.principal.tenantId]];
   const { params, param, value, keyError } = statementValues(w, lookups);
-  // Template counters drawn by this statement: one CTE each (the counter row stays locked until
-  // COMMIT, from here on only), the value its text around the number.
   const counters: string[] = [];
   const counterColumns: string[] = [];
   const values = all.map(([c, v]) => {
@@ -169,12 +169,10 @@ export async function insertRow(
       : "n";
     return `(SELECT CAST(${param(v.prefix)} AS text) || ${digits} || CAST(${param(v.suffix)} AS text) FROM ${cte})`;
   });
-  const sql = `${counters.length ? `WITH ${counters.join(",\n")}\n` : ""}INSERT INTO ${ident(dim.tableName)} (${all.map(([c]) => ident(c)).join(", ")})
-    VALUES (${values.join(", ")}) RETURNING *`;
-  let row: Row;
-  try {
-    row = (await w.tx.query<Row>(sql, params)).rows[0]!;
-  } catch (err) {
+  const insert = `INSERT INTO ${ident(dim.tableName)} (${all.map(([c]) => ident(c)).join(", ")})
+    VALUES (${values.join(", ")})`;
+  /** The API error of a failed INSERT (rethrows what it does not know). */
+  const failed = (err: unknown): never => {
     const missing = keyError(err);
     if (missing) throw missing;
     const counted = counterColumns.length === 1 ? dim.fieldsByCode.get(counterColumns[0]!) : undefined;
@@ -188,9 +186,107 @@ export async function insertRow(
       );
     }
     return mapDatabaseError(err, dim);
+  };
+  return { counters, insert, params, param, failed };
+}
+
+/**
+ * Inserts one row. The foreign keys in `lookups` are looked up in the same statement: each such
+ * column receives the key only when it names a live record (else NULL), so a key that names none
+ * is refused (400 INVALID_FOREIGN_KEY) from the row, and the caller's transaction rolls it back.
+ */
+export async function insertRow(
+  w: WriteContext,
+  dim: DimensionDef,
+  columns: Array<[string, unknown]>,
+  lookups: readonly KeyLookup[] = [],
+): Promise<Row> {
+  const { counters, insert, params, failed } = insertStatement(w, dim, columns, lookups);
+  const sql = `${counters.length ? `WITH ${counters.join(",\n")}\n` : ""}${insert} RETURNING *`;
+  let row: Row;
+  try {
+    row = (await w.tx.query<Row>(sql, params)).rows[0]!;
+  } catch (err) {
+    return failed(err);
   }
   checkLookedUp(row, lookups);
   return rowToRecord(dim, row);
+}
+
+/** Whether insertRowWithEvent can refuse each of these keys from within its one statement. */
+export function keysCheckedInStatement(lookups: readonly KeyLookup[]): boolean {
+  return lookups.filter((l) => l.field.nullable).length <= 1;
+}
+
+/** The column under which insertRowWithEvent's statement answers the event's OUTBOX_ID. */
+const EVENT_ID_COLUMN = "$OUTBOX_ID";
+
+/**
+ * Over the inserted row `ins`: the event payload's SQL (the record's JSON, field by field by its
+ * codec) and the fields the statement answers. Once per dimension of a metadata version.
+ */
+const eventSqlOf = new WeakMap<DimensionDef, { payload: string; returned: string }>();
+function eventSql(dim: DimensionDef): { payload: string; returned: string } {
+  let sql = eventSqlOf.get(dim);
+  if (!sql) {
+    const pairs = dim.fields.map(
+      (f) => `'${f.code.replaceAll("'", "''")}', ${codecOf(f.dataType).eventJson(`ins.${ident(f.code)}`)}`,
+    );
+    // jsonb_build_object takes at most 100 arguments: 50 fields a call.
+    const parts: string[] = [];
+    for (let i = 0; i < pairs.length; i += 50)
+      parts.push(`jsonb_build_object(${pairs.slice(i, i + 50).join(", ")})`);
+    sql = { payload: parts.join(" || "), returned: dim.fields.map((f) => `ins.${ident(f.code)}`).join(", ") };
+    eventSqlOf.set(dim, sql);
+  }
+  return sql;
+}
+
+/**
+ * Inserts one row and its Created event in one statement (the row's INSERT a CTE whose row the
+ * event's INSERT reads: data-modifying CTEs): the transaction's last statement (lastStatement),
+ * so a create that sent nothing before is one statement outside BEGIN and COMMIT. The payload
+ * is built in SQL from the inserted row, field by field by its codec (eventJson): the record as
+ * insertRow and recordChanged would have written it. A foreign key the look-up left NULL is
+ * refused by the statement itself: a NOT NULL column by its constraint, the one nullable one
+ * (keysCheckedInStatement) by the event row's AGGREGATE_ID, made NULL then. Answers the record
+ * and the event's id.
+ */
+export async function insertRowWithEvent(
+  w: WriteContext,
+  dim: DimensionDef,
+  columns: Array<[string, unknown]>,
+  lookups: readonly KeyLookup[],
+  channel: string,
+): Promise<{ record: Row; eventId: string }> {
+  const { counters, insert, params, param, failed } = insertStatement(w, dim, columns, lookups);
+  const nullableKey = lookups.find((l) => l.field.nullable);
+  const id = `ins.${ident(dim.idField)}::text`;
+  const aggregateId = nullableKey
+    ? `CASE WHEN ins.${ident(nullableKey.field.code)} IS NULL THEN NULL ELSE ${id} END`
+    : id;
+  const event = outboxInsertFromSql(
+    { dim: dim.code, kind: "Created", tenantId: w.ctx.principal.tenantId, createdAt: w.now },
+    "ins",
+    aggregateId,
+    eventSql(dim).payload,
+    param,
+  );
+  const { returned } = eventSql(dim);
+  const statement = (notify: boolean) =>
+    `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
+    SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${notify ? `, pg_notify('${channel}', '')` : ""} FROM ins, ev`;
+  let row: Row;
+  try {
+    // Prepared per metadata version (as reads are): its parse is kept per connection.
+    row = (await w.tx.lastStatement!<Row>(channel, statement, params, { prepare: w.model.version })).rows[0]!;
+  } catch (err) {
+    const { code, table, column } = err as { code?: string; table?: string; column?: string };
+    if (nullableKey && code === "23502" && table === "TB_ANAG_OUTBOX00" && column === "AGGREGATE_ID")
+      throw foreignKeyError(nullableKey);
+    return failed(err);
+  }
+  return { record: rowToRecord(dim, row), eventId: String(row[EVENT_ID_COLUMN]) };
 }
 
 /**
