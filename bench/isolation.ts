@@ -13,7 +13,8 @@
 //
 // BENCH_DB (pglite,postgres), HEAVY_WORKERS (4), BASELINE_SECONDS (10), LOAD_SECONDS (30);
 // HEAVY_KINDS (comma-separated parts of the kinds' names) sends only those kinds; SERVER_NODE_ARGS
-// (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") passes V8 flags to the service.
+// (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") passes V8 flags to the service, SERVER_ENV
+// ("NAME=value,…") settings.
 // Exit code 1 when the p99 under load is 100 ms or more, or a cheap GET failed.
 import { execFileSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -132,6 +133,13 @@ async function run(backend: "pglite" | "postgres") {
     DEMO_DATA: "false",
     LOG_LEVEL: "warn",
     PORT: String(port),
+    // SERVER_ENV="GRAPHQL_TENANT_STATEMENTS=2,COUNT_CACHE_MS=0": settings of the service to compare.
+    ...Object.fromEntries(
+      (process.env.SERVER_ENV ?? "")
+        .split(",")
+        .filter(Boolean)
+        .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+    ),
   };
   let dataDir: string | null = null;
   let closeServices = async () => {};
