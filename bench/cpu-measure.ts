@@ -35,10 +35,14 @@ export interface CpuWorkload {
 }
 
 /**
- * Something measured next to the CPU: called before a workload's requests, it returns what is
- * called after them (once the CPU time is taken) for the text to add to the workload's figure.
+ * Something measured next to the CPU: called (and awaited) before a workload's requests, it
+ * returns what is called after them (once the CPU time is taken) for the text to add to the
+ * workload's figure.
  */
-export type AlsoMeasure = (requests: number) => () => Promise<string>;
+export type AlsoMeasure = (
+  name: string,
+  requests: number,
+) => (() => Promise<string>) | Promise<() => Promise<string>>;
 
 /** Prints each round's CPU per request of every workload, then the least of the rounds. */
 export async function printCpuPerRequest(
@@ -50,8 +54,8 @@ export async function printCpuPerRequest(
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const { name, requests, send } of workloads) {
+      const finish = await also?.(name, requests);
       const before = process.cpuUsage();
-      const finish = also?.(requests);
       await send(requests);
       const used = process.cpuUsage(before);
       const perRequest = (used.user + used.system) / requests;

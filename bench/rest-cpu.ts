@@ -16,6 +16,7 @@ import { createHook } from "node:async_hooks";
 import { readFileSync } from "node:fs";
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
+import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
 import { openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
@@ -70,22 +71,21 @@ async function main() {
     ];
     const only = process.env.BENCH_WORKLOADS?.split(",");
     const workloads = all.filter(([name]) => !only || only.includes(name));
-    const run = async (r: Request, n: number) => {
-      let next = 0;
-      const worker = async () => {
-        while (next++ < n) {
-          const res = await app.inject({
-            method: r.method ?? "GET",
-            url: r.url,
-            headers,
-            ...(r.payload ? { payload: r.payload as Record<string, unknown> } : {}),
-          });
-          if (res.statusCode !== (r.status ?? 200) || res.body.includes('"errors"'))
-            throw new Error(`${r.url}: ${res.statusCode} ${res.body}`);
-        }
-      };
-      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    };
+    const inject = injectConcurrently(
+      app,
+      CONCURRENCY,
+      (res) => res.statusCode < 300 && !res.body.includes('"errors"'),
+    );
+    const run = (r: Request, n: number) =>
+      inject(
+        {
+          method: r.method ?? "GET",
+          url: r.url,
+          headers,
+          ...(r.payload ? { payload: r.payload as Record<string, unknown> } : {}),
+        },
+        n,
+      );
     /** The PostgreSQL backends of the bench's database (its pool's connections, once warm). */
     const backends = async () =>
       (
@@ -120,33 +120,28 @@ async function main() {
       }
     });
     gc.observe({ entryTypes: ["gc"] });
-    // The least of the rounds: what other processes add to a round (caches, scheduling) only adds.
-    const least = new Map<string, number>();
+    // Next to the process's CPU: the bench database's PostgreSQL backends' and the scavenges.
     const leastDb = new Map<string, number>();
-    for (let round = 1; round <= ROUNDS; round++) {
-      const line: string[] = [];
-      for (const [name, url] of workloads) {
+    await printCpuPerRequest(
+      workloads.map(([name, r]) => ({ name, requests: REQUESTS, send: (n) => run(r, n) })),
+      ROUNDS,
+      async (name, requests) => {
         const pids = await backends();
         const dbBefore = cpuOfPids(pids);
-        const before = process.cpuUsage();
         const scavengesBefore = scavenges;
-        await run(url, REQUESTS);
-        const used = process.cpuUsage(before);
-        const dbPerRequest = (cpuOfPids(pids) - dbBefore) / REQUESTS;
-        leastDb.set(name, Math.min(leastDb.get(name) ?? Number.POSITIVE_INFINITY, dbPerRequest));
-        await new Promise((resolve) => setImmediate(resolve));
-        const collections = ((scavenges - scavengesBefore) * 1000) / REQUESTS;
-        const perRequest = (used.user + used.system) / REQUESTS;
-        least.set(name, Math.min(least.get(name) ?? Number.POSITIVE_INFINITY, perRequest));
-        line.push(
-          `${name} ${perRequest.toFixed(0)} µs/req (PostgreSQL ${dbPerRequest.toFixed(0)}), ${collections.toFixed(1)} scavenges/1000 req`,
-        );
-      }
-      console.log(`round ${round}: ${line.join("; ")}`);
-    }
+        return async () => {
+          const dbPerRequest = (cpuOfPids(pids) - dbBefore) / requests;
+          leastDb.set(name, Math.min(leastDb.get(name) ?? Number.POSITIVE_INFINITY, dbPerRequest));
+          // The observer is told of the last collections on a later turn.
+          await new Promise((resolve) => setImmediate(resolve));
+          const collections = ((scavenges - scavengesBefore) * 1000) / requests;
+          return `PostgreSQL ${dbPerRequest.toFixed(0)} µs/req, ${collections.toFixed(1)} scavenges/1000 req`;
+        };
+      },
+    );
     gc.disconnect();
     console.log(
-      `least: ${[...least].map(([name, us]) => `${name} ${us.toFixed(0)} µs/req (PostgreSQL ${leastDb.get(name)!.toFixed(0)})`).join("; ")}`,
+      `least PostgreSQL: ${[...leastDb].map(([name, us]) => `${name} ${us.toFixed(0)} µs/req`).join("; ")}`,
     );
   } finally {
     await bench.close();
