@@ -199,13 +199,13 @@ export interface Database extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /**
    * Subscribes to a NOTIFY channel; resolves to an unsubscribe function. When the listening
-   * connection breaks, `onLost` is called at once; once listening again, `onPayload("")` says that
-   * notifications may have been missed meanwhile.
+   * connection breaks, `onLost` is called at once; once listening again, `onBack` and then
+   * `onPayload("")` say that notifications may have been missed meanwhile.
    */
   listen(
     channel: string,
     onPayload: (payload: string) => void,
-    opts?: { onLost?: () => void },
+    opts?: { onLost?: () => void; onBack?: () => void },
   ): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }

@@ -49,8 +49,8 @@ export async function createSessionCache(db: Database, options: SessionCacheOpti
   }
   function onNotice(payload: string) {
     if (payload === "") {
+      // Back after a loss (listening again is onBack's to say): what was missed is unknown.
       forgetAll();
-      listening = options.ttlMs > 0;
       return;
     }
     generation++;
@@ -75,6 +75,9 @@ export async function createSessionCache(db: Database, options: SessionCacheOpti
           onLost() {
             listening = false;
             forgetAll();
+          },
+          onBack() {
+            listening = true;
           },
         })
       : null;

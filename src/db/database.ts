@@ -290,13 +290,16 @@ const MAX_RELISTEN_DELAY_MS = 5000;
 interface ChannelListener {
   onPayload: (payload: string) => void;
   onLost: () => void;
+  onBack: () => void;
 }
 
 /**
  * Every LISTEN of a pool on one connection of its own (a NOTIFY wakes each listening connection of
  * the database, so one per process, not one per channel). When that connection breaks, each
  * listener's `onLost` is called at once and the connection is re-established with backoff; once
- * listening again, `onPayload("")` tells each listener that notifications may have been missed.
+ * listening again, `onBack` then `onPayload("")` tell each listener that notifications may have
+ * been missed. (An empty payload alone does not say the connection is back: this process's own
+ * committed writes are told to the outbox's listeners with one, while the connection is lost too.)
  */
 function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => void) {
   const channels = new Map<string, Set<ChannelListener>>();
@@ -371,7 +374,11 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
         if (!closed) reconnectLater(Math.min(delay * 2, MAX_RELISTEN_DELAY_MS));
         return;
       }
-      for (const listeners of channels.values()) for (const l of listeners) l.onPayload("");
+      for (const listeners of channels.values())
+        for (const l of listeners) {
+          l.onBack();
+          l.onPayload("");
+        }
     }, delay);
     retry.unref();
   }
@@ -703,7 +710,11 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       }
     },
     listen: (channel, onPayload, opts) =>
-      listening.listen(channel, { onPayload, onLost: opts?.onLost ?? (() => {}) }),
+      listening.listen(channel, {
+        onPayload,
+        onLost: opts?.onLost ?? (() => {}),
+        onBack: opts?.onBack ?? (() => {}),
+      }),
     close() {
       // The pool ends only when every client is back: listening clients are returned first.
       closing ??= (async () => {

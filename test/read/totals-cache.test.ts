@@ -6,7 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../../src/app.ts";
 import { openPostgres } from "../../src/db/database.ts";
 import { createLogger } from "../../src/logger.ts";
+import { createTotalsCache } from "../../src/resolvers/read/totals-cache.ts";
 import { openServices, type Services } from "../../src/services.ts";
+import type { Database } from "../../src/types.ts";
 import { eventually } from "../events/support.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
@@ -125,5 +127,37 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("totals in another proce
     expect(created.statusCode).toBe(201);
     await eventually(() => other.totals.size() === 0, { what: "the other process to forget its totals" });
     expect(await totalThere()).toBe(before + 1);
+  });
+});
+
+// What the cache does with the listening connection's states, told through the Database's listen
+// (the states themselves are proved on a real connection in test/robustness/faults-database.test.ts).
+describe("totals while the listening connection is lost", () => {
+  it("keeps nothing from the loss until the connection is back, whatever notices come meanwhile", async () => {
+    let told: { onPayload: (p: string) => void; onLost?: () => void; onBack?: () => void } | null = null;
+    const db = {
+      listen: async (_channel: string, onPayload: (p: string) => void, opts?: object) => {
+        told = { onPayload, ...opts };
+        return async () => {};
+      },
+    } as unknown as Database;
+    const totals = await createTotalsCache(db, { ttlMs: 60_000 });
+    const keep = (key: string) => totals.set(key, { total: 1, estimated: false }, totals.mark());
+    keep("a");
+    expect(totals.get("a")).toEqual({ total: 1, estimated: false });
+
+    told!.onLost!();
+    expect(totals.get("a")).toBeUndefined();
+    // This process's own committed write is told with an empty payload while the connection is
+    // still lost: that is no sign it is back.
+    told!.onPayload("");
+    keep("b");
+    expect(totals.get("b")).toBeUndefined();
+
+    told!.onBack!();
+    told!.onPayload("");
+    keep("c");
+    expect(totals.get("c")).toEqual({ total: 1, estimated: false });
+    await totals.stop();
   });
 });

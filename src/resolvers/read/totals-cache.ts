@@ -62,20 +62,17 @@ export async function createTotalsCache(db: Database, options: TotalsCacheOption
     generation++;
     entries.clear();
   };
-  const unlisten = await db.listen(
-    OUTBOX_CHANNEL,
-    () => {
-      // A committed write (or, with "", notices that may have been missed while not listening).
+  // Any notice on the channel is a committed write (this process's own, told even while the
+  // listening connection is lost) or, once it is back, notices that may have been missed.
+  const unlisten = await db.listen(OUTBOX_CHANNEL, forgetAll, {
+    onLost() {
+      listening = false;
       forgetAll();
+    },
+    onBack() {
       listening = true;
     },
-    {
-      onLost() {
-        listening = false;
-        forgetAll();
-      },
-    },
-  );
+  });
   return {
     get: (key) => (listening ? entries.get(key) : undefined),
     mark: () => generation,
