@@ -369,6 +369,35 @@ export function measureDocument(
     .map((operation) => ({ operation, measure: walker.operation(operation) }));
 }
 
+/** The values one operation of a document may answer (its node estimate), for the heavy-request lanes. */
+export type ValueEstimate = (
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operationName?: string | null,
+) => number;
+
+/**
+ * A ValueEstimate that measures each (schema, document) once: yoga's parser cache and the fast
+ * path's prepared documents hand the same document object to every request of one text.
+ */
+export function createValueEstimate(): ValueEstimate {
+  const bySchema = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, ReturnType<typeof measureDocument>>>();
+  return (schema, document, operationName) => {
+    let byDocument = bySchema.get(schema);
+    if (!byDocument) {
+      byDocument = new WeakMap();
+      bySchema.set(schema, byDocument);
+    }
+    let measured = byDocument.get(document);
+    if (!measured) {
+      measured = measureDocument(schema, document);
+      byDocument.set(document, measured);
+    }
+    const one = measured.find((m) => !operationName || m.operation.name?.value === operationName);
+    return one?.measure.nodes ?? 0;
+  };
+}
+
 const shown = (n: number) =>
   Number.isFinite(n) && n < Number.MAX_SAFE_INTEGER ? Math.round(n) : Number.MAX_SAFE_INTEGER;
 

@@ -12,7 +12,6 @@ import {
   type GraphQLError,
   type GraphQLSchema,
   getOperationAST,
-  type OperationDefinitionNode,
   parse,
   validate,
 } from "graphql";
@@ -22,7 +21,7 @@ import {
   type ComplexityLimits,
   MAX_SOURCE_NESTING,
   MAX_TOKENS,
-  measureDocument,
+  type ValueEstimate,
   sourceNesting,
 } from "./complexity.ts";
 
@@ -63,7 +62,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-export function createFastPath(limits: ComplexityLimits) {
+export function createFastPath(limits: ComplexityLimits, estimate: ValueEstimate) {
   const prepared = new WeakMap<GraphQLSchema, Map<string, DocumentNode | null>>();
   type Compiled = { compiled: CompiledQuery; values: number } | null;
   const compiledOf = new WeakMap<DocumentNode, Map<string | undefined, Compiled>>();
@@ -72,7 +71,6 @@ export function createFastPath(limits: ComplexityLimits) {
   function compile(
     schema: GraphQLSchema,
     document: DocumentNode,
-    operation: OperationDefinitionNode,
     operationName: string | undefined,
   ): Compiled {
     let byName = compiledOf.get(document);
@@ -83,8 +81,9 @@ export function createFastPath(limits: ComplexityLimits) {
     let compiled = byName.get(operationName);
     if (compiled === undefined) {
       const made = compileQuery(schema, document, operationName);
-      const measured = measureDocument(schema, document).find((m) => m.operation === operation);
-      compiled = isCompiledQuery(made) ? { compiled: made, values: measured?.measure.nodes ?? 0 } : null;
+      compiled = isCompiledQuery(made)
+        ? { compiled: made, values: estimate(schema, document, operationName) }
+        : null;
       byName.set(operationName, compiled);
     }
     return compiled;
@@ -137,7 +136,7 @@ export function createFastPath(limits: ComplexityLimits) {
     if (!document) return null;
     const operation = getOperationAST(document, operationName ?? undefined);
     if (!operation || operation.operation === "subscription") return null;
-    const compiled = compile(schema, document, operation, operationName ?? undefined);
+    const compiled = compile(schema, document, operationName ?? undefined);
     if (!compiled) return null;
     return {
       mediaType,

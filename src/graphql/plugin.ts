@@ -22,7 +22,7 @@ import {
   checkComplexity,
   MAX_SOURCE_NESTING,
   MAX_TOKENS,
-  measureDocument,
+  createValueEstimate,
   sourceNesting,
   tooComplex,
 } from "./complexity.ts";
@@ -213,15 +213,15 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
   };
 
   // Heavy operations take turns per tenant (src/http/heavy-requests.ts); the fast path's below.
+  // One estimate per (schema, document), shared with the fast path.
+  const estimate = createValueEstimate();
   const takeTurns: Plugin<ServerContext & GraphQLContext> = {
     async onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue;
-      const measured = measureDocument(args.schema, args.document).find(
-        (m) => !args.operationName || m.operation.name?.value === args.operationName,
-      );
+      const values = estimate(args.schema, args.document, args.operationName);
       let leave: () => void;
       try {
-        leave = await heavy.enter(ctx.caller.principal.tenantId, measured?.measure.nodes ?? 0, ctx.reply);
+        leave = await heavy.enter(ctx.caller.principal.tenantId, values, ctx.reply);
       } catch (err) {
         setResultAndStopExecution({ errors: [asGraphQLError(err)] });
         return;
@@ -273,7 +273,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     error instanceof GraphQLError
       ? toGraphQLError(error, (err) => services.logger.error({ err }, "GraphQL resolver failed"))
       : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } });
-  const fastPath = createFastPath(limits);
+  const fastPath = createFastPath(limits, estimate);
 
   for (const endpoint of GRAPHQL_PATHS) {
     const yoga = createYoga<ServerContext, GraphQLContext>({

@@ -3,6 +3,7 @@
 // does (status, content type, body: data, masked errors, refusals), the operation counted once.
 import type { FastifyRequest } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createValueEstimate } from "../../src/graphql/complexity.ts";
 import { createFastPath } from "../../src/graphql/fast-path.ts";
 import { graphqlResolvers } from "../../src/graphql/resolve.ts";
 import { createSchemaCache } from "../../src/schema/cache.ts";
@@ -130,7 +131,7 @@ describe("GraphQL fast path", () => {
 
   it("is taken only by a JSON POST of a valid query or mutation", () => {
     const schema = createSchemaCache(t.services.metadata, graphqlResolvers()).current();
-    const fast = createFastPath(t.services.config.graphql);
+    const fast = createFastPath(t.services.config.graphql, createValueEstimate());
     const request = (
       over: Partial<Record<string, unknown>> = {},
       body: unknown = { query: "{ __typename }" },
