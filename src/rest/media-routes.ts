@@ -96,9 +96,13 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         } else if (FORM_FIELDS.has(part.fieldname)) {
           // Once: a name sent again after the file would point the checked upload elsewhere.
           if (fields[part.fieldname] !== undefined)
-            throw new BadRequestError("INVALID_REQUEST", `The part ${part.fieldname} is sent twice.`, {
-              field: part.fieldname,
-            });
+            throw new BadRequestError(
+              "INVALID_REQUEST",
+              `The part ${part.fieldname} is sent twice; send each of dimension, record_id and field once.`,
+              {
+                field: part.fieldname,
+              },
+            );
           fields[part.fieldname] = String(part.value);
         }
       }

@@ -190,21 +190,27 @@ if (TEST_DATABASE_URL)
     });
   });
 
+/** The sample app whose primary (or read replica) connections go through a faulty proxy, and anna's token. */
+async function appThroughFaultyProxy(through: "databaseThrough" | "replicaThrough") {
+  const server = new URL(TEST_DATABASE_URL!);
+  const proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
+  const t = await createTestApp("postgres", {
+    fixture: "sample",
+    [through]: proxy.port,
+    env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "0" },
+  });
+  const token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+  return { proxy, t, token };
+}
+
 if (TEST_DATABASE_URL)
   describe("a database that goes silent on its open connections (the watchdog)", () => {
     let proxy: Awaited<ReturnType<typeof faultyProxy>>;
     let t: TestApp;
     let token: string;
     beforeAll(async () => {
-      const server = new URL(TEST_DATABASE_URL!);
-      proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
       // The default watchdog bound (2 s): a statement unanswered that long makes it probe.
-      t = await createTestApp("postgres", {
-        fixture: "sample",
-        databaseThrough: proxy.port,
-        env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "0" },
-      });
-      token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+      ({ proxy, t, token } = await appThroughFaultyProxy("databaseThrough"));
     });
     afterAll(async () => {
       proxy?.restore();
@@ -296,14 +302,7 @@ if (TEST_DATABASE_URL)
     let token: string;
     beforeAll(async () => {
       // The replica is the same database, through a proxy of the test's.
-      const server = new URL(TEST_DATABASE_URL!);
-      proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
-      t = await createTestApp("postgres", {
-        fixture: "sample",
-        replicaThrough: proxy.port,
-        env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "0" },
-      });
-      token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+      ({ proxy, t, token } = await appThroughFaultyProxy("replicaThrough"));
     });
     afterAll(async () => {
       proxy?.restore();

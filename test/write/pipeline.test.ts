@@ -22,6 +22,20 @@ function failAt(n: number, seen: WriteStep[] = []): WriteOptions {
   };
 }
 
+/** A create's steps, in the order it runs them. */
+const CREATE_STEPS = [
+  "authorize",
+  "metadata",
+  "templates",
+  "field_rules",
+  "types",
+  "required",
+  "foreign_keys",
+  "record",
+  "outbox",
+  "cascades",
+  "commit",
+];
 describe.each(BACKENDS)("write pipeline (%s)", (backend) => {
   let services: Services;
   const anna = contextFor("anna", "erp");
@@ -130,21 +144,7 @@ describe.each(BACKENDS)("write pipeline (%s)", (backend) => {
     const steps = await expectAtomicAtEveryStep((opts) =>
       createOne(services, anna, "ORD", { CUST_ID: 1, ORDL: [{ PROD_ID: "P0001", QTY: 3 }] }, opts),
     );
-    expect(new Set(steps)).toEqual(
-      new Set([
-        "authorize",
-        "metadata",
-        "templates",
-        "field_rules",
-        "types",
-        "required",
-        "foreign_keys",
-        "record",
-        "outbox",
-        "cascades",
-        "commit",
-      ]),
-    );
+    expect(new Set(steps)).toEqual(new Set(CREATE_STEPS));
   });
 
   it("leaves nothing behind when a plain create (on PostgreSQL one statement, its own transaction) fails at any step", async () => {
@@ -152,19 +152,7 @@ describe.each(BACKENDS)("write pipeline (%s)", (backend) => {
       createOne(services, anna, "CUST", { NAME: "Atomic", CITY_ID: "MI" }, opts),
     );
     // Every step comes before the statement that commits it: "commit" last of all.
-    expect(steps).toEqual([
-      "authorize",
-      "metadata",
-      "templates",
-      "field_rules",
-      "types",
-      "required",
-      "foreign_keys",
-      "record",
-      "outbox",
-      "cascades",
-      "commit",
-    ]);
+    expect(steps).toEqual(CREATE_STEPS);
   });
 
   it("leaves nothing behind when an update with a key-change cascade fails at any step", async () => {
