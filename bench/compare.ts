@@ -77,6 +77,22 @@ function cpuTimes(): { steal: number; total: number } {
   return { steal: cpu[7] ?? 0, total: cpu.reduce((a, b) => a + b, 0) };
 }
 
+/** Where a Dimensio process's memory is at the end, from its /metrics (prom-client's defaults). */
+async function memoryBreakdown(base: string): Promise<string> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const mb = (pattern: RegExp) => {
+    let sum = 0;
+    for (const m of text.matchAll(pattern)) sum += Number(m[1]);
+    return (sum / 1024 / 1024).toFixed(0);
+  };
+  const spaces = [
+    ...text.matchAll(/^\w*nodejs_heap_space_size_total_bytes\{[^}]*space="(\w+)"[^}]*\} (\S+)$/gm),
+  ]
+    .map(([, space, bytes]) => `${space} ${(Number(bytes) / 1024 / 1024).toFixed(0)}`)
+    .join(", ");
+  return `RSS ${mb(/^\w*process_resident_memory_bytes(?:\{[^}]*\})? (\S+)$/gm)}, heap total ${mb(/^\w*nodejs_heap_size_total_bytes(?:\{[^}]*\})? (\S+)$/gm)} (${spaces}), heap used ${mb(/^\w*nodejs_heap_size_used_bytes(?:\{[^}]*\})? (\S+)$/gm)}, external ${mb(/^\w*nodejs_external_memory_bytes(?:\{[^}]*\})? (\S+)$/gm)}`;
+}
+
 /** Peak resident memory of a process (VmHWM), in MB. */
 function peakRssMb(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, "utf8")
@@ -408,6 +424,7 @@ async function main() {
     console.log(
       `\npeak RSS of the servers' processes: floors ${peakRssMb(floor.pid)} MB${pgl ? `, PostGraphile ${peakRssMb(pgl.pid)} MB` : ""}, Dimensio ${peakRssMb(dimensio.running.child.pid!)} MB`,
     );
+    console.log(`Dimensio's memory at the end (MB): ${await memoryBreakdown(base)}`);
   } finally {
     floor?.stop();
     pgl?.stop();

@@ -8,7 +8,7 @@
 //
 // BENCH_WORKLOAD=create profiles creates instead (bench/compare's W4), BENCH_WORKLOAD=expand the
 // latest orders with their customer (W3, BENCH_ORDERS orders seeded first), BENCH_WORKLOAD=byid
-// only GET by id (W2).
+// only GET by id (W2), BENCH_WORKLOAD=list only the filtered list (W1).
 import { listenAndLogin } from "../test/helpers/auth.ts";
 import { autocannon } from "./autocannon.ts";
 import { openBenchApp } from "./seed.ts";
@@ -50,13 +50,15 @@ async function main() {
       console.log(`create ${creates.requests.average.toFixed(0)} req/s`);
       return;
     }
-    const byId = await autocannon({
-      url: `${base}/api/v4/core/CUST/5000?source=anag-1`,
-      connections: 16,
-      duration: SECONDS,
-      headers,
-    });
-    console.log(`GET by id ${byId.requests.average.toFixed(0)} req/s (${byId.requests.total} requests)`);
+    if (process.env.BENCH_WORKLOAD !== "list") {
+      const byId = await autocannon({
+        url: `${base}/api/v4/core/CUST/5000?source=anag-1`,
+        connections: 16,
+        duration: SECONDS,
+        headers,
+      });
+      console.log(`GET by id ${byId.requests.average.toFixed(0)} req/s (${byId.requests.total} requests)`);
+    }
     if (process.env.BENCH_WORKLOAD === "byid") return;
     const list = await autocannon({
       url: `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
