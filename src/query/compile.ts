@@ -17,7 +17,10 @@ import type {
 import { TEXT_OPERATORS } from "./values.ts";
 
 class Params {
-  readonly values: unknown[] = [];
+  readonly values: unknown[];
+  constructor(values: readonly unknown[] = []) {
+    this.values = [...values];
+  }
   add(value: unknown): string {
     this.values.push(value);
     return `$${this.values.length}`;
@@ -87,6 +90,24 @@ function fromWhere(scope: PlanScope, p: Params): string {
   const where = scope.where ? `${tenant} AND ${compileFilter(scope.where, p, placeholder)}` : tenant;
   return `FROM ${ident(scope.dim.tableName)} AS t\nWHERE ${where}`;
 }
+
+/**
+ * A scope's `FROM … WHERE …` compiled once, with its parameters ($1 the tenant, then the filter's):
+ * what opens every statement of the scope (its page, its count), and what identifies its count.
+ */
+export interface ScopeSql {
+  readonly from: string;
+  readonly params: readonly unknown[];
+}
+
+export function compileScope(scope: PlanScope): ScopeSql {
+  const p = new Params();
+  const from = fromWhere(scope, p);
+  return { from, params: p.values };
+}
+
+/** Parameters that continue a compiled scope's (the statement's next placeholder follows them). */
+const after = (sql: ScopeSql) => new Params(sql.params);
 
 function selectList(fields: readonly FieldDef[]): string {
   return fields.map(column).join(", ");
@@ -162,10 +183,11 @@ function embeddedRelations(plan: RecordsPlan, p: Params, source: string): { colu
 export function compileRecordsPage(
   plan: RecordsPlan,
   countBound: number | null = null,
-  opts: { embed?: boolean } = {},
+  opts: { embed?: boolean; scope?: ScopeSql } = {},
 ): CompiledQuery {
-  const p = new Params();
-  const from = fromWhere(plan, p);
+  const scope = opts.scope ?? compileScope(plan);
+  const p = after(scope);
+  const { from } = scope;
   const limit = p.add(plan.limit);
   const offset = p.add(plan.offset);
   // Bounded (decisions §11): counting stops one past the bound; the resolver then asks the planner.
@@ -199,10 +221,11 @@ export function compileCountEstimate(plan: PlanScope): CompiledQuery {
 export function compileRecordsSelect(
   plan: RecordsPlan,
   paging: boolean,
-  opts: { embed?: boolean } = {},
+  opts: { embed?: boolean; scope?: ScopeSql } = {},
 ): CompiledQuery {
-  const p = new Params();
-  const lines = [`SELECT ${selectList(plan.selected)}`, fromWhere(plan, p)];
+  const scope = opts.scope ?? compileScope(plan);
+  const p = after(scope);
+  const lines = [`SELECT ${selectList(plan.selected)}`, scope.from];
   if (plan.sort.length) lines.push(`ORDER BY ${orderBy(plan, "t")}`);
   if (paging) lines.push(`LIMIT ${p.add(plan.limit)} OFFSET ${p.add(plan.offset)}`);
   if (!opts.embed || !plan.expand.some(joinsInPage)) return { text: lines.join("\n"), params: p.values };
@@ -213,9 +236,8 @@ export function compileRecordsSelect(
   return { text, params: p.values };
 }
 
-export function compileCount(scope: PlanScope): CompiledQuery {
-  const p = new Params();
-  return { text: `SELECT count(*) AS "count"\n${fromWhere(scope, p)}`, params: p.values };
+export function compileCount(scope: PlanScope, sql: ScopeSql = compileScope(scope)): CompiledQuery {
+  return { text: `SELECT count(*) AS "count"\n${sql.from}`, params: sql.params };
 }
 
 function searches(f: PlannedFilter | null): boolean {
@@ -234,15 +256,19 @@ function searches(f: PlannedFilter | null): boolean {
 }
 
 /**
- * What identifies a scope's count (the totals cache's key): its SQL and parameters, which hold the
- * tenant, the filter and the access rules, under `mode` (exact, or counted to a bound) and the
- * metadata version. Null for a scope whose count may change without a write: a full-text search
- * (its index is updated after the write).
+ * What identifies a scope's count (the totals cache's key): its compiled FROM … WHERE and
+ * parameters, which hold the tenant, the filter and the access rules, under `mode` (exact, or
+ * counted to a bound) and the metadata version. Null for a scope whose count may change without a
+ * write: a full-text search (its index is updated after the write).
  */
-export function countKey(scope: PlanScope, mode: string, version: number | string): string | null {
+export function countKey(
+  scope: PlanScope,
+  sql: ScopeSql,
+  mode: string,
+  version: number | string,
+): string | null {
   if (searches(scope.where)) return null;
-  const q = compileCount(scope);
-  return `${version}\u0000${mode}\u0000${scope.dim.code}\u0000${q.text}\u0000${JSON.stringify(q.params)}`;
+  return `${version}\u0000${mode}\u0000${scope.dim.code}\u0000${sql.from}\u0000${JSON.stringify(sql.params)}`;
 }
 
 /** Column aliases of a grouped result: g0.. for groups, a0.. for aggregates (names may be long). */

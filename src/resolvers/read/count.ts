@@ -1,6 +1,6 @@
 // countRecords: GET /{dim}/count with the list filters: the count, and the filter as planned
 // (TREC rule included) for adapters that show it (REST's filters_applied).
-import { compileCount, countKey } from "../../query/compile.ts";
+import { compileCount, compileScope, countKey } from "../../query/compile.ts";
 import { planCount } from "../../query/plan.ts";
 import type { ListQuery } from "../../query/types.ts";
 import { assertDebugAllowed, readableDimension, runQuery } from "./common.ts";
@@ -11,8 +11,9 @@ export async function countRecords(rc: ReadContext, dimCode: string, query: List
   const dim = readableDimension(rc, dimCode);
   if (query.debug) assertDebugAllowed(rc);
   const scope = planCount(rc.request, dim, query);
-  const q = compileCount(scope);
-  const key = query.debug ? null : countKey(scope, "exact", rc.model.version);
+  const sql = compileScope(scope);
+  const q = compileCount(scope, sql);
+  const key = query.debug ? null : countKey(scope, sql, "exact", rc.model.version);
   const kept = key ? rc.totals.get(key) : undefined;
   let count: number;
   if (kept) count = kept.total;

@@ -7,6 +7,7 @@ import {
   compileGroupsPage,
   compileRecordsPage,
   compileRecordsSelect,
+  compileScope,
   countKey,
   groupAlias,
 } from "../../query/compile.ts";
@@ -57,10 +58,13 @@ async function estimateCount(rc: ReadContext, plan: RecordsPlan): Promise<number
 async function pageWithTotal(rc: ReadContext, plan: RecordsPlan, exact: boolean, debug: boolean) {
   const bound = exact ? null : rc.countBound;
   // A total counted for an earlier page of the same filter, no write since: the page alone.
-  const key = debug ? null : countKey(plan, bound === null ? "exact" : `bound ${bound}`, rc.model.version);
+  const scope = compileScope(plan);
+  const key = debug
+    ? null
+    : countKey(plan, scope, bound === null ? "exact" : `bound ${bound}`, rc.model.version);
   const kept = key ? rc.totals.get(key) : undefined;
   if (kept) {
-    const q = compileRecordsSelect(plan, true, { embed: true });
+    const q = compileRecordsSelect(plan, true, { embed: true, scope });
     const page = await runQuery<Row>(rc, q);
     if (!kept.estimated) return { q, page, listMeta: meta(kept.total, plan, page.length) };
     // As when it was estimated: never below what this page shows.
@@ -69,7 +73,7 @@ async function pageWithTotal(rc: ReadContext, plan: RecordsPlan, exact: boolean,
     return { q, page, listMeta: estimated };
   }
   const mark = rc.totals.mark();
-  const q = compileRecordsPage(plan, bound, { embed: true });
+  const q = compileRecordsPage(plan, bound, { embed: true, scope });
   const rows = await runQuery<Row>(rc, q);
   const page = rows.filter((r) => r[plan.dim.idField] !== null && r[plan.dim.idField] !== undefined);
   const counted = Number(rows[0]?.__total ?? 0);
