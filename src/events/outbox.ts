@@ -53,10 +53,24 @@ export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Prom
 }
 
 /**
+ * The outbox row's NOT NULL columns without a default, in the table's column order (the order
+ * PostgreSQL checks them in): a statement may null one on purpose to fail (23502, naming it).
+ */
+export const REQUIRED_OUTBOX_COLUMNS = [
+  "EVENT_TYPE",
+  "AGGREGATE_TYPE",
+  "AGGREGATE_ID",
+  "PAYLOAD",
+  "TENANT_ID",
+] as const;
+export type RequiredOutboxColumn = (typeof REQUIRED_OUTBOX_COLUMNS)[number];
+
+/**
  * The INSERT of one event row whose AGGREGATE_ID and PAYLOAD are SQL expressions over the row of
  * `from` (a data-modifying CTE: the record the same statement inserts), for a statement that
  * writes a record and its event together (record-store.ts). `param` adds a parameter. The row's
- * columns are those insertOutboxEvent writes, with the same values.
+ * columns are those insertOutboxEvent writes, with the same values. `nulledWhen`: a column made
+ * NULL where its condition (SQL over `from`) holds, which fails the statement on that column.
  */
 export function outboxInsertFromSql(
   event: Omit<OutboxEvent, "recordId" | "payload">,
@@ -64,9 +78,14 @@ export function outboxInsertFromSql(
   aggregateId: string,
   payload: string,
   param: (v: unknown) => string,
+  nulledWhen: Partial<Record<RequiredOutboxColumn, string>> = {},
 ): string {
+  const value = (column: RequiredOutboxColumn, sql: string) => {
+    const when = nulledWhen[column];
+    return when ? `CASE WHEN ${when} THEN NULL ELSE ${sql} END` : sql;
+  };
   return `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
-       SELECT ${param(eventType(event.dim, event.kind))}, ${param(event.dim)}, ${aggregateId}, ${payload}, ${param(event.tenantId)},
+       SELECT ${value("EVENT_TYPE", param(eventType(event.dim, event.kind)))}, ${value("AGGREGATE_TYPE", param(event.dim))}, ${value("AGGREGATE_ID", aggregateId)}, ${value("PAYLOAD", payload)}, ${value("TENANT_ID", param(event.tenantId))},
               COALESCE(${param(event.createdAt ? event.createdAt.toISOString() : null)}::timestamptz, now())
          FROM ${from} RETURNING "OUTBOX_ID"`;
 }

@@ -56,6 +56,39 @@ if (TEST_DATABASE_URL) {
           VALUE_TEMP: null,
           COD_UTENTE: null,
         });
+        // A second nullable key of CUST (its billing city): a create looks up two nullable keys.
+        f.TB_VAR!.push({
+          COD_DIM: "CUST",
+          NUM_VAR: 12,
+          COD_VAR: "BILL_CITY_ID",
+          DESC_VAR: "Billing city",
+          DATA_TYPE: "STRING",
+          LENGTH: 10,
+          NULLABLE: true,
+          TIPO_CAMPO: "VARS",
+          TIPO_VAR: "CITY",
+        });
+        f.TB_COST!.push({
+          COD_DIM: "CUST",
+          NUM_COST: 12,
+          COD_VAR: "BILL_CITY_ID",
+          COD_ON_OFF: "LDRNM",
+          REQUIRED: false,
+          RENDER_HINT: null,
+          GROUP_NAME: "main",
+          VALUE_TEMP: null,
+          COD_UTENTE: null,
+        });
+        // Two relations to CITY: each named.
+        setRow(f.TB_OBJECT, { COD_DIM: "CUST", COD_VAR: "CITY_ID" }, { REL_NAME: "CITY" });
+        f.TB_OBJECT!.push({
+          COD_DIM: "CUST",
+          COD_VAR: "BILL_CITY_ID",
+          COD_DIM_OBJ: "CITY",
+          COD_VAR_OBJ: "CITY_ID",
+          COD_VAR_DESC: "NAME",
+          REL_NAME: "BILL_CITY",
+        });
       });
       services = await createTestServices("postgres", {
         fixture,
@@ -179,6 +212,38 @@ if (TEST_DATABASE_URL) {
       }
       // Nothing but the required name: the other fields null.
       await expectSameEvent("CUST", () => ({ NAME: "Bare" }), ["CUST_ID", "CODE"]);
+    });
+
+    it("a customer with two nullable keys looked up: still one statement", async () => {
+      const { payload } = await expectSameEvent(
+        "CUST",
+        () => ({ NAME: "Two cities", CITY_ID: "MI", BILL_CITY_ID: "RM" }),
+        ["CUST_ID", "CODE"],
+      );
+      expect(payload).toMatchObject({ CITY_ID: "MI", BILL_CITY_ID: "RM" });
+    });
+
+    it("two nullable keys: the one naming no record is refused by name (the first when both), nothing stays", async () => {
+      const before = await snapshot(services);
+      const last = await lastOutboxId(services);
+      for (const [body, field] of [
+        [{ CITY_ID: "MI", BILL_CITY_ID: "XX" }, "BILL_CITY_ID"],
+        [{ CITY_ID: "XX", BILL_CITY_ID: "RM" }, "CITY_ID"],
+        [{ CITY_ID: "XX", BILL_CITY_ID: "YY" }, "CITY_ID"],
+        [{ BILL_CITY_ID: "YY" }, "BILL_CITY_ID"],
+      ] as const) {
+        sent.length = 0;
+        await expect(createOne(services, anna, "CUST", { NAME: "Nowhere", ...body })).rejects.toMatchObject({
+          status: 400,
+          code: "INVALID_FOREIGN_KEY",
+          field,
+        });
+        // Refused by the one statement itself, not by the general path.
+        expect(sent).toHaveLength(1);
+        expect(sent[0]).toMatch(oneStatement);
+      }
+      expect(await snapshot(services)).toEqual(before);
+      expect(await lastOutboxId(services)).toBe(last);
     });
 
     it("a product: DATE from a template, DECIMAL, JSON, MEDIA and TIMESTAMP, a templated id", async () => {

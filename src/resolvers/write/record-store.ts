@@ -15,7 +15,11 @@ import { foreignKeyError, type KeyLookup, keyLookupSql } from "./foreign-keys.ts
 import { CounterValue } from "./templates.ts";
 import { rowToRecord } from "./values.ts";
 import { codecOf } from "../../metadata/codecs.ts";
-import { outboxInsertFromSql } from "../../events/outbox.ts";
+import {
+  outboxInsertFromSql,
+  REQUIRED_OUTBOX_COLUMNS,
+  type RequiredOutboxColumn,
+} from "../../events/outbox.ts";
 
 export type RecordId = string | number;
 type Row = Record<string, unknown>;
@@ -215,7 +219,7 @@ export async function insertRow(
 
 /** Whether insertRowWithEvent can refuse each of these keys from within its one statement. */
 export function keysCheckedInStatement(lookups: readonly KeyLookup[]): boolean {
-  return lookups.filter((l) => l.field.nullable).length <= 1;
+  return lookups.filter((l) => l.field.nullable).length <= REQUIRED_OUTBOX_COLUMNS.length;
 }
 
 /** The column under which insertRowWithEvent's statement answers the event's OUTBOX_ID. */
@@ -248,9 +252,11 @@ function eventSql(dim: DimensionDef): { payload: string; returned: string } {
  * so a create that sent nothing before is one statement outside BEGIN and COMMIT. The payload
  * is built in SQL from the inserted row, field by field by its codec (eventJson): the record as
  * insertRow and recordChanged would have written it. A foreign key the look-up left NULL is
- * refused by the statement itself: a NOT NULL column by its constraint, the one nullable one
- * (keysCheckedInStatement) by the event row's AGGREGATE_ID, made NULL then. Answers the record
- * and the event's id.
+ * refused by the statement itself: a NOT NULL column by its constraint, a nullable one
+ * (keysCheckedInStatement) by the event row: the i-th nullable key looked up nulls the i-th of its
+ * NOT NULL columns (REQUIRED_OUTBOX_COLUMNS) when the look-up found nothing, and the column the
+ * failure names tells the key (the first in the look-ups' order when several fail, as
+ * checkLookedUp reports on the general path). Answers the record and the event's id.
  */
 export async function insertRowWithEvent(
   w: WriteContext,
@@ -260,17 +266,21 @@ export async function insertRowWithEvent(
   channel: string,
 ): Promise<{ record: Row; eventId: string }> {
   const { counters, insert, params, param, failed } = insertStatement(w, dim, columns, lookups);
-  const nullableKey = lookups.find((l) => l.field.nullable);
-  const id = `ins.${ident(dim.idField)}::text`;
-  const aggregateId = nullableKey
-    ? `CASE WHEN ins.${ident(nullableKey.field.code)} IS NULL THEN NULL ELSE ${id} END`
-    : id;
+  const nullableKeys = lookups.filter((l) => l.field.nullable);
+  const keyOfColumn = new Map<string, KeyLookup>();
+  const nulledWhen: Partial<Record<RequiredOutboxColumn, string>> = {};
+  nullableKeys.forEach((lookup, i) => {
+    const column = REQUIRED_OUTBOX_COLUMNS[i]!;
+    keyOfColumn.set(column, lookup);
+    nulledWhen[column] = `ins.${ident(lookup.field.code)} IS NULL`;
+  });
   const event = outboxInsertFromSql(
     { dim: dim.code, kind: "Created", tenantId: w.ctx.principal.tenantId, createdAt: w.now },
     "ins",
-    aggregateId,
+    `ins.${ident(dim.idField)}::text`,
     eventSql(dim).payload,
     param,
+    nulledWhen,
   );
   const { returned } = eventSql(dim);
   const statement = (notify: boolean) =>
@@ -282,8 +292,9 @@ export async function insertRowWithEvent(
     row = (await w.tx.lastStatement!<Row>(channel, statement, params, { prepare: w.model.version })).rows[0]!;
   } catch (err) {
     const { code, table, column } = err as { code?: string; table?: string; column?: string };
-    if (nullableKey && code === "23502" && table === "TB_ANAG_OUTBOX00" && column === "AGGREGATE_ID")
-      throw foreignKeyError(nullableKey);
+    const key =
+      code === "23502" && table === "TB_ANAG_OUTBOX00" && column ? keyOfColumn.get(column) : undefined;
+    if (key) throw foreignKeyError(key);
     return failed(err);
   }
   return { record: rowToRecord(dim, row), eventId: String(row[EVENT_ID_COLUMN]) };
