@@ -15,7 +15,7 @@ import { foreignKeyError, type KeyLookup, keyLookupSql } from "./foreign-keys.ts
 import { CounterValue } from "./templates.ts";
 import { rowToRecord } from "./values.ts";
 import { codecOf } from "../../metadata/codecs.ts";
-import { outboxInsertFromSql } from "../../events/outbox.ts";
+import { outboxInsertFromSql, outboxNoticeItem } from "../../events/outbox.ts";
 
 export type RecordId = string | number;
 type Row = Record<string, unknown>;
@@ -273,13 +273,14 @@ export async function insertRowWithEvent(
     param,
   );
   const { returned } = eventSql(dim);
-  const statement = (notify: boolean) =>
+  const statement = (payload: string | null) =>
     `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
-    SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${notify ? `, pg_notify('${channel}', '')` : ""} FROM ins, ev`;
+    SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
+  const notice = { channel, item: outboxNoticeItem(w.ctx.principal.tenantId, dim.code) };
   let row: Row;
   try {
     // Prepared per metadata version (as reads are): its parse is kept per connection.
-    row = (await w.tx.lastStatement!<Row>(channel, statement, params, { prepare: w.model.version })).rows[0]!;
+    row = (await w.tx.lastStatement!<Row>(notice, statement, params, { prepare: w.model.version })).rows[0]!;
   } catch (err) {
     const { code, table, column } = err as { code?: string; table?: string; column?: string };
     if (nullableKey && code === "23502" && table === "TB_ANAG_OUTBOX00" && column === "AGGREGATE_ID")
