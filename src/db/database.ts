@@ -100,20 +100,42 @@ const QUERY_TIMEOUT_GRACE_MS = 5000;
 
 export type StatementObserver = (text: string, how: { pipelined: boolean }) => void;
 
-/** The statements of `q`, each told to `onStatement` first. */
-function observed(q: TxQueryable, onStatement?: StatementObserver, pipelined = () => false): TxQueryable {
-  if (!onStatement) return q;
+/**
+ * `q` with `before` called before each statement given to it (query, exec, and lastStatement when
+ * it has one; `sql` null for lastStatement, whose text is chosen as it is sent): what a wrapper
+ * adds to every statement (telling, a deadline, a lazy BEGIN) in one place. A throw from `before`
+ * is thrown as the statement's.
+ */
+function aroundEachStatement(q: TxQueryable, before: (sql: string | null) => void): TxQueryable {
+  const last = q.lastStatement?.bind(q);
   return {
     ...q,
     query(text, params, opts) {
-      onStatement(text, { pipelined: pipelined() });
+      before(text);
       return q.query(text, params, opts);
     },
     exec(sql) {
-      onStatement(sql, { pipelined: pipelined() });
+      before(sql);
       return q.exec(sql);
     },
+    ...(last
+      ? {
+          lastStatement(notice, text, params, opts) {
+            before(null);
+            return last(notice, text, params, opts);
+          },
+        }
+      : {}),
   };
+}
+
+/** The statements of `q`, each told to `onStatement` first. */
+function observed(q: TxQueryable, onStatement?: StatementObserver, pipelined = () => false): TxQueryable {
+  if (!onStatement) return q;
+  // lastStatement (never on what this wraps) tells its own text.
+  return aroundEachStatement(q, (sql) => {
+    if (sql !== null) onStatement(sql, { pipelined: pipelined() });
+  });
 }
 
 /** Work a transaction awaits at its end (Queryable.defer); failures surface there. */
@@ -216,31 +238,11 @@ function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: 
 }
 
 /** The transaction's statements, refused once its deadline has passed. */
-function withDeadline(tx: Queryable & ScriptRunner, timeoutMs: number): Queryable & ScriptRunner {
+function withDeadline(tx: TxQueryable, timeoutMs: number): TxQueryable {
   const deadline = Date.now() + timeoutMs;
-  const check = () => {
+  return aroundEachStatement(tx, () => {
     if (Date.now() > deadline) throw new TransactionTimeoutError(timeoutMs);
-  };
-  const last = tx.lastStatement?.bind(tx);
-  return {
-    ...tx,
-    query(text, params, opts) {
-      check();
-      return tx.query(text, params, opts);
-    },
-    exec(sql) {
-      check();
-      return tx.exec(sql);
-    },
-    ...(last
-      ? {
-          lastStatement(channel, text, params, opts) {
-            check();
-            return last(channel, text, params, opts);
-          },
-        }
-      : {}),
-  };
+  });
 }
 
 // ---------------------------------------------------------------- PostgreSQL
@@ -653,15 +655,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         };
         const observedTx = observed(tx, opts.onStatement, () => inFlight > 0);
         const opening: TxQueryable = {
-          ...observedTx,
-          query(text, params, o) {
-            open();
-            return observedTx.query(text, params, o);
-          },
-          exec(sql) {
-            open();
-            return observedTx.exec(sql);
-          },
+          ...aroundEachStatement(observedTx, open),
           async lastStatement<R>(
             wake: { channel: string; item?: string },
             text: (payload: string | null) => string,
