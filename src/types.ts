@@ -172,22 +172,25 @@ export interface Queryable {
    * Open transactions on PostgreSQL only: wake the listeners of `channel` once the transaction
    * has committed; this process's own at once, other processes' through a NOTIFY folded with
    * those of other transactions (at most one per channel every few milliseconds under load).
+   * `item` says what the transaction changed: the payload the listeners get names the items of the
+   * commits it covers (src/db/notice.ts), or is empty (anything changed) when one named none.
    */
-  notifyAfterCommit?(channel: string): void;
+  notifyAfterCommit?(channel: string, item?: string): void;
   /**
    * Open transactions on PostgreSQL only: the transaction's last statement, whose commit wakes the
-   * listeners of `channel` (as notifyAfterCommit). When the transaction has sent nothing before
-   * it, it is sent on its own, outside BEGIN and COMMIT: a statement is a transaction of its own,
-   * so the whole transaction is one round trip, and nothing may be sent after it. `text(notify)`
-   * is its SQL: with `notify` true it calls pg_notify(channel, '') itself (the wake-up of other
-   * processes, folded with other commits' as notifyAfterCommit folds them). After statements
-   * sent before it, it is the transaction's last statement (`notify` false), COMMIT sent right
-   * behind it without waiting for its answer (should it fail, that COMMIT rolls back).
+   * listeners of `notice.channel` with `notice.item` (as notifyAfterCommit). When the transaction
+   * has sent nothing before it, it is sent on its own, outside BEGIN and COMMIT: a statement is a
+   * transaction of its own, so the whole transaction is one round trip, and nothing may be sent
+   * after it. `text(payload)` is its SQL: with `payload` a placeholder (`$n`, one past `params`,
+   * whose value the handle appends) it calls pg_notify(channel, <payload>) itself (the wake-up of
+   * other processes, folded with other commits' as notifyAfterCommit folds them). After
+   * statements sent before it, it is the transaction's last statement (`payload` null), COMMIT
+   * sent right behind it without waiting for its answer (should it fail, that COMMIT rolls back).
    * Either way nothing may be sent after it, and nothing after it can roll the write back.
    */
   lastStatement?<R = Record<string, unknown>>(
-    channel: string,
-    text: (notify: boolean) => string,
+    notice: { channel: string; item?: string },
+    text: (payload: string | null) => string,
     params: readonly unknown[],
     opts?: QueryOptions,
   ): Promise<QueryResult<R>>;

@@ -9,6 +9,7 @@ import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
+import { addNoticeItems, itemsOfNotice, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
 import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
 
 const INT8 = 20;
@@ -99,20 +100,42 @@ const QUERY_TIMEOUT_GRACE_MS = 5000;
 
 export type StatementObserver = (text: string, how: { pipelined: boolean }) => void;
 
-/** The statements of `q`, each told to `onStatement` first. */
-function observed(q: TxQueryable, onStatement?: StatementObserver, pipelined = () => false): TxQueryable {
-  if (!onStatement) return q;
+/**
+ * `q` with `before` called before each statement given to it (query, exec, and lastStatement when
+ * it has one; `sql` null for lastStatement, whose text is chosen as it is sent): what a wrapper
+ * adds to every statement (telling, a deadline, a lazy BEGIN) in one place. A throw from `before`
+ * is thrown as the statement's.
+ */
+function aroundEachStatement(q: TxQueryable, before: (sql: string | null) => void): TxQueryable {
+  const last = q.lastStatement?.bind(q);
   return {
     ...q,
     query(text, params, opts) {
-      onStatement(text, { pipelined: pipelined() });
+      before(text);
       return q.query(text, params, opts);
     },
     exec(sql) {
-      onStatement(sql, { pipelined: pipelined() });
+      before(sql);
       return q.exec(sql);
     },
+    ...(last
+      ? {
+          lastStatement(notice, text, params, opts) {
+            before(null);
+            return last(notice, text, params, opts);
+          },
+        }
+      : {}),
   };
+}
+
+/** The statements of `q`, each told to `onStatement` first. */
+function observed(q: TxQueryable, onStatement?: StatementObserver, pipelined = () => false): TxQueryable {
+  if (!onStatement) return q;
+  // lastStatement (never on what this wraps) tells its own text.
+  return aroundEachStatement(q, (sql) => {
+    if (sql !== null) onStatement(sql, { pipelined: pipelined() });
+  });
 }
 
 /** Work a transaction awaits at its end (Queryable.defer); failures surface there. */
@@ -143,13 +166,14 @@ export const NOTIFY_OWED_MS = 50;
  * than the writes that asked for them. A NOTIFY goes inside a committing transaction, pipelined
  * with its COMMIT (no transaction of its own), when none went out in the last NOTIFY_FOLD_MS.
  * Commits in between are owed one: the next committing transaction carries it, or, when none
- * comes within NOTIFY_OWED_MS, a statement of its own.
+ * comes within NOTIFY_OWED_MS, a statement of its own. A NOTIFY's payload names the items of every
+ * commit it covers (src/db/notice.ts): its own transaction's and those folded into it.
  */
 function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: string) => void) {
   interface Window {
     timer: NodeJS.Timeout;
-    /** A commit in the window: a NOTIFY is owed once it ends. */
-    again: boolean;
+    /** The items of the commits in the window: a NOTIFY naming them is owed once it ends. */
+    again: NoticeItems | null;
     /** The window ended owing one: the next commit carries it. */
     owed: boolean;
   }
@@ -158,20 +182,24 @@ function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: 
     w.timer = setTimeout(() => end(channel, w), ms);
     w.timer.unref();
   };
-  /** A NOTIFY of `channel` goes out now: the next NOTIFY_FOLD_MS are folded into the next one. */
-  const open = (channel: string) => {
+  /**
+   * A NOTIFY of `channel` goes out now: the next NOTIFY_FOLD_MS are folded into the next one.
+   * Answers the items of the commits folded into the window it ends (the NOTIFY names them).
+   */
+  const open = (channel: string): NoticeItems | null => {
     const old = windows.get(channel);
     if (old) clearTimeout(old.timer);
-    const w: Window = { timer: undefined as unknown as NodeJS.Timeout, again: false, owed: false };
+    const w: Window = { timer: undefined as unknown as NodeJS.Timeout, again: null, owed: false };
     schedule(channel, w, NOTIFY_FOLD_MS);
     windows.set(channel, w);
+    return old?.again ?? null;
   };
-  const send = (channel: string) => {
-    pool.query("SELECT pg_notify($1, '')", [channel]).catch(() => {}); // the relays' poll covers a lost one
-    open(channel);
+  const send = (channel: string, items: NoticeItems | null) => {
+    const payload = noticePayload(addNoticeItems(open(channel), items) ?? "all");
+    pool.query("SELECT pg_notify($1, $2)", [channel, payload]).catch(() => {}); // the relays' poll covers a lost one
   };
   function end(channel: string, w: Window) {
-    if (w.owed) return send(channel); // no commit carried it
+    if (w.owed) return send(channel, null); // no commit carried it
     if (!w.again) {
       windows.delete(channel);
       return;
@@ -181,26 +209,26 @@ function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: 
   }
   return {
     /**
-     * Before a transaction commits: true when a NOTIFY of `channel` is to go out with it (none
-     * went out in the last NOTIFY_FOLD_MS, or one is owed); false when the current window's end
-     * will see to it.
+     * Before a transaction that changed `items` commits: the payload of the NOTIFY of `channel`
+     * that is to go out with it (none went out in the last NOTIFY_FOLD_MS, or one is owed); null
+     * when the current window's end will see to it.
      */
-    claim(channel: string): boolean {
+    claim(channel: string, items: NoticeItems): string | null {
       const w = windows.get(channel);
       if (w && !w.owed) {
-        w.again = true;
-        return false;
+        w.again = addNoticeItems(w.again, items);
+        return null;
       }
-      open(channel);
-      return true;
+      return noticePayload(addNoticeItems(open(channel), items) ?? "all");
     },
     /** A transaction that claimed `channel` rolled back: what it was to carry goes on its own. */
-    unclaim(channel: string) {
-      send(channel);
+    unclaim(channel: string, payload: string) {
+      const named = itemsOfNotice(payload);
+      send(channel, named ? new Set(named) : "all");
     },
-    /** After the commit: this process's listeners. */
-    committed(channel: string) {
-      tellLocal(channel, "");
+    /** After the commit of a transaction that changed `items`: this process's listeners. */
+    committed(channel: string, items: NoticeItems) {
+      tellLocal(channel, noticePayload(items));
     },
     stop() {
       for (const w of windows.values()) clearTimeout(w.timer);
@@ -210,31 +238,11 @@ function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: 
 }
 
 /** The transaction's statements, refused once its deadline has passed. */
-function withDeadline(tx: Queryable & ScriptRunner, timeoutMs: number): Queryable & ScriptRunner {
+function withDeadline(tx: TxQueryable, timeoutMs: number): TxQueryable {
   const deadline = Date.now() + timeoutMs;
-  const check = () => {
+  return aroundEachStatement(tx, () => {
     if (Date.now() > deadline) throw new TransactionTimeoutError(timeoutMs);
-  };
-  const last = tx.lastStatement?.bind(tx);
-  return {
-    ...tx,
-    query(text, params, opts) {
-      check();
-      return tx.query(text, params, opts);
-    },
-    exec(sql) {
-      check();
-      return tx.exec(sql);
-    },
-    ...(last
-      ? {
-          lastStatement(channel, text, params, opts) {
-            check();
-            return last(channel, text, params, opts);
-          },
-        }
-      : {}),
-  };
+  });
 }
 
 // ---------------------------------------------------------------- PostgreSQL
@@ -576,8 +584,15 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       client.on("error", onBroken);
       inTransaction.add(client);
       const deferred = deferredWork();
-      const channels = new Set<string>();
-      const claimed: string[] = [];
+      /** What the transaction changed, per channel to wake once it commits. */
+      const notices = new Map<string, NoticeItems>();
+      const notice = (channel: string, item: string | undefined) =>
+        void notices.set(channel, addNoticeItems(notices.get(channel) ?? null, noticeItemsOf(item))!);
+      /** The NOTIFYs the transaction carries (channel, payload). */
+      const claimed: Array<[string, string]> = [];
+      const tellCommitted = () => {
+        for (const [channel, items] of notices) notifier.committed(channel, items);
+      };
       // BEGIN goes out with the first statement (pipeline mode: not awaited), and not at all when
       // the transaction is one statement sent on its own (lastStatement).
       let opened = false;
@@ -601,11 +616,12 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         const commit = (): Promise<unknown> => {
           if (committing) return committing;
           // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
-          for (const channel of channels) {
-            if (!notifier.claim(channel)) continue;
-            claimed.push(channel);
-            tell("SELECT pg_notify($1, '')", { pipelined: inFlight > 0 });
-            deferred.defer(track(client.query("SELECT pg_notify($1, '')", [channel])));
+          for (const [channel, items] of notices) {
+            const payload = notifier.claim(channel, items);
+            if (payload === null) continue;
+            claimed.push([channel, payload]);
+            tell("SELECT pg_notify($1, $2)", { pipelined: inFlight > 0 });
+            deferred.defer(track(client.query("SELECT pg_notify($1, $2)", [channel, payload])));
           }
           tell("COMMIT", { pipelined: inFlight > 0 });
           committing = track(client.query("COMMIT"));
@@ -635,28 +651,20 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           query: (text, params, o) => afterBegin(track(raw.query(text, params, o))),
           exec: (sql) => afterBegin(track(raw.exec(sql))),
           defer: deferred.defer,
-          notifyAfterCommit: (channel) => void channels.add(channel),
+          notifyAfterCommit: notice,
         };
         const observedTx = observed(tx, opts.onStatement, () => inFlight > 0);
         const opening: TxQueryable = {
-          ...observedTx,
-          query(text, params, o) {
-            open();
-            return observedTx.query(text, params, o);
-          },
-          exec(sql) {
-            open();
-            return observedTx.exec(sql);
-          },
+          ...aroundEachStatement(observedTx, open),
           async lastStatement<R>(
-            channel: string,
-            text: (notify: boolean) => string,
+            wake: { channel: string; item?: string },
+            text: (payload: string | null) => string,
             params: readonly unknown[],
             o?: QueryOptions,
           ): Promise<QueryResult<R>> {
             if (opened || alone) {
-              channels.add(channel);
-              const sent = opening.query<R>(text(false), params, o);
+              notice(wake.channel, wake.item);
+              const sent = opening.query<R>(text(null), params, o);
               // Nothing follows it: COMMIT goes right behind it, sharing its round trip. Should it
               // fail, the transaction is aborted and that COMMIT rolls it back.
               commit();
@@ -664,22 +672,23 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             }
             alone = "sent";
             // Other processes' relays: a NOTIFY in the statement itself, folded as after a COMMIT.
-            const notify = notifier.claim(channel);
-            if (notify) claimed.push(channel);
-            const sql = text(notify);
+            const items = noticeItemsOf(wake.item);
+            const payload = notifier.claim(wake.channel, items);
+            if (payload !== null) claimed.push([wake.channel, payload]);
+            const sql = text(payload === null ? null : `$${params.length + 1}`);
             tell(sql, { pipelined: false });
             // Nothing to send with it: out at once, not corked to the end of the turn.
             inTransaction.delete(client);
-            const res = await raw.query<R>(sql, params, o);
+            const res = await raw.query<R>(sql, payload === null ? params : [...params, payload], o);
             alone = "committed";
-            channels.add(channel);
+            notice(wake.channel, wake.item);
             return res;
           },
         };
         const result = await fn(withDeadline(opening, transactionTimeoutMs));
         if (alone === "committed" || !opened) {
           await deferred.all();
-          for (const channel of channels) notifier.committed(channel);
+          tellCommitted();
           return result;
         }
         if (begun) await begun;
@@ -687,7 +696,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         // A deferred statement that failed aborted the transaction: COMMIT then rolls it back.
         await deferred.all();
         await committed;
-        for (const channel of channels) notifier.committed(channel);
+        tellCommitted();
         return result;
       } catch (err) {
         if (!broken && opened && !alone && !committing) {
@@ -699,9 +708,10 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         if (sentCommit) await sentCommit.catch(() => {});
         // What a rolled-back transaction was to carry goes on its own (a statement sent alone
         // that committed carried it).
-        if (alone !== "committed") for (const channel of claimed) notifier.unclaim(channel);
+        if (alone !== "committed")
+          for (const [channel, payload] of claimed) notifier.unclaim(channel, payload);
         // A statement sent alone that committed stays committed: this process's relays are told.
-        if (alone === "committed") for (const channel of channels) notifier.committed(channel);
+        if (alone === "committed") tellCommitted();
         throw err;
       } finally {
         inTransaction.delete(client);

@@ -1,5 +1,6 @@
 // Outbox rows (TB_ANAG_OUTBOX00), written in the same transaction as the change they describe
 // (spec 2.8, decisions.md §8). PUBLISHED_AT stays null until the relay has published the row.
+import { itemsOfNotice, noticeItemsOf, noticePayload } from "../db/notice.ts";
 import type { Queryable } from "../types.ts";
 
 export type EventKind = "Created" | "Updated" | "Deleted";
@@ -25,19 +26,49 @@ export function eventType(dim: string, kind: EventKind): string {
 export const OUTBOX_CHANNEL = "dimensio_outbox";
 
 /**
+ * The item of the outbox's NOTIFY (src/db/notice.ts) that says what a committed event changed:
+ * the records of `dim` of `tenantId` (the totals cache forgets theirs, and only theirs).
+ */
+export function outboxNoticeItem(tenantId: string, dim: string): string {
+  return JSON.stringify([tenantId, dim]);
+}
+
+/**
+ * The (tenant, dimension) items an outbox NOTIFY's payload names, each as outboxNoticeItem writes
+ * it; null when it names none or any it names is not one (anything may have changed).
+ */
+export function outboxNoticeItems(payload: string): string[] | null {
+  const items = itemsOfNotice(payload);
+  if (!items) return null;
+  for (const item of items) {
+    try {
+      const parsed = JSON.parse(item) as unknown;
+      if (!Array.isArray(parsed) || parsed.length !== 2 || parsed.some((v) => typeof v !== "string"))
+        return null;
+      if (outboxNoticeItem(parsed[0], parsed[1]) !== item) return null;
+    } catch {
+      return null;
+    }
+  }
+  return items;
+}
+
+/**
  * Inserts one event row and has the relays woken when the transaction commits: on PostgreSQL by
  * the database handle after COMMIT (folded with other commits' wake-ups), elsewhere by a NOTIFY
  * queued in the same statement (identical notifications of one transaction are folded into one).
+ * Either way the notice names the event's tenant and dimension (outboxNoticeItem).
  * Returns the OUTBOX_ID as a string (the response's event_id).
  */
 export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Promise<string> {
   const afterCommit = tx.notifyAfterCommit !== undefined;
-  tx.notifyAfterCommit?.(OUTBOX_CHANNEL);
+  const item = outboxNoticeItem(event.tenantId, event.dim);
+  tx.notifyAfterCommit?.(OUTBOX_CHANNEL, item);
   const res = await tx.query<{ OUTBOX_ID: number | string }>(
     `WITH inserted AS (
        INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
        VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now())) RETURNING "OUTBOX_ID")
-     SELECT "OUTBOX_ID"${afterCommit ? "" : `, pg_notify('${OUTBOX_CHANNEL}', '')`} FROM inserted`,
+     SELECT "OUTBOX_ID"${afterCommit ? "" : `, pg_notify('${OUTBOX_CHANNEL}', $7)`} FROM inserted`,
     [
       eventType(event.dim, event.kind),
       event.dim,
@@ -45,6 +76,7 @@ export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Prom
       typeof event.payload === "string" ? event.payload : JSON.stringify(event.payload),
       event.tenantId,
       event.createdAt ? event.createdAt.toISOString() : null,
+      ...(afterCommit ? [] : [noticePayload(noticeItemsOf(item))]),
     ],
     // A fixed table's statement: parsed once per connection.
     { prepare: "outbox" },

@@ -271,6 +271,11 @@ export function countKey(
   return `${version}\u0000${mode}\u0000${scope.dim.code}\u0000${sql.from}\u0000${JSON.stringify(sql.params)}`;
 }
 
+/** The tenant and dimension a scope's count reads (what a write to them makes stale). */
+export function countScopeOf(scope: PlanScope): { tenantId: string; dim: string } {
+  return { tenantId: scope.tenantId, dim: scope.dim.code };
+}
+
 /** Column aliases of a grouped result: g0.. for groups, a0.. for aggregates (names may be long). */
 export const groupAlias = (i: number) => `g${i}`;
 export const aggregateAlias = (i: number) => `a${i}`;

@@ -1,17 +1,17 @@
 // The webhook address filter (issue 18 §4, docs/decisions.md "Webhook addresses and delivery log"):
-// TEST-NET, NAT64, 6to4, Teredo, IPv4-mapped/-translated/-compatible IPv6 forms of refused IPv4
-// addresses and localhost names are refused at registration (400 naming `url`) and at delivery
-// time, also when a name resolves to them; the delivery log the tenant reads says "address not
-// allowed" or "connection failed", never the resolved address, a DNS error or a port.
+// private and loopback addresses, TEST-NET, NAT64, 6to4, Teredo, IPv4-mapped/-translated/-compatible
+// IPv6 forms of refused IPv4 addresses and localhost names are refused at registration (400 naming
+// `url`) and at delivery time (a registration stored before, or a name that later points at
+// loopback), also when a name resolves to them; the delivery log the tenant reads says "address
+// not allowed" or "connection failed", never the resolved address, a DNS error or a port.
 import type dns from "node:dns";
 import net from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { isPrivateAddress, isRefusedHost } from "../../src/events/webhooks/addresses.ts";
 import { freePort } from "../helpers/process.ts";
 import { DELIVERY_ERRORS, sendAttempt } from "../../src/events/webhooks/send.ts";
-import type { Client } from "../write/http.ts";
 import { webhookReceiver } from "./support.ts";
-import { deliveryLogWith, startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
+import { deliveryLogWith, webhookSuite } from "./webhook-setup.ts";
 
 /** Addresses the filter refuses, IPv4 and the IPv6 forms that reach them. */
 const REFUSED = [
@@ -127,17 +127,12 @@ describe("a delivery to a name that resolves to a refused address", () => {
 });
 
 describe("webhook registrations and delivery logs (WEBHOOK_ALLOW_PRIVATE unset)", () => {
-  let app: WebhookApp<"anna">;
-  let anna: Client;
-  beforeAll(async () => {
-    app = await startWebhookApp("pglite", {
-      users: ["anna"],
-      allowPrivate: false,
-      env: { WEBHOOK_RETRY_BASE_MS: "10" },
-    });
-    ({ anna } = app.clients);
+  const suite = webhookSuite("pglite", {
+    users: ["anna"],
+    allowPrivate: false,
+    env: { WEBHOOK_RETRY_BASE_MS: "10" },
   });
-  afterAll(() => app?.close());
+  const { anna } = suite.clients;
 
   it("refuses every refused address and localhost name at registration with 400 naming url", async () => {
     const urls = [
@@ -149,6 +144,12 @@ describe("webhook registrations and delivery logs (WEBHOOK_ALLOW_PRIVATE unset)"
       "http://localhost.localdomain/hook",
       "http://2130706433/hook", // 127.0.0.1 as one number
       "http://0xc0.0.2.1/hook", // 192.0.2.1
+      // Without a port, or with a small one.
+      "http://127.0.0.1:9/x",
+      "http://localhost/x",
+      "http://10.1.2.3/x",
+      "http://[::1]/x",
+      "http://169.254.169.254/",
     ];
     for (const url of urls) {
       const res = await anna.post("/api/v4/webhooks", { url, events: ["*"] });
@@ -166,61 +167,50 @@ describe("webhook registrations and delivery logs (WEBHOOK_ALLOW_PRIVATE unset)"
     }
   });
 
-  it("a stored registration to a refused literal fails at delivery with a generic log text", async () => {
-    const receiver = await webhookReceiver();
-    try {
-      // As if stored before the filter was widened: the IPv4-mapped form of the receiver's address.
-      const row = await app.t.services.prisma.tbWebhook.create({
-        data: {
-          SOURCE: "acme",
-          URL: `http://[::ffff:127.0.0.1]:${receiver.port}/hook`,
-          EVENTS: ["CITYCreated"],
-          RETRY_COUNT: 0,
-        },
-      });
-      await anna.post("/api/v4/core/CITY?source=anag-3", {
-        data: { CITY_ID: "WA1", NAME: "Mapped", COUNTRY: "IT" },
-      });
-      const rows = await deliveryLogWith(anna, row.WEBHOOK_ID, 1);
-      expect(rows[0]).toMatchObject({
+  it("a stored registration to a refused literal or a localhost name fails at delivery with a generic log text", async () => {
+    const receiver = await suite.receiver();
+    // As if stored before the filter was widened (the IPv4-mapped form of the receiver's
+    // address), or to a public name later re-pointed at loopback (localhost).
+    const rows = await Promise.all(
+      [`http://[::ffff:127.0.0.1]:${receiver.port}/hook`, `http://localhost:${receiver.port}/hook`].map(
+        (URL) =>
+          suite.app.t.services.prisma.tbWebhook.create({
+            data: { SOURCE: "acme", URL, EVENTS: ["CITYCreated"], RETRY_COUNT: 0 },
+          }),
+      ),
+    );
+    await suite.createCity(anna);
+    for (const row of rows) {
+      const log = await deliveryLogWith(anna, row.WEBHOOK_ID, 1);
+      expect(log[0], row.URL).toMatchObject({
         STATUS: "failed",
         HTTP_STATUS: null,
         ERROR_MESSAGE: "address not allowed",
       });
-      expect(receiver.requests).toHaveLength(0);
-    } finally {
-      await receiver.close();
     }
+    expect(receiver.requests).toHaveLength(0);
   });
 });
 
 describe("delivery log texts (WEBHOOK_ALLOW_PRIVATE=true)", () => {
-  let app: WebhookApp<"anna">;
-  let anna: Client;
-  beforeAll(async () => {
-    app = await startWebhookApp("pglite", {
-      users: ["anna"],
-      allowPrivate: true,
-      env: { WEBHOOK_RETRY_BASE_MS: "10" },
-    });
-    ({ anna } = app.clients);
+  const suite = webhookSuite("pglite", {
+    users: ["anna"],
+    allowPrivate: true,
+    env: { WEBHOOK_RETRY_BASE_MS: "10" },
   });
-  afterAll(() => app?.close());
+  const { anna } = suite.clients;
 
   it("a closed port reads 'connection failed', without the system's error, address or port", async () => {
     // A port that was just free: nothing listens on it.
     const port = await freePort();
 
-    const created = await anna.post("/api/v4/webhooks", {
+    const hook = await suite.register(anna, {
       url: `http://127.0.0.1:${port}/hook`,
       events: ["CITYCreated"],
       retry_count: 1,
     });
-    expect(created.status).toBe(201);
-    await anna.post("/api/v4/core/CITY?source=anag-3", {
-      data: { CITY_ID: "WA2", NAME: "Closed", COUNTRY: "IT" },
-    });
-    const rows = await deliveryLogWith(anna, created.body.webhook_id, 2);
+    await suite.createCity(anna);
+    const rows = await deliveryLogWith(anna, hook, 2);
     for (const row of rows) {
       expect(row.ERROR_MESSAGE).toBe("connection failed");
       expect(JSON.stringify(row)).not.toMatch(/ECONN|127\.0\.0\.1|getaddrinfo/);

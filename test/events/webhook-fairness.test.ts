@@ -2,88 +2,63 @@
 // WEBHOOK_CONCURRENCY_PER_TENANT delivery slots, so another tenant's deliveries go out at once;
 // and a tenant has at most WEBHOOK_MAX_PER_TENANT registrations (409 WEBHOOK_LIMIT_REACHED).
 // Real HTTP receivers on loopback.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { BACKENDS } from "../helpers/env.ts";
 import type { Client } from "../write/http.ts";
-import { webhookReceiver } from "./support.ts";
-import { startWebhookApp, type WebhookApp } from "./webhook-setup.ts";
+import { webhookSuite } from "./webhook-setup.ts";
 
 const PER_TENANT = 8;
 const MAX_PER_TENANT = 12;
 
 describe.each(BACKENDS)("webhooks fair per tenant (%s)", (backend) => {
-  let app: WebhookApp<"anna" | "greta">;
-  let anna: Client;
-  let greta: Client;
-  let seq = 0;
-
-  beforeAll(async () => {
-    app = await startWebhookApp(backend, {
-      users: ["anna", "greta"],
-      allowPrivate: true,
-      env: {
-        // The defaults of the issue's report: 32 slots, 4 per registration.
-        WEBHOOK_CONCURRENCY: "32",
-        WEBHOOK_CONCURRENCY_PER_RECEIVER: "4",
-        WEBHOOK_CONCURRENCY_PER_TENANT: String(PER_TENANT),
-        WEBHOOK_MAX_PER_TENANT: String(MAX_PER_TENANT),
-      },
-    });
-    ({ anna, greta } = app.clients);
+  const suite = webhookSuite(backend, {
+    users: ["anna", "greta"],
+    allowPrivate: true,
+    env: {
+      // The defaults of the issue's report: 32 slots, 4 per registration.
+      WEBHOOK_CONCURRENCY: "32",
+      WEBHOOK_CONCURRENCY_PER_RECEIVER: "4",
+      WEBHOOK_CONCURRENCY_PER_TENANT: String(PER_TENANT),
+      WEBHOOK_MAX_PER_TENANT: String(MAX_PER_TENANT),
+    },
   });
-  afterAll(() => app?.close());
-
-  const createCity = async (c: Client) => {
-    const id = `F${++seq}`;
-    const res = await c.post("/api/v4/core/CITY?source=anag-3", {
-      data: { CITY_ID: id, NAME: `Fair ${id}`, COUNTRY: "IT" },
-    });
-    expect(res.status).toBe(201);
-    return res.body.event_id as string;
-  };
-  const register = async (c: Client, url: string, extra: Record<string, unknown> = {}) => {
-    const res = await c.post("/api/v4/webhooks", { url, events: ["CITYCreated"], ...extra });
-    expect(res.status).toBe(201);
-    return res.body.webhook_id as string;
-  };
+  const { anna, greta } = suite.clients;
+  const createCity = async (c: Client) => (await suite.createCity(c)).eventId;
+  const register = (c: Client, url: string, extra: Record<string, unknown> = {}) =>
+    suite.register(c, { url, events: ["CITYCreated"], ...extra });
   const webhookCount = async (c: Client) => (await c.get("/api/v4/webhooks")).body.data.length as number;
 
   it("ten registrations to a receiver that never answers hold the tenant's share of the slots; another tenant's delivery arrives at once", async () => {
-    const dead = await webhookReceiver(() => "hang");
-    const alive = await webhookReceiver();
+    // (Registrations are cancelled after the test before the receivers close, so that the closed
+    // receiver's failures do not start the next ones.)
+    const dead = await suite.receiver(() => "hang");
+    const alive = await suite.receiver();
     const hooks: Array<[Client, string]> = [];
-    try {
-      for (let i = 0; i < 10; i++)
-        hooks.push([anna, await register(anna, dead.url, { retry_count: 0, timeout_ms: 30_000 })]);
-      // 40 deliveries for tenant A: without the tenant's bound, 10 × 4 would take all 32 slots.
-      for (let i = 0; i < 4; i++) await createCity(anna);
-      await dead.waitFor(PER_TENANT);
+    for (let i = 0; i < 10; i++)
+      hooks.push([anna, await register(anna, dead.url, { retry_count: 0, timeout_ms: 30_000 })]);
+    // 40 deliveries for tenant A: without the tenant's bound, 10 × 4 would take all 32 slots.
+    for (let i = 0; i < 4; i++) await createCity(anna);
+    await dead.waitFor(PER_TENANT);
 
-      hooks.push([greta, await register(greta, alive.url)]);
-      const started = Date.now();
-      const eventId = await createCity(greta);
-      await alive.waitFor(1, 10_000);
-      expect(Date.now() - started).toBeLessThan(10_000);
-      expect(alive.requests[0]!.body.event_id).toBe(eventId);
-      // Tenant A still holds its share only, and the rest of its deliveries wait, claimed by none.
-      expect(dead.requests).toHaveLength(PER_TENANT);
-      // (The sample fixture's own CITYCreated events may still be on their way to the subscriber
-      // when the first registration is made, so a registration can have more than these 40.)
-      const { rows } = await app.t.services.db.query<{ claimed: number; waiting: number }>(
-        `SELECT count(*) FILTER (WHERE "ATTEMPTS" > 0)::int AS claimed,
+    hooks.push([greta, await register(greta, alive.url)]);
+    const started = Date.now();
+    const eventId = await createCity(greta);
+    await alive.waitFor(1, 10_000);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(alive.requests[0]!.body.event_id).toBe(eventId);
+    // Tenant A still holds its share only, and the rest of its deliveries wait, claimed by none.
+    expect(dead.requests).toHaveLength(PER_TENANT);
+    // (The sample fixture's own CITYCreated events may still be on their way to the subscriber
+    // when the first registration is made, so a registration can have more than these 40.)
+    const { rows } = await suite.app.t.services.db.query<{ claimed: number; waiting: number }>(
+      `SELECT count(*) FILTER (WHERE "ATTEMPTS" > 0)::int AS claimed,
                 count(*) FILTER (WHERE "ATTEMPTS" = 0)::int AS waiting
            FROM "TB_WEBHOOK_DELIVERY"
           WHERE "WEBHOOK_ID" = ANY($1::int[]) AND "STATUS" = 'pending'`,
-        [hooks.filter(([c]) => c === anna).map(([, id]) => Number(id))],
-      );
-      expect(rows[0]!.claimed).toBe(PER_TENANT);
-      expect(rows[0]!.waiting).toBeGreaterThanOrEqual(40 - PER_TENANT);
-    } finally {
-      // Cancelled first, so that the closed receiver's failures do not start the next ones.
-      for (const [c, id] of hooks) await c.delete(`/api/v4/webhooks/${id}`);
-      await dead.close();
-      await alive.close();
-    }
+      [hooks.filter(([c]) => c === anna).map(([, id]) => Number(id))],
+    );
+    expect(rows[0]!.claimed).toBe(PER_TENANT);
+    expect(rows[0]!.waiting).toBeGreaterThanOrEqual(40 - PER_TENANT);
   });
 
   it("a tenant's registrations are capped: one more is 409 WEBHOOK_LIMIT_REACHED, other tenants unaffected", async () => {

@@ -1,12 +1,15 @@
 // The setup the webhook test files share: a service on the sample fixture with rate limits off,
 // clients signed in as sample users, and the event runtime's relay and webhook dispatcher.
 // EVENTS_POLL_MS is a minute so that a delivery follows the commit's wake-up, never the
-// safety-net poll: a test that passes did not pass by waiting for the poll.
+// safety-net poll: a test that passes did not pass by waiting for the poll. webhookSuite runs it
+// for a describe, with what its tests repeat: receivers and registrations undone after each test,
+// cities created to raise events.
+import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { type EventRuntime, type EventRuntimeOptions, startEventRuntime } from "../../src/events/runtime.ts";
 import type { SampleUser } from "../helpers/auth.ts";
 import { type Backend, createTestApp, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
-import { eventually } from "./support.ts";
+import { eventually, type Respond, webhookReceiver } from "./support.ts";
 
 export interface WebhookAppOptions<U extends SampleUser> {
   /** Sample users to sign in, in the order of `clients`. */
@@ -79,4 +82,84 @@ export function deliveryLogWith(
     },
     { what: `${rows} delivery log row(s) of webhook ${webhookId}` },
   );
+}
+
+export type Receiver = Awaited<ReturnType<typeof webhookReceiver>>;
+
+/** A describe's webhook app (started before its tests, closed after them) and its tests' helpers. */
+export interface WebhookSuite<U extends SampleUser> {
+  /** The started app (within the describe's tests and hooks). */
+  readonly app: WebhookApp<U>;
+  /** The signed-in users, usable as soon as the suite is declared (they reach the app once started). */
+  readonly clients: Record<U, Client>;
+  /** A receiver, closed after the test (after the test's registrations are deleted). */
+  receiver(respond?: Respond): Promise<Receiver>;
+  /** Registers a webhook as `as` (201 expected), deleted after the test: its id. */
+  register(as: Client, body: Record<string, unknown>): Promise<string>;
+  /** Creates a city as `as` (201 expected), a new CITY_ID each time: its id and its event's id. */
+  createCity(as: Client, country?: string): Promise<{ id: string; eventId: string }>;
+  /** How many cities createCity has created. */
+  readonly citiesCreated: number;
+}
+
+/** Declares, in the calling describe, a webhook app started before its tests (startWebhookApp). */
+export function webhookSuite<U extends SampleUser>(
+  backend: Backend,
+  opts: WebhookAppOptions<U>,
+): WebhookSuite<U> {
+  let app: WebhookApp<U> | null = null;
+  let cities = 0;
+  const registered: Array<[Client, string]> = [];
+  const receivers: Receiver[] = [];
+  beforeAll(async () => {
+    app = await startWebhookApp(backend, opts);
+  });
+  afterEach(async () => {
+    // Registrations first, so that a closed receiver's failures do not start further attempts.
+    // (A test may have deleted its own already: a 404 then.)
+    for (const [c, id] of registered.splice(0)) await c.delete(`/api/v4/webhooks/${id}`);
+    for (const r of receivers.splice(0)) await r.close();
+  });
+  afterAll(() => app?.close());
+  const started = (): WebhookApp<U> => {
+    if (!app) throw new Error("The webhook app is started in beforeAll.");
+    return app;
+  };
+  const clientOf = (user: U): Client => ({
+    get: (url) => started().clients[user].get(url),
+    delete: (url) => started().clients[user].delete(url),
+    post: (url, payload) => started().clients[user].post(url, payload),
+    put: (url, payload) => started().clients[user].put(url, payload),
+    patch: (url, payload) => started().clients[user].patch(url, payload),
+  });
+  const clients = Object.fromEntries(opts.users.map((u) => [u, clientOf(u)])) as Record<U, Client>;
+  return {
+    get app() {
+      return started();
+    },
+    clients,
+    async receiver(respond) {
+      const receiver = await webhookReceiver(respond);
+      receivers.push(receiver);
+      return receiver;
+    },
+    async register(as, body) {
+      const res = await as.post("/api/v4/webhooks", body);
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      const id = res.body.webhook_id as string;
+      registered.push([as, id]);
+      return id;
+    },
+    async createCity(as, country = "IT") {
+      const id = `W${++cities}`;
+      const res = await as.post("/api/v4/core/CITY?source=anag-3", {
+        data: { CITY_ID: id, NAME: `Hook ${id}`, COUNTRY: country },
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      return { id, eventId: res.body.event_id as string };
+    },
+    get citiesCreated() {
+      return cities;
+    },
+  };
 }

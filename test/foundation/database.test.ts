@@ -268,6 +268,59 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("wake-ups and writes on 
     await stopThere();
   });
 
+  it("notifyAfterCommit's items: named in the payload (folded commits' together); too many, or none: empty", async () => {
+    const here: string[] = [];
+    const there: string[] = [];
+    const stopHere = await db.listen("items_test", (p) => void here.push(p));
+    const stopThere = await other.listen("items_test", (p) => void there.push(p));
+    const named = (payloads: string[]) =>
+      new Set(payloads.flatMap((p) => (p === "" ? ["*"] : p.split("\n"))));
+    // This process is told at commit and again, later, by its own NOTIFY (which may so arrive
+    // after a step below has begun): each step looks for what it caused, and for nothing else
+    // it could have caused.
+    await db.transaction(async (tx) => {
+      tx.notifyAfterCommit!("items_test", "a");
+      tx.notifyAfterCommit!("items_test", "b");
+      tx.notifyAfterCommit!("items_test", "a");
+      await tx.query("SELECT 1");
+    });
+    expect(here[0]).toBe("a\nb");
+    expect(new Set(here)).toEqual(new Set(["a\nb"]));
+    await until(() => there.length > 0);
+    expect(new Set(there)).toEqual(new Set(["a\nb"]));
+    // Commits folded into one NOTIFY: it names the items of every one.
+    here.length = 0;
+    there.length = 0;
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        db.transaction(async (tx) => {
+          tx.notifyAfterCommit!("items_test", `item ${i}`);
+          await tx.query("SELECT 1");
+        }),
+      ),
+    );
+    const all = Array.from({ length: 20 }, (_, i) => `item ${i}`);
+    for (const item of all) expect(named(here).has(item)).toBe(true);
+    await until(() => all.every((item) => named(there).has(item)));
+    expect(there.length).toBeLessThan(20);
+    expect(named(there).has("*")).toBe(false);
+    // A transaction that names more than a payload holds, or one that names none: empty.
+    for (const items of [Array.from({ length: 300 }, (_, i) => `a longer item ${i}`), [undefined]]) {
+      here.length = 0;
+      there.length = 0;
+      await db.transaction(async (tx) => {
+        for (const item of items) tx.notifyAfterCommit!("items_test", item);
+        await tx.query("SELECT 1");
+      });
+      expect(here).toContain("");
+      await until(() => there.includes(""));
+      for (const told of [here, there])
+        expect([...named(told)].filter((item) => item.startsWith("a longer item"))).toEqual([]);
+    }
+    await stopHere();
+    await stopThere();
+  });
+
   it("a local listener that throws does not fail the committed transaction", async () => {
     const stop = await db.listen("wake_throws", () => {
       throw new Error("listener broke");

@@ -1,12 +1,15 @@
 // Totals kept until a write commits (src/resolvers/read/totals-cache.ts, issue 19): the next page
-// of the same filter and a repeated count send no count; any write forgets every kept total, in
-// the writing process before its answer, and in another process of the same database when the
-// database's notice arrives. A full-text search's totals are always counted.
+// of the same filter and a repeated count send no count; a write forgets the kept totals of the
+// dimensions (of its tenant) it wrote, cascaded ones included, and no other, in the writing
+// process before its answer, and in another process of the same database when the database's
+// notice arrives. A notice that names nothing forgets everything. A full-text search's totals are
+// always counted.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../../src/app.ts";
 import { openPostgres } from "../../src/db/database.ts";
 import { createLogger } from "../../src/logger.ts";
-import { createTotalsCache } from "../../src/resolvers/read/totals-cache.ts";
+import { outboxNoticeItem } from "../../src/events/outbox.ts";
+import { type CountScope, createTotalsCache } from "../../src/resolvers/read/totals-cache.ts";
 import { openServices, type Services } from "../../src/services.ts";
 import type { Database } from "../../src/types.ts";
 import { eventually } from "../events/support.ts";
@@ -15,10 +18,13 @@ import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
 
 const LIST = "/api/v4/core/CUST?source=anag-1&$num_rows=2";
 const COUNT = "/api/v4/core/CUST/count?source=anag-1";
+const ADDR_COUNT = "/api/v4/core/ADDR/count?source=anag-2";
+const CITY_COUNT = "/api/v4/core/CITY/count?source=anag-3";
 
 describe.each(BACKENDS)("totals kept until a write (%s)", (backend) => {
   let t: TestApp;
   let token: string;
+  let globexToken: string;
   const statements: string[] = [];
 
   beforeAll(async () => {
@@ -28,13 +34,14 @@ describe.each(BACKENDS)("totals kept until a write (%s)", (backend) => {
       onStatement: (text) => statements.push(text),
     });
     token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    globexToken = await loginAs(t.app, SAMPLE_USERS.greta.username, SAMPLE_USERS.greta.password);
   }, 60_000);
   afterAll(async () => t?.close());
 
-  /** The answer's body, and the statements the request sent. */
-  async function call(method: "GET" | "POST" | "DELETE", url: string, payload?: unknown) {
+  /** The answer's body, and the statements the request sent (as anna of acme, or `as`). */
+  async function call(method: "GET" | "POST" | "DELETE", url: string, payload?: unknown, as = token) {
     statements.length = 0;
-    const res = await t.app.inject({ method, url, headers: bearer(token), ...(payload ? { payload } : {}) });
+    const res = await t.app.inject({ method, url, headers: bearer(as), ...(payload ? { payload } : {}) });
     expect(res.statusCode, res.body).toBeLessThan(300);
     // biome-ignore lint/suspicious/noExplicitAny: bodies are inspected freely
     return { body: res.json() as any, sent: statements.filter((s) => !/^(BEGIN|COMMIT)/.test(s)) };
@@ -83,27 +90,81 @@ describe.each(BACKENDS)("totals kept until a write (%s)", (backend) => {
     expect(counting(searchedAgain.sent)).toBe(true);
     expect(searchedAgain.body.meta.total).toBe(searched.body.meta.total);
   });
+
+  it("a write forgets the totals of its tenant's dimension only: another tenant's and dimension's stay", async () => {
+    const count = async (url: string, as = token) => {
+      const { body, sent } = await call("GET", url, undefined, as);
+      return { count: body.count as number, counted: counting(sent) };
+    };
+    const cust = (await count(COUNT)).count;
+    const city = (await count(CITY_COUNT)).count;
+    const globexCust = (await count(COUNT, globexToken)).count;
+    // Kept: asked again, none is counted.
+    expect(await count(COUNT)).toEqual({ count: cust, counted: false });
+    expect(await count(CITY_COUNT)).toEqual({ count: city, counted: false });
+    expect(await count(COUNT, globexToken)).toEqual({ count: globexCust, counted: false });
+
+    // acme writes a CUST (one statement on PostgreSQL): acme's CUST total is counted again, acme's
+    // CITY total and globex's CUST total are still kept (no statement at all).
+    const created = await call("POST", "/api/v4/core/CUST?source=anag-1", {
+      data: { NAME: "Scoped Srl", CITY_ID: "MI" },
+    });
+    expect(await count(COUNT)).toEqual({ count: cust + 1, counted: true });
+    const cityAgain = await call("GET", CITY_COUNT);
+    expect(cityAgain.sent).toHaveLength(0);
+    expect(cityAgain.body.count).toBe(city);
+    const globexAgain = await call("GET", COUNT, undefined, globexToken);
+    expect(globexAgain.sent).toHaveLength(0);
+    expect(globexAgain.body.count).toBe(globexCust);
+
+    // A write that cascades (a CUST's delete deletes its ADDR): both dimensions' totals are
+    // counted again, CITY's still kept.
+    const id = created.body.data.CUST_ID;
+    await call("POST", "/api/v4/core/ADDR?source=anag-2", {
+      data: { CUST_ID: id, KIND: "BILL", CITY_ID: "RM" },
+    });
+    // Kept again once this process has heard its own NOTIFY of each write too (on PostgreSQL it
+    // arrives a little after the commit, and forgets the written dimension's totals once more).
+    const settled = (url: string) =>
+      eventually(async () => {
+        const { count: n, counted } = await count(url);
+        return !counted && n;
+      });
+    const addr = await settled(ADDR_COUNT);
+    expect(await settled(COUNT)).toBe(cust + 1);
+    await call("DELETE", `/api/v4/core/CUST/${id}?source=anag-1`);
+    expect(await count(ADDR_COUNT)).toEqual({ count: addr - 1, counted: true });
+    expect(await count(COUNT)).toEqual({ count: cust, counted: true });
+    expect(await count(CITY_COUNT)).toEqual({ count: city, counted: false });
+  });
 });
 
-// Another process of the same database: its kept totals go when the write's notice arrives.
+// Another process of the same database: its kept totals go when the write's notice arrives, those
+// of the dimension (of the tenant) written and no other.
 describe.each(BACKENDS.filter((b) => b === "postgres"))("totals in another process (%s)", (backend) => {
   let t: TestApp;
   let other: Services;
   let otherApp: Awaited<ReturnType<typeof buildApp>>;
   let token: string;
   let otherToken: string;
+  let otherGlobexToken: string;
+  const otherStatements: string[] = [];
 
   beforeAll(async () => {
     t = await createTestApp(backend, { fixture: "sample", env: UNLIMITED_ENV });
     if (t.services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
     other = await openServices(t.services.config, {
-      db: openPostgres(t.services.db.connectionString, { max: 4 }),
+      db: openPostgres(t.services.db.connectionString, {
+        max: 4,
+        onStatement: (text) => otherStatements.push(text),
+      }),
       logger: createLogger("silent"),
     });
     otherApp = await buildApp(other);
     await otherApp.ready();
     token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
     otherToken = await loginAs(otherApp, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    otherGlobexToken = await loginAs(otherApp, SAMPLE_USERS.greta.username, SAMPLE_USERS.greta.password);
   }, 60_000);
   afterAll(async () => {
     await otherApp?.close();
@@ -111,13 +172,25 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("totals in another proce
     await t?.close();
   });
 
-  it("a create in one process: the other's next total counts it once the notice is in", async () => {
-    const totalThere = async () =>
-      (await otherApp.inject({ method: "GET", url: LIST, headers: bearer(otherToken) })).json().meta
-        .total as number;
-    const before = await totalThere();
-    expect(await totalThere()).toBe(before);
-    expect(other.totals.size()).toBeGreaterThan(0);
+  /** The other process's answer to `url`, and whether it counted (sent a count). */
+  async function there(url: string, as = otherToken) {
+    otherStatements.length = 0;
+    const res = await otherApp.inject({ method: "GET", url, headers: bearer(as) });
+    expect(res.statusCode, res.body).toBe(200);
+    // biome-ignore lint/suspicious/noExplicitAny: bodies are inspected freely
+    const body = res.json() as any;
+    return {
+      total: (body.meta?.total ?? body.count) as number,
+      counted: otherStatements.some((s) => /count\(\*\)/i.test(s)),
+    };
+  }
+
+  it("a create in one process: the other counts that total again once the notice is in, and only it", async () => {
+    const before = (await there(LIST)).total;
+    const city = (await there(CITY_COUNT)).total;
+    const globex = (await there(LIST, otherGlobexToken)).total;
+    expect(await there(LIST)).toEqual({ total: before, counted: false });
+    expect(other.totals.size()).toBe(3);
     const created = await t.app.inject({
       method: "POST",
       url: "/api/v4/core/CUST?source=anag-1",
@@ -125,8 +198,72 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("totals in another proce
       payload: { data: { NAME: "Elsewhere Srl", CITY_ID: "RM" } },
     });
     expect(created.statusCode).toBe(201);
-    await eventually(() => other.totals.size() === 0, { what: "the other process to forget its totals" });
-    expect(await totalThere()).toBe(before + 1);
+    await eventually(() => other.totals.size() === 2, {
+      what: "the other process to forget acme's CUST total",
+    });
+    expect(await there(CITY_COUNT)).toEqual({ total: city, counted: false });
+    expect(await there(LIST, otherGlobexToken)).toEqual({ total: globex, counted: false });
+    expect(await there(LIST)).toEqual({ total: before + 1, counted: true });
+  });
+});
+
+// The payloads the cache is told, through the Database's listen: what they name, and the fallback.
+describe("totals forgotten by what a notice names", () => {
+  /** A key as the resolvers make them (countKey), with the scope they pass along with it. */
+  const keyOf = (tenantId: string, dim: string) => `count of ${dim} of ${tenantId}`;
+  const scopeOf = new Map<string, CountScope>(
+    ["acme/CUST", "acme/CITY", "globex/CUST"].map((s) => {
+      const [tenantId, dim] = s.split("/") as [string, string];
+      return [keyOf(tenantId, dim), { tenantId, dim }];
+    }),
+  );
+
+  async function cacheTold() {
+    let onPayload: (p: string) => void = () => {};
+    const db = {
+      listen: async (_channel: string, told: (p: string) => void) => {
+        onPayload = told;
+        return async () => {};
+      },
+    } as unknown as Database;
+    const totals = await createTotalsCache(db, { ttlMs: 60_000 });
+    // "odd key": a total kept without its scope.
+    const keep = (key: string, mark = totals.mark()) =>
+      totals.set(key, { total: 1, estimated: false }, mark, scopeOf.get(key));
+    return { totals, keep, tell: (p: string) => onPayload(p) };
+  }
+
+  it("forgets the named scopes' totals; an empty, unknown or malformed payload forgets all", async () => {
+    const { totals, keep, tell } = await cacheTold();
+    const all = [keyOf("acme", "CUST"), keyOf("acme", "CITY"), keyOf("globex", "CUST"), "odd key"];
+    const kept = () => all.filter((k) => totals.get(k) !== undefined);
+    for (const k of all) keep(k);
+    expect(kept()).toEqual(all);
+    // A key of no known scope goes with any write; the others only with their own scope's.
+    tell(outboxNoticeItem("acme", "CUST"));
+    expect(kept()).toEqual([keyOf("acme", "CITY"), keyOf("globex", "CUST")]);
+    tell([outboxNoticeItem("acme", "CITY"), outboxNoticeItem("globex", "ORD")].join("\n"));
+    expect(kept()).toEqual([keyOf("globex", "CUST")]);
+    for (const payload of ["", "garbage", `${outboxNoticeItem("globex", "ORD")}\n["x"]`]) {
+      for (const k of all) keep(k);
+      expect(kept()).toHaveLength(4);
+      tell(payload);
+      expect(kept(), payload).toEqual([]);
+    }
+    await totals.stop();
+  });
+
+  it("does not keep a total counted across a write to its scope; another scope's write does not matter", async () => {
+    const { totals, keep, tell } = await cacheTold();
+    const mark = totals.mark();
+    tell(outboxNoticeItem("acme", "CUST"));
+    keep(keyOf("acme", "CUST"), mark);
+    keep(keyOf("acme", "CITY"), mark);
+    keep("odd key", mark);
+    expect(totals.get(keyOf("acme", "CUST"))).toBeUndefined();
+    expect(totals.get(keyOf("acme", "CITY"))).toEqual({ total: 1, estimated: false });
+    expect(totals.get("odd key")).toBeUndefined();
+    await totals.stop();
   });
 });
 

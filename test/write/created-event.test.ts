@@ -9,6 +9,7 @@ import { OUTBOX_CHANNEL } from "../../src/events/outbox.ts";
 import { createRecord } from "../../src/resolvers/write/create.ts";
 import { UploadedMedia } from "../../src/resolvers/write/media-values.ts";
 import { createOne } from "../../src/resolvers/write/operations.ts";
+import { requestBudget } from "../../src/resolvers/write/context.ts";
 import { runWrite } from "../../src/resolvers/write/pipeline.ts";
 import { rowToRecord } from "../../src/resolvers/write/values.ts";
 import type { Services } from "../../src/services.ts";
@@ -244,6 +245,23 @@ if (TEST_DATABASE_URL) {
       }
       expect(await snapshot(services)).toEqual(before);
       expect(await lastOutboxId(services)).toBe(last);
+    });
+
+    it("the request's event budget: the event's exact bytes once written; nothing when the statement fails", async () => {
+      const budget = requestBudget(services.config);
+      const deps = { ...services, budget };
+      sent.length = 0;
+      const created = await createOne(deps, anna, "CUST", { NAME: "Budgeted", CITY_ID: "MI" });
+      expect(sent.filter((s) => oneStatement.test(s))).toHaveLength(1);
+      const exact = Buffer.byteLength(JSON.stringify(await storedRecord("CUST", created.recordId)));
+      expect(budget.events.usedBytes).toBe(exact);
+      // A city that names none: refused by the statement itself; what was held goes back.
+      sent.length = 0;
+      await expect(createOne(deps, anna, "CUST", { NAME: "Nowhere", CITY_ID: "XX" })).rejects.toMatchObject({
+        code: "INVALID_FOREIGN_KEY",
+      });
+      expect(sent.filter((s) => oneStatement.test(s))).toHaveLength(1);
+      expect(budget.events.usedBytes).toBe(exact);
     });
 
     it("a product: DATE from a template, DECIMAL, JSON, MEDIA and TIMESTAMP, a templated id", async () => {

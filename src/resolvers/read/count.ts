@@ -1,6 +1,6 @@
 // countRecords: GET /{dim}/count with the list filters: the count, and the filter as planned
 // (TREC rule included) for adapters that show it (REST's filters_applied).
-import { compileCount, compileScope, countKey } from "../../query/compile.ts";
+import { compileCount, compileScope, countKey, countScopeOf } from "../../query/compile.ts";
 import { planCount } from "../../query/plan.ts";
 import type { ListQuery } from "../../query/types.ts";
 import { assertDebugAllowed, readableDimension, runQuery } from "./common.ts";
@@ -21,7 +21,7 @@ export async function countRecords(rc: ReadContext, dimCode: string, query: List
     const mark = rc.totals.mark();
     const rows = await runQuery<{ count: number }>(rc, q);
     count = Number(rows[0]?.count ?? 0);
-    if (key) rc.totals.set(key, { total: count, estimated: false }, mark);
+    if (key) rc.totals.set(key, { total: count, estimated: false }, mark, countScopeOf(scope));
   }
   return {
     count,

@@ -9,6 +9,7 @@ import {
   compileRecordsSelect,
   compileScope,
   countKey,
+  countScopeOf,
   groupAlias,
 } from "../../query/compile.ts";
 import { type PlanOptions, planList } from "../../query/plan.ts";
@@ -78,11 +79,11 @@ async function pageWithTotal(rc: ReadContext, plan: RecordsPlan, exact: boolean,
   const page = rows.filter((r) => r[plan.dim.idField] !== null && r[plan.dim.idField] !== undefined);
   const counted = Number(rows[0]?.__total ?? 0);
   if (bound === null || counted <= bound) {
-    if (key) rc.totals.set(key, { total: counted, estimated: false }, mark);
+    if (key) rc.totals.set(key, { total: counted, estimated: false }, mark, countScopeOf(plan));
     return { q, page, listMeta: meta(counted, plan, page.length) };
   }
   const total = Math.max(await estimateCount(rc, plan), counted, plan.offset + page.length);
-  if (key) rc.totals.set(key, { total, estimated: true }, mark);
+  if (key) rc.totals.set(key, { total, estimated: true }, mark, countScopeOf(plan));
   const estimated: ListMeta = { ...meta(total, plan, page.length), total_estimated: true };
   return { q, page, listMeta: estimated };
 }

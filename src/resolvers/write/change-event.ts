@@ -13,15 +13,58 @@ const KIND = { created: "Created", updated: "Updated", deleted: "Deleted" } as c
  */
 function spendEventBudget(limits: WriteLimits, payload: Record<string, unknown>): string {
   const json = JSON.stringify(payload);
+  spendEventBytes(limits, Buffer.byteLength(json));
+  return json;
+}
+
+/**
+ * The request's event budget, its one entry point for the bytes of each event it writes: spent
+ * exactly when the payload is known before the write (spendEventBytes), or, for a payload the
+ * database builds (insertRowWithEvent), held at its largest possible size before the write
+ * (reserveEventBytes) and settled to the exact size after it, or released when nothing was written.
+ */
+function spendEventBytes(limits: WriteLimits, bytes: number): void {
   const events = limits.events;
-  events.usedBytes += Buffer.byteLength(json);
+  events.usedBytes += bytes;
   if (events.usedBytes > events.maxBytes) {
     throw new PayloadTooLargeError(
       `The events of this request would exceed ${events.maxBytes} bytes; write fewer or smaller records per request.`,
       { max_event_bytes: events.maxBytes },
     );
   }
-  return json;
+}
+
+/** Bytes of the request's event budget held for an event not yet written (reserveEventBytes). */
+export interface HeldEventBytes {
+  /** The event was written with `payload`: the hold becomes its exact size. */
+  settle(payload: Record<string, unknown>): void;
+  /** Nothing was written: the hold goes back to the budget. */
+  release(): void;
+}
+
+/**
+ * Holds `bound` bytes (an event's largest possible size) of the request's budget for an event the
+ * database will build; null, holding nothing, when they do not fit (the caller then takes the
+ * path that spends the exact size). Once held, settle or release it exactly once.
+ */
+export function reserveEventBytes(limits: WriteLimits, bound: number): HeldEventBytes | null {
+  const events = limits.events;
+  if (events.usedBytes + bound > events.maxBytes) return null;
+  events.usedBytes += bound;
+  let held = true;
+  const giveBack = () => {
+    if (!held) throw new Error("Held event bytes are settled or released once.");
+    held = false;
+    events.usedBytes -= bound;
+  };
+  return {
+    settle(payload) {
+      giveBack();
+      // The event is written (it fit its bound): it counts as it is, for the request's later writes.
+      events.usedBytes += Buffer.byteLength(JSON.stringify(payload));
+    },
+    release: giveBack,
+  };
 }
 
 export async function recordChanged(
@@ -75,18 +118,4 @@ export function createdEventBytesBound(dim: DimensionDef, columns: ReadonlyArray
     else bytes += Buffer.byteLength(JSON.stringify(v) ?? "null");
   }
   return bytes;
-}
-
-/** Whether an event of at most `bytes` fits what the request may still write (spendEventBudget). */
-export function eventFits(limits: WriteLimits, bytes: number): boolean {
-  return limits.events.usedBytes + bytes <= limits.events.maxBytes;
-}
-
-/**
- * Counts a payload the database built (insertRowWithEvent) against the request's budget, after
- * the fact: eventFits had its bound checked before, so it fits. Counted as spendEventBudget
- * counts, for the request's later writes.
- */
-export function spendWrittenEvent(limits: WriteLimits, payload: Record<string, unknown>): void {
-  limits.events.usedBytes += Buffer.byteLength(JSON.stringify(payload));
 }

@@ -6,7 +6,12 @@ import { ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
 import type { DimensionDef, FieldDef, Relation, WriteResult } from "../../types.ts";
 import { auditColumns } from "./audit.ts";
-import { createdEventBytesBound, eventFits, recordChanged, spendWrittenEvent } from "./change-event.ts";
+import {
+  createdEventBytesBound,
+  type HeldEventBytes,
+  recordChanged,
+  reserveEventBytes,
+} from "./change-event.ts";
 import { OUTBOX_CHANNEL } from "../../events/outbox.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import { step, type WriteContext } from "./context.ts";
@@ -140,13 +145,21 @@ async function createAlone(
   dim: DimensionDef,
   columns: Array<[string, unknown]>,
   lookups: readonly KeyLookup[],
+  eventBytes: HeldEventBytes,
 ): Promise<WriteResult> {
-  await step(w, "outbox");
-  await step(w, "cascades");
-  await step(w, "commit");
-  w.committed = true;
-  const { record, eventId } = await insertRowWithEvent(w, dim, columns, lookups, OUTBOX_CHANNEL);
-  spendWrittenEvent(w.limits, record);
+  let written: Awaited<ReturnType<typeof insertRowWithEvent>>;
+  try {
+    await step(w, "outbox");
+    await step(w, "cascades");
+    await step(w, "commit");
+    w.committed = true;
+    written = await insertRowWithEvent(w, dim, columns, lookups, OUTBOX_CHANNEL);
+  } catch (err) {
+    eventBytes.release();
+    throw err;
+  }
+  const { record, eventId } = written;
+  eventBytes.settle(record);
   const recordId = record[dim.idField] as string | number;
   return {
     dim: dim.code,
@@ -210,16 +223,17 @@ export async function createRecord(
 
   await step(w, "record");
   columns.push(...auditColumns(dim.auditStyle, "create", w.ctx.principal.userId, w.now, "N"));
-  if (
+  // Its event's largest possible size held of the request's budget (settled to the exact size once
+  // written); when it would not fit, the general path spends the exact size (or refuses it, 413).
+  const eventBytes =
     w.soleRecord &&
     !parentLink &&
     children.length === 0 &&
     w.tx.lastStatement &&
-    keysCheckedInStatement(lookups) &&
-    eventFits(w.limits, createdEventBytesBound(dim, columns))
-  ) {
-    return createAlone(w, dim, columns, lookups);
-  }
+    keysCheckedInStatement(lookups)
+      ? reserveEventBytes(w.limits, createdEventBytesBound(dim, columns))
+      : null;
+  if (eventBytes) return createAlone(w, dim, columns, lookups, eventBytes);
   const record = await insertRow(w, dim, columns, lookups);
   const change = await recordChanged(w, dim, "created", record);
 

@@ -17,6 +17,7 @@ import { rowToRecord } from "./values.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import {
   outboxInsertFromSql,
+  outboxNoticeItem,
   REQUIRED_OUTBOX_COLUMNS,
   type RequiredOutboxColumn,
 } from "../../events/outbox.ts";
@@ -283,13 +284,14 @@ export async function insertRowWithEvent(
     nulledWhen,
   );
   const { returned } = eventSql(dim);
-  const statement = (notify: boolean) =>
+  const statement = (payload: string | null) =>
     `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
-    SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${notify ? `, pg_notify('${channel}', '')` : ""} FROM ins, ev`;
+    SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
+  const notice = { channel, item: outboxNoticeItem(w.ctx.principal.tenantId, dim.code) };
   let row: Row;
   try {
     // Prepared per metadata version (as reads are): its parse is kept per connection.
-    row = (await w.tx.lastStatement!<Row>(channel, statement, params, { prepare: w.model.version })).rows[0]!;
+    row = (await w.tx.lastStatement!<Row>(notice, statement, params, { prepare: w.model.version })).rows[0]!;
   } catch (err) {
     const { code, table, column } = err as { code?: string; table?: string; column?: string };
     const key =
