@@ -78,8 +78,10 @@ function cpuTimes(): { steal: number; total: number } {
 }
 
 /** Where a Dimensio process's memory is at the end, from its /metrics (prom-client's defaults). */
-async function memoryBreakdown(base: string): Promise<string> {
-  const text = await (await fetch(`${base}/metrics`)).text();
+async function memoryBreakdown(base: string, headers: Record<string, string>): Promise<string> {
+  const res = await fetch(`${base}/metrics`, { headers });
+  if (!res.ok) return `(GET /metrics answered ${res.status})`;
+  const text = await res.text();
   const mb = (pattern: RegExp) => {
     let sum = 0;
     for (const m of text.matchAll(pattern)) sum += Number(m[1]);
@@ -424,7 +426,9 @@ async function main() {
     console.log(
       `\npeak RSS of the servers' processes: floors ${peakRssMb(floor.pid)} MB${pgl ? `, PostGraphile ${peakRssMb(pgl.pid)} MB` : ""}, Dimensio ${peakRssMb(dimensio.running.child.pid!)} MB`,
     );
-    console.log(`Dimensio's memory at the end (MB): ${await memoryBreakdown(base)}`);
+    console.log(
+      `Dimensio's memory at the end (MB): ${await memoryBreakdown(base, process.env.BENCH_ROLE ? { "x-gateway-secret": BENCH_SECRET } : {})}`,
+    );
   } finally {
     floor?.stop();
     pgl?.stop();
