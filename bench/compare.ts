@@ -24,11 +24,10 @@
 // shares its event loop with the load generator.
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { loginOverHttp, UNLIMITED_ENV } from "../test/helpers/auth.ts";
-import { TEST_JWT_SECRET } from "../test/helpers/env.ts";
+import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, type Running, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
-import { openBenchServices, seedCustomers } from "./seed.ts";
+import { benchServiceEnv, openBenchServices, seedCustomers } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 100_000);
@@ -128,13 +127,7 @@ function startScript(
 async function startDimensio(url: string): Promise<{ base: string; running: Running }> {
   const port = await freePort();
   const running = spawnStart({
-    ...UNLIMITED_ENV,
-    DATABASE_URL: url,
-    JWT_SECRET: TEST_JWT_SECRET,
-    DEMO_DATA: "false",
-    LOG_LEVEL: "warn",
-    PORT: String(port),
-    DATA_DIR: `/tmp/dimensio-bench-${process.pid}`,
+    ...benchServiceEnv(url, port, `/tmp/dimensio-bench-${process.pid}`),
     // BENCH_ROLE: run Dimensio as one backend role (e.g. write: no relay or subscribers in it).
     ...(process.env.BENCH_ROLE ? { ROLE: process.env.BENCH_ROLE, GATEWAY_SECRET: BENCH_SECRET } : {}),
     // BENCH_NODE_OPTIONS: V8 settings of the Dimensio process (e.g. --max-semi-space-size=4).

@@ -10,11 +10,10 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { loginOverHttp, UNLIMITED_ENV } from "../test/helpers/auth.ts";
-import { TEST_JWT_SECRET } from "../test/helpers/env.ts";
+import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
-import { openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+import { benchServiceEnv, openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -76,22 +75,11 @@ async function main() {
     await seedCustomers(services.db, CUSTOMERS, ["MI", "RM", "TO", "MUC"]);
     await seedOrders(services.db, CUSTOMERS, CUSTOMERS);
     const port = await freePort();
-    child = spawnStart(
-      {
-        ...UNLIMITED_ENV,
-        DATABASE_URL: url,
-        JWT_SECRET: TEST_JWT_SECRET,
-        DEMO_DATA: "false",
-        LOG_LEVEL: "warn",
-        PORT: String(port),
-        DATA_DIR: dir,
-      },
-      [
-        "--heapsnapshot-signal=SIGUSR2",
-        `--diagnostic-dir=${dir}`,
-        ...(process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter(Boolean),
-      ],
-    );
+    child = spawnStart(benchServiceEnv(url, port, dir), [
+      "--heapsnapshot-signal=SIGUSR2",
+      `--diagnostic-dir=${dir}`,
+      ...(process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter(Boolean),
+    ]);
     const base = `http://127.0.0.1:${port}`;
     await waitReady(base, child);
     const pid = child.child.pid!;

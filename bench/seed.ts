@@ -7,7 +7,7 @@ import { buildApp } from "../src/app.ts";
 import type { Services } from "../src/services.ts";
 import type { Queryable } from "../src/types.ts";
 import { UNLIMITED_ENV } from "../test/helpers/auth.ts";
-import { createTestServices, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
 
 export async function seedCustomers(
   db: Queryable,
@@ -54,6 +54,22 @@ export async function openBenchServices(env: Record<string, string> = {}): Promi
   });
   if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
   return services;
+}
+
+/**
+ * The environment of the service a bench starts as its own process (`npm start`'s command): on
+ * `databaseUrl`, listening on `port`, no rate limits, no demo data, warnings only.
+ */
+export function benchServiceEnv(databaseUrl: string, port: number, dataDir: string): Record<string, string> {
+  return {
+    ...UNLIMITED_ENV,
+    DATABASE_URL: databaseUrl,
+    JWT_SECRET: TEST_JWT_SECRET,
+    DEMO_DATA: "false",
+    LOG_LEVEL: "warn",
+    PORT: String(port),
+    DATA_DIR: dataDir,
+  };
 }
 
 export interface BenchApp {

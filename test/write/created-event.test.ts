@@ -14,7 +14,7 @@ import { runWrite } from "../../src/resolvers/write/pipeline.ts";
 import { rowToRecord } from "../../src/resolvers/write/values.ts";
 import type { Services } from "../../src/services.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../helpers/env.ts";
-import { contextFor, lastOutboxId, sampleFixtureWith, setRow, snapshot } from "./helpers.ts";
+import { addField, contextFor, lastOutboxId, sampleFixtureWith, setRow, snapshot } from "./helpers.ts";
 
 if (TEST_DATABASE_URL) {
   describe("the Created event of a one-statement create (postgres)", () => {
@@ -35,50 +35,20 @@ if (TEST_DATABASE_URL) {
         setRow(f.TB_COST, { COD_DIM: "CUST", COD_VAR: "RISK_SCORE" }, { COD_ON_OFF: "LDRNM" });
         setRow(f.TB_COST, { COD_DIM: "PROD", COD_VAR: "IMAGE" }, { COD_ON_OFF: "LDNM" });
         setRow(f.TB_COST, { COD_DIM: "ORD", COD_VAR: "TOTAL" }, { COD_ON_OFF: "LDRNM" });
-        f.TB_VAR!.push({
-          COD_DIM: "PROD",
-          NUM_VAR: 8,
+        addField(f, "PROD", 8, {
           COD_VAR: "CHECKED_AT",
           DESC_VAR: "Checked at",
           DATA_TYPE: "TIMESTAMP",
           LENGTH: 14,
-          NULLABLE: true,
-          TIPO_CAMPO: null,
-          TIPO_VAR: null,
-        });
-        f.TB_COST!.push({
-          COD_DIM: "PROD",
-          NUM_COST: 8,
-          COD_VAR: "CHECKED_AT",
-          COD_ON_OFF: "LDRNM",
-          REQUIRED: false,
-          RENDER_HINT: null,
-          GROUP_NAME: "main",
-          VALUE_TEMP: null,
-          COD_UTENTE: null,
         });
         // A second nullable key of CUST (its billing city): a create looks up two nullable keys.
-        f.TB_VAR!.push({
-          COD_DIM: "CUST",
-          NUM_VAR: 12,
+        addField(f, "CUST", 12, {
           COD_VAR: "BILL_CITY_ID",
           DESC_VAR: "Billing city",
           DATA_TYPE: "STRING",
           LENGTH: 10,
-          NULLABLE: true,
           TIPO_CAMPO: "VARS",
           TIPO_VAR: "CITY",
-        });
-        f.TB_COST!.push({
-          COD_DIM: "CUST",
-          NUM_COST: 12,
-          COD_VAR: "BILL_CITY_ID",
-          COD_ON_OFF: "LDRNM",
-          REQUIRED: false,
-          RENDER_HINT: null,
-          GROUP_NAME: "main",
-          VALUE_TEMP: null,
-          COD_UTENTE: null,
         });
         // Two relations to CITY: each named.
         setRow(f.TB_OBJECT, { COD_DIM: "CUST", COD_VAR: "CITY_ID" }, { REL_NAME: "CITY" });

@@ -80,6 +80,37 @@ export function setRow(
   Object.assign(row, values);
 }
 
+/**
+ * Adds a field to a fixture's dimension: its TB_VAR row and a TB_COST row showing it everywhere
+ * (LDRNM) in the main group, both numbered `num`; `field` holds the TB_VAR columns that differ.
+ */
+export function addField(
+  fixture: Record<string, Array<Record<string, unknown>>>,
+  dim: string,
+  num: number,
+  field: { COD_VAR: string; DESC_VAR: string; DATA_TYPE: string; LENGTH: number } & Record<string, unknown>,
+): void {
+  fixture.TB_VAR!.push({
+    COD_DIM: dim,
+    NUM_VAR: num,
+    NULLABLE: true,
+    TIPO_CAMPO: null,
+    TIPO_VAR: null,
+    ...field,
+  });
+  fixture.TB_COST!.push({
+    COD_DIM: dim,
+    NUM_COST: num,
+    COD_VAR: field.COD_VAR,
+    COD_ON_OFF: "LDRNM",
+    REQUIRED: false,
+    RENDER_HINT: null,
+    GROUP_NAME: "main",
+    VALUE_TEMP: null,
+    COD_UTENTE: null,
+  });
+}
+
 /** Every row of every table a write may touch, for "nothing changed" comparisons. */
 export async function snapshot(services: Services): Promise<Record<string, unknown[]>> {
   const tables = [...services.metadata.current().dimensions.values()].map((d) => d.tableName);
