@@ -212,9 +212,8 @@ export function compileRecordsPage(
 }
 
 /** The planner's row estimate for a plan's matches (EXPLAIN, nothing is read). */
-export function compileCountEstimate(plan: PlanScope): CompiledQuery {
-  const p = new Params();
-  return { text: `EXPLAIN (FORMAT JSON) SELECT 1 ${fromWhere(plan, p)}`, params: p.values };
+export function compileCountEstimate(plan: PlanScope, sql: ScopeSql = compileScope(plan)): CompiledQuery {
+  return { text: `EXPLAIN (FORMAT JSON) SELECT 1 ${sql.from}`, params: sql.params };
 }
 
 /** The rows of a plan without the total (single-record reads, and pages whose total is not wanted). */

@@ -56,22 +56,20 @@ describe("buildModel over the sample fixture", () => {
     const c = broken.TB_COST.length - 2;
     const o = broken.TB_OBJECT.length - 2;
     const problems = validateMetadata(broken);
-    expect(problems).toContainEqual({
-      path: `TB_COST[${c}].COD_DIM`,
-      message: "dimension GHOST does not exist in TB_DIM",
-    });
-    expect(problems).toContainEqual({
-      path: `TB_COST[${c + 1}].COD_VAR`,
-      message: `field ${cost.COD_DIM}.GHOST_FIELD does not exist in TB_VAR`,
-    });
-    expect(problems).toContainEqual({
-      path: `TB_OBJECT[${o}].COD_DIM`,
-      message: "dimension GHOST does not exist in TB_DIM",
-    });
-    expect(problems).toContainEqual({
-      path: `TB_OBJECT[${o + 1}].COD_VAR`,
-      message: `field ${object.COD_DIM}.GHOST_FIELD does not exist in TB_VAR`,
-    });
+    // A row naming a missing dimension, and one naming a missing field of its dimension, per table.
+    for (const [table, at, dim] of [
+      ["TB_COST", c, cost.COD_DIM],
+      ["TB_OBJECT", o, object.COD_DIM],
+    ] as const) {
+      expect(problems).toContainEqual({
+        path: `${table}[${at}].COD_DIM`,
+        message: "dimension GHOST does not exist in TB_DIM",
+      });
+      expect(problems).toContainEqual({
+        path: `${table}[${at + 1}].COD_VAR`,
+        message: `field ${dim}.GHOST_FIELD does not exist in TB_VAR`,
+      });
+    }
   });
 
   it("dimension properties: table, id field and type, cascades", () => {

@@ -190,17 +190,35 @@ if (TEST_DATABASE_URL)
     });
   });
 
-/** The sample app whose primary (or read replica) connections go through a faulty proxy, and anna's token. */
-async function appThroughFaultyProxy(through: "databaseThrough" | "replicaThrough") {
-  const server = new URL(TEST_DATABASE_URL!);
-  const proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
-  const t = await createTestApp("postgres", {
-    fixture: "sample",
-    [through]: proxy.port,
-    env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "0" },
+type ThroughFaultyProxy = { proxy: Awaited<ReturnType<typeof faultyProxy>>; t: TestApp; token: string };
+
+/**
+ * For the describe it is called in: the sample app whose primary (or read replica) connections
+ * go through a faulty proxy, and anna's token, handed to `use` before the tests; the proxy
+ * restored, the app and the proxy closed after them.
+ */
+function appThroughFaultyProxy(
+  through: "databaseThrough" | "replicaThrough",
+  use: (made: ThroughFaultyProxy) => void,
+): void {
+  let made: Partial<ThroughFaultyProxy> = {};
+  beforeAll(async () => {
+    const server = new URL(TEST_DATABASE_URL!);
+    made.proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
+    made.t = await createTestApp("postgres", {
+      fixture: "sample",
+      [through]: made.proxy.port,
+      env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "0" },
+    });
+    made.token = await loginAs(made.t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    use(made as ThroughFaultyProxy);
   });
-  const token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
-  return { proxy, t, token };
+  afterAll(async () => {
+    made.proxy?.restore();
+    await made.t?.close();
+    await made.proxy?.close();
+    made = {};
+  });
 }
 
 if (TEST_DATABASE_URL)
@@ -208,14 +226,9 @@ if (TEST_DATABASE_URL)
     let proxy: Awaited<ReturnType<typeof faultyProxy>>;
     let t: TestApp;
     let token: string;
-    beforeAll(async () => {
-      // The default watchdog bound (2 s): a statement unanswered that long makes it probe.
-      ({ proxy, t, token } = await appThroughFaultyProxy("databaseThrough"));
-    });
-    afterAll(async () => {
-      proxy?.restore();
-      await t?.close();
-      await proxy?.close();
+    // The default watchdog bound (2 s): a statement unanswered that long makes it probe.
+    appThroughFaultyProxy("databaseThrough", (made) => {
+      ({ proxy, t, token } = made);
     });
 
     const get = async (url: string) => {
@@ -300,14 +313,9 @@ if (TEST_DATABASE_URL)
     let proxy: Awaited<ReturnType<typeof faultyProxy>>;
     let t: TestApp;
     let token: string;
-    beforeAll(async () => {
-      // The replica is the same database, through a proxy of the test's.
-      ({ proxy, t, token } = await appThroughFaultyProxy("replicaThrough"));
-    });
-    afterAll(async () => {
-      proxy?.restore();
-      await t?.close();
-      await proxy?.close();
+    // The replica is the same database, through a proxy of the test's.
+    appThroughFaultyProxy("replicaThrough", (made) => {
+      ({ proxy, t, token } = made);
     });
 
     const probe = (url: string) => t.app.inject({ method: "GET", url });

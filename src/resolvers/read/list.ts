@@ -10,6 +10,7 @@ import {
   compileScope,
   countKey,
   countScopeOf,
+  type ScopeSql,
   groupAlias,
 } from "../../query/compile.ts";
 import { type PlanOptions, planList } from "../../query/plan.ts";
@@ -41,8 +42,8 @@ async function pageWithoutTotal(rc: ReadContext, plan: RecordsPlan) {
 }
 
 /** The planner's estimate of the rows a plan matches (EXPLAIN's "Plan Rows"). */
-async function estimateCount(rc: ReadContext, plan: RecordsPlan): Promise<number> {
-  const q = compileCountEstimate(plan);
+async function estimateCount(rc: ReadContext, plan: RecordsPlan, scope: ScopeSql): Promise<number> {
+  const q = compileCountEstimate(plan, scope);
   const rows = await runQuery<Record<string, unknown>>(rc, q);
   const raw = rows[0]?.["QUERY PLAN"];
   const plans = (typeof raw === "string" ? JSON.parse(raw) : raw) as Array<{
@@ -82,7 +83,7 @@ async function pageWithTotal(rc: ReadContext, plan: RecordsPlan, exact: boolean,
     if (key) rc.totals.set(key, { total: counted, estimated: false }, mark, countScopeOf(plan));
     return { q, page, listMeta: meta(counted, plan, page.length) };
   }
-  const total = Math.max(await estimateCount(rc, plan), counted, plan.offset + page.length);
+  const total = Math.max(await estimateCount(rc, plan, scope), counted, plan.offset + page.length);
   if (key) rc.totals.set(key, { total, estimated: true }, mark, countScopeOf(plan));
   const estimated: ListMeta = { ...meta(total, plan, page.length), total_estimated: true };
   return { q, page, listMeta: estimated };
