@@ -177,9 +177,9 @@ async function main() {
     [ORDERS, Math.min(CUSTOMERS, 1000)],
   );
   await services.db.query(`ANALYZE "TB_DOC_ORD00"`);
-  // The page-only floor's tables: the tenant's rows without a tenant column, with the same
-  // indexes as the dimension tables less that column (src/ddl/sync.ts: the key, one per foreign
-  // key and per INDEXED field).
+  // The page-only floor's tables: the tenant's rows without a tenant column, with the indexes its
+  // statements need: the key, one per foreign key and per INDEXED field (src/ddl/sync.ts closes
+  // those with the id for its stable order's tie-break, which the floor's statements do not ask).
   for (const statement of [
     `CREATE TABLE floor_cust AS SELECT "CUST_ID", "CODE", "NAME", "CITY_ID", "EMAIL", "CREDIT_LIMIT", "VIP", "NOTES", "SALES_REP", "TREC", "CDATA", "OWNER", "LDATA", "LOWNER"
        FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme'`,

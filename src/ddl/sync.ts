@@ -73,14 +73,33 @@ export function indexName(table: string, suffix: string): string {
 
 /**
  * Indexes besides the primary key (TENANT_ID, id), which also serves lookups by TENANT_ID: one
- * per foreign key and per INDEXED field (TB_VAR.INDEXED, decisions.md §2).
+ * per foreign key and per INDEXED field (TB_VAR.INDEXED, decisions.md §2), on (TENANT_ID, field,
+ * id). The id closes each index so that it also yields the stable order a list sorted by the field
+ * asks (`ORDER BY field, id`: docs/decisions.md, "Field indexes end with the id"), without a sort.
  */
 export function tableIndexes(dim: DimensionDef): Array<{ name: string; columns: string[] }> {
   const fkFields = new Set(dim.relations.map((r) => r.fromField));
   for (const f of dim.fields) if (f.fkKind || (f.indexed && !f.isId)) fkFields.add(f.code);
-  return [...fkFields]
-    .sort()
-    .map((f) => ({ name: indexName(dim.tableName, f), columns: [TENANT_COLUMN, f] }));
+  fkFields.delete(dim.idField);
+  return [...fkFields].sort().map((f) => ({
+    name: fieldIndexName(dim.tableName, f, dim.idField),
+    columns: [TENANT_COLUMN, f, dim.idField],
+  }));
+}
+
+/** The name of the sync's index on a field: `<table>_<field>_<id>_idx` (shortened like all names). */
+export function fieldIndexName(table: string, field: string, idField: string): string {
+  return indexName(table, `${field}_${idField}`);
+}
+
+/**
+ * Names the sync gave a field's index before: `<table>_<field>_idx` on (TENANT_ID, field), and the
+ * current form with the id field the table had before a change of key.
+ */
+function earlierFieldIndexNames(table: string, field: string, earlierIdField: string | undefined): string[] {
+  const names = [indexName(table, field)];
+  if (earlierIdField) names.push(fieldIndexName(table, field, earlierIdField));
+  return names;
 }
 
 export function createTableSql(dim: DimensionDef): string[] {
@@ -264,16 +283,23 @@ export async function planAlter(
   }
   statements.push(...after);
   const wantedIndexes = tableIndexes(dim);
-  // An index the sync made for a field that no longer wants one (INDEXED cleared) goes; indexes
-  // made by hand under other names are left alone.
+  const wantedIndexNames = new Set(wantedIndexes.map((ix) => ix.name));
+  const wantedOn = new Set(wantedIndexes.map((ix) => ix.columns[1]));
+  // An index the sync made for a field that no longer wants one (INDEXED cleared) goes at once;
+  // one of an earlier form (before the id closed it, or closed by an earlier key) goes once its
+  // successor is built. Indexes made by hand under other names are left alone.
+  const superseded: string[] = [];
   for (const f of dim.fields) {
-    const name = indexName(dim.tableName, f.code);
-    if (
-      existingIndexes.has(name) &&
-      wantedNames.has(f.code) &&
-      !wantedIndexes.some((ix) => ix.name === name)
-    ) {
-      statements.push(`DROP INDEX IF EXISTS ${ident(name)}`);
+    if (!wantedNames.has(f.code)) continue;
+    const names = [
+      ...earlierFieldIndexNames(dim.tableName, f.code, opts.previous?.idField),
+      fieldIndexName(dim.tableName, f.code, dim.idField),
+    ];
+    for (const name of new Set(names)) {
+      if (!existingIndexes.has(name) || wantedIndexNames.has(name)) continue;
+      const drop = `DROP INDEX IF EXISTS ${ident(name)}`;
+      if (wantedOn.has(f.code)) superseded.push(drop);
+      else statements.push(drop);
     }
   }
   for (const ix of wantedIndexes) {
@@ -282,6 +308,7 @@ export async function planAlter(
       `CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${table} (${ix.columns.map(ident).join(", ")})`,
     );
   }
+  statements.push(...superseded);
   return { table: dim.tableName, statements, problems };
 }
 
@@ -342,9 +369,22 @@ export interface SyncOptions {
   deferIndexes?: boolean;
 }
 
-/** A deferred CREATE INDEX as it runs outside a transaction on PostgreSQL. */
+/** A deferred CREATE or DROP INDEX as it runs outside a transaction on PostgreSQL. */
 export function concurrently(statement: string): string {
-  return statement.replace(/^CREATE INDEX IF NOT EXISTS /, "CREATE INDEX CONCURRENTLY IF NOT EXISTS ");
+  return statement
+    .replace(/^CREATE INDEX IF NOT EXISTS /, "CREATE INDEX CONCURRENTLY IF NOT EXISTS ")
+    .replace(/^DROP INDEX IF EXISTS /, "DROP INDEX CONCURRENTLY IF EXISTS ");
+}
+
+/**
+ * Whether a statement of an existing table's plan waits for after the commit (with `deferIndexes`):
+ * its index builds, and the drops of the indexes they replace (which follow them in the plan).
+ */
+function deferrable(statement: string, superseding: boolean): boolean {
+  return (
+    statement.startsWith("CREATE INDEX IF NOT EXISTS ") ||
+    (superseding && statement.startsWith("DROP INDEX "))
+  );
 }
 
 const RELATION_KINDS: Record<string, string> = {
@@ -458,9 +498,10 @@ function renameStatements(
     claims.push(key.name);
   }
   const codes = new Set([...prev.fields, ...dim.fields].map((f) => f.code));
-  for (const code of codes) {
-    const from = indexName(prev.tableName, code);
-    const to = indexName(dim.tableName, code);
+  const suffixes = [...codes].flatMap((code) => [code, `${code}_${prev.idField}`]);
+  for (const suffix of suffixes) {
+    const from = indexName(prev.tableName, suffix);
+    const to = indexName(dim.tableName, suffix);
     if (!indexes.has(from) || from === to) continue;
     statements.push(`ALTER INDEX ${ident(from)} RENAME TO ${ident(to)}`);
     renamed.delete(from);
@@ -605,8 +646,10 @@ export async function syncTables(
   const deferred: string[] = [];
   if (opts.deferIndexes) result.deferred = deferred;
   for (const p of plans) {
+    let building = false;
     for (const s of p.statements) {
-      if (opts.deferIndexes && !p.create && s.startsWith("CREATE INDEX IF NOT EXISTS ")) {
+      if (opts.deferIndexes && !p.create && deferrable(s, building)) {
+        building = true;
         deferred.push(s);
         continue;
       }

@@ -197,7 +197,7 @@ describe.each(BACKENDS)("syncTables on %s", (backend) => {
     expect(await primaryKey(db, "TB_FULL00")).toEqual(["TENANT_ID", "FULL_ID"]);
     expect(await primaryKey(db, "TB_OWN00")).toEqual(["TENANT_ID", "OWN_ID"]);
     const ix = await indexes(db, "TB_FULL00");
-    expect(ix.some((d) => /\("TENANT_ID", "OWN_ID"\)/.test(d) && !/UNIQUE/.test(d))).toBe(true);
+    expect(ix.some((d) => /\("TENANT_ID", "OWN_ID", "FULL_ID"\)/.test(d) && !/UNIQUE/.test(d))).toBe(true);
 
     // The table works: TREC defaults to N, the id is generated, (TENANT_ID, id) is unique per tenant.
     const ins = await db.query<{ FULL_ID: number; TREC: string }>(
@@ -603,11 +603,11 @@ describe.each(BACKENDS)("syncTables on %s", (backend) => {
     expect(result.statements).toEqual([
       `ALTER TABLE "TB_REN00" RENAME TO "TB_REN01"`,
       `ALTER TABLE "TB_REN01" RENAME CONSTRAINT "TB_REN00_pk" TO "TB_REN01_pk"`,
-      `ALTER INDEX "TB_REN00_OWN_ID_idx" RENAME TO "TB_REN01_OWN_ID_idx"`,
+      `ALTER INDEX "TB_REN00_OWN_ID_R_ID_idx" RENAME TO "TB_REN01_OWN_ID_R_ID_idx"`,
     ]);
     expect(await columns(db, "TB_REN00")).toEqual(new Map());
     expect(await primaryKey(db, "TB_REN01")).toEqual(["TENANT_ID", "R_ID"]);
-    expect((await indexes(db, "TB_REN01")).some((d) => d.includes(`"TB_REN01_OWN_ID_idx"`))).toBe(true);
+    expect((await indexes(db, "TB_REN01")).some((d) => d.includes(`"TB_REN01_OWN_ID_R_ID_idx"`))).toBe(true);
     expect(await syncFrom(db, v2, v2)).toEqual({ created: [], altered: [], statements: [] });
     await db.query(`INSERT INTO "TB_REN01" ("OWN_ID", "TENANT_ID") VALUES ('o', 't')`);
     const err = await refusalFrom(db, v2, v1);
@@ -707,7 +707,9 @@ describe.each(BACKENDS)("syncTables on %s", (backend) => {
       "select",
     ]);
     expect(await primaryKey(db, "Tb_MixedCase")).toEqual(["TENANT_ID", "mixedId"]);
-    expect((await indexes(db, "Tb_MixedCase")).some((d) => d.includes(`("TENANT_ID", "tgtId")`))).toBe(true);
+    expect(
+      (await indexes(db, "Tb_MixedCase")).some((d) => d.includes(`("TENANT_ID", "tgtId", "mixedId")`)),
+    ).toBe(true);
     await db.query(
       `INSERT INTO "Tb_MixedCase" ("displayName", "select", "TENANT_ID") VALUES ('x', 'y', 't')`,
     );
@@ -737,6 +739,39 @@ describe.each(BACKENDS)("syncTables on %s", (backend) => {
     expect(await sync(db, wider)).toEqual({ created: [], altered: [], statements: [] });
     // A lower-case twin is a different table.
     expect(await columns(db, "tb_mixedcase")).toEqual(new Map());
+  });
+
+  it("a field index of the earlier form (TENANT_ID, field) is replaced by (TENANT_ID, field, id), the old one dropped after the new is built", async () => {
+    const d = dimension({ COD_DIM: "UPG", TABLE_NAME: "TB_UPG00", ID_FIELD: "U_ID" }, [
+      { NUM_VAR: 1, COD_VAR: "U_ID", DATA_TYPE: "INTEGER" },
+      { NUM_VAR: 2, COD_VAR: "NAME", DATA_TYPE: "STRING", LENGTH: 40, INDEXED: true },
+    ]);
+    await sync(db, d);
+    expect(
+      (await indexes(db, "TB_UPG00")).some(
+        (x) => x.includes(`"TB_UPG00_NAME_U_ID_idx"`) && x.endsWith(`("TENANT_ID", "NAME", "U_ID")`),
+      ),
+    ).toBe(true);
+    // A table synced before the id closed field indexes.
+    await db.query(`DROP INDEX "TB_UPG00_NAME_U_ID_idx"`);
+    await db.query(`CREATE INDEX "TB_UPG00_NAME_idx" ON "TB_UPG00" ("TENANT_ID", "NAME")`);
+    const upgraded = await syncFrom(db, d, d);
+    expect(upgraded.statements).toEqual([
+      `CREATE INDEX IF NOT EXISTS "TB_UPG00_NAME_U_ID_idx" ON "TB_UPG00" ("TENANT_ID", "NAME", "U_ID")`,
+      `DROP INDEX IF EXISTS "TB_UPG00_NAME_idx"`,
+    ]);
+    const after = await indexes(db, "TB_UPG00");
+    expect(after.some((x) => x.includes(`"TB_UPG00_NAME_idx"`))).toBe(false);
+    expect(after.some((x) => x.includes(`("TENANT_ID", "NAME", "U_ID")`))).toBe(true);
+    // Deferred (a metadata write on PostgreSQL): the build and then the drop wait for the commit.
+    await db.query(`DROP INDEX "TB_UPG00_NAME_U_ID_idx"`);
+    await db.query(`CREATE INDEX "TB_UPG00_NAME_idx" ON "TB_UPG00" ("TENANT_ID", "NAME")`);
+    const deferred = await db.transaction((tx) =>
+      syncTables(tx, [d], new Map([[d.code, d]]), { deferIndexes: true }),
+    );
+    expect(deferred.deferred).toEqual(upgraded.statements);
+    expect((await indexes(db, "TB_UPG00")).some((x) => x.includes(`"TB_UPG00_NAME_idx"`))).toBe(true);
+    expect(await sync(db, d)).toMatchObject({ statements: upgraded.statements });
   });
 
   it("a long table name gets index names within PostgreSQL's 63 characters", async () => {

@@ -379,13 +379,17 @@ describe.each(BACKENDS)("metadata writes that reshape tables (%s)", (backend) =>
     // (The identity's sequence keeps its name: it belongs to the column, wherever the table goes.)
     expect(await relations("TB_MOVE00", "_seq")).toEqual([
       "TB_MOVE00",
-      "TB_MOVE00_CITY_ID_idx",
+      "TB_MOVE00_CITY_ID_MOVE_ID_idx",
       "TB_MOVE00_pk",
     ]);
     const renamed = await anna.patch(`/api/v4/core/DIM/MOVE${Q}`, { data: { TABLE_NAME: "TB_MOVE01" } });
     expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
     expect(await relations("TB_MOVE00", "_seq")).toEqual([]);
-    expect(await relations("TB_MOVE01")).toEqual(["TB_MOVE01", "TB_MOVE01_CITY_ID_idx", "TB_MOVE01_pk"]);
+    expect(await relations("TB_MOVE01")).toEqual([
+      "TB_MOVE01",
+      "TB_MOVE01_CITY_ID_MOVE_ID_idx",
+      "TB_MOVE01_pk",
+    ]);
     const rec = await anna.post(`/api/v4/core/MOVE${Q}`, { data: { CITY_ID: "MI" } });
     expect(rec.status, JSON.stringify(rec.body)).toBe(201);
     expect(await rows(`SELECT "MOVE_ID", "CITY_ID" FROM "TB_MOVE01"`)).toEqual([
