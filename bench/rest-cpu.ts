@@ -5,7 +5,8 @@
 // less than req/s (the least of BENCH_ROUNDS rounds is printed last), and first the async
 // resources (promises, ...) each request makes, which are counted, not timed. Run under
 // `node --min-semi-space-size=16 --max-semi-space-size=16 --import tsx` the scavenges per 1,000
-// requests tell the bytes a request allocates (16 MB of young generation per scavenge, roughly). W2 is one customer by id, W3 the 20 newest orders with their customer,
+// requests tell the bytes a request allocates (16 MB of young generation per scavenge, roughly). W1 is 20
+// customers of a city by name (with its total, kept by the totals cache after the first), W2 one customer by id, W3 the 20 newest orders with their customer,
 // W4 bench/compare's create of a customer (its code given) and gW4 the same as a GraphQL mutation;
 // beside the process's CPU, that of the PostgreSQL backends of the bench's database (read from
 // /proc: PostgreSQL on this machine), so that other databases' work on a shared host is not in it.
@@ -47,6 +48,7 @@ async function main() {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
     type Request = { url: string; method?: "GET" | "POST"; payload?: unknown; status?: number };
     const all: Array<[string, Request]> = [
+      ["W1", { url: "/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20" }],
       ["W2", { url: "/api/v4/core/CUST/5000?source=anag-1" }],
       ["W3", { url: "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none" }],
       [

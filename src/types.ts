@@ -70,6 +70,8 @@ export interface Config {
     batchSize: number;
     /** The relay's safety-net poll; it is woken by NOTIFY after every commit. */
     pollMs: number;
+    /** Under a stream of events, how long the relay gathers rows before its next claim (0: never). */
+    gatherMs: number;
     /** Published outbox rows are deleted this long after publication (0: kept). */
     retentionMs: number;
     /** A subscriber's message is dead-lettered after this many failed attempts. */

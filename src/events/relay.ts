@@ -15,6 +15,10 @@
 //   with backoff. It never holds more than one batch in memory. At least once: a crash between
 //   publishing and marking
 //   publishes the batch again (subscribers deduplicate on the message id).
+// - Under a stream of writes the relay gathers: after a round that published rows it waits
+//   `gatherMs` before the next claim, so the rows committed meanwhile go out in one transaction
+//   (and reach the subscribers as one batch: one commit each, src/events/batching.ts) instead of
+//   one or two per round. The first event after a quiet spell is claimed at once.
 // - Published rows older than the retention are deleted.
 import type { Logger } from "../logger.ts";
 import type { Database } from "../types.ts";
@@ -28,6 +32,8 @@ export interface RelayOptions {
   batchSize: number;
   pollMs: number;
   retentionMs: number;
+  /** After a round that published rows, the wait before the next claim (0: none). */
+  gatherMs?: number;
   /** First wait after a failed publish; doubles up to maxBackoffMs. */
   backoffMs?: number;
   maxBackoffMs?: number;
@@ -95,6 +101,7 @@ export function createRelay(opts: RelayOptions): Relay {
   const { db, bus, logger } = opts;
   const backoffMs = opts.backoffMs ?? 250;
   const maxBackoffMs = opts.maxBackoffMs ?? 30_000;
+  const gatherMs = opts.gatherMs ?? 0;
   let running = false;
   let loop: Promise<void> | null = null;
   let pending = true;
@@ -103,6 +110,7 @@ export function createRelay(opts: RelayOptions): Relay {
   let unlisten: (() => Promise<void>) | null = null;
   let stopWatchingBus: (() => void) | null = null;
   let lastPrune = 0;
+  let stopGathering: (() => void) | null = null;
 
   /** One batch: claim, publish, mark. Resolves to how many rows were published. */
   async function publishBatch(): Promise<number> {
@@ -160,8 +168,22 @@ export function createRelay(opts: RelayOptions): Relay {
     });
   }
 
+  /** The gathering pause: not cut short by a NOTIFY (that is what it waits for), only by stop(). */
+  function gather(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, gatherMs);
+      stopGathering = done;
+      function done() {
+        clearTimeout(timer);
+        stopGathering = null;
+        resolve();
+      }
+    });
+  }
+
   async function run(): Promise<void> {
     let failures = 0;
+    let streaming = false;
     let waitingForBus = false;
     let everConnected = false;
     let polled = false;
@@ -197,10 +219,13 @@ export function createRelay(opts: RelayOptions): Relay {
             continue;
           }
         }
+        // Rows came a moment ago: let the ones being committed now join this claim.
+        if (streaming && gatherMs > 0) await gather();
         let published = await publishBatch();
         failures = 0;
         // A full batch means there may be more: go on without waiting for a NOTIFY.
         while (running && published >= opts.batchSize) published = await publishBatch();
+        streaming = published > 0;
         if (published > 0) pending = true;
         await prune();
       } catch (err) {
@@ -240,6 +265,7 @@ export function createRelay(opts: RelayOptions): Relay {
     async stop() {
       running = false;
       wakeUp?.();
+      stopGathering?.();
       stopWatchingBus?.();
       stopWatchingBus = null;
       await unlisten?.();

@@ -94,6 +94,7 @@ export async function startEventRuntime(
         logger,
         batchSize: config.events.batchSize,
         pollMs: config.events.pollMs,
+        gatherMs: config.events.gatherMs,
         retentionMs: config.events.retentionMs,
         onPublished: (events) => {
           const now = Date.now();

@@ -171,6 +171,43 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
     );
   });
 
+  it("under a stream of writes the relay gathers them into one claim; the first after a quiet spell goes at once", async () => {
+    const batches: string[][] = [];
+    const published = new Set<string>();
+    let told: (() => void) | null = null;
+    await startRelay({
+      gatherMs: 3000,
+      onPublished: (events) => {
+        batches.push(events.map((e) => e.id));
+        for (const e of events) published.add(e.id);
+        told?.();
+      },
+    });
+    const until = (ids: string[], ms: number) =>
+      new Promise<void>((resolve, reject) => {
+        const check = () => ids.every((id) => published.has(id)) && (resolve(), true);
+        if (check()) return;
+        const timer = setTimeout(() => reject(new Error(`not published within ${ms} ms: ${ids}`)), ms);
+        told = () => check() && clearTimeout(timer);
+      });
+    const write = async (n: number) => {
+      const res = await anna.post("/api/v4/core/CITY?source=anag-3", {
+        data: { CITY_ID: `GA${n}`, NAME: `Gather ${n}`, COUNTRY: "PT" },
+      });
+      expect(res.status).toBe(201);
+      return res.body.event_id as string;
+    };
+    // Quiet relay: the first write is claimed at once, well before a gathering pause would end.
+    const first = await write(0);
+    await until([first], 2500);
+    expect(batches.at(-1)).toEqual([first]);
+    // Writes one after another while the relay gathers: one claim takes them all.
+    const next: string[] = [];
+    for (let n = 1; n <= 4; n++) next.push(await write(n));
+    await until(next, 10_000);
+    expect(batches.at(-1)).toEqual(next);
+  });
+
   it("1,000 writes give 1,000 distinct messages, in OUTBOX_ID order per record", async () => {
     await startRelay();
     const ids = cityIds(20, "K");
