@@ -185,10 +185,14 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
     });
     const until = (ids: string[], ms: number) =>
       new Promise<void>((resolve, reject) => {
-        const check = () => ids.every((id) => published.has(id)) && (resolve(), true);
-        if (check()) return;
+        const all = () => ids.every((id) => published.has(id));
+        if (all()) return resolve();
         const timer = setTimeout(() => reject(new Error(`not published within ${ms} ms: ${ids}`)), ms);
-        told = () => check() && clearTimeout(timer);
+        told = () => {
+          if (!all()) return;
+          clearTimeout(timer);
+          resolve();
+        };
       });
     const write = async (n: number) => {
       const res = await anna.post("/api/v4/core/CITY?source=anag-3", {
