@@ -9,7 +9,7 @@ import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
-import { addNoticeItems, itemsOfNotice, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
+import { addNoticeItems, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
 import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
 
 const INT8 = 20;
@@ -209,22 +209,21 @@ function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: 
   }
   return {
     /**
-     * Before a transaction that changed `items` commits: the payload of the NOTIFY of `channel`
-     * that is to go out with it (none went out in the last NOTIFY_FOLD_MS, or one is owed); null
-     * when the current window's end will see to it.
+     * Before a transaction that changed `items` commits: what the NOTIFY of `channel` that is to
+     * go out with it names (none went out in the last NOTIFY_FOLD_MS, or one is owed): its items
+     * and those of the commits folded into it. Null when the current window's end will see to it.
      */
-    claim(channel: string, items: NoticeItems): string | null {
+    claim(channel: string, items: NoticeItems): NoticeItems | null {
       const w = windows.get(channel);
       if (w && !w.owed) {
         w.again = addNoticeItems(w.again, items);
         return null;
       }
-      return noticePayload(addNoticeItems(open(channel), items) ?? "all");
+      return addNoticeItems(open(channel), items) ?? "all";
     },
-    /** A transaction that claimed `channel` rolled back: what it was to carry goes on its own. */
-    unclaim(channel: string, payload: string) {
-      const named = itemsOfNotice(payload);
-      send(channel, named ? new Set(named) : "all");
+    /** A transaction that claimed `named` of `channel` rolled back: they go out on their own. */
+    unclaim(channel: string, named: NoticeItems) {
+      send(channel, named);
     },
     /** After the commit of a transaction that changed `items`: this process's listeners. */
     committed(channel: string, items: NoticeItems) {
@@ -588,8 +587,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       const notices = new Map<string, NoticeItems>();
       const notice = (channel: string, item: string | undefined) =>
         void notices.set(channel, addNoticeItems(notices.get(channel) ?? null, noticeItemsOf(item))!);
-      /** The NOTIFYs the transaction carries (channel, payload). */
-      const claimed: Array<[string, string]> = [];
+      /** The NOTIFYs the transaction carries (channel, what each names). */
+      const claimed: Array<[string, NoticeItems]> = [];
       const tellCommitted = () => {
         for (const [channel, items] of notices) notifier.committed(channel, items);
       };
@@ -617,9 +616,10 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           if (committing) return committing;
           // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
           for (const [channel, items] of notices) {
-            const payload = notifier.claim(channel, items);
-            if (payload === null) continue;
-            claimed.push([channel, payload]);
+            const named = notifier.claim(channel, items);
+            if (named === null) continue;
+            claimed.push([channel, named]);
+            const payload = noticePayload(named);
             tell("SELECT pg_notify($1, $2)", { pipelined: inFlight > 0 });
             deferred.defer(track(client.query("SELECT pg_notify($1, $2)", [channel, payload])));
           }
@@ -672,9 +672,9 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             }
             alone = "sent";
             // Other processes' relays: a NOTIFY in the statement itself, folded as after a COMMIT.
-            const items = noticeItemsOf(wake.item);
-            const payload = notifier.claim(wake.channel, items);
-            if (payload !== null) claimed.push([wake.channel, payload]);
+            const named = notifier.claim(wake.channel, noticeItemsOf(wake.item));
+            if (named !== null) claimed.push([wake.channel, named]);
+            const payload = named === null ? null : noticePayload(named);
             const sql = text(payload === null ? null : `$${params.length + 1}`);
             tell(sql, { pipelined: false });
             // Nothing to send with it: out at once, not corked to the end of the turn.
@@ -708,8 +708,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         if (sentCommit) await sentCommit.catch(() => {});
         // What a rolled-back transaction was to carry goes on its own (a statement sent alone
         // that committed carried it).
-        if (alone !== "committed")
-          for (const [channel, payload] of claimed) notifier.unclaim(channel, payload);
+        if (alone !== "committed") for (const [channel, named] of claimed) notifier.unclaim(channel, named);
         // A statement sent alone that committed stays committed: this process's relays are told.
         if (alone === "committed") tellCommitted();
         throw err;

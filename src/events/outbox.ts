@@ -33,6 +33,10 @@ export function outboxNoticeItem(tenantId: string, dim: string): string {
   return JSON.stringify([tenantId, dim]);
 }
 
+/** An item outboxNoticeItem writes for two strings free of quotes, backslashes, control and surrogate characters. */
+const PLAIN_ITEM =
+  /^\["[\u0020\u0021\u0023-\u005b\u005d-\ud7ff\ue000-\uffff]*","[\u0020\u0021\u0023-\u005b\u005d-\ud7ff\ue000-\uffff]*"\]$/;
+
 /**
  * The (tenant, dimension) items an outbox NOTIFY's payload names, each as outboxNoticeItem writes
  * it; null when it names none or any it names is not one (anything may have changed).
@@ -41,6 +45,8 @@ export function outboxNoticeItems(payload: string): string[] | null {
   const items = itemsOfNotice(payload);
   if (!items) return null;
   for (const item of items) {
+    // Two strings with nothing JSON escapes (the tenants and dimensions there are): as written.
+    if (PLAIN_ITEM.test(item)) continue;
     try {
       const parsed = JSON.parse(item) as unknown;
       if (!Array.isArray(parsed) || parsed.length !== 2 || parsed.some((v) => typeof v !== "string"))

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../../src/app.ts";
 import { openPostgres } from "../../src/db/database.ts";
 import { createLogger } from "../../src/logger.ts";
-import { outboxNoticeItem } from "../../src/events/outbox.ts";
+import { outboxNoticeItem, outboxNoticeItems } from "../../src/events/outbox.ts";
 import { type CountScope, createTotalsCache } from "../../src/resolvers/read/totals-cache.ts";
 import { openServices, type Services } from "../../src/services.ts";
 import type { Database } from "../../src/types.ts";
@@ -251,6 +251,22 @@ describe("totals forgotten by what a notice names", () => {
       expect(kept(), payload).toEqual([]);
     }
     await totals.stop();
+  });
+
+  it("reads a payload's items as outboxNoticeItem writes them, plain or escaped; any other spelling names none", () => {
+    const plain = outboxNoticeItem("acme", "CUST");
+    const escaped = outboxNoticeItem('te"n\\ant', "DIM\u0001");
+    expect(outboxNoticeItems([plain, escaped].join("\n"))).toEqual([plain, escaped]);
+    for (const odd of [
+      '["acme", "CUST"]',
+      '["\\u0061cme","CUST"]',
+      '["acme","CUST","x"]',
+      '["acme",1]',
+      '{"acme":"CUST"}',
+      '["acme\u0001","CUST"]',
+    ]) {
+      expect(outboxNoticeItems(`${plain}\n${odd}`), odd).toBeNull();
+    }
   });
 
   it("does not keep a total counted across a write to its scope; another scope's write does not matter", async () => {
