@@ -2,12 +2,16 @@
 // the given cities, each with a unique CODE (NOT NULL), and the table analysed; orders of them; and
 // the scratch database (openBenchServices) and app (openBenchApp) a bench runs on.
 import path from "node:path";
-import type { FastifyInstance } from "fastify";
-import { buildApp } from "../src/app.ts";
 import type { Services } from "../src/services.ts";
 import type { Queryable } from "../src/types.ts";
 import { UNLIMITED_ENV } from "../test/helpers/auth.ts";
-import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
+import {
+  createTestApp,
+  createTestServices,
+  TEST_DATABASE_URL,
+  TEST_JWT_SECRET,
+  type TestApp,
+} from "../test/helpers/env.ts";
 
 export async function seedCustomers(
   db: Queryable,
@@ -41,19 +45,23 @@ export async function seedOrders(db: Queryable, count: number, customers: number
  * fixture and no rate limits. Without TEST_DATABASE_URL the bench stops with how to run it.
  */
 export async function openBenchServices(env: Record<string, string> = {}): Promise<Services> {
-  if (!TEST_DATABASE_URL) {
-    console.error(
-      "Set TEST_DATABASE_URL to a PostgreSQL server (a scratch database is created and dropped), e.g.\n" +
-        `  TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx ${path.relative(process.cwd(), process.argv[1] ?? "bench/compare.ts")}`,
-    );
-    process.exit(2);
-  }
+  requireBenchDatabase();
   const services = await createTestServices("postgres", {
     fixture: "sample",
     env: { ...UNLIMITED_ENV, ...env },
   });
   if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
   return services;
+}
+
+/** Without TEST_DATABASE_URL a bench stops with how to run it. */
+function requireBenchDatabase(): void {
+  if (TEST_DATABASE_URL) return;
+  console.error(
+    "Set TEST_DATABASE_URL to a PostgreSQL server (a scratch database is created and dropped), e.g.\n" +
+      `  TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx ${path.relative(process.cwd(), process.argv[1] ?? "bench/compare.ts")}`,
+  );
+  process.exit(2);
 }
 
 /**
@@ -72,31 +80,29 @@ export function benchServiceEnv(databaseUrl: string, port: number, dataDir: stri
   };
 }
 
-export interface BenchApp {
-  services: Services;
-  app: FastifyInstance;
-  close(): Promise<void>;
-}
+export type BenchApp = TestApp;
 
 /**
- * openBenchServices with `customers` customers (and `orders` orders of them) seeded, and the app
- * built on them; close() closes the app, then drops the database.
+ * The test app of a bench (createTestApp on a scratch PostgreSQL database with the sample fixture
+ * and no rate limits) with `customers` customers (and `orders` orders of them) seeded; close()
+ * closes the app, then drops the database.
  */
 export async function openBenchApp(opts: {
   customers: number;
   orders?: number;
   env?: Record<string, string>;
 }): Promise<BenchApp> {
-  const services = await openBenchServices(opts.env);
-  await seedCustomers(services.db, opts.customers);
-  if (opts.orders) await seedOrders(services.db, opts.orders, opts.customers);
-  const app = await buildApp(services);
-  return {
-    services,
-    app,
-    async close() {
-      await app.close();
-      await services.close();
-    },
-  };
+  requireBenchDatabase();
+  const bench = await createTestApp("postgres", {
+    fixture: "sample",
+    env: { ...UNLIMITED_ENV, ...opts.env },
+  });
+  try {
+    await seedCustomers(bench.services.db, opts.customers);
+    if (opts.orders) await seedOrders(bench.services.db, opts.orders, opts.customers);
+  } catch (err) {
+    await bench.close();
+    throw err;
+  }
+  return bench;
 }
