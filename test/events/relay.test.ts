@@ -101,8 +101,8 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
     await t?.close();
   });
 
-  const startRelay = async (overrides: Partial<Parameters<typeof createRelay>[0]> = {}) => {
-    const relay = createRelay({
+  const relayOf = (overrides: Partial<Parameters<typeof createRelay>[0]> = {}) =>
+    createRelay({
       db: t.services.db,
       bus: t.services.bus,
       logger: silent,
@@ -113,6 +113,8 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
       maxBackoffMs: 500,
       ...overrides,
     });
+  const startRelay = async (overrides: Partial<Parameters<typeof createRelay>[0]> = {}) => {
+    const relay = relayOf(overrides);
     relays.push(relay);
     await relay.start();
     return relay;
@@ -176,14 +178,7 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
     const published = new Set<string>();
     let told: (() => void) | null = null;
     // Rows earlier steps left unpublished go first, so that the relay under test starts quiet.
-    await createRelay({
-      db: t.services.db,
-      bus: t.services.bus,
-      logger: silent,
-      batchSize: 100,
-      pollMs: 60_000,
-      retentionMs: 0,
-    }).drain();
+    await relayOf().drain();
     await startRelay({
       gatherMs: 3000,
       onPublished: (events) => {
