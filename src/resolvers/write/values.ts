@@ -57,5 +57,13 @@ export function rowToRecord(dim: DimensionDef, row: Record<string, unknown>): Re
 
 /** 14-digit compact UTC timestamp YYYYMMDDHHmmss. */
 export function compactTimestamp(d: Date): string {
-  return d.toISOString().replace(/[-:T]/g, "").slice(0, 14);
+  const second = Math.floor(d.getTime() / 1000);
+  if (second !== lastCompact.second) {
+    lastCompact.second = second;
+    lastCompact.text = d.toISOString().replace(/[-:T]/g, "").slice(0, 14);
+  }
+  return lastCompact.text;
 }
+
+/** The last second compactTimestamp wrote: the writes of one second share its text. */
+const lastCompact = { second: Number.NaN, text: "" };
