@@ -258,7 +258,7 @@ export interface FieldDef {
   readonly length: number | null;
   readonly decimals: number;
   readonly nullable: boolean;
-  /** TB_VAR.INDEXED: the table has an index on (TENANT_ID, field). */
+  /** TB_VAR.INDEXED: the table has an index on (TENANT_ID, field, id). */
   readonly indexed: boolean;
   /** TB_VAR.TIPO_CAMPO as written (AC, VARS, or another kind). */
   readonly kind: string | null;

@@ -1,5 +1,6 @@
-// TB_VAR.INDEXED (decisions.md §2, issue 11): the DDL sync makes an index on (TENANT_ID, field)
-// for an INDEXED field, the planner uses it, and clearing INDEXED drops it again.
+// TB_VAR.INDEXED (decisions.md §2, issue 11): the DDL sync makes an index on (TENANT_ID, field, id)
+// for an INDEXED field, the planner uses it (a sort on the field needs no sort step), and clearing
+// INDEXED drops it again.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import { concurrently, fieldIndexName } from "../../src/ddl/sync.ts";
