@@ -220,7 +220,10 @@ export function createRelay(opts: RelayOptions): Relay {
           }
         }
         // Rows came a moment ago: let the ones being committed now join this claim.
-        if (streaming && gatherMs > 0) await gather();
+        if (streaming && gatherMs > 0) {
+          await gather();
+          if (!running) break;
+        }
         let published = await publishBatch();
         failures = 0;
         // A full batch means there may be more: go on without waiting for a NOTIFY.
