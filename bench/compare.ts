@@ -27,7 +27,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, type Running, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
-import { benchServiceEnv, openBenchServices, seedCustomers } from "./seed.ts";
+import { BENCH_PATHS, benchServiceEnv, openBenchServices, seedCustomers } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 100_000);
@@ -240,7 +240,7 @@ async function main() {
       body,
       headers: { ...headers, ...json },
     });
-    const dimensioCreate = (body: string) => post(`${base}/api/v4/core/CUST?source=anag-1`, body, auth);
+    const dimensioCreate = (body: string) => post(`${base}${BENCH_PATHS.create}`, body, auth);
     const gql = (query: string) => post(`${base}/graphql`, JSON.stringify({ query }), auth);
     const pglQuery = (query: string) =>
       pgl ? post(`${pgl.base}/graphql`, JSON.stringify({ query })) : undefined;
@@ -254,7 +254,7 @@ async function main() {
             `{ allTbAnagCust00S(condition: {tenantId: "acme", cityId: "MI"}, orderBy: NAME_ASC, first: 20) { nodes { ${PGL_CUST_FIELDS} } } }`,
           ),
           rest: {
-            url: `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
+            url: `${base}${BENCH_PATHS.list}`,
             headers: auth,
           },
           gql: gql(
@@ -270,7 +270,7 @@ async function main() {
           pgl: pglQuery(
             `{ tbAnagCust00ByTenantIdAndCustId(tenantId: "acme", custId: "${id}") { ${PGL_CUST_FIELDS} } }`,
           ),
-          rest: { url: `${base}/api/v4/core/CUST/${id}?source=anag-1`, headers: auth },
+          rest: { url: `${base}${BENCH_PATHS.byId(id)}`, headers: auth },
           gql: gql(`{ CUST_by_id(source: "anag-1", id: "${id}") { ${CUST_FIELDS} } }`),
         },
       },
@@ -282,7 +282,7 @@ async function main() {
           page: { url: `${floorBase}/p3` },
           floor: { url: `${floorBase}/w3` },
           rest: {
-            url: `${base}/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none`,
+            url: `${base}${BENCH_PATHS.orders}`,
             headers: auth,
           },
           gql: gql(
@@ -314,7 +314,7 @@ async function main() {
           page: { url: `${floorBase}/p5?city=MI` },
           floor: { url: `${floorBase}/w5?city=MI` },
           pgl: pglQuery(`{ allTbAnagCust00S(condition: {tenantId: "acme", cityId: "MI"}) { totalCount } }`),
-          rest: { url: `${base}/api/v4/core/CUST/count?source=anag-1&filter[CITY_ID]=MI`, headers: auth },
+          rest: { url: `${base}${BENCH_PATHS.count}`, headers: auth },
           gql: gql(`{ CUST_count(source: "anag-1", where: {CITY_ID: {_eq: "MI"}}) }`),
         },
       },

@@ -13,7 +13,7 @@ import path from "node:path";
 import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
-import { benchServiceEnv, openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+import { BENCH_PATHS, benchServiceEnv, openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -89,13 +89,13 @@ async function main() {
     const fields = "CUST_ID CODE NAME CITY_ID CREDIT_LIMIT VIP SALES_REP TREC CDATA OWNER LDATA LOWNER";
     const gql = (query: string) => ({ method: "POST", body: JSON.stringify({ query }) });
     const runs: Array<[string, { path: string; method?: string; body?: string }]> = [
-      ["REST list", { path: "/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20" }],
-      ["REST by id", { path: "/api/v4/core/CUST/5000?source=anag-1" }],
-      ["REST orders", { path: "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST" }],
+      ["REST list", { path: BENCH_PATHS.list }],
+      ["REST by id", { path: BENCH_PATHS.byId(5000) }],
+      ["REST orders", { path: BENCH_PATHS.orders }],
       [
         "REST create",
         {
-          path: "/api/v4/core/CUST?source=anag-1",
+          path: BENCH_PATHS.create,
           method: "POST",
           body: JSON.stringify({ data: { NAME: "M", CODE: "M-1" } }),
         },

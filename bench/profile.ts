@@ -11,7 +11,7 @@
 // only GET by id (W2), BENCH_WORKLOAD=list only the filtered list (W1).
 import { listenAndLogin } from "../test/helpers/auth.ts";
 import { autocannon } from "./autocannon.ts";
-import { openBenchApp } from "./seed.ts";
+import { BENCH_PATHS, openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -29,7 +29,7 @@ async function main() {
     if (process.env.BENCH_WORKLOAD === "expand") {
       // BENCH_WORKLOAD=expand: the latest orders with their customer (W3 of bench/compare).
       const expand = await autocannon({
-        url: `${base}/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none`,
+        url: `${base}${BENCH_PATHS.orders}`,
         connections: 16,
         duration: SECONDS,
         headers,
@@ -40,7 +40,7 @@ async function main() {
     if (process.env.BENCH_WORKLOAD === "create") {
       // BENCH_WORKLOAD=create: only creates (W4 of bench/compare).
       const creates = await autocannon({
-        url: `${base}/api/v4/core/CUST?source=anag-1`,
+        url: `${base}${BENCH_PATHS.create}`,
         method: "POST",
         body: JSON.stringify({ data: { NAME: "Profiled create", CODE: "P-00001" } }),
         connections: 16,
@@ -52,7 +52,7 @@ async function main() {
     }
     if (process.env.BENCH_WORKLOAD !== "list") {
       const byId = await autocannon({
-        url: `${base}/api/v4/core/CUST/5000?source=anag-1`,
+        url: `${base}${BENCH_PATHS.byId(5000)}`,
         connections: 16,
         duration: SECONDS,
         headers,
@@ -61,7 +61,7 @@ async function main() {
     }
     if (process.env.BENCH_WORKLOAD === "byid") return;
     const list = await autocannon({
-      url: `${base}/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20`,
+      url: `${base}${BENCH_PATHS.list}`,
       connections: 16,
       duration: SECONDS,
       headers,

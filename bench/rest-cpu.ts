@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs";
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
 import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
-import { openBenchApp } from "./seed.ts";
+import { BENCH_PATHS, openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
@@ -48,13 +48,13 @@ async function main() {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
     type Request = { url: string; method?: "GET" | "POST"; payload?: unknown; status?: number };
     const all: Array<[string, Request]> = [
-      ["W1", { url: "/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20" }],
-      ["W2", { url: "/api/v4/core/CUST/5000?source=anag-1" }],
-      ["W3", { url: "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none" }],
+      ["W1", { url: BENCH_PATHS.list }],
+      ["W2", { url: BENCH_PATHS.byId(5000) }],
+      ["W3", { url: BENCH_PATHS.orders }],
       [
         "W4",
         {
-          url: "/api/v4/core/CUST?source=anag-1",
+          url: BENCH_PATHS.create,
           method: "POST",
           payload: { data: { NAME: "Bench create", CODE: "B-00001" } },
           status: 201,

@@ -40,6 +40,20 @@ export async function seedOrders(db: Queryable, count: number, customers: number
   await db.query(`ANALYZE "TB_DOC_ORD00"`);
 }
 
+/** The paths of bench/compare's REST workloads, for every bench that drives them. */
+export const BENCH_PATHS = {
+  /** W1: 20 customers of a city, sorted by name (with the total). */
+  list: "/api/v4/core/CUST?source=anag-1&filter[CITY_ID]=MI&sort=NAME&$num_rows=20",
+  /** W2: one customer by id. */
+  byId: (id: number | string) => `/api/v4/core/CUST/${id}?source=anag-1`,
+  /** W3: the 20 newest orders with their customer, no total. */
+  orders: "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none",
+  /** W4: a create of a customer (its body: { data: { NAME, CODE } }). */
+  create: "/api/v4/core/CUST?source=anag-1",
+  /** W5: the count of a city's customers. */
+  count: "/api/v4/core/CUST/count?source=anag-1&filter[CITY_ID]=MI",
+} as const;
+
 /**
  * The services of a bench: a scratch PostgreSQL database (dropped on close) with the sample
  * fixture and no rate limits. Without TEST_DATABASE_URL the bench stops with how to run it.

@@ -105,12 +105,14 @@ export function createRelay(opts: RelayOptions): Relay {
   let running = false;
   let loop: Promise<void> | null = null;
   let pending = true;
+  /** Ends the current sleep when a wake-up comes (null while gathering: that waits them out). */
   let wakeUp: (() => void) | null = null;
+  /** Ends the current sleep or gathering pause (stop). */
+  let cutShort: (() => void) | null = null;
   let sleepTimer: NodeJS.Timeout | null = null;
   let unlisten: (() => Promise<void>) | null = null;
   let stopWatchingBus: (() => void) | null = null;
   let lastPrune = 0;
-  let stopGathering: (() => void) | null = null;
 
   /** One batch: claim, publish, mark. Resolves to how many rows were published. */
   async function publishBatch(): Promise<number> {
@@ -157,27 +159,20 @@ export function createRelay(opts: RelayOptions): Relay {
     await db.query(`DELETE FROM "TB_EVENT_CONSUMED" WHERE "CONSUMED_AT" < now() - $1::interval`, [interval]);
   }
 
-  function sleep(ms: number): Promise<void> {
+  /**
+   * Waits `ms`, or less when stopped; `byWake` false: a wake-up does not end it (the gathering
+   * pause, which is there to let the wake-ups' rows come).
+   */
+  function sleep(ms: number, byWake = true): Promise<void> {
     return new Promise<void>((resolve) => {
-      wakeUp = resolve;
+      cutShort = resolve;
+      wakeUp = byWake ? resolve : null;
       sleepTimer = setTimeout(resolve, ms);
     }).then(() => {
       wakeUp = null;
+      cutShort = null;
       if (sleepTimer) clearTimeout(sleepTimer);
       sleepTimer = null;
-    });
-  }
-
-  /** The gathering pause: not cut short by a NOTIFY (that is what it waits for), only by stop(). */
-  function gather(): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, gatherMs);
-      stopGathering = done;
-      function done() {
-        clearTimeout(timer);
-        stopGathering = null;
-        resolve();
-      }
     });
   }
 
@@ -221,7 +216,7 @@ export function createRelay(opts: RelayOptions): Relay {
         }
         // Rows came a moment ago: let the ones being committed now join this claim.
         if (streaming && gatherMs > 0) {
-          await gather();
+          await sleep(gatherMs, false);
           if (!running) break;
         }
         let published = await publishBatch();
@@ -267,8 +262,7 @@ export function createRelay(opts: RelayOptions): Relay {
     },
     async stop() {
       running = false;
-      wakeUp?.();
-      stopGathering?.();
+      cutShort?.();
       stopWatchingBus?.();
       stopWatchingBus = null;
       await unlisten?.();

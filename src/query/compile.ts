@@ -7,6 +7,7 @@ import { TENANT_COLUMN } from "../metadata/data-types.ts";
 import type { FieldDef } from "../types.ts";
 import type {
   CompiledQuery,
+  CountScope,
   ExpandPlan,
   GroupsPlan,
   PlanScope,
@@ -271,7 +272,7 @@ export function countKey(
 }
 
 /** The tenant and dimension a scope's count reads (what a write to them makes stale). */
-export function countScopeOf(scope: PlanScope): { tenantId: string; dim: string } {
+export function countScopeOf(scope: PlanScope): CountScope {
   return { tenantId: scope.tenantId, dim: scope.dim.code };
 }
 

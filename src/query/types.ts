@@ -193,6 +193,12 @@ export interface ExpandPlan {
 }
 
 /** Where a plan's rows come from and which rows: shared by every statement of a dimension. */
+/** What a count counts: a dimension of a tenant (a count reads that table alone, for it). */
+export interface CountScope {
+  readonly tenantId: string;
+  readonly dim: string;
+}
+
 export interface PlanScope {
   readonly dim: DimensionDef;
   readonly tenantId: string;

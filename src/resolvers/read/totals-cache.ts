@@ -19,6 +19,7 @@
 // subscriber (src/events/search.ts).
 import { LRUCache } from "lru-cache";
 import { OUTBOX_CHANNEL, outboxNoticeItem, outboxNoticeItems } from "../../events/outbox.ts";
+import type { CountScope } from "../../query/types.ts";
 import type { Database } from "../../types.ts";
 
 export interface CachedTotal {
@@ -27,11 +28,7 @@ export interface CachedTotal {
   readonly estimated: boolean;
 }
 
-/** What a kept total counts: a dimension of a tenant (a count reads that table alone, for it). */
-export interface CountScope {
-  readonly tenantId: string;
-  readonly dim: string;
-}
+export type { CountScope };
 
 export interface TotalsCache {
   /** The total kept under `key`, if any. */

@@ -275,15 +275,15 @@ export async function insertRowWithEvent(
     keyOfColumn.set(column, lookup);
     nulledWhen[column] = `ins.${ident(lookup.field.code)} IS NULL`;
   });
+  const { payload: eventPayload, returned } = eventSql(dim);
   const event = outboxInsertFromSql(
     { dim: dim.code, kind: "Created", tenantId: w.ctx.principal.tenantId, createdAt: w.now },
     "ins",
     `ins.${ident(dim.idField)}::text`,
-    eventSql(dim).payload,
+    eventPayload,
     param,
     nulledWhen,
   );
-  const { returned } = eventSql(dim);
   const statement = (payload: string | null) =>
     `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
     SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;

@@ -57,13 +57,14 @@ export function rowToRecord(dim: DimensionDef, row: Record<string, unknown>): Re
 
 /** 14-digit compact UTC timestamp YYYYMMDDHHmmss. */
 export function compactTimestamp(d: Date): string {
-  const second = Math.floor(d.getTime() / 1000);
-  if (second !== lastCompact.second) {
-    lastCompact.second = second;
-    lastCompact.text = d.toISOString().replace(/[-:T]/g, "").slice(0, 14);
-  }
-  return lastCompact.text;
+  // toISOString: YYYY-MM-DDTHH:mm:ss.sssZ (slices, not a regular expression: once per write).
+  const iso = d.toISOString();
+  return (
+    iso.slice(0, 4) +
+    iso.slice(5, 7) +
+    iso.slice(8, 10) +
+    iso.slice(11, 13) +
+    iso.slice(14, 16) +
+    iso.slice(17, 19)
+  );
 }
-
-/** The last second compactTimestamp wrote: the writes of one second share its text. */
-const lastCompact = { second: Number.NaN, text: "" };
