@@ -212,6 +212,13 @@ export interface Database extends Queryable {
     onPayload: (payload: string) => void,
     opts?: { onLost?: () => void; onBack?: () => void },
   ): Promise<() => Promise<void>>;
+  /**
+   * Resolves once every process listening on this database has told its listeners every notice
+   * committed before the call (each process's listening connection answers a probe sent behind
+   * them), or after `timeoutMs` (default 2 s) for one that does not answer. What a revocation
+   * waits for before it answers: no process keeps what the notice ended.
+   */
+  listenersCaughtUp(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -93,16 +93,14 @@ function isIdle(deps: AuthDeps, session: StoredSession): boolean {
 }
 
 /**
- * Deletes a session (and its refresh tokens) and answers once every process has been told: this
- * one forgets it at once, the others when the database's notice reaches them, which it has been
- * sent by the time this process receives its own copy.
+ * Deletes a session (and its refresh tokens) and answers once every process has forgotten it:
+ * this one at once, the others when the delete's notice reaches them, which each has by the time
+ * its listening connection answers the probe sent behind it (SessionCache.caughtUp).
  */
 export async function endSession(deps: AuthDeps, sessionId: string): Promise<void> {
-  // Waited for from before the delete, whose notice may arrive before its answer.
-  const noticed = deps.sessions.noticeOf(sessionId);
   const existed = await deleteSession(deps.db, sessionId);
   deps.sessions.evict(sessionId);
-  if (existed) await noticed;
+  if (existed) await deps.sessions.caughtUp();
 }
 
 /**

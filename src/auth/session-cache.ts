@@ -18,11 +18,11 @@ export interface SessionCache {
   /** Forgets everything (metadata changed). */
   clear(): void;
   /**
-   * Resolves once this process has received the database's notice of the session's delete (so it
-   * has also been sent to every other listening process), or after `timeoutMs`. A notice of another
-   * change of the session (an activity mark) does not end the wait.
+   * Resolves once every process of the database, this one included, has been told every session
+   * change committed before the call, so none keeps a session that change ended
+   * (Database.listenersCaughtUp).
    */
-  noticeOf(sessionId: string, timeoutMs?: number): Promise<void>;
+  caughtUp(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -41,7 +41,6 @@ export async function createSessionCache(db: Database, options: SessionCacheOpti
   let generation = 0;
   // False while the listening connection is lost: notices may be missed, so nothing is kept.
   let listening = options.ttlMs > 0;
-  const waiters = new Map<string, Set<() => void>>();
 
   function forgetAll() {
     generation++;
@@ -54,13 +53,8 @@ export async function createSessionCache(db: Database, options: SessionCacheOpti
       return;
     }
     generation++;
-    if (payload.startsWith("s:")) {
+    if (payload.startsWith("s:") || payload.startsWith("d:")) {
       entries.delete(payload.slice(2));
-    } else if (payload.startsWith("d:")) {
-      const id = payload.slice(2);
-      entries.delete(id);
-      for (const wake of [...(waiters.get(id) ?? [])]) wake();
-      waiters.delete(id);
     } else if (payload.startsWith("u:")) {
       const userId = payload.slice(2);
       for (const [id, s] of entries.entries()) if (s.userId === userId) entries.delete(id);
@@ -97,26 +91,10 @@ export async function createSessionCache(db: Database, options: SessionCacheOpti
       entries.delete(sessionId);
     },
     clear: forgetAll,
-    noticeOf(sessionId, timeoutMs = 2000) {
-      if (!unlisten) return Promise.resolve();
-      return new Promise<void>((resolve) => {
-        const set = waiters.get(sessionId) ?? new Set();
-        waiters.set(sessionId, set);
-        const timer = setTimeout(done, timeoutMs);
-        timer.unref();
-        function done() {
-          clearTimeout(timer);
-          set.delete(done);
-          if (set.size === 0 && waiters.get(sessionId) === set) waiters.delete(sessionId);
-          resolve();
-        }
-        set.add(done);
-      });
-    },
+    caughtUp: () => db.listenersCaughtUp(),
     async stop() {
       forgetAll();
       listening = false;
-      for (const set of waiters.values()) for (const wake of [...set]) wake();
       if (unlisten) await unlisten();
     },
   };

@@ -1,7 +1,7 @@
 // The Database seam: parameterised SQL and transactions over PostgreSQL (pg) or the embedded
 // PGlite. Both run the same SQL; result types are normalised the same way (int8 and numeric as
 // JS numbers, so that INTEGER and DECIMAL fields come back as JSON numbers).
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import type { Writable } from "node:stream";
 // PGlite itself is imported by openPglite: a service on PostgreSQL does not load it.
@@ -301,6 +301,17 @@ interface ChannelListener {
 }
 
 /**
+ * The channel of `listenersCaughtUp`: its probes ("w:<token>") and each listening connection's
+ * answer to one ("a:<token>", sent from that connection, so the notice names its backend).
+ */
+const CAUGHT_UP_CHANNEL = "dimensio_caught_up";
+/** The application_name of every listening connection: pg_stat_activity names the ones to wait for. */
+const LISTENING_APPLICATION = "dimensio listening";
+/** How long `listenersCaughtUp` waits for a listening connection that does not answer. */
+const CAUGHT_UP_TIMEOUT_MS = 2000;
+const QUIET_LISTENER: ChannelListener = { onPayload() {}, onLost() {}, onBack() {} };
+
+/**
  * Every LISTEN of a pool on one connection of its own (a NOTIFY wakes each listening connection of
  * the database, so one per process, not one per channel). When that connection breaks, each
  * listener's `onLost` is called at once and the connection is re-established with backoff; once
@@ -327,7 +338,24 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
       } catch {}
     }
   };
-  const onNotification = (msg: pg.Notification) => tell(msg.channel, msg.payload ?? "");
+  /** The probes of listenersCaughtUp this process waits on, by token: told each answering backend. */
+  const probes = new Map<string, (backendPid: number) => void>();
+  /**
+   * A probe comes after every notice committed before it (PostgreSQL delivers in commit order,
+   * across channels), and those have been told synchronously as they came: answered at once.
+   */
+  function onCaughtUpNotice(c: pg.PoolClient, msg: pg.Notification) {
+    const payload = msg.payload ?? "";
+    if (payload.startsWith("w:")) {
+      c.query("SELECT pg_notify($1, $2)", [CAUGHT_UP_CHANNEL, `a:${payload.slice(2)}`]).catch(() => {});
+    } else if (payload.startsWith("a:")) {
+      probes.get(payload.slice(2))?.(msg.processId);
+    }
+  }
+  function onNotification(this: pg.PoolClient, msg: pg.Notification) {
+    if (msg.channel === CAUGHT_UP_CHANNEL) onCaughtUpNotice(this, msg);
+    else tell(msg.channel, msg.payload ?? "");
+  }
   const detach = (c: pg.PoolClient) => {
     c.off("notification", onNotification);
     c.off("error", onError);
@@ -350,6 +378,9 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
     c.on("error", onError);
     try {
       for (const channel of channels.keys()) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      // Answering probes from now on; then named, so that probes wait for this connection.
+      await c.query(`LISTEN ${CAUGHT_UP_CHANNEL}`);
+      await c.query(`SET application_name = '${LISTENING_APPLICATION}'`);
     } catch (err) {
       detach(c);
       c.release(err as Error);
@@ -397,6 +428,7 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
     detach(c);
     c.on("error", () => {});
     await c.query("UNLISTEN *").catch(() => {});
+    await c.query("RESET application_name").catch(() => {});
     c.release();
   }
 
@@ -428,10 +460,52 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
           retry = null;
           await connecting?.catch(() => {});
           if (channels.size === 0) await letGo();
-        } else {
+        } else if (channel !== CAUGHT_UP_CHANNEL) {
           await client?.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
         }
       };
+    },
+    /**
+     * Sends a probe behind every notice committed so far and waits for the answer of each listening
+     * connection of the database (pg_stat_activity's, by application_name), bounded by `timeoutMs`.
+     */
+    async caughtUp(timeoutMs: number): Promise<void> {
+      const token = randomUUID();
+      const answered = new Set<number>();
+      let expected: number[] | null = null;
+      let finish = () => {};
+      const finished = new Promise<void>((resolve) => {
+        finish = resolve;
+      });
+      const settle = () => {
+        if (expected?.every((pid) => answered.has(pid))) finish();
+      };
+      probes.set(token, (pid) => {
+        answered.add(pid);
+        settle();
+      });
+      const timer = setTimeout(finish, timeoutMs);
+      timer.unref();
+      let unlisten: (() => Promise<void>) | null = null;
+      try {
+        // This process's connection listens (and answers) before the probe is sent.
+        unlisten = await this.listen(CAUGHT_UP_CHANNEL, QUIET_LISTENER);
+        const { rows } = await pool.query<{ pids: number[] }>(
+          `SELECT array(SELECT pid FROM pg_stat_activity
+                         WHERE datname = current_database() AND application_name = $2) AS pids,
+                  pg_notify($1, $3)`,
+          [CAUGHT_UP_CHANNEL, LISTENING_APPLICATION, `w:${token}`],
+        );
+        expected = rows[0]?.pids ?? [];
+        settle();
+        await finished;
+      } catch {
+        // No probe, or no connection to hear the answers: nothing more can be known.
+      } finally {
+        clearTimeout(timer);
+        probes.delete(token);
+        await unlisten?.();
+      }
     },
     async close() {
       closed = true;
@@ -724,6 +798,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         onLost: opts?.onLost ?? (() => {}),
         onBack: opts?.onBack ?? (() => {}),
       }),
+    listenersCaughtUp: (timeoutMs = CAUGHT_UP_TIMEOUT_MS) => listening.caughtUp(timeoutMs),
     close() {
       // The pool ends only when every client is back: listening clients are returned first.
       closing ??= (async () => {
@@ -872,6 +947,8 @@ export async function openPglite(
           },
         );
     },
+    // One process: its listeners are told of a notice before the statement that sent it answers.
+    listenersCaughtUp: async () => {},
     async listen(channel, onPayload) {
       const unlisten = await pglite.listen(channel, onPayload);
       return async () => {

@@ -7,6 +7,8 @@ import path from "node:path";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSessionCache } from "../../src/auth/session-cache.ts";
+import { findSession } from "../../src/auth/sessions.ts";
+import { openPostgres } from "../../src/db/database.ts";
 import type { Services } from "../../src/services.ts";
 import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
 import {
@@ -19,6 +21,7 @@ import {
 } from "../helpers/env.ts";
 import { eventually } from "../events/support.ts";
 import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
+import { faultyProxy } from "../helpers/proxy.ts";
 
 const SESSION_READ = /FROM "TB_ANAG_SESSIONS00" s LEFT JOIN "TB_USER"/;
 
@@ -106,33 +109,66 @@ describe.each(BACKENDS)("session cache (%s)", (backend) => {
       await unlisten();
     }
   });
+});
 
-  it("a logout's wait for its notice: an activity mark's notice arriving first does not end it, the delete's does", async () => {
-    const heard: string[] = [];
-    const unlisten = await cached.services.db.listen("dimensio_sessions", (p) => heard.push(p));
-    const sessions = await createSessionCache(cached.services.db, { ttlMs: 5000 });
+// The process that revokes answers only once another process of the database has forgotten the
+// session: that process's connections go through a proxy that holds them.
+const OTHER_PROCESS = TEST_DATABASE_URL ? ["postgres"] : [];
+
+describe.each(OTHER_PROCESS)("revocation and another process's cache (%s)", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await createTestApp("postgres", { fixture: "sample", env: UNLIMITED_ENV });
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it("a logout answers only once another process's cache has forgotten the session", async () => {
+    const db = app.services.db;
+    if (db.kind !== "postgres") throw new Error("postgres only");
+    // Another process: its own database handle, its connections through a proxy that can hold them.
+    const url = new URL(db.connectionString);
+    const proxy = await faultyProxy(url.hostname, Number(url.port || 5432));
+    url.hostname = "127.0.0.1";
+    url.port = String(proxy.port);
+    const otherDb = openPostgres(url.toString(), { max: 2, watchdogMs: 0 });
+    const other = await createSessionCache(otherDb, { ttlMs: 60_000 });
     try {
-      const token = await loginAs(cached.app, "lucia", "lucia-secret-3");
+      const token = await loginAs(app.app, "lucia", "lucia-secret-3");
       const sessionId = decodeJwt(token).sessionId as string;
-      const db = cached.services.db;
-      // Long enough that only a notice can end it within the test.
-      let ended = false;
-      const wait = sessions.noticeOf(sessionId, 60_000).then(() => {
-        ended = true;
-      });
-      // Another process's activity mark, arriving before the delete's notice.
-      await db.query(`UPDATE "TB_ANAG_SESSIONS00" SET "LAST_ACTIVITY" = now() WHERE "SESSION_ID" = $1`, [
-        sessionId,
-      ]);
-      // Every listener of the connection is told of a notice at once: the cache has heard it too.
-      await eventually(() => heard.includes(`s:${sessionId}`), { what: "the activity mark's notice" });
-      expect(ended).toBe(false);
-      await db.query(`DELETE FROM "TB_ANAG_SESSIONS00" WHERE "SESSION_ID" = $1`, [sessionId]);
-      await wait;
-      expect(heard.filter((p) => p.endsWith(sessionId))).toEqual([`s:${sessionId}`, `d:${sessionId}`]);
+      const stored = await findSession(db, sessionId);
+      expect(stored).not.toBeNull();
+      let loads = 0;
+      const load = async () => {
+        loads++;
+        return findSession(otherDb, sessionId);
+      };
+      expect(await other.get(sessionId, load)).not.toBeNull();
+      expect(await other.get(sessionId, load)).not.toBeNull();
+      expect(loads).toBe(1);
+      // The other process hears nothing while held: the logout waits for it.
+      proxy.stall();
+      let answered = false;
+      const logout = app.app
+        .inject({ method: "POST", url: "/auth/logout", headers: bearer(token) })
+        .then((res) => {
+          answered = true;
+          return res;
+        });
+      await eventually(async () => (await findSession(db, sessionId)) === null, { what: "the delete" });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answered).toBe(false);
+      proxy.restore();
+      expect((await logout).statusCode).toBe(200);
+      // By the logout's answer the other process had forgotten it: its next look reads the row.
+      expect(await other.get(sessionId, load)).toBeNull();
+      expect(loads).toBe(2);
     } finally {
-      await sessions.stop();
-      await unlisten();
+      proxy.restore();
+      await other.stop();
+      await otherDb.close();
+      await proxy.close();
     }
   });
 });

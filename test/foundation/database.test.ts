@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { type DatabaseHandle, openPglite, openPostgres } from "../../src/db/database.ts";
 import { BACKENDS, createTestDatabase } from "../helpers/env.ts";
+import { faultyProxy } from "../helpers/proxy.ts";
 
 async function until(ok: () => boolean, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -155,14 +156,14 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("LISTEN resilience on %s
       // Two channels, one connection: exactly one backend listens, and it hears both.
       const listening = await admin.query<{ channels: number }>(
         `SELECT count(*)::int AS channels FROM pg_stat_activity
-          WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+          WHERE datname = current_database() AND application_name = 'dimensio listening'`,
       );
       expect(listening.rows).toEqual([{ channels: 1 }]);
       await admin.query(`SELECT pg_notify('dimensio_other', 'before')`);
       await until(() => other.includes("before"));
       const killed = await admin.query<{ ok: boolean }>(
         `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
-          WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+          WHERE datname = current_database() AND application_name = 'dimensio listening'`,
       );
       expect(killed.rows).toEqual([{ ok: true }]);
       // Each listener is told at once, then hears "" once listening again (notifications may
@@ -173,17 +174,84 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("LISTEN resilience on %s
       await admin.query(`SELECT pg_notify('dimensio_resilience', 'after')`);
       await admin.query(`SELECT pg_notify('dimensio_other', 'after')`);
       await until(() => got.includes("after") && other.includes("after"));
-      // The last one gone, the connection goes back to the pool listening to nothing.
+      // The last one gone, the connection goes back to the pool listening to nothing, unnamed.
       await unlisten();
       await unlistenOther();
-      const left = await admin.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'UNLISTEN *'`,
+      const left = await admin.query<{ application_name: string }>(
+        `SELECT application_name FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'RESET application_name'`,
       );
-      expect(left.rows).toEqual([{ n: 1 }]);
+      expect(left.rows).toEqual([{ application_name: "dimensio" }]);
     } finally {
       await admin.close();
     }
+  });
+});
+
+// Two processes of one database, the second one's connections through a proxy that can hold them:
+// listenersCaughtUp answers only once the second has told its listeners what was sent before.
+describe.each(BACKENDS.filter((b) => b === "postgres"))("listenersCaughtUp on %s", (backend) => {
+  let db: DatabaseHandle;
+  let other: DatabaseHandle;
+  let proxy: Awaited<ReturnType<typeof faultyProxy>>;
+  beforeAll(async () => {
+    db = await createTestDatabase(backend);
+    if (db.kind !== "postgres") throw new Error("postgres only");
+    const url = new URL(db.connectionString);
+    proxy = await faultyProxy(url.hostname, Number(url.port || 5432));
+    url.hostname = "127.0.0.1";
+    url.port = String(proxy.port);
+    other = openPostgres(url.toString(), { max: 2, watchdogMs: 0 });
+  });
+  afterAll(async () => {
+    await other?.close();
+    await proxy?.close();
+    await db?.close();
+  });
+
+  it("waits for every listening process to have been told what was committed before it", async () => {
+    const heard: string[] = [];
+    const unlisten = await other.listen("dimensio_caught_up_test", (p) => heard.push(p));
+    try {
+      // The other process is silent: a notice sent now reaches it only once the proxy lets go.
+      proxy.stall();
+      await db.query(`SELECT pg_notify('dimensio_caught_up_test', 'revoked')`);
+      let caughtUp = false;
+      const waiting = db.listenersCaughtUp(60_000).then(() => {
+        caughtUp = true;
+      });
+      // Long enough for the probe's answer from this process's own listening connection.
+      await new Promise((r) => setTimeout(r, 300));
+      expect(caughtUp).toBe(false);
+      expect(heard).toEqual([]);
+      proxy.restore();
+      await within(waiting, 5000, "the wait");
+      // Told before it answered, so before the wait ended.
+      expect(heard).toEqual(["revoked"]);
+    } finally {
+      proxy.restore();
+      await unlisten();
+    }
+  });
+
+  it("a process that does not answer is waited for no longer than the bound", async () => {
+    const unlisten = await other.listen("dimensio_caught_up_test", () => {});
+    try {
+      proxy.stall();
+      const started = Date.now();
+      await within(db.listenersCaughtUp(300), 5000, "the bounded wait");
+      expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    } finally {
+      proxy.restore();
+      await unlisten();
+    }
+  });
+
+  it("with no other process listening, it answers once its own connection has", async () => {
+    // other listens to nothing now: its connection is back in its pool, unnamed.
+    const started = Date.now();
+    await within(db.listenersCaughtUp(60_000), 5000, "the wait");
+    expect(Date.now() - started).toBeLessThan(2000);
   });
 });
 

@@ -98,6 +98,7 @@ describe.each(BACKENDS)("metadata registry on %s", (backend) => {
       kind: db.kind,
       transaction: (fn) => db.transaction(fn),
       listen: (channel, onPayload, opts) => db.listen(channel, onPayload, opts),
+      listenersCaughtUp: (ms) => db.listenersCaughtUp(ms),
       close: () => db.close(),
       async query(text, params, opts) {
         if (gated && text.includes(`FROM "TB_DIM"`)) {
