@@ -61,7 +61,8 @@ export async function printCpuPerRequest(
       const perRequest = (used.user + used.system) / requests;
       least.set(name, Math.min(least.get(name) ?? Number.POSITIVE_INFINITY, perRequest));
       const extra = finish ? `, ${await finish()}` : "";
-      line.push(`${name} ${perRequest.toFixed(0)} µs/req${extra}`);
+      const system = Math.round((used.system / (used.user + used.system)) * 100);
+      line.push(`${name} ${perRequest.toFixed(0)} µs/req (${system} % system)${extra}`);
     }
     console.log(`round ${round}: ${line.join("; ")}`);
   }

@@ -70,7 +70,8 @@ export function floorServer(pool: pg.Pool): http.Server {
         }
         case "/w4o": {
           // The same row with its outbox row, in one statement (a transaction of its own): what
-          // the contract asks of every write, as an expert would hand-write it.
+          // the contract asks of every write, as an expert would hand-write it. The outbox row goes
+          // to floor_outbox (TB_ANAG_OUTBOX00's copy): Dimensio's relay is not to publish it.
           let body = "";
           for await (const chunk of req) body += chunk;
           const data = JSON.parse(body).data as { NAME: string; CODE: string };
@@ -80,7 +81,7 @@ export function floorServer(pool: pg.Pool): http.Server {
                VALUES ($1, $2, 'N', to_char(now(), 'YYYYMMDDHH24MISS'), 'floor', 'acme')
                RETURNING ${CUST_COLUMNS}),
              o AS (
-               INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
+               INSERT INTO floor_outbox ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
                SELECT 'CUST.Created', 'CUST', c."CUST_ID"::text, to_jsonb(c), 'acme', now() FROM c
                RETURNING "OUTBOX_ID")
              SELECT c.* FROM c, o`,
@@ -105,10 +106,10 @@ export function floorServer(pool: pg.Pool): http.Server {
                  FROM s
                RETURNING ${CUST_COLUMNS}),
              o AS (
-               INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
+               INSERT INTO floor_outbox ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
                SELECT 'CUST.Created', 'CUST', c."CUST_ID"::text, to_jsonb(c), 'acme', now() FROM c
                RETURNING "OUTBOX_ID")
-             SELECT c.*, pg_notify('dimensio_outbox', '') FROM c, o`,
+             SELECT c.*, pg_notify('floor_outbox', '') FROM c, o`,
             [data.NAME],
           );
           return json(res, 201, { data: rows[0] });

@@ -5,14 +5,15 @@
 // request; the least of BENCH_ROUNDS rounds is printed last. gW2 is bench/compare's W2 as a GraphQL
 // POST (one customer by id), gW3 its W3 (the 20 newest orders with their customer); rW2 is REST's
 // W2, for the difference the adapter makes; gW1 is W1's list of 20 customers of a city by name,
-// gPage1000 a page of 1,000 customers (bench/isolation's heavy page), at BENCH_REQUESTS / 20.
+// gPage1000 a page of 1,000 customers (bench/isolation's heavy page), at BENCH_REQUESTS / 20; gW4
+// is W4's create of a customer as a GraphQL mutation, rW4 the same create over REST (201).
 // BENCH_WORKLOADS=gW1,gPage1000 runs only those.
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/graphql-cpu.ts
 import type { InjectOptions } from "fastify";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
 import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
-import { openBenchApp } from "./seed.ts";
+import { BENCH_PATHS, openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
@@ -48,12 +49,27 @@ async function main() {
       ],
       ["gPage1000", gql(`{ CUST(source: "anag-1", limit: 1000) { data { ${CUST_FIELDS} } } }`)],
       ["rW2", { method: "GET", url: "/api/v4/core/CUST/5000?source=anag-1", headers }],
+      [
+        "gW4",
+        gql(
+          `mutation { CUST_create(source: "anag-1", data: {NAME: "Bench create", CODE: "B-00001"}) { data { CUST_ID } } }`,
+        ),
+      ],
+      [
+        "rW4",
+        {
+          method: "POST",
+          url: BENCH_PATHS.create,
+          headers: { ...headers, "content-type": "application/json" },
+          payload: JSON.stringify({ data: { NAME: "Bench create", CODE: "B-00001" } }),
+        },
+      ],
     ];
     // A GraphQL error is answered with 200: the body is checked too.
     const run = injectConcurrently(
       app,
       CONCURRENCY,
-      (res) => res.statusCode === 200 && !res.body.includes('"errors"'),
+      (res) => (res.statusCode === 200 || res.statusCode === 201) && !res.body.includes('"errors"'),
     );
     const only = process.env.BENCH_WORKLOADS?.split(",");
     if (only) workloads.splice(0, workloads.length, ...workloads.filter(([name]) => only.includes(name)));
