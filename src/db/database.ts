@@ -489,7 +489,8 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
       let unlisten: (() => Promise<void>) | null = null;
       try {
         // This process's connection listens (and answers) before the probe is sent.
-        unlisten = await this.listen(CAUGHT_UP_CHANNEL, QUIET_LISTENER);
+        // A listener of its own (one shared by two waits would be unlistened by the first).
+        unlisten = await this.listen(CAUGHT_UP_CHANNEL, { ...QUIET_LISTENER });
         const { rows } = await pool.query<{ pids: number[] }>(
           `SELECT array(SELECT pid FROM pg_stat_activity
                          WHERE datname = current_database() AND application_name = $2) AS pids,
