@@ -1,13 +1,17 @@
 // Sums a V8 .cpuprofile's self time by package / project module, and lists the top functions.
 //   node bench/summarise-profile.mjs FILE.cpuprofile
+// LAST_S=8 counts only the profile's last 8 seconds (the load, without the seeding before it).
 import { readFileSync } from "node:fs";
 
 const profile = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const self = new Map();
 const dt = profile.timeDeltas;
+const from = process.env.LAST_S ? profile.endTime - Number(process.env.LAST_S) * 1e6 : -Infinity;
+let at = profile.startTime;
 profile.samples.forEach((id, i) => {
-  self.set(id, (self.get(id) ?? 0) + (dt[i] ?? 0));
+  at += dt[i] ?? 0;
+  if (at >= from) self.set(id, (self.get(id) ?? 0) + (dt[i] ?? 0));
 });
 const total = [...self.values()].reduce((a, b) => a + b, 0);
 const groups = new Map();
