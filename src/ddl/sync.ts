@@ -36,6 +36,11 @@ export interface ExistingColumn {
 export interface TablePlan {
   table: string;
   statements: string[];
+  /**
+   * After `statements`: the CREATE INDEX of each index the table lacks, then the DROP INDEX of each
+   * index one of those replaces. With `deferIndexes` they wait for after the caller's commit.
+   */
+  indexBuilds: string[];
   problems: Problem[];
 }
 
@@ -302,14 +307,15 @@ export async function planAlter(
       else statements.push(drop);
     }
   }
+  const indexBuilds: string[] = [];
   for (const ix of wantedIndexes) {
     if (existingIndexes.has(ix.name)) continue;
-    statements.push(
+    indexBuilds.push(
       `CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${table} (${ix.columns.map(ident).join(", ")})`,
     );
   }
-  statements.push(...superseded);
-  return { table: dim.tableName, statements, problems };
+  indexBuilds.push(...superseded);
+  return { table: dim.tableName, statements, indexBuilds, problems };
 }
 
 const FAMILY: Record<string, string> = {
@@ -374,17 +380,6 @@ export function concurrently(statement: string): string {
   return statement
     .replace(/^CREATE INDEX IF NOT EXISTS /, "CREATE INDEX CONCURRENTLY IF NOT EXISTS ")
     .replace(/^DROP INDEX IF EXISTS /, "DROP INDEX CONCURRENTLY IF EXISTS ");
-}
-
-/**
- * Whether a statement of an existing table's plan waits for after the commit (with `deferIndexes`):
- * its index builds, and the drops of the indexes they replace (which follow them in the plan).
- */
-function deferrable(statement: string, superseding: boolean): boolean {
-  return (
-    statement.startsWith("CREATE INDEX IF NOT EXISTS ") ||
-    (superseding && statement.startsWith("DROP INDEX "))
-  );
 }
 
 const RELATION_KINDS: Record<string, string> = {
@@ -458,6 +453,8 @@ function tableData(tx: Queryable, table: string): TableData {
 
 interface TableStep {
   statements: string[];
+  /** An existing table's index builds (TablePlan.indexBuilds); a new table's are in `statements`. */
+  indexBuilds: string[];
   problems: Problem[];
   create: boolean;
   /** Relation names the statements create: none may exist already. */
@@ -467,6 +464,7 @@ interface TableStep {
 function tableProblem(dim: DimensionDef, message: string): TableStep {
   return {
     statements: [],
+    indexBuilds: [],
     problems: [{ path: `${dim.code}.TABLE_NAME`, message }],
     create: false,
     claims: [],
@@ -547,7 +545,7 @@ async function planTable(
     source = prev.tableName;
   } else if (target === undefined) {
     const claims = [dim.tableName, primaryKeyName(dim.tableName), ...tableIndexes(dim).map((ix) => ix.name)];
-    return { statements: createTableSql(dim), problems: [], create: true, claims };
+    return { statements: createTableSql(dim), indexBuilds: [], problems: [], create: true, claims };
   }
   return planExistingTable(tx, dim, prev, source, knowsPrevious);
 }
@@ -585,12 +583,18 @@ async function planExistingTable(
   for (const ix of tableIndexes(dim)) if (!indexes.has(ix.name)) claims.push(ix.name);
   const keyMoves = !pk || !sameColumns(pk.columns, [TENANT_COLUMN, dim.idField]);
   if (keyMoves && pk?.name !== primaryKeyName(dim.tableName)) claims.push(primaryKeyName(dim.tableName));
-  return { statements: [...pre, ...plan.statements], problems: plan.problems, create: false, claims };
+  return {
+    statements: [...pre, ...plan.statements],
+    indexBuilds: plan.indexBuilds,
+    problems: plan.problems,
+    create: false,
+    claims,
+  };
 }
 
 /** Names a table's statements would create that another relation already holds. */
 async function claimProblems(tx: Queryable, dim: DimensionDef, step: TableStep): Promise<Problem[]> {
-  if (!step.statements.length) return [];
+  if (!step.statements.length && !step.indexBuilds.length) return [];
   const taken = await relationKinds(tx, step.claims);
   return [...taken].map(([name, kind]) => ({
     path: `${dim.code}.TABLE_NAME`,
@@ -611,7 +615,7 @@ export async function syncTables(
   opts: SyncOptions = {},
 ): Promise<SyncResult> {
   await tx.query("SELECT pg_advisory_xact_lock($1)", [DDL_LOCK_KEY]);
-  const plans: Array<{ dim: DimensionDef; statements: string[]; create: boolean }> = [];
+  const plans: Array<{ dim: DimensionDef; step: TableStep }> = [];
   const problems: Problem[] = [];
   const list = [...dims];
   // Table names that a rename in this same change gives up: nothing else may take them at once.
@@ -631,7 +635,7 @@ export async function syncTables(
     }
     const step = await planTable(tx, dim, previous?.get(dim.code), previous !== undefined);
     problems.push(...step.problems, ...(step.problems.length ? [] : await claimProblems(tx, dim, step)));
-    plans.push({ dim, statements: step.statements, create: step.create });
+    plans.push({ dim, step });
   }
   if (problems.length) {
     const naming = problems.every((p) => p.path.endsWith(".TABLE_NAME"));
@@ -645,19 +649,14 @@ export async function syncTables(
   const result: SyncResult = { created: [], altered: [], statements: [] };
   const deferred: string[] = [];
   if (opts.deferIndexes) result.deferred = deferred;
-  for (const p of plans) {
-    let building = false;
-    for (const s of p.statements) {
-      if (opts.deferIndexes && !p.create && deferrable(s, building)) {
-        building = true;
-        deferred.push(s);
-        continue;
-      }
-      await tx.query(s);
-    }
-    result.statements.push(...p.statements);
-    if (p.create) result.created.push(p.dim.tableName);
-    else if (p.statements.length) result.altered.push(p.dim.tableName);
+  for (const { dim, step } of plans) {
+    for (const statement of step.statements) await tx.query(statement);
+    if (opts.deferIndexes) deferred.push(...step.indexBuilds);
+    else for (const statement of step.indexBuilds) await tx.query(statement);
+    const all = [...step.statements, ...step.indexBuilds];
+    result.statements.push(...all);
+    if (step.create) result.created.push(dim.tableName);
+    else if (all.length) result.altered.push(dim.tableName);
   }
   return result;
 }
