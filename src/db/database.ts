@@ -473,9 +473,13 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
       const token = randomUUID();
       const answered = new Set<number>();
       let expected: number[] | null = null;
+      let over = false;
       let finish = () => {};
       const finished = new Promise<void>((resolve) => {
-        finish = resolve;
+        finish = () => {
+          over = true;
+          resolve();
+        };
       });
       const settle = () => {
         if (expected?.every((pid) => answered.has(pid))) finish();
@@ -486,27 +490,32 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
       });
       const timer = setTimeout(finish, timeoutMs);
       timer.unref();
-      let unlisten: (() => Promise<void>) | null = null;
-      try {
-        // This process's connection listens (and answers) before the probe is sent.
-        // A listener of its own (one shared by two waits would be unlistened by the first).
-        unlisten = await this.listen(CAUGHT_UP_CHANNEL, { ...QUIET_LISTENER });
-        const { rows } = await pool.query<{ pids: number[] }>(
-          `SELECT array(SELECT pid FROM pg_stat_activity
-                         WHERE datname = current_database() AND application_name = $2) AS pids,
-                  pg_notify($1, $3)`,
-          [CAUGHT_UP_CHANNEL, LISTENING_APPLICATION, `w:${token}`],
-        );
-        expected = rows[0]?.pids ?? [];
-        settle();
-        await finished;
-      } catch {
-        // No probe, or no connection to hear the answers: nothing more can be known.
-      } finally {
-        clearTimeout(timer);
-        probes.delete(token);
-        await unlisten?.();
-      }
+      const listening = this.listen.bind(this);
+      // The whole of it within the bound: a connection slow to come counts against it too.
+      const probing = (async () => {
+        // This process's connection listens (and answers) before the probe is sent; with a
+        // listener of its own (one shared by two waits would be unlistened by the first).
+        const unlisten = await listening(CAUGHT_UP_CHANNEL, { ...QUIET_LISTENER });
+        try {
+          if (over) return;
+          const { rows } = await pool.query<{ pids: number[] }>(
+            `SELECT array(SELECT pid FROM pg_stat_activity
+                           WHERE datname = current_database() AND application_name = $2) AS pids,
+                    pg_notify($1, $3)`,
+            [CAUGHT_UP_CHANNEL, LISTENING_APPLICATION, `w:${token}`],
+          );
+          expected = rows[0]?.pids ?? [];
+          settle();
+          await finished;
+        } finally {
+          await unlisten();
+        }
+      })();
+      // No probe, or no connection to hear the answers: nothing more can be known.
+      probing.catch(finish);
+      await finished;
+      clearTimeout(timer);
+      probes.delete(token);
     },
     async close() {
       closed = true;

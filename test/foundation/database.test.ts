@@ -251,6 +251,22 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("listenersCaughtUp on %s
     }
   });
 
+  it("a connection slow to come counts against the bound", async () => {
+    if (db.kind !== "postgres") throw new Error("postgres only");
+    // A handle whose one connection is taken: its listening connection waits for the pool.
+    const one = openPostgres(db.connectionString, { max: 1, connectTimeoutMs: 4000, watchdogMs: 0 });
+    if (one.kind !== "postgres") throw new Error("postgres only");
+    const held = await one.pool.connect();
+    try {
+      const started = Date.now();
+      await within(one.listenersCaughtUp(300), 5000, "the bounded wait");
+      expect(Date.now() - started).toBeLessThan(2000);
+    } finally {
+      held.release();
+      await one.close();
+    }
+  });
+
   it("with no other process listening, it answers once its own connection has", async () => {
     // other listens to nothing now: its connection is back in its pool, unnamed.
     const started = Date.now();
