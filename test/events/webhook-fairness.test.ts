@@ -3,8 +3,10 @@
 // and a tenant has at most WEBHOOK_MAX_PER_TENANT registrations (409 WEBHOOK_LIMIT_REACHED).
 // Real HTTP receivers on loopback.
 import { describe, expect, it } from "vitest";
+import { createDeliveryWorker } from "../../src/events/webhooks/delivery.ts";
 import { BACKENDS } from "../helpers/env.ts";
 import type { Client } from "../write/http.ts";
+import { eventually } from "./support.ts";
 import { webhookSuite } from "./webhook-setup.ts";
 
 const PER_TENANT = 8;
@@ -50,15 +52,67 @@ describe.each(BACKENDS)("webhooks fair per tenant (%s)", (backend) => {
     expect(dead.requests).toHaveLength(PER_TENANT);
     // (The sample fixture's own CITYCreated events may still be on their way to the subscriber
     // when the first registration is made, so a registration can have more than these 40.)
-    const { rows } = await suite.app.t.services.db.query<{ claimed: number; waiting: number }>(
+    // The claims wrote nothing to the rows they did not take: no row lock left on a waiting one
+    // (a lock-only xmax), however many claims looked at them.
+    const { rows } = await suite.app.t.services.db.query<{
+      claimed: number;
+      waiting: number;
+      locked: number;
+    }>(
       `SELECT count(*) FILTER (WHERE "ATTEMPTS" > 0)::int AS claimed,
-                count(*) FILTER (WHERE "ATTEMPTS" = 0)::int AS waiting
+                count(*) FILTER (WHERE "ATTEMPTS" = 0)::int AS waiting,
+                count(*) FILTER (WHERE "ATTEMPTS" = 0 AND xmax::text <> '0')::int AS locked
            FROM "TB_WEBHOOK_DELIVERY"
           WHERE "WEBHOOK_ID" = ANY($1::int[]) AND "STATUS" = 'pending'`,
       [hooks.filter(([c]) => c === anna).map(([, id]) => Number(id))],
     );
     expect(rows[0]!.claimed).toBe(PER_TENANT);
     expect(rows[0]!.waiting).toBeGreaterThanOrEqual(40 - PER_TENANT);
+    expect(rows[0]!.locked).toBe(0);
+  });
+
+  it("two workers on one database: each event is delivered once, no delivery claimed twice", async () => {
+    const receiver = await suite.receiver();
+    const webhookId = await register(anna, receiver.url);
+    const { db, logger } = suite.app.t.services;
+    // A second worker beside the runtime's (another process's), asking every 5 ms: they race.
+    const second = createDeliveryWorker({
+      db,
+      logger,
+      retryBaseMs: 1000,
+      allowPrivate: true,
+      concurrency: 32,
+      concurrencyPerReceiver: 4,
+      concurrencyPerTenant: PER_TENANT,
+      pollMs: 5,
+    });
+    second.start();
+    try {
+      const events: string[] = [];
+      for (let i = 0; i < 30; i++) events.push(await createCity(anna));
+      await eventually(
+        async () => {
+          const { rows } = await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "TB_WEBHOOK_LOG" WHERE "WEBHOOK_ID" = $1 AND "STATUS" = 'success'`,
+            [Number(webhookId)],
+          );
+          return rows[0]!.n >= events.length;
+        },
+        { what: "every delivery recorded" },
+      );
+      const delivered = receiver.requests.map((r) => r.body.event_id as string);
+      expect(new Set(delivered).size).toBe(delivered.length);
+      expect(delivered.filter((id) => events.includes(id)).sort()).toEqual([...events].sort());
+      const { rows } = await db.query<{ status: string; attempts: number; n: number }>(
+        `SELECT "STATUS" AS status, "ATTEMPTS" AS attempts, count(*)::int AS n
+           FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" = $1 AND "OUTBOX_ID" = ANY($2::bigint[])
+          GROUP BY 1, 2`,
+        [Number(webhookId), events],
+      );
+      expect(rows).toEqual([{ status: "success", attempts: 1, n: events.length }]);
+    } finally {
+      await second.stop();
+    }
   });
 
   it("a tenant's registrations are capped: one more is 409 WEBHOOK_LIMIT_REACHED, other tenants unaffected", async () => {

@@ -58,8 +58,13 @@ export interface DeliveryWorker {
 /**
  * Claims due deliveries that fit: at most $1 in all, per registration $2 less what it has in flight
  * ($3, by WEBHOOK_ID), per tenant $6 less what it has in flight ($7, by tenant). Registrations and
- * tenants already at their bound ($4, $5) are left out of the scan, so the window of 1000 rows
- * always holds something this worker may take.
+ * tenants already at their bound ($4, $5) are left out of the scan, so its window (the oldest
+ * $1 × $2 due rows) always holds something this worker may take; a registration behind the window
+ * is reached once those ahead of it are at their bound (the worker claims again at once while a
+ * claim finds rows). The window is read without locks: only the rows picked are locked (SKIP
+ * LOCKED), and one another worker claimed meanwhile (its lease moved NEXT_AT) fails the re-check
+ * and is left out. A claim writes nothing to the rows it does not take (locking the whole window,
+ * as before, cost up to a thousand row locks per claim under a backlog).
  */
 const CLAIM_SQL = `
   WITH due AS (
@@ -68,8 +73,7 @@ const CLAIM_SQL = `
      WHERE d."STATUS" = 'pending' AND d."NEXT_AT" <= now()
        AND NOT (d."WEBHOOK_ID" = ANY($4::int[])) AND NOT (w."SOURCE" = ANY($5::text[]))
      ORDER BY d."NEXT_AT", d."DELIVERY_ID"
-     LIMIT 1000
-       FOR UPDATE OF d SKIP LOCKED),
+     LIMIT $1::int * $2::int),
   per_webhook AS (
     SELECT "DELIVERY_ID", "WEBHOOK_ID", "NEXT_AT", "SOURCE",
            row_number() OVER (PARTITION BY "WEBHOOK_ID" ORDER BY "NEXT_AT", "DELIVERY_ID") AS rn
@@ -83,12 +87,18 @@ const CLAIM_SQL = `
     SELECT "DELIVERY_ID" FROM per_tenant
      WHERE tn <= $6::int - COALESCE(($7::jsonb ->> "SOURCE")::int, 0)
      ORDER BY "NEXT_AT", "DELIVERY_ID"
-     LIMIT $1)
+     LIMIT $1),
+  locked AS (
+    SELECT d."DELIVERY_ID"
+      FROM "TB_WEBHOOK_DELIVERY" d
+     WHERE d."DELIVERY_ID" IN (SELECT "DELIVERY_ID" FROM picked)
+       AND d."STATUS" = 'pending' AND d."NEXT_AT" <= now()
+       FOR UPDATE SKIP LOCKED)
   UPDATE "TB_WEBHOOK_DELIVERY" d
      SET "ATTEMPTS" = d."ATTEMPTS" + 1,
          "NEXT_AT" = now() + make_interval(secs => (w."TIMEOUT_MS" + 30000) / 1000.0)
     FROM "TB_WEBHOOK" w
-   WHERE d."DELIVERY_ID" IN (SELECT "DELIVERY_ID" FROM picked) AND w."WEBHOOK_ID" = d."WEBHOOK_ID"
+   WHERE d."DELIVERY_ID" IN (SELECT "DELIVERY_ID" FROM locked) AND w."WEBHOOK_ID" = d."WEBHOOK_ID"
   RETURNING d."DELIVERY_ID"::text AS "DELIVERY_ID", d."WEBHOOK_ID", d."OUTBOX_ID"::text AS "OUTBOX_ID",
             d."EVENT_TYPE", d."BODY", d."ATTEMPTS", w."URL", w."SECRET", w."RETRY_COUNT", w."TIMEOUT_MS", w."ACTIVE",
             w."SOURCE" AS "TENANT_ID"`;
@@ -203,17 +213,16 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     const free = opts.concurrency - total();
     if (free <= 0) return [];
     const full = saturated();
-    const { rows } = await db.transaction((tx) =>
-      tx.query<ClaimedDelivery>(CLAIM_SQL, [
-        free,
-        opts.concurrencyPerReceiver,
-        JSON.stringify(Object.fromEntries(inFlight)),
-        full.webhooks,
-        full.tenants,
-        opts.concurrencyPerTenant,
-        JSON.stringify(Object.fromEntries(inFlightPerTenant)),
-      ]),
-    );
+    // One statement, its own transaction: the rows it locks are updated and released at once.
+    const { rows } = await db.query<ClaimedDelivery>(CLAIM_SQL, [
+      free,
+      opts.concurrencyPerReceiver,
+      JSON.stringify(Object.fromEntries(inFlight)),
+      full.webhooks,
+      full.tenants,
+      opts.concurrencyPerTenant,
+      JSON.stringify(Object.fromEntries(inFlightPerTenant)),
+    ]);
     return rows;
   }
 
