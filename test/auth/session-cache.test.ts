@@ -21,7 +21,7 @@ import {
 } from "../helpers/env.ts";
 import { eventually } from "../events/support.ts";
 import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
-import { faultyProxy } from "../helpers/proxy.ts";
+import { faultyProxy, throughProxy } from "../helpers/proxy.ts";
 
 const SESSION_READ = /FROM "TB_ANAG_SESSIONS00" s LEFT JOIN "TB_USER"/;
 
@@ -130,9 +130,7 @@ describe.each(OTHER_PROCESS)("revocation and another process's cache (%s)", () =
     // Another process: its own database handle, its connections through a proxy that can hold them.
     const url = new URL(db.connectionString);
     const proxy = await faultyProxy(url.hostname, Number(url.port || 5432));
-    url.hostname = "127.0.0.1";
-    url.port = String(proxy.port);
-    const otherDb = openPostgres(url.toString(), { max: 2, watchdogMs: 0 });
+    const otherDb = openPostgres(throughProxy(db.connectionString, proxy), { max: 2, watchdogMs: 0 });
     const other = await createSessionCache(otherDb, { ttlMs: 60_000 });
     try {
       const token = await loginAs(app.app, "lucia", "lucia-secret-3");

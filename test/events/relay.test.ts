@@ -9,6 +9,7 @@ import { createRelay, type Relay } from "../../src/events/relay.ts";
 import { createLogger } from "../../src/logger.ts";
 import type { Database } from "../../src/types.ts";
 import { createTestApp, TEST_AMQP_URL, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
+import { throughProxy } from "../helpers/proxy.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
 import { brokerConsumer, eventually, tcpProxy } from "./support.ts";
 
@@ -299,12 +300,10 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
     it("the broker connection cut during 500 writes: all 500 published once it is back", async () => {
       const broker = new URL(TEST_AMQP_URL!);
       const proxy = await tcpProxy(broker.hostname, Number(broker.port || 5672));
-      const viaProxy = new URL(TEST_AMQP_URL!);
-      viaProxy.hostname = "127.0.0.1";
-      viaProxy.port = String(proxy.port);
+      const viaProxy = throughProxy(TEST_AMQP_URL!, proxy);
       const { createAmqpBus } = await import("../../src/events/amqp-bus.ts");
       const bus = createAmqpBus({
-        url: viaProxy.toString(),
+        url: viaProxy,
         exchange,
         maxFailures: 5,
         logger: silent,

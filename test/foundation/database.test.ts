@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { type DatabaseHandle, openPglite, openPostgres } from "../../src/db/database.ts";
 import { BACKENDS, createTestDatabase } from "../helpers/env.ts";
-import { faultyProxy } from "../helpers/proxy.ts";
+import { faultyProxy, throughProxy } from "../helpers/proxy.ts";
 
 async function until(ok: () => boolean, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -199,9 +199,7 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("listenersCaughtUp on %s
     if (db.kind !== "postgres") throw new Error("postgres only");
     const url = new URL(db.connectionString);
     proxy = await faultyProxy(url.hostname, Number(url.port || 5432));
-    url.hostname = "127.0.0.1";
-    url.port = String(proxy.port);
-    other = openPostgres(url.toString(), { max: 2, watchdogMs: 0 });
+    other = openPostgres(throughProxy(db.connectionString, proxy), { max: 2, watchdogMs: 0 });
   });
   afterAll(async () => {
     await other?.close();

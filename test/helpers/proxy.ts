@@ -67,3 +67,11 @@ export async function faultyProxy(host: string, port: number) {
     },
   };
 }
+
+/** `url` (postgres://, amqp://, redis://…) with its host and port those of `proxy` on loopback. */
+export function throughProxy(url: string, proxy: { port: number }): string {
+  const via = new URL(url);
+  via.hostname = "127.0.0.1";
+  via.port = String(proxy.port);
+  return via.toString();
+}

@@ -15,6 +15,7 @@ import { type BrokerMessage, brokerConsumer, eventually, tcpProxy } from "../eve
 import { SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { SAMPLE_FIXTURE, TEST_AMQP_URL, TEST_DATABASE_URL } from "../helpers/env.ts";
 import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
+import { throughProxy } from "../helpers/proxy.ts";
 
 interface Setup {
   name: string;
@@ -77,9 +78,7 @@ async function startService(dbEnv: Record<string, string>, cleanups: (() => Prom
   const broker = new URL(TEST_AMQP_URL!);
   const proxy = await tcpProxy(broker.hostname, Number(broker.port || 5672));
   cleanups.push(() => proxy.close());
-  const viaProxy = new URL(TEST_AMQP_URL!);
-  viaProxy.hostname = "127.0.0.1";
-  viaProxy.port = String(proxy.port);
+  const viaProxy = throughProxy(TEST_AMQP_URL!, proxy);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   let running: Running | null = null;
@@ -89,7 +88,7 @@ async function startService(dbEnv: Record<string, string>, cleanups: (() => Prom
       ...UNLIMITED_ENV,
       PORT: String(port),
       DEMO_DATA: "false",
-      AMQP_URL: viaProxy.toString(),
+      AMQP_URL: viaProxy,
       EVENTS_EXCHANGE: exchange,
       JWT_SECRET: "faults-broker-secret-faults-broker-secret-0123",
     });

@@ -27,7 +27,7 @@ import { eventually, tcpProxy } from "../events/support.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_AMQP_URL, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
 import { freePort, spawnStart, waitReady } from "../helpers/process.ts";
-import { faultyProxy } from "../helpers/proxy.ts";
+import { faultyProxy, throughProxy } from "../helpers/proxy.ts";
 
 type Proxy = Awaited<ReturnType<typeof tcpProxy>>;
 
@@ -147,10 +147,10 @@ if (TEST_DATABASE_URL)
     const lost: string[] = [];
     beforeAll(async () => {
       proxy = await proxyTo(TEST_DATABASE_URL!, 5432);
-      const url = new URL(TEST_DATABASE_URL!);
-      url.hostname = "127.0.0.1";
-      url.port = String(proxy.port);
-      db = openPostgres(url.toString(), { max: 2, onConnectionError: (_err, which) => lost.push(which) });
+      db = openPostgres(throughProxy(TEST_DATABASE_URL!, proxy), {
+        max: 2,
+        onConnectionError: (_err, which) => lost.push(which),
+      });
     });
     afterAll(async () => {
       await db?.close();

@@ -21,7 +21,7 @@ import type { Services } from "../../src/services.ts";
 import { eventually } from "../events/support.ts";
 import { bearer, buildAuthApp, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_REDIS_URL, type TestApp } from "../helpers/env.ts";
-import { faultyProxy } from "../helpers/proxy.ts";
+import { faultyProxy, throughProxy } from "../helpers/proxy.ts";
 import { s3Env, startS3rver } from "../media/media-setup.ts";
 
 /** The value of a counter with these labels in a Prometheus text exposition (0 when absent). */
@@ -48,16 +48,14 @@ if (TEST_REDIS_URL) {
 
     beforeAll(async () => {
       proxy = await faultyProxy(redisUrl.hostname, Number(redisUrl.port || 6379));
-      const viaProxy = new URL(TEST_REDIS_URL!);
-      viaProxy.hostname = "127.0.0.1";
-      viaProxy.port = String(proxy.port);
+      const viaProxy = throughProxy(TEST_REDIS_URL!, proxy);
       t = await createTestApp("pglite", {
         fixture: "sample",
         env: { ...UNLIMITED_ENV, RATE_LIMIT_USER_PER_MINUTE: "3" },
       });
       const services: Services = {
         ...t.services,
-        config: { ...t.services.config, redisUrl: viaProxy.toString() },
+        config: { ...t.services.config, redisUrl: viaProxy },
       };
       app = await buildAuthApp(services, { rateLimitPrefix: prefix });
       redis = new Redis(TEST_REDIS_URL!);
@@ -138,10 +136,8 @@ if (TEST_REDIS_URL) {
 
     beforeAll(async () => {
       proxy = await faultyProxy(redisUrl.hostname, Number(redisUrl.port || 6379));
-      const viaProxy = new URL(TEST_REDIS_URL!);
-      viaProxy.hostname = "127.0.0.1";
-      viaProxy.port = String(proxy.port);
-      t = await createTestApp("pglite", { fixture: "sample", env: { REDIS_URL: viaProxy.toString() } });
+      const viaProxy = throughProxy(TEST_REDIS_URL!, proxy);
+      t = await createTestApp("pglite", { fixture: "sample", env: { REDIS_URL: viaProxy } });
     });
     afterAll(async () => {
       await t?.close();
@@ -193,9 +189,7 @@ if (TEST_REDIS_URL) {
       await new Promise<void>((resolve) => backend.listen(0, "127.0.0.1", resolve));
       const backendUrl = `http://127.0.0.1:${(backend.address() as net.AddressInfo).port}`;
       proxy = await faultyProxy(redisUrl.hostname, Number(redisUrl.port || 6379));
-      const viaProxy = new URL(TEST_REDIS_URL!);
-      viaProxy.hostname = "127.0.0.1";
-      viaProxy.port = String(proxy.port);
+      const viaProxy = throughProxy(TEST_REDIS_URL!, proxy);
       gateway = await buildGateway(
         loadConfig({
           ROLE: "gateway",
@@ -203,7 +197,7 @@ if (TEST_REDIS_URL) {
           READ_BACKEND_URL: backendUrl,
           WRITE_BACKEND_URL: backendUrl,
           AUTH_BACKEND_URL: backendUrl,
-          REDIS_URL: viaProxy.toString(),
+          REDIS_URL: viaProxy,
           RATE_LIMIT_USER_PER_SECOND: "0",
           RATE_LIMIT_USER_PER_MINUTE: "0",
           RATE_LIMIT_USER_PER_HOUR: "5",
