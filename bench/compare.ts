@@ -29,7 +29,14 @@ import { readdirSync, readFileSync } from "node:fs";
 import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, type Running, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
-import { BENCH_PATHS, benchServiceEnv, openBenchServices, seedCustomers } from "./seed.ts";
+import {
+  BENCH_CREATE,
+  BENCH_CREATE_MUTATION,
+  BENCH_PATHS,
+  benchServiceEnv,
+  openBenchServices,
+  seedCustomers,
+} from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 100_000);
@@ -154,6 +161,8 @@ type Run = { url: string; method?: string; body?: string; headers?: Record<strin
 interface Workload {
   name: string;
   runs: Partial<Record<ServerName, Run>>;
+  /** Its requests create customers (named BENCH_CREATE.NAME) and write events. */
+  creates?: boolean;
 }
 interface Measured {
   rps: number;
@@ -237,8 +246,8 @@ async function main() {
     const id = rows[0]!.id;
     // W4: the client gives the customer's code (the template is not drawn); W4s: the code comes
     // from the tenant's gap-free counter (`C-{seq:CUST:5}`), the floor doing that work too.
-    const create = JSON.stringify({ data: { NAME: "Bench create", CODE: "B-00001" } });
-    const numbered = JSON.stringify({ data: { NAME: "Bench create" } });
+    const create = JSON.stringify({ data: BENCH_CREATE });
+    const numbered = JSON.stringify({ data: { NAME: BENCH_CREATE.NAME } });
     const json = { "content-type": "application/json" };
     const post = (target: string, body: string, headers: Record<string, string> = {}): Run => ({
       url: target,
@@ -298,20 +307,20 @@ async function main() {
       },
       {
         name: "W4 create a customer, its code given (floor: the row and its outbox row in one statement; page floor: the bare INSERT)",
+        creates: true,
         runs: {
           page: post(`${floorBase}/p4`, create),
           floor: post(`${floorBase}/w4o`, create),
           pgl: pglQuery(
-            `mutation { createTbAnagCust00(input: {tbAnagCust00: {name: "Bench create", code: "B-00001", trec: "N", cdata: "20260101000000", owner: "pgl", tenantId: "acme"}}) { tbAnagCust00 { custId } } }`,
+            `mutation { createTbAnagCust00(input: {tbAnagCust00: {name: "${BENCH_CREATE.NAME}", code: "${BENCH_CREATE.CODE}", trec: "N", cdata: "20260101000000", owner: "pgl", tenantId: "acme"}}) { tbAnagCust00 { custId } } }`,
           ),
           rest: dimensioCreate(create),
-          gql: gql(
-            `mutation { CUST_create(source: "anag-1", data: {NAME: "Bench create", CODE: "B-00001"}) { data { CUST_ID } } }`,
-          ),
+          gql: gql(BENCH_CREATE_MUTATION),
         },
       },
       {
         name: "W4s create a customer numbered by the gap-free counter (floor: counter, row and outbox row in one statement)",
+        creates: true,
         runs: { floor: post(`${floorBase}/w4s`, numbered), rest: dimensioCreate(numbered) },
       },
       {
@@ -362,10 +371,10 @@ async function main() {
     // thousands of them (W1 after a warm-up with creates cost PostgreSQL 2.7 ms per request
     // instead of 0.3, the page floor's 0.54 instead of 0.25). The caches are told.
     const forgetCreates = async () => {
-      await services.db.query(
-        `DELETE FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "NAME" = 'Bench create'`,
-      );
-      await services.db.query(`DELETE FROM floor_cust WHERE "NAME" = 'Bench create'`);
+      await services.db.query(`DELETE FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "NAME" = $1`, [
+        BENCH_CREATE.NAME,
+      ]);
+      await services.db.query(`DELETE FROM floor_cust WHERE "NAME" = $1`, [BENCH_CREATE.NAME]);
       await services.db.query(`VACUUM ANALYZE "TB_ANAG_CUST00", floor_cust`);
       await services.db.query(`SELECT pg_notify('dimensio_outbox', '')`);
       await eventsPublished();
@@ -388,11 +397,11 @@ async function main() {
       }
     };
     await forgetCreates();
-    const measure = async (pid: number, run: Run, server: ServerName): Promise<Measured> => {
+    const measure = async (pid: number, run: Run, dimensioCreates: boolean): Promise<Measured> => {
       const cpu0 = processCpuMs(pid);
       const pg0 = postgresCpu();
       const r = await autocannon({ ...run, connections: CONNECTIONS, duration: SECONDS });
-      if (run.method === "POST" && (server === "rest" || server === "gql")) await eventsPublished();
+      if (dimensioCreates) await eventsPublished();
       const served = Math.max(1, r.requests.total);
       return {
         rps: r.requests.average,
@@ -409,7 +418,11 @@ async function main() {
         for (const [server] of SERVERS) {
           const run = w.runs[server];
           if (!run) continue;
-          const m = await measure(pidOf[server]!, run, server);
+          const m = await measure(
+            pidOf[server]!,
+            run,
+            !!w.creates && (server === "rest" || server === "gql"),
+          );
           if (m.failed) console.error(`${w.name.split(" ")[0]} ${server}: ${m.failed} failed requests`);
           const list = rounds[server] ?? [];
           list.push(m);
@@ -423,9 +436,7 @@ async function main() {
         by[server] = list[Math.floor(list.length / 2)]!;
       }
       results.push({ w, by });
-      if (Object.values(w.runs).some((run) => run?.method === "POST" && !run.url.endsWith("/graphql"))) {
-        await forgetCreates();
-      }
+      if (w.creates) await forgetCreates();
       console.error(`done: ${w.name.split(" ")[0]}`);
     }
     const after = cpuTimes();

@@ -13,7 +13,7 @@
 import type { InjectOptions } from "fastify";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
 import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
-import { BENCH_PATHS, openBenchApp } from "./seed.ts";
+import { BENCH_CREATE, BENCH_CREATE_MUTATION, BENCH_PATHS, openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
@@ -49,19 +49,14 @@ async function main() {
       ],
       ["gPage1000", gql(`{ CUST(source: "anag-1", limit: 1000) { data { ${CUST_FIELDS} } } }`)],
       ["rW2", { method: "GET", url: "/api/v4/core/CUST/5000?source=anag-1", headers }],
-      [
-        "gW4",
-        gql(
-          `mutation { CUST_create(source: "anag-1", data: {NAME: "Bench create", CODE: "B-00001"}) { data { CUST_ID } } }`,
-        ),
-      ],
+      ["gW4", gql(BENCH_CREATE_MUTATION)],
       [
         "rW4",
         {
           method: "POST",
           url: BENCH_PATHS.create,
           headers: { ...headers, "content-type": "application/json" },
-          payload: JSON.stringify({ data: { NAME: "Bench create", CODE: "B-00001" } }),
+          payload: JSON.stringify({ data: BENCH_CREATE }),
         },
       ],
     ];

@@ -13,7 +13,15 @@ import path from "node:path";
 import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
-import { BENCH_PATHS, benchServiceEnv, openBenchServices, seedCustomers, seedOrders } from "./seed.ts";
+import {
+  BENCH_CREATE,
+  BENCH_CREATE_MUTATION,
+  BENCH_PATHS,
+  benchServiceEnv,
+  openBenchServices,
+  seedCustomers,
+  seedOrders,
+} from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -97,7 +105,7 @@ async function main() {
         {
           path: BENCH_PATHS.create,
           method: "POST",
-          body: JSON.stringify({ data: { NAME: "M", CODE: "M-1" } }),
+          body: JSON.stringify({ data: BENCH_CREATE }),
         },
       ],
       [
@@ -113,9 +121,7 @@ async function main() {
         "GraphQL create",
         {
           path: "/graphql",
-          ...gql(
-            `mutation { CUST_create(source: "anag-1", data: {NAME: "M", CODE: "M-2"}) { data { CUST_ID } } }`,
-          ),
+          ...gql(BENCH_CREATE_MUTATION),
         },
       ],
     ];

@@ -11,7 +11,7 @@
 // only GET by id (W2), BENCH_WORKLOAD=list only the filtered list (W1).
 import { listenAndLogin } from "../test/helpers/auth.ts";
 import { autocannon } from "./autocannon.ts";
-import { BENCH_PATHS, openBenchApp } from "./seed.ts";
+import { BENCH_CREATE, BENCH_PATHS, openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -42,7 +42,7 @@ async function main() {
       const creates = await autocannon({
         url: `${base}${BENCH_PATHS.create}`,
         method: "POST",
-        body: JSON.stringify({ data: { NAME: "Profiled create", CODE: "P-00001" } }),
+        body: JSON.stringify({ data: BENCH_CREATE }),
         connections: 16,
         duration: SECONDS,
         headers: { ...headers, "content-type": "application/json" },

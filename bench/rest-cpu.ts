@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs";
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
 import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
-import { BENCH_PATHS, openBenchApp } from "./seed.ts";
+import { BENCH_CREATE, BENCH_CREATE_MUTATION, BENCH_PATHS, openBenchApp } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
 const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
@@ -56,7 +56,7 @@ async function main() {
         {
           url: BENCH_PATHS.create,
           method: "POST",
-          payload: { data: { NAME: "Bench create", CODE: "B-00001" } },
+          payload: { data: BENCH_CREATE },
           status: 201,
         },
       ],
@@ -66,7 +66,7 @@ async function main() {
           url: "/graphql",
           method: "POST",
           payload: {
-            query: `mutation { CUST_create(source: "anag-1", data: {NAME: "Bench create", CODE: "B-00001"}) { data { CUST_ID } } }`,
+            query: BENCH_CREATE_MUTATION,
           },
         },
       ],

@@ -55,6 +55,15 @@ export const BENCH_PATHS = {
 } as const;
 
 /**
+ * W4's customer, its code given: the `data` of a create at BENCH_PATHS.create. Its NAME is how
+ * bench/compare finds the creates' rows to delete them after the create workloads.
+ */
+export const BENCH_CREATE = { NAME: "Bench create", CODE: "B-00001" } as const;
+
+/** W4 as a GraphQL mutation. */
+export const BENCH_CREATE_MUTATION = `mutation { CUST_create(source: "anag-1", data: {NAME: "${BENCH_CREATE.NAME}", CODE: "${BENCH_CREATE.CODE}"}) { data { CUST_ID } } }`;
+
+/**
  * The services of a bench: a scratch PostgreSQL database (dropped on close) with the sample
  * fixture and no rate limits. Without TEST_DATABASE_URL the bench stops with how to run it.
  */

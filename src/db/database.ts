@@ -432,39 +432,44 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
     c.release();
   }
 
+  /** Adds a listener of `channel` (LISTENing first if it is the channel's first): its unlisten. */
+  async function listen(channel: string, listener: ChannelListener): Promise<() => Promise<void>> {
+    const listeners = channels.get(channel) ?? new Set<ChannelListener>();
+    const first = listeners.size === 0;
+    channels.set(channel, listeners);
+    listeners.add(listener);
+    try {
+      const c = await connected();
+      // LISTEN twice is harmless (a connection made meanwhile has listened already).
+      if (first) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+    } catch (err) {
+      listeners.delete(listener);
+      if (listeners.size === 0) channels.delete(channel);
+      throw err;
+    }
+    let active = true;
+    return async () => {
+      if (!active) return;
+      active = false;
+      listeners.delete(listener);
+      if (listeners.size > 0 || channels.get(channel) !== listeners) return;
+      channels.delete(channel);
+      if (channels.size === 0) {
+        if (retry) clearTimeout(retry);
+        retry = null;
+        await connecting?.catch(() => {});
+        if (channels.size === 0) await letGo();
+      } else if (channel !== CAUGHT_UP_CHANNEL) {
+        // (The probes' channel stays listened while the connection lives: it answers other
+        // processes' probes whether or not this process waits on one.)
+        await client?.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
+      }
+    };
+  }
+
   return {
     tell,
-    async listen(channel: string, listener: ChannelListener): Promise<() => Promise<void>> {
-      const listeners = channels.get(channel) ?? new Set<ChannelListener>();
-      const first = listeners.size === 0;
-      channels.set(channel, listeners);
-      listeners.add(listener);
-      try {
-        const c = await connected();
-        // LISTEN twice is harmless (a connection made meanwhile has listened already).
-        if (first) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      } catch (err) {
-        listeners.delete(listener);
-        if (listeners.size === 0) channels.delete(channel);
-        throw err;
-      }
-      let active = true;
-      return async () => {
-        if (!active) return;
-        active = false;
-        listeners.delete(listener);
-        if (listeners.size > 0 || channels.get(channel) !== listeners) return;
-        channels.delete(channel);
-        if (channels.size === 0) {
-          if (retry) clearTimeout(retry);
-          retry = null;
-          await connecting?.catch(() => {});
-          if (channels.size === 0) await letGo();
-        } else if (channel !== CAUGHT_UP_CHANNEL) {
-          await client?.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`).catch(() => {});
-        }
-      };
-    },
+    listen,
     /**
      * Sends a probe behind every notice committed so far and waits for the answer of each listening
      * connection of the database (pg_stat_activity's, by application_name), bounded by `timeoutMs`.
@@ -490,12 +495,11 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
       });
       const timer = setTimeout(finish, timeoutMs);
       timer.unref();
-      const listening = this.listen.bind(this);
       // The whole of it within the bound: a connection slow to come counts against it too.
       const probing = (async () => {
         // This process's connection listens (and answers) before the probe is sent; with a
         // listener of its own (one shared by two waits would be unlistened by the first).
-        const unlisten = await listening(CAUGHT_UP_CHANNEL, { ...QUIET_LISTENER });
+        const unlisten = await listen(CAUGHT_UP_CHANNEL, { ...QUIET_LISTENER });
         try {
           if (over) return;
           const { rows } = await pool.query<{ pids: number[] }>(

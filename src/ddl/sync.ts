@@ -98,12 +98,13 @@ export function fieldIndexName(table: string, field: string, idField: string): s
 }
 
 /**
- * Names the sync gave a field's index before: `<table>_<field>_idx` on (TENANT_ID, field), and the
- * current form with the id field the table had before a change of key.
+ * The names the sync gives or gave a field's index, in the same order for any table:
+ * `<table>_<field>_idx` (the earlier form, on (TENANT_ID, field)), then the current form with
+ * `idField` (when given: the id field the table has, or had before a change of key).
  */
-function earlierFieldIndexNames(table: string, field: string, earlierIdField: string | undefined): string[] {
+function fieldIndexNames(table: string, field: string, idField: string | undefined): string[] {
   const names = [indexName(table, field)];
-  if (earlierIdField) names.push(fieldIndexName(table, field, earlierIdField));
+  if (idField) names.push(fieldIndexName(table, field, idField));
   return names;
 }
 
@@ -297,7 +298,7 @@ export async function planAlter(
   for (const f of dim.fields) {
     if (!wantedNames.has(f.code)) continue;
     const names = [
-      ...earlierFieldIndexNames(dim.tableName, f.code, opts.previous?.idField),
+      ...fieldIndexNames(dim.tableName, f.code, opts.previous?.idField),
       fieldIndexName(dim.tableName, f.code, dim.idField),
     ];
     for (const name of new Set(names)) {
@@ -496,10 +497,12 @@ function renameStatements(
     claims.push(key.name);
   }
   const codes = new Set([...prev.fields, ...dim.fields].map((f) => f.code));
-  const suffixes = [...codes].flatMap((code) => [code, `${code}_${prev.idField}`]);
-  for (const suffix of suffixes) {
-    const from = indexName(prev.tableName, suffix);
-    const to = indexName(dim.tableName, suffix);
+  // Each name a field's index has under the old table name, to the same form under the new one.
+  const moves = [...codes].flatMap((code) => {
+    const to = fieldIndexNames(dim.tableName, code, prev.idField);
+    return fieldIndexNames(prev.tableName, code, prev.idField).map((from, i) => [from, to[i]!] as const);
+  });
+  for (const [from, to] of moves) {
     if (!indexes.has(from) || from === to) continue;
     statements.push(`ALTER INDEX ${ident(from)} RENAME TO ${ident(to)}`);
     renamed.delete(from);

@@ -192,13 +192,13 @@ export interface ExpandPlan {
   readonly columns: readonly FieldDef[];
 }
 
-/** Where a plan's rows come from and which rows: shared by every statement of a dimension. */
 /** What a count counts: a dimension of a tenant (a count reads that table alone, for it). */
 export interface CountScope {
   readonly tenantId: string;
   readonly dim: string;
 }
 
+/** Where a plan's rows come from and which rows: shared by every statement of a dimension. */
 export interface PlanScope {
   readonly dim: DimensionDef;
   readonly tenantId: string;

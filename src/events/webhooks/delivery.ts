@@ -63,8 +63,8 @@ export interface DeliveryWorker {
  * is reached once those ahead of it are at their bound (the worker claims again at once while a
  * claim finds rows). The window is read without locks: only the rows picked are locked (SKIP
  * LOCKED), and one another worker claimed meanwhile (its lease moved NEXT_AT) fails the re-check
- * and is left out. A claim writes nothing to the rows it does not take (locking the whole window,
- * as before, cost up to a thousand row locks per claim under a backlog).
+ * and is left out. A claim writes nothing to the rows it does not take (under a backlog, locking
+ * the whole window would be a row lock per row of it, per claim).
  */
 const CLAIM_SQL = `
   WITH due AS (

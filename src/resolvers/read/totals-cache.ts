@@ -28,8 +28,6 @@ export interface CachedTotal {
   readonly estimated: boolean;
 }
 
-export type { CountScope };
-
 export interface TotalsCache {
   /** The total kept under `key`, if any. */
   get(key: string): CachedTotal | undefined;
