@@ -73,6 +73,23 @@ function postgresCpu(): Map<number, number> {
   return byPid;
 }
 
+/**
+ * Resolves once the process `pid` and PostgreSQL have been idle for QUIET_MS together (less than
+ * a clock tick each of CPU): the work a load left behind (the subscribers' last batches behind the
+ * relay's last publish, autovacuum) is done, and none of it falls into the next measurement.
+ */
+const QUIET_MS = 200;
+async function quiet(pid: number, timeoutMs = 30_000): Promise<void> {
+  const busy = () => processCpuMs(pid) + [...postgresCpu().values()].reduce((a, b) => a + b, 0);
+  let last = busy();
+  for (const deadline = Date.now() + timeoutMs; Date.now() < deadline; ) {
+    await new Promise((resolve) => setTimeout(resolve, QUIET_MS));
+    const now = busy();
+    if (now - last < 2 * TICK_MS) return;
+    last = now;
+  }
+}
+
 /** PostgreSQL's CPU time since `before` (a process that exited meanwhile is not counted). */
 function postgresCpuMsSince(before: Map<number, number>): number {
   let total = 0;
@@ -378,8 +395,7 @@ async function main() {
       await services.db.query(`VACUUM ANALYZE "TB_ANAG_CUST00", floor_cust`);
       await services.db.query(`SELECT pg_notify('dimensio_outbox', '')`);
       await eventsPublished();
-      // The subscribers' last batches behind the last publish.
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      await quiet(pidOf.rest!);
     };
     /**
      * Waits until Dimensio's relay has published every event (BENCH_ROLE: no relay runs): a

@@ -677,6 +677,13 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         void notices.set(channel, addNoticeItems(notices.get(channel) ?? null, noticeItemsOf(item))!);
       /** The NOTIFYs the transaction carries (channel, what each names). */
       const claimed: Array<[string, NoticeItems]> = [];
+      /** The payload of the NOTIFY of `channel` this commit carries, or null when it carries none. */
+      const claimNotice = (channel: string, items: NoticeItems): string | null => {
+        const named = notifier.claim(channel, items);
+        if (named === null) return null;
+        claimed.push([channel, named]);
+        return noticePayload(named);
+      };
       const tellCommitted = () => {
         for (const [channel, items] of notices) notifier.committed(channel, items);
       };
@@ -704,10 +711,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           if (committing) return committing;
           // Other processes' listeners: a NOTIFY in the transaction itself, pipelined with COMMIT.
           for (const [channel, items] of notices) {
-            const named = notifier.claim(channel, items);
-            if (named === null) continue;
-            claimed.push([channel, named]);
-            const payload = noticePayload(named);
+            const payload = claimNotice(channel, items);
+            if (payload === null) continue;
             tell("SELECT pg_notify($1, $2)", { pipelined: inFlight > 0 });
             deferred.defer(track(client.query("SELECT pg_notify($1, $2)", [channel, payload])));
           }
@@ -760,9 +765,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             }
             alone = "sent";
             // Other processes' relays: a NOTIFY in the statement itself, folded as after a COMMIT.
-            const named = notifier.claim(wake.channel, noticeItemsOf(wake.item));
-            if (named !== null) claimed.push([wake.channel, named]);
-            const payload = named === null ? null : noticePayload(named);
+            const payload = claimNotice(wake.channel, noticeItemsOf(wake.item));
             const sql = text(payload === null ? null : `$${params.length + 1}`);
             tell(sql, { pipelined: false });
             // Nothing to send with it: out at once, not corked to the end of the turn.

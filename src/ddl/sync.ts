@@ -40,8 +40,24 @@ export interface TablePlan {
    * After `statements`: the CREATE INDEX of each index the table lacks, then the DROP INDEX of each
    * index one of those replaces. With `deferIndexes` they wait for after the caller's commit.
    */
-  indexBuilds: string[];
+  indexBuilds: IndexBuild[];
   problems: Problem[];
+}
+
+/** An index a sync builds on an existing table, or drops once its successor is built. */
+export type IndexBuild =
+  | { kind: "create"; name: string; table: string; columns: readonly string[] }
+  | { kind: "drop"; name: string };
+
+/**
+ * The statement of an index build: in the sync's transaction, or, deferred until after its commit
+ * on PostgreSQL, CONCURRENTLY (a live table is not locked against writes meanwhile).
+ */
+export function indexBuildSql(build: IndexBuild, opts: { concurrently: boolean }): string {
+  const how = opts.concurrently ? "CONCURRENTLY " : "";
+  return build.kind === "create"
+    ? `CREATE INDEX ${how}IF NOT EXISTS ${ident(build.name)} ON ${ident(build.table)} (${build.columns.map(ident).join(", ")})`
+    : `DROP INDEX ${how}IF EXISTS ${ident(build.name)}`;
 }
 
 export function columnSpec(field: FieldDef, dim: DimensionDef): ColumnSpec {
@@ -113,9 +129,11 @@ export function createTableSql(dim: DimensionDef): string[] {
   const pk = `CONSTRAINT ${ident(primaryKeyName(dim.tableName))} PRIMARY KEY (${ident(TENANT_COLUMN)}, ${ident(dim.idField)})`;
   return [
     `CREATE TABLE ${ident(dim.tableName)} (\n  ${[...cols, pk].join(",\n  ")}\n)`,
-    ...tableIndexes(dim).map(
-      (ix) =>
-        `CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${ident(dim.tableName)} (${ix.columns.map(ident).join(", ")})`,
+    ...tableIndexes(dim).map((ix) =>
+      indexBuildSql(
+        { kind: "create", name: ix.name, table: dim.tableName, columns: ix.columns },
+        { concurrently: false },
+      ),
     ),
   ];
 }
@@ -294,7 +312,7 @@ export async function planAlter(
   // An index the sync made for a field that no longer wants one (INDEXED cleared) goes at once;
   // one of an earlier form (before the id closed it, or closed by an earlier key) goes once its
   // successor is built. Indexes made by hand under other names are left alone.
-  const superseded: string[] = [];
+  const superseded: IndexBuild[] = [];
   for (const f of dim.fields) {
     if (!wantedNames.has(f.code)) continue;
     const names = [
@@ -303,17 +321,15 @@ export async function planAlter(
     ];
     for (const name of new Set(names)) {
       if (!existingIndexes.has(name) || wantedIndexNames.has(name)) continue;
-      const drop = `DROP INDEX IF EXISTS ${ident(name)}`;
+      const drop: IndexBuild = { kind: "drop", name };
       if (wantedOn.has(f.code)) superseded.push(drop);
-      else statements.push(drop);
+      else statements.push(indexBuildSql(drop, { concurrently: false }));
     }
   }
-  const indexBuilds: string[] = [];
+  const indexBuilds: IndexBuild[] = [];
   for (const ix of wantedIndexes) {
     if (existingIndexes.has(ix.name)) continue;
-    indexBuilds.push(
-      `CREATE INDEX IF NOT EXISTS ${ident(ix.name)} ON ${table} (${ix.columns.map(ident).join(", ")})`,
-    );
+    indexBuilds.push({ kind: "create", name: ix.name, table: dim.tableName, columns: ix.columns });
   }
   indexBuilds.push(...superseded);
   return { table: dim.tableName, statements, indexBuilds, problems };
@@ -366,21 +382,14 @@ export interface SyncResult {
   altered: string[];
   statements: string[];
   /**
-   * With `deferIndexes`: the CREATE INDEX statements of existing tables, left for the caller to run
-   * after its commit with CONCURRENTLY (a live table is not locked against writes meanwhile).
+   * With `deferIndexes`: the index builds of existing tables, left for the caller to run after its
+   * commit with CONCURRENTLY (indexBuildSql).
    */
-  deferred?: string[];
+  deferred?: IndexBuild[];
 }
 
 export interface SyncOptions {
   deferIndexes?: boolean;
-}
-
-/** A deferred CREATE or DROP INDEX as it runs outside a transaction on PostgreSQL. */
-export function concurrently(statement: string): string {
-  return statement
-    .replace(/^CREATE INDEX IF NOT EXISTS /, "CREATE INDEX CONCURRENTLY IF NOT EXISTS ")
-    .replace(/^DROP INDEX IF EXISTS /, "DROP INDEX CONCURRENTLY IF EXISTS ");
 }
 
 const RELATION_KINDS: Record<string, string> = {
@@ -455,7 +464,7 @@ function tableData(tx: Queryable, table: string): TableData {
 interface TableStep {
   statements: string[];
   /** An existing table's index builds (TablePlan.indexBuilds); a new table's are in `statements`. */
-  indexBuilds: string[];
+  indexBuilds: IndexBuild[];
   problems: Problem[];
   create: boolean;
   /** Relation names the statements create: none may exist already. */
@@ -650,13 +659,14 @@ export async function syncTables(
     );
   }
   const result: SyncResult = { created: [], altered: [], statements: [] };
-  const deferred: string[] = [];
+  const deferred: IndexBuild[] = [];
   if (opts.deferIndexes) result.deferred = deferred;
   for (const { dim, step } of plans) {
     for (const statement of step.statements) await tx.query(statement);
+    const builds = step.indexBuilds.map((build) => indexBuildSql(build, { concurrently: false }));
     if (opts.deferIndexes) deferred.push(...step.indexBuilds);
-    else for (const statement of step.indexBuilds) await tx.query(statement);
-    const all = [...step.statements, ...step.indexBuilds];
+    else for (const statement of builds) await tx.query(statement);
+    const all = [...step.statements, ...builds];
     result.statements.push(...all);
     if (step.create) result.created.push(dim.tableName);
     else if (all.length) result.altered.push(dim.tableName);

@@ -3,7 +3,7 @@
 // INDEXED drops it again.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
-import { concurrently, fieldIndexName } from "../../src/ddl/sync.ts";
+import { fieldIndexName, indexBuildSql } from "../../src/ddl/sync.ts";
 import { eventually } from "../events/support.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
@@ -120,10 +120,16 @@ describe.each(BACKENDS)("INDEXED fields (%s)", (backend) => {
     });
   }
 
-  it("a deferred CREATE or DROP INDEX becomes CONCURRENTLY", () => {
-    expect(concurrently('CREATE INDEX IF NOT EXISTS "ix" ON "T" ("TENANT_ID", "A")')).toBe(
+  it("an index build's statement, in the transaction or deferred CONCURRENTLY", () => {
+    const create = { kind: "create", name: "ix", table: "T", columns: ["TENANT_ID", "A"] } as const;
+    expect(indexBuildSql(create, { concurrently: false })).toBe(
+      'CREATE INDEX IF NOT EXISTS "ix" ON "T" ("TENANT_ID", "A")',
+    );
+    expect(indexBuildSql(create, { concurrently: true })).toBe(
       'CREATE INDEX CONCURRENTLY IF NOT EXISTS "ix" ON "T" ("TENANT_ID", "A")',
     );
-    expect(concurrently('DROP INDEX IF EXISTS "ix"')).toBe('DROP INDEX CONCURRENTLY IF EXISTS "ix"');
+    expect(indexBuildSql({ kind: "drop", name: "ix" }, { concurrently: true })).toBe(
+      'DROP INDEX CONCURRENTLY IF EXISTS "ix"',
+    );
   });
 });

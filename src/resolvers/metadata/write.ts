@@ -3,7 +3,7 @@
 // written, the affected table synced, the metadata version bumped and one outbox row written per
 // changed row. The registry reloads before the response, so the next request sees the change.
 import { authorize } from "../../auth/authorize.ts";
-import { concurrently, syncTables } from "../../ddl/sync.ts";
+import { type IndexBuild, indexBuildSql, syncTables } from "../../ddl/sync.ts";
 import { ident } from "../../db/sql.ts";
 import { ConflictError, MetadataError, ValidationError } from "../../errors.ts";
 import { insertOutboxEvent } from "../../events/outbox.ts";
@@ -133,7 +133,7 @@ export async function writeMetadata(
   let result: MetadataWriteResult;
   // On PostgreSQL new indexes of existing tables are built after the commit, CONCURRENTLY.
   const deferIndexes = deps.db.kind === "postgres";
-  let deferred: string[] = [];
+  let deferred: IndexBuild[] = [];
   try {
     result = await deps.db.transaction(async (tx) => {
       await lockMetadataWrites(tx);
@@ -179,7 +179,7 @@ export async function writeMetadata(
     mapDataError(err);
   }
   await deps.metadata.refresh(true);
-  for (const statement of deferred) await buildIndexConcurrently(deps.db, statement);
+  for (const build of deferred) await buildIndexConcurrently(deps.db, build);
   return result;
 }
 
@@ -187,12 +187,15 @@ export async function writeMetadata(
  * CREATE INDEX CONCURRENTLY outside any transaction. A failed build leaves an invalid index
  * behind: it is dropped, so that the next sync of the table tries again, and the error reported.
  */
-async function buildIndexConcurrently(db: Queryable, statement: string): Promise<void> {
+async function buildIndexConcurrently(db: Queryable, build: IndexBuild): Promise<void> {
   try {
-    await db.query(concurrently(statement));
+    await db.query(indexBuildSql(build, { concurrently: true }));
   } catch (err) {
-    const name = /IF NOT EXISTS ("(?:[^"]|"")+")/.exec(statement)?.[1];
-    if (name) await db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`).catch(() => {});
+    if (build.kind === "create") {
+      await db
+        .query(indexBuildSql({ kind: "drop", name: build.name }, { concurrently: true }))
+        .catch(() => {});
+    }
     throw err;
   }
 }
