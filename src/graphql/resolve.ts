@@ -12,6 +12,7 @@ import { parseSortExpression } from "../query/sort-syntax.ts";
 import {
   type AggregateSpec,
   DEFAULT_NUM_ROWS,
+  type ExpandFields,
   type ExpandPlan,
   emptyListQuery,
   type FilterExpr,
@@ -139,11 +140,12 @@ function planRelation(ctx: GraphQLContext, rc: ReadContext, dim: DimensionDef, n
   return plan;
 }
 
+/** A relation of `dim` by name: its target dimension and the key it reads of `dim`'s records. */
 function relationOf(dim: DimensionDef, name: string) {
   const forward = dim.relations.find((r) => r.name === name);
-  if (forward) return { relation: forward, target: forward.toDim };
+  if (forward) return { relation: forward, target: forward.toDim, parentKey: forward.fromField };
   const reverse = dim.reverseRelations.find((r) => r.name === name);
-  return reverse ? { relation: reverse, target: reverse.fromDim } : null;
+  return reverse ? { relation: reverse, target: reverse.fromDim, parentKey: reverse.toField } : null;
 }
 
 /**
@@ -156,7 +158,7 @@ function relationLevel(
   rc: ReadContext,
   dim: DimensionDef,
   fields: readonly SelectedField[],
-): EmbeddedRelation[] {
+): SelectedRelation[] {
   const byName = new Map<string, SelectedField[]>();
   for (const f of fields) {
     if (f.hasArguments || !relationOf(dim, f.name)) continue;
@@ -166,18 +168,52 @@ function relationLevel(
   }
   return [...byName].map(([name, group]) => {
     const target = rc.model.dimensions.get(relationOf(dim, name)!.target);
+    const selections = group.flatMap((f) => f.selections);
     return {
       name,
-      children: target
-        ? relationTrees(
-            ctx,
-            rc,
-            target,
-            group.flatMap((f) => f.selections),
-          )
-        : [],
+      fields: target ? fieldsRead(target, selections) : new Set<string>(),
+      children: target ? relationTrees(ctx, rc, target, selections) : [],
     };
   });
+}
+
+/** A relation selected without arguments, with the fields its selection reads of its target. */
+interface SelectedRelation extends EmbeddedRelation {
+  readonly fields: ReadonlySet<string>;
+}
+
+/**
+ * The fields of `dim` a selection set reads: those it selects, and the key of each relation it
+ * selects (the relation's resolver reads it from the record, with or without arguments).
+ */
+function fieldsRead(dim: DimensionDef, selections: readonly SelectedField[]): Set<string> {
+  const out = new Set<string>();
+  for (const f of selections) {
+    if (dim.fieldsByCode.has(f.name)) out.add(f.name);
+    else {
+      const r = relationOf(dim, f.name);
+      if (r) out.add(r.parentKey);
+    }
+  }
+  return out;
+}
+
+/**
+ * The fields of a root's records to read: those its selection reads that the caller may see (a
+ * hidden one stays out of the record, and its field resolver reports it, as for every record).
+ */
+function rootFields(rc: ReadContext, dim: DimensionDef, selections: readonly SelectedField[]): string[] {
+  // The request's metadata snapshot decides (the schema's `dim` may be another object of it).
+  const rules = rc.view.fields(rc.model.dimensions.get(dim.code) ?? dim);
+  return [...fieldsRead(rules.dim, selections)].filter((code) => {
+    const field = rules.dim.fieldsByCode.get(code);
+    return field !== undefined && rules.isVisible(field);
+  });
+}
+
+/** What the page's statement embeds of `relations`: the fields each one's selection reads. */
+function expandFieldsOf(relations: readonly SelectedRelation[]): ExpandFields {
+  return new Map(relations.map((r) => [r.name, r.fields]));
 }
 
 /** relationLevel's relations planned (those that cannot be are left to their field resolvers). */
@@ -380,20 +416,21 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
     list: (dim) => async (_root, args: ListArgs, ctx, info) => {
       const rc = readContextFor(ctx, args);
       stateOf(ctx).roots.set(info.path.key, args);
-      // One walk of the selection set: the relations under data (planned here, once, with what
-      // is selected under them) and whether meta.total is wanted.
+      // One walk of the selection set: the fields read under data, the relations (planned here,
+      // once, with what is selected under them) and whether meta.total is wanted.
       const selection = lookahead(info);
-      const relations = relationLevel(ctx, rc, dim, under(selection, "data"));
+      const data = under(selection, "data");
+      const relations = relationLevel(ctx, rc, dim, data);
       const withTotal = under(selection, "meta").some((f) => f.name === "total");
-      const result = await listRecords(
-        rc,
-        dim.code,
-        listQuery(
+      const result = await listRecords(rc, dim.code, {
+        ...listQuery(
           args,
           relations.map((r) => r.name),
           withTotal,
         ),
-      );
+        fields: rootFields(rc, dim, data),
+        expandFields: expandFieldsOf(relations),
+      });
       await attachRelationTree(rc, relations, result.data);
       return { data: result.data, meta: result.meta };
     },
@@ -401,11 +438,13 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
     byId: (dim) => async (_root, args: ContextArgs & { id: string }, ctx, info) => {
       const rc = readContextFor(ctx, args);
       stateOf(ctx).roots.set(info.path.key, args);
-      const relations = relationLevel(ctx, rc, dim, lookahead(info));
+      const selection = lookahead(info);
+      const relations = relationLevel(ctx, rc, dim, selection);
       try {
         const result = await getRecord(rc, dim.code, args.id, {
-          fields: null,
+          fields: rootFields(rc, dim, selection),
           expand: relations.map((r) => r.name),
+          expandFields: expandFieldsOf(relations),
           condTrec: null,
           debug: false,
         });

@@ -14,6 +14,7 @@ import {
 } from "./errors.ts";
 import {
   type AggregateSpec,
+  type ExpandFields,
   type ExpandPlan,
   type FilterExpr,
   type GroupSortKey,
@@ -202,11 +203,16 @@ function planSort(rules: DimensionFields, sort: readonly SortSpec[], trusted: bo
   return out;
 }
 
+/**
+ * The relations `names` of `dim` as the caller may embed them: each with the target's fields it
+ * may list, or of those only the ones `fieldsOf` names for it (GraphQL: the fields selected).
+ */
 export function planExpand(
   ctx: RequestContext,
   model: MetadataModel,
   dim: DimensionDef,
   names: readonly string[],
+  fieldsOf?: ExpandFields,
 ): ExpandPlan[] {
   const view = accessView(ctx, model);
   const rules = view.fields(dim);
@@ -236,10 +242,15 @@ export function planExpand(
       target,
       parentKey,
       targetKey,
-      columns: [...view.fields(target).withFlag("L")],
+      columns: only(view.fields(target).withFlag("L"), fieldsOf?.get(name)),
     });
   }
   return out;
+}
+
+function only(fields: Iterable<FieldDef>, codes: ReadonlySet<string> | undefined): FieldDef[] {
+  const all = [...fields];
+  return codes ? all.filter((f) => codes.has(f.code)) : all;
 }
 
 function checkPaging(numRows: number, offset: number): void {
@@ -286,7 +297,7 @@ export function planRecords(
   checkPaging(query.numRows, query.offset);
   const where = planWhere(dim, query.filter, query.condTrec, query.search);
   const sort = planSort(dim.rules, query.sort, opts.trustedSort === true);
-  const expand = query.expand.length ? planExpand(ctx, model, dim, query.expand) : [];
+  const expand = query.expand.length ? planExpand(ctx, model, dim, query.expand, query.expandFields) : [];
   const columns = withoutExpanded(chooseColumns(dim.rules, "L", query.fields, query.forceListCost), expand);
   return {
     kind: "records",
@@ -321,7 +332,7 @@ export function planRecord(
   }
   const rule = planWhere(dim, null, query.condTrec);
   const byId: PlannedFilter = { kind: "condition", field: idField, op: "eq", value: idValue };
-  const expand = query.expand.length ? planExpand(ctx, model, dim, query.expand) : [];
+  const expand = query.expand.length ? planExpand(ctx, model, dim, query.expand, query.expandFields) : [];
   const columns = withoutExpanded(chooseColumns(dim.rules, "D", query.fields, []), expand);
   return {
     kind: "records",

@@ -63,6 +63,34 @@ describe("GraphQL server", () => {
     expect(dataStatements()).toHaveLength(2);
   });
 
+  it("a list and its relations read only the fields their selections ask for, and the keys of the relations under them", async () => {
+    statements = [];
+    const res = await anna(
+      `{ ADDR(source: "anag-2", limit: 5, order_by: [{ADDR_ID: asc}]) { data { ADDR_ID CUST { NAME ... on CUST { CITY { NAME } } } } } }`,
+    );
+    expect(res.body.errors).toBeUndefined();
+    const rows = res.body.data.ADDR.data as Array<{ CUST: { NAME: string; CITY: { NAME: string } } }>;
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) {
+      expect(Object.keys(row.CUST)).toEqual(["NAME", "CITY"]);
+      expect(row.CUST.CITY.NAME).toBeTypeOf("string");
+    }
+    const [page, cities] = dataStatements();
+    // The customer joined into the page: its NAME, the key of CITY (selected under it through an
+    // inline fragment), the key it is matched by and its id; not its other fields.
+    const joined = /LEFT JOIN LATERAL \(SELECT (.*?) FROM "TB_ANAG_CUST00"/.exec(page!)?.[1];
+    expect(joined?.match(/r\."(\w+)"/g)).toEqual(['r."CUST_ID"', 'r."NAME"', 'r."CITY_ID"']);
+    expect(cities).toContain('"TB_ANAG_CITY00"');
+    // The addresses themselves: the id selected and the key of CUST, nothing else.
+    expect(page).toContain('SELECT t."ADDR_ID", t."CUST_ID"\nFROM "TB_ANAG_ADDR00" AS t');
+
+    // REST's $expand returns every field the caller may list, as before.
+    const restPage = await rest.get("/api/v4/core/ADDR?source=anag-2&$num_rows=1&sort=ADDR_ID&$expand=CUST");
+    expect(Object.keys(restPage.body.data[0].CUST)).toEqual(
+      expect.arrayContaining(["CUST_ID", "CODE", "NAME", "CITY_ID", "CREDIT_LIMIT"]),
+    );
+  });
+
   it("a reverse relation with its own where, order and limit: one statement for every parent, each page right", async () => {
     // Two addresses for each of the last 20 customers, so that each page has something to cut.
     const last = await rest.get("/api/v4/core/CUST?source=anag-1&sort=-CUST_ID&$num_rows=20");
