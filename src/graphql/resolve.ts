@@ -118,17 +118,26 @@ function readContextFor(ctx: GraphQLContext, args: ContextArgs): ReadContext {
 // ---------------------------------------------------------------- relations
 
 /**
- * A relation of `dim` planned for a nested field: once per request, read context, dimension and
- * relation (every parent row of the field shares the plan). A relation that cannot be planned
+ * A relation of `dim` planned for a nested field: once per request, read context, dimension,
+ * relation and the target's fields read (every parent row of the field shares the plan; without
+ * `fields`, every field the caller may list). A relation that cannot be planned
  * (not readable) keeps its error, thrown at each of its fields.
  */
-function planRelation(ctx: GraphQLContext, rc: ReadContext, dim: DimensionDef, name: string): ExpandPlan {
+function planRelation(
+  ctx: GraphQLContext,
+  rc: ReadContext,
+  dim: DimensionDef,
+  name: string,
+  fields?: ReadonlySet<string>,
+): ExpandPlan {
   const plans = stateOf(ctx).plans;
-  const key = `${rc.request.source}\u0000${rc.request.centerDett ?? ""}\u0000${dim.code}\u0000${name}`;
+  const read = fields ? [...fields].sort().join(",") : "*";
+  const key = `${rc.request.source}\u0000${rc.request.centerDett ?? ""}\u0000${dim.code}\u0000${name}\u0000${read}`;
   let plan = plans.get(key);
   if (!plan) {
     try {
-      plan = planExpand(rc.request, rc.model, dim, [name])[0]!;
+      const only = fields ? new Map([[name, fields]]) : undefined;
+      plan = planExpand(rc.request, rc.model, dim, [name], only)[0]!;
       ctx.onPlan?.(dim.code, name);
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
@@ -227,7 +236,7 @@ function relationTrees(
   for (const level of relationLevel(ctx, rc, dim, fields)) {
     let plan: ExpandPlan;
     try {
-      plan = planRelation(ctx, rc, dim, level.name);
+      plan = planRelation(ctx, rc, dim, level.name, level.fields);
     } catch {
       continue;
     }
