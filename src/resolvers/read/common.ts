@@ -46,6 +46,25 @@ export async function runQuery<R = Record<string, unknown>>(rc: ReadContext, q: 
 
 export type DataRecord = Record<string, unknown>;
 
+/**
+ * A page's rows as records holding only `fields`: the rows themselves when each holds exactly
+ * those columns (the statement selected nothing else: no sort key, relation key, embedded relation
+ * or total beside them), else copies (toRecord). The driver's row objects are the caller's.
+ */
+export function toRecords(rows: Array<Record<string, unknown>>, fields: readonly FieldDef[]): DataRecord[] {
+  if (rows.length === 0 || columnsAre(rows[0]!, fields)) return rows;
+  return rows.map((row) => toRecord(row, fields));
+}
+
+function columnsAre(row: Record<string, unknown>, fields: readonly FieldDef[]): boolean {
+  let n = 0;
+  for (const key in row) {
+    if (n >= fields.length || key !== fields[n]!.code) return false;
+    n++;
+  }
+  return n === fields.length;
+}
+
 /** A table row as a record holding only `fields` (hidden helper columns and TENANT_ID left out). */
 export function toRecord(row: Record<string, unknown>, fields: readonly FieldDef[]): DataRecord {
   const out: DataRecord = {};

@@ -16,7 +16,7 @@ import {
 import { type PlanOptions, planList } from "../../query/plan.ts";
 import { parseSortExpression } from "../../query/sort-syntax.ts";
 import type { CompiledQuery, GroupsPlan, ListQuery, RecordsPlan } from "../../query/types.ts";
-import { assertDebugAllowed, type DataRecord, readableDimension, runQuery, toRecord } from "./common.ts";
+import { assertDebugAllowed, type DataRecord, readableDimension, runQuery, toRecords } from "./common.ts";
 import type { ReadContext } from "./context.ts";
 import { attachExpansions, expandShapes } from "./expand.ts";
 import type { ListMeta, ListResult } from "./types.ts";
@@ -97,7 +97,7 @@ async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQ
   const { q, page, listMeta } = query.withTotal
     ? await pageWithTotal(rc, plan, query.exactCount, query.debug)
     : await pageWithoutTotal(rc, plan);
-  const data = page.map((r) => toRecord(r, plan.columns));
+  const data = toRecords(page, plan.columns);
   // Forward relations came with the page's statement; the others cost one query each.
   const loading = attachExpansions(rc, plan.expand, page, data, { joined: true });
   if (loading) await loading;
