@@ -108,7 +108,9 @@ export async function webhookReceiver(respond: Respond = () => 200) {
       res.writeHead(answer, { "content-type": "text/plain" }).end("ok");
     });
   });
+  let connections = 0;
   server.on("connection", (s) => {
+    connections++;
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
@@ -118,6 +120,8 @@ export async function webhookReceiver(respond: Respond = () => 200) {
     url: `http://127.0.0.1:${port}/hook`,
     port,
     requests,
+    /** TCP connections accepted so far. */
+    connections: () => connections,
     waitFor(count: number, timeoutMs = 20_000): Promise<void> {
       if (requests.length >= count) return Promise.resolve();
       return new Promise((resolve, reject) => {

@@ -125,6 +125,23 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
     });
   });
 
+  it("deliveries to one receiver reuse a kept-alive connection", async () => {
+    const receiver = await suite.receiver();
+    // Only this test's cities (the fixture's own events may still be on their way).
+    const hook = await register({ url: receiver.url, events: ["CITYCreated"], filters: { COUNTRY: "KE" } });
+    const ids: string[] = [];
+    for (let n = 1; n <= 3; n++) {
+      ids.push((await createCity("KE")).id);
+      // Recorded as delivered: the attempt's answer has been read whole, its connection is free.
+      await eventually(async () => {
+        const rows = (await anna.get(`/api/v4/webhooks/${hook}/deliveries`)).body.data;
+        return rows.filter((r: { STATUS: string }) => r.STATUS === "success").length >= n || undefined;
+      });
+    }
+    expect(receiver.requests.map((r) => r.body.record_id)).toEqual(ids);
+    expect(receiver.connections()).toBe(1);
+  });
+
   it("matches on event type (or *), dimension and filters; no secret, no signature", async () => {
     const all = await suite.receiver();
     const wrongType = await suite.receiver();
@@ -188,6 +205,10 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
       [Number(hook)],
     );
     expect(delivery).toEqual([{ STATUS: "failed" }]);
+    console.log(
+      "REQS",
+      receiver.requests.map((r) => [r.body.event_id, r.body.record_id, r.headers["x-service-event-id"]]),
+    );
     expect(receiver.requests).toHaveLength(3);
   });
 

@@ -14,7 +14,7 @@
 //   cheap "next due" question and claims only when something is due.
 import type { Logger } from "../../logger.ts";
 import type { Database } from "../../types.ts";
-import { type AttemptResult, sendAttempt } from "./send.ts";
+import { type AttemptResult, attemptAgents, sendAttempt } from "./send.ts";
 
 export interface DeliveryWorkerOptions {
   db: Database;
@@ -125,6 +125,8 @@ export function waitAfter(waitMs: number | string | null | undefined, pollMs: nu
 export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorker {
   const { db, logger } = opts;
   const send = opts.send ?? sendAttempt;
+  // Connections kept open between attempts to the same receiver (closed on stop).
+  const agents = attemptAgents();
   /** Deliveries in flight per registration and per tenant. */
   const inFlight = new Map<number, number>();
   const inFlightPerTenant = new Map<string, number>();
@@ -196,6 +198,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
         timestamp: parsed.timestamp ?? new Date().toISOString(),
         timeoutMs: d.TIMEOUT_MS,
         allowPrivate: opts.allowPrivate,
+        agents,
       });
       if (result.detail)
         logger.info(
@@ -324,6 +327,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       if (timer) clearTimeout(timer);
       await pumping;
       await Promise.allSettled([...running]);
+      agents.destroy();
     },
   };
 }

@@ -17,6 +17,33 @@ export interface Attempt {
   allowPrivate: boolean;
   /** Name resolution (dns.lookup when absent). */
   resolve?: Resolve;
+  /**
+   * Keep-alive connections to reuse (the delivery worker's own); none: a connection per attempt.
+   * A pooled connection passed the address check when it was opened, under the same
+   * `allowPrivate` and `resolve` (a pool must not be shared across either).
+   */
+  agents?: AttemptAgents;
+}
+
+export interface AttemptAgents {
+  http: http.Agent;
+  https: https.Agent;
+}
+
+/** How long a kept connection may sit idle (less when the receiver's Keep-Alive hint says so). */
+const IDLE_CONNECTION_MS = 4000;
+
+/** Keep-alive agents for one delivery worker's attempts; `destroy` closes what they hold. */
+export function attemptAgents(): AttemptAgents & { destroy(): void } {
+  const options = { keepAlive: true, timeout: IDLE_CONNECTION_MS, scheduling: "lifo" as const };
+  const agents = { http: new http.Agent(options), https: new https.Agent(options) };
+  return {
+    ...agents,
+    destroy() {
+      agents.http.destroy();
+      agents.https.destroy();
+    },
+  };
 }
 
 export interface AttemptResult {
@@ -86,12 +113,13 @@ export function sendAttempt(a: Attempt): Promise<AttemptResult> {
       "x-service-timestamp": a.timestamp,
     };
     if (a.secret) headers["x-service-signature"] = signature(a.secret, a.body);
-    const client = url.protocol === "https:" ? https : http;
+    const secure = url.protocol === "https:";
+    const client = secure ? https : http;
     const req = client.request(url, {
       method: "POST",
       headers,
       lookup: guardedLookup(a.allowPrivate, a.resolve) as never,
-      agent: false,
+      agent: (secure ? a.agents?.https : a.agents?.http) ?? false,
     });
     timer = setTimeout(() => {
       req.destroy();
