@@ -32,6 +32,8 @@ export interface CpuWorkload {
   requests: number;
   /** Sends that many. */
   send(requests: number): Promise<void>;
+  /** Run after each measurement, outside it (a create workload forgets its rows). */
+  after?(): Promise<void>;
 }
 
 /**
@@ -53,7 +55,7 @@ export async function printCpuPerRequest(
   const least = new Map<string, number>();
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
-    for (const { name, requests, send } of workloads) {
+    for (const { name, requests, send, after } of workloads) {
       const finish = await also?.(name, requests);
       const before = process.cpuUsage();
       await send(requests);
@@ -63,6 +65,7 @@ export async function printCpuPerRequest(
       const extra = finish ? `, ${await finish()}` : "";
       const system = Math.round((used.system / (used.user + used.system)) * 100);
       line.push(`${name} ${perRequest.toFixed(0)} µs/req (${system} % system)${extra}`);
+      await after?.();
     }
     console.log(`round ${round}: ${line.join("; ")}`);
   }

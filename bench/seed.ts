@@ -60,6 +60,18 @@ export const BENCH_PATHS = {
  */
 export const BENCH_CREATE = { NAME: "Bench create", CODE: "B-00001" } as const;
 
+/**
+ * Deletes the customers the creates made (BENCH_CREATE.NAME) and vacuums their table: they sort
+ * before the seeded "Bench customer …" with no city, so W1's scan in NAME order would otherwise
+ * step over every one of them (docs/benchmarks.md, "W1: the incremental sort, and a bench artefact").
+ */
+export async function forgetBenchCreates(db: Queryable): Promise<void> {
+  await db.query(`DELETE FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "NAME" = $1`, [
+    BENCH_CREATE.NAME,
+  ]);
+  await db.query(`VACUUM ANALYZE "TB_ANAG_CUST00"`);
+}
+
 /** W4 as a GraphQL mutation. */
 export const BENCH_CREATE_MUTATION = `mutation { CUST_create(source: "anag-1", data: {NAME: "${BENCH_CREATE.NAME}", CODE: "${BENCH_CREATE.CODE}"}) { data { CUST_ID } } }`;
 

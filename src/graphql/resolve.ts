@@ -380,8 +380,15 @@ function searchArg(text: string | null | undefined): string | null {
   return words;
 }
 
-/** A list field's arguments as the query model (no REST parameters in between). */
-function listQuery(args: ListArgs, expand: readonly string[], withTotal: boolean): ListQuery {
+/**
+ * A list field's arguments as the query model (no REST parameters in between), with what its
+ * selection reads: the total, the fields and the relations embedded (by default none of either:
+ * every field, no relation).
+ */
+function listQuery(
+  args: ListArgs,
+  read: Pick<ListQuery, "withTotal"> & Partial<Pick<ListQuery, "fields" | "expand" | "expandFields">>,
+): ListQuery {
   const where = whereToFilter(args.where);
   const filter = filterArg(args.filter);
   return emptyListQuery({
@@ -392,8 +399,7 @@ function listQuery(args: ListArgs, expand: readonly string[], withTotal: boolean
     condTrec: condTrecArg(args.cond_trec),
     forceListCost: args.force_list_cost ?? [],
     search: searchArg(args.search),
-    expand,
-    withTotal,
+    ...read,
   });
 }
 
@@ -431,15 +437,16 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       const data = under(selection, "data");
       const relations = relationLevel(ctx, rc, dim, data);
       const withTotal = under(selection, "meta").some((f) => f.name === "total");
-      const result = await listRecords(rc, dim.code, {
-        ...listQuery(
-          args,
-          relations.map((r) => r.name),
+      const result = await listRecords(
+        rc,
+        dim.code,
+        listQuery(args, {
           withTotal,
-        ),
-        fields: rootFields(rc, dim, data),
-        expandFields: expandFieldsOf(relations),
-      });
+          fields: rootFields(rc, dim, data),
+          expand: relations.map((r) => r.name),
+          expandFields: expandFieldsOf(relations),
+        }),
+      );
       await attachRelationTree(rc, relations, result.data);
       return { data: result.data, meta: result.meta };
     },
@@ -467,7 +474,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
 
     count: (dim) => async (_root, args: ListArgs, ctx) => {
       const rc = readContextFor(ctx, args);
-      const query = listQuery({ ...args, limit: null, offset: null }, [], true);
+      const query = listQuery({ ...args, limit: null, offset: null }, { withTotal: true });
       return (await countRecords(rc, dim.code, query)).count;
     },
 
@@ -489,7 +496,10 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
             throw invalidParameter("aggregate", `${a.fn} needs a field: {fn: ${a.fn}, field: "FIELD"}.`);
           return { fn: a.fn, field, alias: field === null ? a.fn : `${a.fn}_${field}` };
         });
-        const query = listQuery({ ...args, order_by: null, sort: args.order_by ?? null }, [], true);
+        const query = listQuery(
+          { ...args, order_by: null, sort: args.order_by ?? null },
+          { withTotal: true },
+        );
         const result = await listRecords(rc, dim.code, { ...query, groupBy: args.group_by, aggregates });
         return result.data;
       },
@@ -523,7 +533,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       const loaderKey = `${relation.name}\u0000${context.source}\u0000${context.center_dett ?? ""}\u0000${JSON.stringify(args)}`;
       let loader = ctx.pageLoaders.get(loaderKey);
       if (!loader) {
-        const query = listQuery({ ...context, ...args }, [], false);
+        const query = listQuery({ ...context, ...args }, { withTotal: false });
         loader = new DataLoader<string | number, DataRecord[], string>(
           (keys) => listRelatedPages(rc, relation.fromDim, relation.fromField, keys, query),
           { cacheKeyFn: String, maxBatchSize: 1000 },

@@ -77,10 +77,6 @@ export interface ListQuery {
   readonly fields: readonly string[] | null;
   /** Relation names ($expand / include): forward relation names or child dimension codes. */
   readonly expand: readonly string[];
-  /**
-   * For an expanded relation, the target's fields to return (GraphQL: what its selection reads);
-   * a relation not named here returns every field the caller may list (REST's $expand).
-   */
   readonly expandFields?: ExpandFields;
   /** TREC states included (cond_trec); null = the default (TREC <> 'C' unless TREC is filtered). */
   readonly condTrec: readonly TrecState[] | null;
@@ -109,16 +105,16 @@ export interface ListQuery {
 export interface RecordQuery {
   readonly fields: readonly string[] | null;
   readonly expand: readonly string[];
-  /**
-   * For an expanded relation, the target's fields to return (GraphQL: what its selection reads);
-   * a relation not named here returns every field the caller may list (REST's $expand).
-   */
   readonly expandFields?: ExpandFields;
   readonly condTrec: readonly TrecState[] | null;
   readonly debug: boolean;
 }
 
-/** Per relation name, the codes of the target's fields to return. */
+/**
+ * For an expanded relation (by name), the codes of the target's fields to return (GraphQL: what
+ * its selection reads); a relation not named returns every field the caller may list (REST's
+ * $expand).
+ */
 export type ExpandFields = ReadonlyMap<string, ReadonlySet<string>>;
 
 export const DEFAULT_NUM_ROWS = 100;

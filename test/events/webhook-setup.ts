@@ -68,19 +68,24 @@ export async function startWebhookApp<U extends SampleUser>(
   }
 }
 
-/** A registration's delivery log as `client` reads it, once it has at least `rows` rows. */
+/**
+ * A registration's delivery log as `client` reads it, once it has at least `rows` rows (of
+ * `status`, when given).
+ */
 export function deliveryLogWith(
   client: Client,
   webhookId: string | number,
   rows: number,
+  status?: string,
   // biome-ignore lint/suspicious/noExplicitAny: log rows are inspected freely
 ): Promise<any[]> {
   return eventually(
     async () => {
       const data = (await client.get(`/api/v4/webhooks/${webhookId}/deliveries`)).body.data;
-      return data.length >= rows ? data : undefined;
+      const counted = status ? data.filter((r: { STATUS: string }) => r.STATUS === status) : data;
+      return counted.length >= rows ? data : undefined;
     },
-    { what: `${rows} delivery log row(s) of webhook ${webhookId}` },
+    { what: `${rows} delivery log row(s)${status ? ` ${status}` : ""} of webhook ${webhookId}` },
   );
 }
 

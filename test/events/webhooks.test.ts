@@ -133,10 +133,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
     for (let n = 1; n <= 3; n++) {
       ids.push((await createCity("KE")).id);
       // Recorded as delivered: the attempt's answer has been read whole, its connection is free.
-      await eventually(async () => {
-        const rows = (await anna.get(`/api/v4/webhooks/${hook}/deliveries`)).body.data;
-        return rows.filter((r: { STATUS: string }) => r.STATUS === "success").length >= n || undefined;
-      });
+      await deliveryLogWith(anna, hook, n, "success");
     }
     expect(receiver.requests.map((r) => r.body.record_id)).toEqual(ids);
     expect(receiver.connections()).toBe(1);
@@ -205,10 +202,6 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
       [Number(hook)],
     );
     expect(delivery).toEqual([{ STATUS: "failed" }]);
-    console.log(
-      "REQS",
-      receiver.requests.map((r) => [r.body.event_id, r.body.record_id, r.headers["x-service-event-id"]]),
-    );
     expect(receiver.requests).toHaveLength(3);
   });
 
