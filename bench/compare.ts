@@ -16,7 +16,7 @@
 // each server's median round shown). Prints Markdown tables with the machine's CPU steal, load
 // average, the CPU time per request of each server and of PostgreSQL, and each server's peak RSS.
 // BENCH_ROLE=write runs Dimensio as the write backend (no relay or subscribers in its process);
-// BENCH_NODE_OPTIONS passes V8 flags to it; BENCH_WORKLOADS=W2,W4 runs only those.
+// BENCH_NODE_OPTIONS passes V8 flags to it, BENCH_ENV (K=V,K=V) settings; BENCH_WORKLOADS=W2,W4 runs only those.
 //
 // Each server is a process of its own, as operators run it (Dimensio: `npm start`'s
 // scripts/start.mjs with DATABASE_URL; the floor: bench/floor.ts, which loads only pg), and the
@@ -159,6 +159,13 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
     ...(process.env.BENCH_ROLE ? { ROLE: process.env.BENCH_ROLE, GATEWAY_SECRET: BENCH_SECRET } : {}),
     // BENCH_NODE_OPTIONS: V8 settings of the Dimensio process (e.g. --max-semi-space-size=4).
     ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
+    // BENCH_ENV: more settings of the Dimensio process, e.g. EVENTS_GATHER_MS=20,LOG_LEVEL=info.
+    ...Object.fromEntries(
+      (process.env.BENCH_ENV ?? "")
+        .split(",")
+        .filter((kv) => kv.includes("="))
+        .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+    ),
   });
   const base = `http://127.0.0.1:${port}`;
   await waitReady(base, running);

@@ -78,6 +78,19 @@ const CLAIM_SQL = `
         AND o."OUTBOX_ID" NOT IN (SELECT "OUTBOX_ID" FROM claimed))
    ORDER BY c."OUTBOX_ID"`;
 
+/** Outbox rows a prune looks at (and deletes at most) per round. */
+const PRUNE_ROWS = 10_000;
+
+/** The subscribers that have marks, read off the primary key one by one (a loose index scan). */
+const SUBSCRIBERS_SQL = `
+  WITH RECURSIVE s AS (
+    (SELECT "SUBSCRIBER" FROM "TB_EVENT_CONSUMED" ORDER BY "SUBSCRIBER" LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c."SUBSCRIBER" FROM "TB_EVENT_CONSUMED" c
+             WHERE c."SUBSCRIBER" > s."SUBSCRIBER" ORDER BY c."SUBSCRIBER" LIMIT 1)
+      FROM s WHERE s."SUBSCRIBER" IS NOT NULL)
+  SELECT "SUBSCRIBER" FROM s WHERE "SUBSCRIBER" IS NOT NULL`;
+
 /** The message of one outbox row: the body of decisions.md §8, PAYLOAD spliced in as stored. */
 export function outboxRowToEvent(row: ClaimedRow): BusEvent {
   const id = String(row.OUTBOX_ID);
@@ -146,17 +159,30 @@ export function createRelay(opts: RelayOptions): Relay {
     return rows[0]?.any === true;
   }
 
+  /**
+   * Deletes published rows older than the retention, at most PRUNE_ROWS a round, looking only at
+   * the oldest PRUNE_ROWS rows (the primary key's order: the outbox's other indexes cover
+   * unpublished rows only), then the subscribers' marks of messages older than the oldest row
+   * kept: such a message can no longer be published again.
+   */
   async function prune(): Promise<void> {
     if (opts.retentionMs <= 0 || Date.now() - lastPrune < 60_000) return;
     lastPrune = Date.now();
-    const interval = `${Math.floor(opts.retentionMs)} milliseconds`;
     await db.query(
       `DELETE FROM "TB_ANAG_OUTBOX00" WHERE "OUTBOX_ID" IN (
-         SELECT "OUTBOX_ID" FROM "TB_ANAG_OUTBOX00"
-          WHERE "PUBLISHED_AT" < now() - $1::interval ORDER BY "OUTBOX_ID" LIMIT 10000)`,
-      [interval],
+         SELECT "OUTBOX_ID" FROM (
+           SELECT "OUTBOX_ID", "PUBLISHED_AT" FROM "TB_ANAG_OUTBOX00" ORDER BY "OUTBOX_ID" LIMIT $2) oldest
+          WHERE "PUBLISHED_AT" < now() - $1::interval)`,
+      [`${Math.floor(opts.retentionMs)} milliseconds`, PRUNE_ROWS],
     );
-    await db.query(`DELETE FROM "TB_EVENT_CONSUMED" WHERE "CONSUMED_AT" < now() - $1::interval`, [interval]);
+    const { rows } = await db.query<{ SUBSCRIBER: string }>(SUBSCRIBERS_SQL);
+    if (rows.length === 0) return;
+    await db.query(
+      `DELETE FROM "TB_EVENT_CONSUMED"
+        WHERE "SUBSCRIBER" = ANY($1::text[])
+          AND "OUTBOX_ID" < (SELECT coalesce(min("OUTBOX_ID"), 0) FROM "TB_ANAG_OUTBOX00")`,
+      [rows.map((r) => r.SUBSCRIBER)],
+    );
   }
 
   /**

@@ -337,6 +337,49 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
       }
     }, 90_000);
 
+  it("prunes published rows older than the retention, and the subscribers' marks of messages older than the oldest row kept", async () => {
+    const db = t.services.db;
+    // Below every id the sequence gives: -30 and -10 published two hours ago, -20 written then
+    // and never published (its bus was down, say).
+    await db.query(
+      `INSERT INTO "TB_ANAG_OUTBOX00"
+         ("OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT", "PUBLISHED_AT")
+       VALUES (-30, 'CITYCreated', 'CITY', 'PR1', '{}', 'acme', now() - interval '2 hours', now() - interval '2 hours'),
+              (-20, 'CITYCreated', 'CITY', 'PR2', '{}', 'acme', now() - interval '2 hours', NULL),
+              (-10, 'CITYCreated', 'CITY', 'PR3', '{}', 'acme', now() - interval '2 hours', now() - interval '2 hours')`,
+    );
+    await db.query(
+      `INSERT INTO "TB_EVENT_CONSUMED" ("SUBSCRIBER", "OUTBOX_ID")
+       SELECT s, id FROM unnest(ARRAY['prune-a', 'prune-b']) s, unnest(ARRAY[-30, -20, -10]::bigint[]) id`,
+    );
+    await startRelay({ retentionMs: 3_600_000 });
+    const marksLeft = async () =>
+      (
+        await db.query<{ SUBSCRIBER: string; OUTBOX_ID: string }>(
+          `SELECT "SUBSCRIBER", "OUTBOX_ID"::text AS "OUTBOX_ID" FROM "TB_EVENT_CONSUMED"
+            WHERE "SUBSCRIBER" LIKE 'prune-%' ORDER BY 1, 2`,
+        )
+      ).rows;
+    // The mark of -30 goes once the prune has run: its row was older than the oldest kept (-20,
+    // published now). -10's row goes too, but not its marks: a message newer than one kept.
+    const marks = await eventually(async () => {
+      const rows = await marksLeft();
+      return rows.length === 4 ? rows : undefined;
+    }, { what: "the marks pruned" });
+    expect(marks).toEqual([
+      { SUBSCRIBER: "prune-a", OUTBOX_ID: "-10" },
+      { SUBSCRIBER: "prune-a", OUTBOX_ID: "-20" },
+      { SUBSCRIBER: "prune-b", OUTBOX_ID: "-10" },
+      { SUBSCRIBER: "prune-b", OUTBOX_ID: "-20" },
+    ]);
+    const { rows } = await db.query<{ OUTBOX_ID: string; published: boolean }>(
+      `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "PUBLISHED_AT" IS NOT NULL AS published
+         FROM "TB_ANAG_OUTBOX00" WHERE "OUTBOX_ID" < 0 ORDER BY "OUTBOX_ID"`,
+    );
+    expect(rows).toEqual([{ OUTBOX_ID: "-20", published: true }]);
+    await db.query(`DELETE FROM "TB_EVENT_CONSUMED" WHERE "SUBSCRIBER" LIKE 'prune-%'`);
+  });
+
   if (setup.backend === "postgres")
     it("two relays at once: each event is published once", async () => {
       await Promise.all([startRelay({ batchSize: 10 }), startRelay({ batchSize: 10 })]);
