@@ -295,6 +295,21 @@ export interface Relation {
   readonly descField: string | null;
 }
 
+/**
+ * A relation as seen from one of its two dimensions, under the name it has there: forward where
+ * the dimension holds the foreign key, reverse where another dimension points at it.
+ */
+export interface NamedRelation {
+  readonly relation: Relation;
+  readonly direction: "forward" | "reverse";
+  /** The dimension at the relation's other end. */
+  readonly target: string;
+  /** This dimension's field whose value is the key (forward: the foreign key; reverse: the referenced key). */
+  readonly parentKey: string;
+  /** The target's field matched against the key. */
+  readonly targetKey: string;
+}
+
 export interface SortDef {
   readonly key: string;
   readonly description: string | null;
@@ -318,6 +333,8 @@ export interface DimensionDef {
   readonly relations: readonly Relation[];
   /** Relations where another dimension points here (expand gives an array, named by the child code). */
   readonly reverseRelations: readonly Relation[];
+  /** Both kinds by the name they have here (a forward name wins over a reverse one). */
+  readonly relationsByName: ReadonlyMap<string, NamedRelation>;
   readonly sorts: ReadonlyMap<string, SortDef>;
 }
 

@@ -149,14 +149,6 @@ function planRelation(
   return plan;
 }
 
-/** A relation of `dim` by name: its target dimension and the key it reads of `dim`'s records. */
-function relationOf(dim: DimensionDef, name: string) {
-  const forward = dim.relations.find((r) => r.name === name);
-  if (forward) return { relation: forward, target: forward.toDim, parentKey: forward.fromField };
-  const reverse = dim.reverseRelations.find((r) => r.name === name);
-  return reverse ? { relation: reverse, target: reverse.fromDim, parentKey: reverse.toField } : null;
-}
-
 /**
  * The relations selected without arguments among `fields` (records of `dim`): their names (loaded
  * with the level's records), each with the tree under it planned now, once for all its records.
@@ -170,13 +162,13 @@ function relationLevel(
 ): SelectedRelation[] {
   const byName = new Map<string, SelectedField[]>();
   for (const f of fields) {
-    if (f.hasArguments || !relationOf(dim, f.name)) continue;
+    if (f.hasArguments || !dim.relationsByName.has(f.name)) continue;
     const list = byName.get(f.name);
     if (list) list.push(f);
     else byName.set(f.name, [f]);
   }
   return [...byName].map(([name, group]) => {
-    const target = rc.model.dimensions.get(relationOf(dim, name)!.target);
+    const target = rc.model.dimensions.get(dim.relationsByName.get(name)!.target);
     const selections = group.flatMap((f) => f.selections);
     return {
       name,
@@ -200,24 +192,16 @@ function fieldsRead(dim: DimensionDef, selections: readonly SelectedField[]): Se
   for (const f of selections) {
     if (dim.fieldsByCode.has(f.name)) out.add(f.name);
     else {
-      const r = relationOf(dim, f.name);
+      const r = dim.relationsByName.get(f.name);
       if (r) out.add(r.parentKey);
     }
   }
   return out;
 }
 
-/**
- * The fields of a root's records to read: those its selection reads that the caller may see (a
- * hidden one stays out of the record, and its field resolver reports it, as for every record).
- */
-function rootFields(rc: ReadContext, dim: DimensionDef, selections: readonly SelectedField[]): string[] {
-  // The request's metadata snapshot decides (the schema's `dim` may be another object of it).
-  const rules = rc.view.fields(rc.model.dimensions.get(dim.code) ?? dim);
-  return [...fieldsRead(rules.dim, selections)].filter((code) => {
-    const field = rules.dim.fieldsByCode.get(code);
-    return field !== undefined && rules.isVisible(field);
-  });
+/** `dim` in the request's metadata snapshot (the schema's may be another object of it). */
+function snapshotOf(rc: ReadContext, dim: DimensionDef): DimensionDef {
+  return rc.model.dimensions.get(dim.code) ?? dim;
 }
 
 /** What the page's statement embeds of `relations`: the fields each one's selection reads. */
@@ -387,7 +371,8 @@ function searchArg(text: string | null | undefined): string | null {
  */
 function listQuery(
   args: ListArgs,
-  read: Pick<ListQuery, "withTotal"> & Partial<Pick<ListQuery, "fields" | "expand" | "expandFields">>,
+  read: Pick<ListQuery, "withTotal"> &
+    Partial<Pick<ListQuery, "selectionFields" | "expand" | "expandFields">>,
 ): ListQuery {
   const where = whereToFilter(args.where);
   const filter = filterArg(args.filter);
@@ -442,7 +427,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         dim.code,
         listQuery(args, {
           withTotal,
-          fields: rootFields(rc, dim, data),
+          selectionFields: fieldsRead(snapshotOf(rc, dim), data),
           expand: relations.map((r) => r.name),
           expandFields: expandFieldsOf(relations),
         }),
@@ -458,7 +443,8 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       const relations = relationLevel(ctx, rc, dim, selection);
       try {
         const result = await getRecord(rc, dim.code, args.id, {
-          fields: rootFields(rc, dim, selection),
+          fields: null,
+          selectionFields: fieldsRead(snapshotOf(rc, dim), selection),
           expand: relations.map((r) => r.name),
           expandFields: expandFieldsOf(relations),
           condTrec: null,

@@ -9,6 +9,7 @@ import type {
   MenuNode,
   MetadataModel,
   MetadataRows,
+  NamedRelation,
   Relation,
   SortDef,
 } from "../types.ts";
@@ -46,6 +47,33 @@ function defaultConfig(codOnOff: string): FieldConfig {
 }
 
 const SYSTEM_CONFIG = defaultConfig("LDR");
+
+/** A dimension's relations by the name each has there; a forward name wins over a reverse one. */
+function relationsByName(
+  forward: readonly Relation[],
+  reverse: readonly Relation[],
+): ReadonlyMap<string, NamedRelation> {
+  const byName = new Map<string, NamedRelation>();
+  for (const relation of reverse) {
+    byName.set(relation.name, {
+      relation,
+      direction: "reverse",
+      target: relation.fromDim,
+      parentKey: relation.toField,
+      targetKey: relation.fromField,
+    });
+  }
+  for (const relation of forward) {
+    byName.set(relation.name, {
+      relation,
+      direction: "forward",
+      target: relation.toDim,
+      parentKey: relation.fromField,
+      targetKey: relation.toField,
+    });
+  }
+  return byName;
+}
 
 function splitCodes(list: string | null | undefined): string[] {
   return (list ?? "")
@@ -164,6 +192,7 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
         fieldsByCode: new Map(fields.map((f) => [f.code, f])),
         relations: Object.freeze(forward),
         reverseRelations: Object.freeze(reverse),
+        relationsByName: relationsByName(forward, reverse),
         sorts,
       } satisfies DimensionDef),
     );

@@ -174,8 +174,22 @@ function unique<T>(items: Iterable<T>): T[] {
   return [...new Set(items)];
 }
 
-/** The fields a read returns: those with `flag` (or forced), narrowed to the requested ones. */
+/**
+ * The fields a read returns: those with `flag` (or forced), narrowed to the requested ones (each
+ * must be visible) and to a GraphQL selection's (invisible ones left out).
+ */
 function chooseColumns(
+  rules: DimensionFields,
+  flag: Flag,
+  requested: readonly string[] | null,
+  forced: readonly string[],
+  selection?: ReadonlySet<string>,
+): FieldDef[] {
+  const columns = requestedColumns(rules, flag, requested, forced);
+  return selection ? columns.filter((f) => selection.has(f.code)) : columns;
+}
+
+function requestedColumns(
   rules: DimensionFields,
   flag: Flag,
   requested: readonly string[] | null,
@@ -218,16 +232,15 @@ export function planExpand(
   const rules = view.fields(dim);
   const out: ExpandPlan[] = [];
   for (const name of unique(names)) {
-    const forward = dim.relations.find((r) => r.name === name);
-    const reverse = forward ? undefined : dim.reverseRelations.find((r) => r.name === name);
-    const relation = forward ?? reverse;
-    const target = relation && model.dimensions.get(forward ? relation.toDim : relation.fromDim);
-    const parentKey = relation && dim.fieldsByCode.get(forward ? relation.fromField : relation.toField);
-    const targetKey = relation && target?.fieldsByCode.get(forward ? relation.toField : relation.fromField);
-    const keyKnown = forward
-      ? parentKey && rules.isVisible(parentKey)
-      : targetKey && target && view.fields(target).isVisible(targetKey);
-    if (!relation || !target || !parentKey || !targetKey || !keyKnown) {
+    const named = dim.relationsByName.get(name);
+    const target = named && model.dimensions.get(named.target);
+    const parentKey = named && dim.fieldsByCode.get(named.parentKey);
+    const targetKey = named && target?.fieldsByCode.get(named.targetKey);
+    const keyKnown =
+      named?.direction === "forward"
+        ? parentKey && rules.isVisible(parentKey)
+        : targetKey && target && view.fields(target).isVisible(targetKey);
+    if (!named || !target || !parentKey || !targetKey || !keyKnown) {
       const names = [...dim.relations, ...dim.reverseRelations].map((r) => r.name).join(", ") || "none";
       throw invalidParameter(
         "$expand",
@@ -237,8 +250,8 @@ export function planExpand(
     if (view.readSourceFor(target.code) === null) throw relatedNotReadable(ctx, target.code, name);
     out.push({
       name,
-      direction: forward ? "forward" : "reverse",
-      relation,
+      direction: named.direction,
+      relation: named.relation,
       target,
       parentKey,
       targetKey,
@@ -298,7 +311,10 @@ export function planRecords(
   const where = planWhere(dim, query.filter, query.condTrec, query.search);
   const sort = planSort(dim.rules, query.sort, opts.trustedSort === true);
   const expand = query.expand.length ? planExpand(ctx, model, dim, query.expand, query.expandFields) : [];
-  const columns = withoutExpanded(chooseColumns(dim.rules, "L", query.fields, query.forceListCost), expand);
+  const columns = withoutExpanded(
+    chooseColumns(dim.rules, "L", query.fields, query.forceListCost, query.selectionFields),
+    expand,
+  );
   return {
     kind: "records",
     dim,
@@ -333,7 +349,10 @@ export function planRecord(
   const rule = planWhere(dim, null, query.condTrec);
   const byId: PlannedFilter = { kind: "condition", field: idField, op: "eq", value: idValue };
   const expand = query.expand.length ? planExpand(ctx, model, dim, query.expand, query.expandFields) : [];
-  const columns = withoutExpanded(chooseColumns(dim.rules, "D", query.fields, []), expand);
+  const columns = withoutExpanded(
+    chooseColumns(dim.rules, "D", query.fields, [], query.selectionFields),
+    expand,
+  );
   return {
     kind: "records",
     dim,

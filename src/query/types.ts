@@ -73,8 +73,16 @@ export interface ListQuery {
   /** Page size, 0..1000 (default 100). */
   readonly numRows: number;
   readonly offset: number;
-  /** Requested fields ($fields / $select); null = every field the caller may list. */
+  /**
+   * Requested fields ($fields / $select); null = every field the caller may list. Naming one the
+   * caller may not see is an error.
+   */
   readonly fields: readonly string[] | null;
+  /**
+   * GraphQL: the codes of the fields its selection reads. The columns are narrowed to those, and
+   * one the caller may not see is left out without an error (its field resolver reports it).
+   */
+  readonly selectionFields?: ReadonlySet<string>;
   /** Relation names ($expand / include): forward relation names or child dimension codes. */
   readonly expand: readonly string[];
   readonly expandFields?: ExpandFields;
@@ -104,6 +112,8 @@ export interface ListQuery {
 /** What a single-record read can ask for. */
 export interface RecordQuery {
   readonly fields: readonly string[] | null;
+  /** As ListQuery's. */
+  readonly selectionFields?: ReadonlySet<string>;
   readonly expand: readonly string[];
   readonly expandFields?: ExpandFields;
   readonly condTrec: readonly TrecState[] | null;
