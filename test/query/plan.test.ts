@@ -99,6 +99,24 @@ describe("planning a list", () => {
     expect(() => plan("filter[RISK_SCORE][$gt]=5&filter[EMAIL][$like]=%25x")).not.toThrow();
   });
 
+  it("narrows to a GraphQL selection's fields, leaving out those the caller may not see (no error)", () => {
+    const lucia = handContext({ principal: { peso: 3 } });
+    const selectionFields = new Set(["NAME", "CREDIT_LIMIT", "EMAIL"]);
+    const list = planList(lucia, model, authorizeRead(lucia, model, "CUST"), {
+      ...parseListParams(params("")),
+      selectionFields,
+    });
+    if (list.kind !== "records") throw new Error("records plan expected");
+    // CREDIT_LIMIT is hidden from peso 3; EMAIL has no L.
+    expect(list.columns.map((f) => f.code)).toEqual(["NAME"]);
+    const q = { fields: null, selectionFields, expand: [], condTrec: null, debug: false };
+    const record = planRecord(lucia, model, authorizeRead(lucia, model, "CUST"), "7", q);
+    expect(record?.columns.map((f) => f.code)).toEqual(["NAME", "EMAIL"]);
+    const anna = handContext();
+    const full = planRecord(anna, model, authorizeRead(anna, model, "CUST"), "7", q);
+    expect(full?.columns.map((f) => f.code)).toEqual(["NAME", "EMAIL", "CREDIT_LIMIT"]);
+  });
+
   it("casts values by the field's type and refuses the ones that do not fit", () => {
     const bad: Array<[string, string]> = [
       ["filter[CUST_ID]=abc", "CUST_ID"],
