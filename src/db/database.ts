@@ -9,6 +9,7 @@ import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
+import { DescribedOnceQuery } from "./described-query.ts";
 import { addNoticeItems, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
 import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
 
@@ -269,6 +270,18 @@ function statementName(namespace: string | number, text: string): string {
   return name;
 }
 
+/** A prepared statement through DescribedOnceQuery (its row description asked once per connection). */
+function sendDescribedOnce(client: pg.Pool | pg.PoolClient, config: pg.QueryConfig): Promise<pg.QueryResult> {
+  return new Promise((resolve, reject) => {
+    const send = client.query.bind(client) as unknown as (
+      query: DescribedOnceQuery,
+      values: undefined,
+      callback: (err: Error | null, res: pg.QueryResult) => void,
+    ) => unknown;
+    send(new DescribedOnceQuery(config), undefined, (err, res) => (err ? reject(err) : resolve(res)));
+  });
+}
+
 function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner {
   return {
     async query<R>(
@@ -276,13 +289,16 @@ function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner 
       params: readonly unknown[] = [],
       opts?: QueryOptions,
     ): Promise<QueryResult<R>> {
-      const name = opts?.prepare === undefined ? undefined : statementName(opts.prepare, text);
-      const res = await client.query({
-        text,
-        values: params as unknown[],
-        types: pgTypes,
-        ...(name ? { name } : {}),
-      });
+      const values = params as unknown[];
+      const res =
+        opts?.prepare === undefined
+          ? await client.query({ text, values, types: pgTypes })
+          : await sendDescribedOnce(client, {
+              text,
+              values,
+              types: pgTypes,
+              name: statementName(opts.prepare, text),
+            });
       return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
     },
     async exec(sql: string) {

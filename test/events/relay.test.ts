@@ -362,10 +362,13 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
       ).rows;
     // The mark of -30 goes once the prune has run: its row was older than the oldest kept (-20,
     // published now). -10's row goes too, but not its marks: a message newer than one kept.
-    const marks = await eventually(async () => {
-      const rows = await marksLeft();
-      return rows.length === 4 ? rows : undefined;
-    }, { what: "the marks pruned" });
+    const marks = await eventually(
+      async () => {
+        const rows = await marksLeft();
+        return rows.length === 4 ? rows : undefined;
+      },
+      { what: "the marks pruned" },
+    );
     expect(marks).toEqual([
       { SUBSCRIBER: "prune-a", OUTBOX_ID: "-10" },
       { SUBSCRIBER: "prune-a", OUTBOX_ID: "-20" },
