@@ -48,31 +48,27 @@ function defaultConfig(codOnOff: string): FieldConfig {
 
 const SYSTEM_CONFIG = defaultConfig("LDR");
 
+/** A relation as seen from its dimension at the `direction` end. */
+function seenFrom(relation: Relation, direction: NamedRelation["direction"]): NamedRelation {
+  const forward = direction === "forward";
+  return {
+    relation,
+    direction,
+    target: forward ? relation.toDim : relation.fromDim,
+    parentKey: forward ? relation.fromField : relation.toField,
+    targetKey: forward ? relation.toField : relation.fromField,
+  };
+}
+
 /** A dimension's relations by the name each has there; a forward name wins over a reverse one. */
 function relationsByName(
   forward: readonly Relation[],
   reverse: readonly Relation[],
 ): ReadonlyMap<string, NamedRelation> {
-  const byName = new Map<string, NamedRelation>();
-  for (const relation of reverse) {
-    byName.set(relation.name, {
-      relation,
-      direction: "reverse",
-      target: relation.fromDim,
-      parentKey: relation.toField,
-      targetKey: relation.fromField,
-    });
-  }
-  for (const relation of forward) {
-    byName.set(relation.name, {
-      relation,
-      direction: "forward",
-      target: relation.toDim,
-      parentKey: relation.fromField,
-      targetKey: relation.toField,
-    });
-  }
-  return byName;
+  return new Map([
+    ...reverse.map((r) => [r.name, seenFrom(r, "reverse")] as const),
+    ...forward.map((r) => [r.name, seenFrom(r, "forward")] as const),
+  ]);
 }
 
 function splitCodes(list: string | null | undefined): string[] {
