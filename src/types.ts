@@ -482,7 +482,14 @@ export interface RequestContext extends Caller, Scope {}
 
 /** The caller in a scope: `center_dett` defaults to the user's own. */
 export function inScope(caller: Caller, source: string | null, centerDett?: string | null): RequestContext {
-  return { ...caller, source, centerDett: centerDett ?? caller.principal.centroDett };
+  // Spelled out, not spread: one shape for every context, built without copying by enumeration.
+  return {
+    principal: caller.principal,
+    requestId: caller.requestId,
+    now: caller.now,
+    source,
+    centerDett: centerDett ?? caller.principal.centroDett,
+  };
 }
 
 // ---------------------------------------------------------------- writes (issue 5: write pipeline)

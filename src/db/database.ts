@@ -9,7 +9,7 @@ import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
-import { DescribedOnceQuery } from "./described-query.ts";
+import { type DescribedQueryConfig, DescribedOnceQuery } from "./described-query.ts";
 import { addNoticeItems, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
 import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
 
@@ -270,15 +270,22 @@ function statementName(namespace: string | number, text: string): string {
   return name;
 }
 
-/** A prepared statement through DescribedOnceQuery (its row description asked once per connection). */
-function sendDescribedOnce(client: pg.Pool | pg.PoolClient, config: pg.QueryConfig): Promise<pg.QueryResult> {
+/** pg's `query` given a Submittable and a callback (Client and Pool alike). */
+type SendSubmittable = (
+  query: DescribedOnceQuery,
+  values: undefined,
+  callback: (err: Error | null, res: pg.QueryResult) => void,
+) => unknown;
+
+/** A statement through DescribedOnceQuery (prepared: its row description asked once per connection). */
+function sendQuery(client: pg.Pool | pg.PoolClient, config: DescribedQueryConfig): Promise<pg.QueryResult> {
   return new Promise((resolve, reject) => {
-    const send = client.query.bind(client) as unknown as (
-      query: DescribedOnceQuery,
-      values: undefined,
-      callback: (err: Error | null, res: pg.QueryResult) => void,
-    ) => unknown;
-    send(new DescribedOnceQuery(config), undefined, (err, res) => (err ? reject(err) : resolve(res)));
+    (client.query as unknown as SendSubmittable).call(
+      client,
+      new DescribedOnceQuery(config),
+      undefined,
+      (err, res) => (err ? reject(err) : resolve(res)),
+    );
   });
 }
 
@@ -289,16 +296,8 @@ function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner 
       params: readonly unknown[] = [],
       opts?: QueryOptions,
     ): Promise<QueryResult<R>> {
-      const values = params as unknown[];
-      const res =
-        opts?.prepare === undefined
-          ? await client.query({ text, values, types: pgTypes })
-          : await sendDescribedOnce(client, {
-              text,
-              values,
-              types: pgTypes,
-              name: statementName(opts.prepare, text),
-            });
+      const name = opts?.prepare === undefined ? undefined : statementName(opts.prepare, text);
+      const res = await sendQuery(client, { text, values: params as unknown[], types: pgTypes, name });
       return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
     },
     async exec(sql: string) {

@@ -8,7 +8,7 @@
 // the next executions send Bind, Execute and Sync only. Everything else (the Parse of a statement
 // new to the connection, errors, pipelining, read timeouts) stays pg's own Query.
 //
-// It relies on pg's Query internals (`_result`, `_accumulateRows`, `_getRows`; pg 8.23), which
+// It relies on pg's Query internals (`_result`, its `_types`, `_accumulateRows`, `_getRows`; pg 8.23), which
 // test/db/described-query.test.ts pins: a pg upgrade that changes them fails it.
 import pg from "pg";
 
@@ -35,6 +35,7 @@ interface Description {
 
 /** pg's Result, as far as this module uses it. */
 interface ResultInternals {
+  _types: unknown;
   fields: unknown[];
   _parsers: unknown[] | undefined;
   _prebuiltEmptyResultObject: Record<string, null> | null;
@@ -43,6 +44,7 @@ interface ResultInternals {
 /** pg's Query, as far as this module uses it. */
 interface QueryInternals {
   name?: string;
+  types: unknown;
   text: string;
   values?: unknown[];
   binary?: boolean;
@@ -61,15 +63,32 @@ const descriptions = new WeakMap<Connection, Map<string, Description>>();
 // pg's `utils.prepareValue` (the value mapper its own Query binds with).
 const prepareValue = (pg as unknown as { utils?: { prepareValue: unknown } }).utils?.prepareValue;
 
-const BaseQuery = pg.Query as unknown as new (config: pg.QueryConfig) => QueryInternals;
+const BaseQuery = pg.Query as unknown as new (text: string, values: unknown[]) => QueryInternals;
+
+/** What a query is made of: its SQL, parameters, type parsers and, prepared, its name. */
+export interface DescribedQueryConfig {
+  text: string;
+  values: unknown[];
+  types: unknown;
+  name?: string | undefined;
+}
 
 /**
  * A query for `client.query()` (pg's Submittable): a named statement whose row description, once
- * known on a connection, is not asked for again there.
+ * known on a connection, is not asked for again there. (An unnamed one is pg's Query as it is.)
  */
 export class DescribedOnceQuery extends BaseQuery {
   /** The connection this query was sent on (its RowDescription is kept for it). */
   private sentOn: Connection | null = null;
+
+  constructor(config: DescribedQueryConfig) {
+    // Given as text and values, pg's Query does not copy a config object property by property
+    // (its cloneQueryConfig: 2.5 % of a GET by id's process CPU); the rest is set here.
+    super(config.text, config.values);
+    this.types = config.types;
+    this._result._types = config.types;
+    if (config.name !== undefined) this.name = config.name;
+  }
 
   override prepare(connection: Connection): void {
     this.sentOn = connection;

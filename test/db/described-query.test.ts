@@ -66,7 +66,10 @@ describe.each(BACKENDS)("prepared statements (%s)", (backend) => {
     expect(inTx.rows[0]).toMatchObject({ BIG: 8, TEXT: "x8" });
     expectDescribed(before, 1);
     // Statements that are not prepared are described every time (pg's own Query).
-    await db.query(SQL, [9]);
+    const unprepared = await db.query(SQL, [9]);
+    expect(unprepared.rows).toEqual([
+      { BIG: 9, QUARTER: 2.25, TEXT: "x9", NOTHING: null, AT: new Date("2026-11-26T10:00:00Z"), TENTH: 1 },
+    ]);
     await db.query(SQL, [9]);
     expectDescribed(before, 3);
   });
