@@ -281,7 +281,17 @@ function selectedColumns(
   sort: readonly PlannedSort[],
   expand: readonly ExpandPlan[],
 ): FieldDef[] {
-  const need = new Set<FieldDef>([...columns, dim.fieldsByCode.get(dim.idField)!]);
+  const id = dim.fieldsByCode.get(dim.idField)!;
+  // The usual read (the id among the columns, sorted by columns, no relation key missing):
+  // the columns themselves, which are in the dimension's field order already.
+  if (
+    columns.includes(id) &&
+    sort.every((s) => columns.includes(s.field)) &&
+    expand.every((e) => columns.includes(e.parentKey))
+  )
+    return [...columns];
+  const need = new Set<FieldDef>(columns);
+  need.add(id);
   for (const s of sort) need.add(s.field);
   for (const e of expand) need.add(e.parentKey);
   return dim.fields.filter((f) => need.has(f));
