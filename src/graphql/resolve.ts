@@ -199,7 +199,10 @@ function fieldsRead(dim: DimensionDef, selections: readonly SelectedField[]): Se
   return out;
 }
 
-/** `dim` in the request's metadata snapshot (the schema's may be another object of it). */
+/**
+ * `dim` in the request's metadata snapshot (the schema's may be another object of it): what a
+ * root field's relations and fields are looked up in, as the levels under it are.
+ */
 function snapshotOf(rc: ReadContext, dim: DimensionDef): DimensionDef {
   return rc.model.dimensions.get(dim.code) ?? dim;
 }
@@ -418,16 +421,17 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       stateOf(ctx).roots.set(info.path.key, args);
       // One walk of the selection set: the fields read under data, the relations (planned here,
       // once, with what is selected under them) and whether meta.total is wanted.
+      const current = snapshotOf(rc, dim);
       const selection = lookahead(info);
       const data = under(selection, "data");
-      const relations = relationLevel(ctx, rc, dim, data);
+      const relations = relationLevel(ctx, rc, current, data);
       const withTotal = under(selection, "meta").some((f) => f.name === "total");
       const result = await listRecords(
         rc,
         dim.code,
         listQuery(args, {
           withTotal,
-          selectionFields: fieldsRead(snapshotOf(rc, dim), data),
+          selectionFields: fieldsRead(current, data),
           expand: relations.map((r) => r.name),
           expandFields: expandFieldsOf(relations),
         }),
@@ -439,12 +443,13 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
     byId: (dim) => async (_root, args: ContextArgs & { id: string }, ctx, info) => {
       const rc = readContextFor(ctx, args);
       stateOf(ctx).roots.set(info.path.key, args);
+      const current = snapshotOf(rc, dim);
       const selection = lookahead(info);
-      const relations = relationLevel(ctx, rc, dim, selection);
+      const relations = relationLevel(ctx, rc, current, selection);
       try {
         const result = await getRecord(rc, dim.code, args.id, {
           fields: null,
-          selectionFields: fieldsRead(snapshotOf(rc, dim), selection),
+          selectionFields: fieldsRead(current, selection),
           expand: relations.map((r) => r.name),
           expandFields: expandFieldsOf(relations),
           condTrec: null,

@@ -185,8 +185,7 @@ function chooseColumns(
   forced: readonly string[],
   selection?: ReadonlySet<string>,
 ): FieldDef[] {
-  const columns = requestedColumns(rules, flag, requested, forced);
-  return selection ? columns.filter((f) => selection.has(f.code)) : columns;
+  return only(requestedColumns(rules, flag, requested, forced), selection);
 }
 
 function requestedColumns(
@@ -261,6 +260,7 @@ export function planExpand(
   return out;
 }
 
+/** `fields` narrowed to `codes` (a GraphQL selection's), in their order; all of them without. */
 function only(fields: Iterable<FieldDef>, codes: ReadonlySet<string> | undefined): FieldDef[] {
   const all = [...fields];
   return codes ? all.filter((f) => codes.has(f.code)) : all;
