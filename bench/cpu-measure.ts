@@ -5,6 +5,20 @@
 // the rounds is printed last, because what other processes add to a round only adds.
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 
+/** What both CPU benches read of the environment (their headers list the variables). */
+export function cpuBenchSettings() {
+  const env = process.env;
+  return {
+    customers: Number(env.BENCH_CUSTOMERS ?? 20_000),
+    orders: Number(env.BENCH_ORDERS ?? 20_000),
+    requests: Number(env.BENCH_REQUESTS ?? 4000),
+    concurrency: Number(env.BENCH_CONCURRENCY ?? 16),
+    rounds: Number(env.BENCH_ROUNDS ?? 3),
+    /** BENCH_WORKLOADS=W2,W4: only those (null: all). */
+    only: env.BENCH_WORKLOADS?.split(",") ?? null,
+  };
+}
+
 /**
  * `n` requests through app.inject, `concurrency` at a time; throws at the first answer `ok`
  * refuses (a bench of failing requests measures nothing).

@@ -12,7 +12,7 @@
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/graphql-cpu.ts
 import type { InjectOptions } from "fastify";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
+import { cpuBenchSettings, injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
 import {
   BENCH_CREATE,
   BENCH_CREATE_MUTATION,
@@ -21,15 +21,15 @@ import {
   openBenchApp,
 } from "./seed.ts";
 
-const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
-const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
-const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 4000);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const settings = cpuBenchSettings();
 const CUST_FIELDS = "CUST_ID CODE NAME CITY_ID CREDIT_LIMIT VIP SALES_REP TREC CDATA OWNER LDATA LOWNER";
 
 async function main() {
-  const bench = await openBenchApp({ customers: CUSTOMERS, orders: ORDERS, env: { LOG_LEVEL: "warn" } });
+  const bench = await openBenchApp({
+    customers: settings.customers,
+    orders: settings.orders,
+    env: { LOG_LEVEL: "warn" },
+  });
   const { app } = bench;
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
@@ -69,10 +69,10 @@ async function main() {
     // A GraphQL error is answered with 200: the body is checked too.
     const run = injectConcurrently(
       app,
-      CONCURRENCY,
+      settings.concurrency,
       (res) => (res.statusCode === 200 || res.statusCode === 201) && !res.body.includes('"errors"'),
     );
-    const only = process.env.BENCH_WORKLOADS?.split(",");
+    const { only } = settings;
     if (only) workloads.splice(0, workloads.length, ...workloads.filter(([name]) => only.includes(name)));
     for (const [, request] of workloads) await run(request, 500); // warm-up: JIT, caches
     // The creates' customers go after each create workload, so that the lists measure the seed.
@@ -81,11 +81,11 @@ async function main() {
     await printCpuPerRequest(
       workloads.map(([name, request]) => ({
         name,
-        requests: name === "gPage1000" ? Math.ceil(REQUESTS / 20) : REQUESTS,
+        requests: name === "gPage1000" ? Math.ceil(settings.requests / 20) : settings.requests,
         send: (n) => run(request, n),
         ...(name === "gW4" || name === "rW4" ? { after: forget } : {}),
       })),
-      ROUNDS,
+      settings.rounds,
     );
   } finally {
     await bench.close();

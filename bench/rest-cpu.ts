@@ -17,7 +17,7 @@ import { createHook } from "node:async_hooks";
 import { readFileSync } from "node:fs";
 import { constants, PerformanceObserver } from "node:perf_hooks";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
+import { cpuBenchSettings, injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
 import {
   BENCH_CREATE,
   BENCH_CREATE_MUTATION,
@@ -26,11 +26,7 @@ import {
   openBenchApp,
 } from "./seed.ts";
 
-const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
-const ORDERS = Number(process.env.BENCH_ORDERS ?? 20_000);
-const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 4000);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const settings = cpuBenchSettings();
 
 /** CPU time (user + system) of the processes `pids` so far, in µs (clock ticks of 10 ms). */
 function cpuOfPids(pids: readonly number[]): number {
@@ -48,7 +44,11 @@ function cpuOfPids(pids: readonly number[]): number {
 }
 
 async function main() {
-  const bench = await openBenchApp({ customers: CUSTOMERS, orders: ORDERS, env: { LOG_LEVEL: "warn" } });
+  const bench = await openBenchApp({
+    customers: settings.customers,
+    orders: settings.orders,
+    env: { LOG_LEVEL: "warn" },
+  });
   const { app, services } = bench;
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
@@ -77,11 +77,10 @@ async function main() {
         },
       ],
     ];
-    const only = process.env.BENCH_WORKLOADS?.split(",");
-    const workloads = all.filter(([name]) => !only || only.includes(name));
+    const workloads = all.filter(([name]) => !settings.only || settings.only.includes(name));
     const inject = injectConcurrently(
       app,
-      CONCURRENCY,
+      settings.concurrency,
       (res) => res.statusCode < 300 && !res.body.includes('"errors"'),
     );
     const run = (r: Request, n: number) =>
@@ -136,11 +135,11 @@ async function main() {
     await printCpuPerRequest(
       workloads.map(([name, r]) => ({
         name,
-        requests: REQUESTS,
+        requests: settings.requests,
         send: (n) => run(r, n),
         ...(r.method === "POST" ? { after: forget } : {}),
       })),
-      ROUNDS,
+      settings.rounds,
       async (name, requests) => {
         const pids = await backends();
         const dbBefore = cpuOfPids(pids);
