@@ -184,6 +184,9 @@ const envSchema = z.object({
   ),
   DEMO_DATA: bool(true),
   MAX_BATCH_SIZE: nonNegativeInt(500).refine((n) => n >= 1, { message: "must be at least 1" }),
+  CREATE_GROUP_MAX_ROWS: nonNegativeInt(32).refine((n) => n >= 1 && n <= 1000, {
+    message: "must be between 1 and 1000",
+  }),
   BODY_LIMIT_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
@@ -312,6 +315,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     trustProxy: e.TRUST_PROXY,
     loadDemoData: e.DEMO_DATA,
     maxBatchSize: e.MAX_BATCH_SIZE,
+    createGroupMaxRows: e.CREATE_GROUP_MAX_ROWS,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,

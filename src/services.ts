@@ -10,6 +10,7 @@ import { createMemoryBus, type EventBus } from "./events/bus.ts";
 import { createEventFeed, type EventFeed } from "./events/feed.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { type CommandRegistry, createCommandRegistry } from "./resolvers/write/commands.ts";
+import { type CreateGroups, createGroups } from "./resolvers/write/create-groups.ts";
 import { guardMediaStore } from "./media/guarded.ts";
 import { createLocalStore } from "./media/local-store.ts";
 import { createS3Store } from "./media/s3-store.ts";
@@ -44,10 +45,22 @@ export interface Services {
   media: MediaStore;
   /** Named operations per dimension (decisions.md §15): built-ins plus what the code registers. */
   commands: CommandRegistry;
+  /**
+   * The group commit of creates on PostgreSQL (src/resolvers/write/create-groups.ts): creates of
+   * one shape that wait while one is written go together in one statement. Null on PGlite (one
+   * connection: one statement at a time anyway) and with CREATE_GROUP_MAX_ROWS=1.
+   */
+  creates: CreateGroups | null;
   /** The clock every time-dependent rule reads (tokens, sessions, audit stamps); injectable in tests. */
   clock: () => Date;
   close(): Promise<void>;
 }
+
+/**
+ * How long a group-commit statement out holds its shape's turn: statements take a few ms; one
+ * that waits longer (a lock) lets the next group go rather than hold every create of its shape.
+ */
+const CREATE_GROUP_SLOT_MS = 10;
 
 export interface OpenServicesOptions {
   logger?: Logger;
@@ -218,6 +231,10 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     bus,
     feed,
     commands: opts.commands ?? createCommandRegistry(),
+    creates:
+      db.kind === "postgres" && config.createGroupMaxRows > 1
+        ? createGroups({ maxRows: config.createGroupMaxRows, slotMs: CREATE_GROUP_SLOT_MS })
+        : null,
     media,
     metrics,
     clock: opts.clock ?? (() => new Date()),

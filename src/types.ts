@@ -98,6 +98,11 @@ export interface Config {
   trustProxy: false | number | string[];
   loadDemoData: boolean;
   maxBatchSize: number;
+  /**
+   * The most creates one group-commit statement writes (src/resolvers/write/create-groups.ts);
+   * 1: each create alone.
+   */
+  createGroupMaxRows: number;
   bodyLimitBytes: number;
   /** Receiving a whole request (headers and body) takes at most this long: 408 beyond. */
   requestTimeoutMs: number;

@@ -785,7 +785,23 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             tell(sql, { pipelined: false });
             // Nothing to send with it: out at once, not corked to the end of the turn.
             inTransaction.delete(client);
-            const res = await raw.query<R>(sql, payload === null ? params : [...params, payload], o);
+            let res: QueryResult<R>;
+            try {
+              res = await raw.query<R>(sql, payload === null ? params : [...params, payload], o);
+            } catch (err) {
+              // The server refused the statement (an error with its SQLSTATE): a statement that is
+              // its own transaction changed nothing, so the transaction is as it was before it and
+              // may send another (a group of creates falls back to each create on its own,
+              // src/resolvers/write/create-groups.ts). The NOTIFY it carried goes on its own.
+              if (!broken && typeof (err as { code?: unknown }).code === "string") {
+                alone = null;
+                if (payload !== null) {
+                  const [channel, named] = claimed.pop()!;
+                  notifier.unclaim(channel, named);
+                }
+              }
+              throw err;
+            }
             alone = "committed";
             notice(wake.channel, wake.item);
             return res;

@@ -106,8 +106,9 @@ export type RequiredOutboxColumn = (typeof REQUIRED_OUTBOX_COLUMNS)[number];
 /**
  * The INSERT of one event row whose AGGREGATE_ID and PAYLOAD are SQL expressions over the row of
  * `from` (a data-modifying CTE: the record the same statement inserts), for a statement that
- * writes a record and its event together (record-store.ts). `param` adds a parameter. The row's
- * columns are those insertOutboxEvent writes, with the same values. `nulledWhen`: a column made
+ * writes a record and its event together (record-store.ts); it answers OUTBOX_ID and
+ * AGGREGATE_ID. `param` adds a parameter. The row's columns are those insertOutboxEvent writes,
+ * with the same values. `nulledWhen`: a column made
  * NULL where its condition (SQL over `from`) holds, which fails the statement on that column.
  */
 export function outboxInsertFromSql(
@@ -125,5 +126,5 @@ export function outboxInsertFromSql(
   return `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
        SELECT ${value("EVENT_TYPE", param(eventType(event.dim, event.kind)))}, ${value("AGGREGATE_TYPE", param(event.dim))}, ${value("AGGREGATE_ID", aggregateId)}, ${value("PAYLOAD", payload)}, ${value("TENANT_ID", param(event.tenantId))},
               COALESCE(${param(event.createdAt ? event.createdAt.toISOString() : null)}::timestamptz, now())
-         FROM ${from} RETURNING "OUTBOX_ID"`;
+         FROM ${from} RETURNING "OUTBOX_ID", "AGGREGATE_ID"`;
 }

@@ -1,9 +1,11 @@
 // The outbox relay (decisions.md §8, issue 10): publishes unpublished TB_ANAG_OUTBOX00 rows to the
 // bus in OUTBOX_ID order and marks them PUBLISHED_AT only after the bus has confirmed them.
 //
-// - Claims a batch with FOR UPDATE SKIP LOCKED, so several relays (processes) can run; a row
-//   whose aggregate has an earlier unpublished row outside the batch (claimed by another relay)
-//   waits for the next round, so the events of one record go out in order even then.
+// - One relay publishes at a time: a batch is claimed by the relay that takes the turn (a
+//   transaction-scoped advisory lock), so several relays (processes) can run, each ready to take
+//   over, and rows go out in OUTBOX_ID order (the events of one record in order). A relay that
+//   finds the turn taken claims nothing: the holder claims again after every batch it published,
+//   and every commit wakes every relay, so no row waits for the poll. The claim locks no rows.
 // - Woken by NOTIFY (sent by every transaction that writes an event, delivered on commit, to
 //   every process), with a slow poll as a safety net. The poll asks one cheap question (is any row
 //   unpublished?) and claims only when the answer is yes: an idle relay runs one statement per
@@ -60,23 +62,20 @@ interface ClaimedRow {
   CREATED_AT: Date | string;
 }
 
+/**
+ * The relays' turn: a transaction-scoped advisory lock (decisions.md, "Order with several relays").
+ * One relay publishes at a time; the others find the turn taken and wait for the next wake-up.
+ */
+export const RELAY_TURN_LOCK = 1_785_632_207;
+
+/** The oldest unpublished rows (the partial index on OUTBOX_ID), read by the relay holding the turn. */
 const CLAIM_SQL = `
-  WITH claimed AS (
-    SELECT "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT"
-      FROM "TB_ANAG_OUTBOX00"
-     WHERE "PUBLISHED_AT" IS NULL
-     ORDER BY "OUTBOX_ID"
-     LIMIT $1
-       FOR UPDATE SKIP LOCKED)
-  SELECT c."OUTBOX_ID"::text AS "OUTBOX_ID", c."EVENT_TYPE", c."AGGREGATE_TYPE", c."AGGREGATE_ID",
-         c."PAYLOAD"::text AS "PAYLOAD", c."TENANT_ID", c."CREATED_AT"
-    FROM claimed c
-   WHERE NOT EXISTS (
-     SELECT 1 FROM "TB_ANAG_OUTBOX00" o
-      WHERE o."AGGREGATE_TYPE" = c."AGGREGATE_TYPE" AND o."AGGREGATE_ID" = c."AGGREGATE_ID"
-        AND o."OUTBOX_ID" < c."OUTBOX_ID" AND o."PUBLISHED_AT" IS NULL
-        AND o."OUTBOX_ID" NOT IN (SELECT "OUTBOX_ID" FROM claimed))
-   ORDER BY c."OUTBOX_ID"`;
+  SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID",
+         "PAYLOAD"::text AS "PAYLOAD", "TENANT_ID", "CREATED_AT"
+    FROM "TB_ANAG_OUTBOX00"
+   WHERE "PUBLISHED_AT" IS NULL
+   ORDER BY "OUTBOX_ID"
+   LIMIT $1`;
 
 /** Outbox rows a prune looks at (and deletes at most) per round. */
 const PRUNE_ROWS = 10_000;
@@ -138,6 +137,12 @@ export function createRelay(opts: RelayOptions): Relay {
       const relaxed = tx.query("SET LOCAL synchronous_commit TO OFF");
       if (tx.defer) tx.defer(relaxed);
       else await relaxed;
+      // The turn first, in a statement of its own: the claim's snapshot is then taken after the
+      // previous holder's marks committed, so it does not see its rows as unpublished.
+      const turn = await tx.query<{ held: boolean }>("SELECT pg_try_advisory_xact_lock($1) AS held", [
+        RELAY_TURN_LOCK,
+      ]);
+      if (turn.rows[0]?.held !== true) return 0;
       const { rows } = await tx.query<ClaimedRow>(CLAIM_SQL, [opts.batchSize]);
       if (rows.length === 0) return 0;
       const events = rows.map(outboxRowToEvent);

@@ -53,7 +53,10 @@ import { lookahead, type SelectedField, under } from "./lookahead.ts";
 /** One GraphQL request: the caller (authenticated once, source-less) and the services. */
 export interface GraphQLContext {
   caller: Caller;
-  services: Pick<Services, "db" | "readDb" | "metadata" | "config" | "feed" | "commands" | "totals">;
+  services: Pick<
+    Services,
+    "db" | "readDb" | "metadata" | "config" | "feed" | "commands" | "totals" | "creates"
+  >;
   /** Read contexts per (source, center_dett), so that one operation shares its loaders. */
   readContexts: Map<string, ReadContext>;
   /** Loaders of reverse relations with their own arguments, per relation, context and arguments. */
@@ -412,6 +415,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
     metadata: ctx.services.metadata,
     config: ctx.services.config,
     commands: ctx.services.commands,
+    creates: ctx.services.creates,
     budget: ctx.writeBudget,
   });
 

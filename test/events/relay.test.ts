@@ -2,10 +2,11 @@
 // record, at least once, through broker faults and relay crashes. On the embedded database with
 // the in-process bus always; on PostgreSQL with the real RabbitMQ when both are configured.
 import { randomBytes } from "node:crypto";
+import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { BusEvent } from "../../src/events/bus.ts";
 import { processEachOnce } from "../../src/events/consumed.ts";
-import { createRelay, type Relay } from "../../src/events/relay.ts";
+import { createRelay, RELAY_TURN_LOCK, type Relay } from "../../src/events/relay.ts";
 import { createLogger } from "../../src/logger.ts";
 import type { Database } from "../../src/types.ts";
 import { createTestApp, TEST_AMQP_URL, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
@@ -398,5 +399,61 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
       const mine = collected.messages.filter(ofCities("D"));
       expect(mine).toHaveLength(300);
       expect(new Set(mine.map((m) => m.body.OUTBOX_ID)).size).toBe(300);
+    });
+
+  if (setup.backend === "postgres")
+    it("two relays, one record changed 60 times: its events go out in OUTBOX_ID order, each once", async () => {
+      await Promise.all([startRelay({ batchSize: 5 }), startRelay({ batchSize: 5 })]);
+      const created = await anna.post("/api/v4/core/CITY?source=anag-3", {
+        data: { CITY_ID: "ORD1", NAME: "v0", COUNTRY: "IT" },
+      });
+      expect(created.status).toBe(201);
+      // Changes from four clients at once: the record's row lock orders them.
+      await Promise.all(
+        [0, 1, 2, 3].map(async (client) => {
+          for (let i = 0; i < 15; i++) {
+            const res = await anna.patch("/api/v4/core/CITY/ORD1?source=anag-3", {
+              data: { NAME: `c${client} v${i}` },
+            });
+            expect(res.status).toBe(200);
+          }
+        }),
+      );
+      await collected.waitFor((ms) => ms.filter(ofCities("ORD1")).length >= 61, 30_000);
+      const seq = collected.messages.filter(ofCities("ORD1")).map((m) => BigInt(String(m.body.OUTBOX_ID)));
+      expect(seq).toHaveLength(61);
+      expect([...seq].sort((a, b) => (a < b ? -1 : 1))).toEqual(seq);
+    });
+
+  if (setup.backend === "postgres")
+    it("a relay that finds the turn taken claims nothing; once it is free, the next commit's wake-up publishes", async () => {
+      const relay = await startRelay();
+      const holder = new pg.Client({
+        connectionString: (t.services.db as { connectionString: string }).connectionString,
+      });
+      await holder.connect();
+      try {
+        // Another relay's turn: held by a transaction of another connection.
+        await holder.query("BEGIN");
+        await holder.query("SELECT pg_advisory_xact_lock($1)", [RELAY_TURN_LOCK]);
+        const ids = cityIds(5, "TT");
+        const res = await anna.post("/api/v4/core/CITY/batch?source=anag-3", {
+          data: ids.map((id) => ({ CITY_ID: id, NAME: id, COUNTRY: "IT" })),
+        });
+        expect(res.body.success).toBe(5);
+        expect(await relay.drain()).toBe(0);
+        expect(await unpublished(t.services.db)).toBe(5);
+        expect(collected.messages.filter(ofCities("TT"))).toHaveLength(0);
+        await holder.query("COMMIT");
+        // The poll is a minute away: the next write's wake-up publishes what waited too.
+        const next = await anna.post("/api/v4/core/CITY?source=anag-3", {
+          data: { CITY_ID: "TT5", NAME: "TT5", COUNTRY: "IT" },
+        });
+        expect(next.status).toBe(201);
+        await collected.waitFor((ms) => ms.filter(ofCities("TT")).length >= 6, 10_000);
+        await eventually(async () => (await unpublished(t.services.db)) === 0, { what: "every row marked" });
+      } finally {
+        await holder.end();
+      }
     });
 });

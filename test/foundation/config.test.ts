@@ -225,6 +225,17 @@ describe("loadConfig refuses bad values, naming the variable", () => {
     expect(refusal({ SESSION_CACHE_MS: "-1" }).problems[0]).toMatch(/^SESSION_CACHE_MS:/);
   });
 
+  it("CREATE_GROUP_MAX_ROWS: 32 creates a statement by default, 1 (each alone) to 1000, else refused", () => {
+    expect(loadConfig({}).createGroupMaxRows).toBe(32);
+    expect(loadConfig({ CREATE_GROUP_MAX_ROWS: "1" }).createGroupMaxRows).toBe(1);
+    expect(refusal({ CREATE_GROUP_MAX_ROWS: "0" }).problems).toEqual([
+      "CREATE_GROUP_MAX_ROWS: must be between 1 and 1000",
+    ]);
+    expect(refusal({ CREATE_GROUP_MAX_ROWS: "5000" }).problems).toEqual([
+      "CREATE_GROUP_MAX_ROWS: must be between 1 and 1000",
+    ]);
+  });
+
   it("BODY_LIMIT_BYTES below 1024", () => {
     expect(refusal({ BODY_LIMIT_BYTES: "10" }).problems).toEqual(["BODY_LIMIT_BYTES: must be at least 1024"]);
   });

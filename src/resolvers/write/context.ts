@@ -1,4 +1,5 @@
 import type { MetadataModel, Queryable, RequestContext, WriteStep } from "../../types.ts";
+import type { CreateGroups } from "./create-groups.ts";
 
 /** Called at each named step of the pipeline; throwing aborts the write (tests inject failures). */
 export type StepHook = (step: WriteStep) => void | Promise<void>;
@@ -64,6 +65,11 @@ export interface WriteContext {
   soleRecord?: boolean;
   /** The "commit" step was passed already: the write's last statement was sent after it. */
   committed?: boolean;
+  /**
+   * The group commit of creates (PostgreSQL): a sole create may be written in one statement with
+   * creates of its shape that wait meanwhile (create-groups.ts). Without it, each alone.
+   */
+  creates?: CreateGroups;
 }
 
 /** Tells the hook (tests) of a step; without one nothing (no promise made per step). */

@@ -11,7 +11,8 @@ import { step, writeLimits } from "./context.ts";
  * What a write needs; `budget` when the request is several writes (a GraphQL operation): they
  * spend one request's bounds together. Without it, each call is a request of its own.
  */
-export type WriteDeps = Pick<Services, "db" | "metadata" | "config"> & { budget?: RequestBudget };
+export type WriteDeps = Pick<Services, "db" | "metadata" | "config"> &
+  Partial<Pick<Services, "creates">> & { budget?: RequestBudget };
 
 export interface WriteOptions {
   /** Test seam: told each pipeline step; throwing there aborts the write. */
@@ -58,6 +59,7 @@ export function inWriteTransaction<T>(
       limits: writeLimits(deps.config, deps.budget),
     };
     if (opts.onStep) w.onStep = opts.onStep;
+    if (deps.creates) w.creates = deps.creates;
     const result = await fn(w);
     if (!w.committed) await step(w, "commit");
     return result;

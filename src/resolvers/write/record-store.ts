@@ -14,6 +14,7 @@ import { mapDatabaseError } from "./db-errors.ts";
 import { foreignKeyError, type KeyLookup, keyLookupSql } from "./foreign-keys.ts";
 import { CounterValue } from "./templates.ts";
 import { rowToRecord } from "./values.ts";
+import type { GroupedCreate } from "./create-groups.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import {
   outboxInsertFromSql,
@@ -110,11 +111,10 @@ export async function lockRecordsWhere(
 }
 
 /**
- * A statement's values as parameters ($1, $2, … in the order added), and its foreign keys set by
- * their look-up (keyLookupSql) in place of the value.
+ * A statement's values as parameters ($1, $2, … in the order added to `params`), and its foreign
+ * keys set by their look-up (keyLookupSql) in place of the value.
  */
-function statementValues(w: WriteContext, lookups: readonly KeyLookup[], first: unknown[] = []) {
-  const params = [...first];
+function statementValues(w: WriteContext, lookups: readonly KeyLookup[], params: unknown[] = []) {
   const param = (v: unknown) => {
     params.push(v);
     return `$${params.length}`;
@@ -148,16 +148,18 @@ function checkLookedUp(row: Row, lookups: readonly KeyLookup[]): void {
 /**
  * The parts of a create's INSERT: its template counters (one CTE each: the counter row stays
  * locked until COMMIT, from here on only; the value its text around the number), the INSERT
- * without RETURNING, its parameters, and how a failure of it maps to an API error.
+ * without RETURNING (and apart: its `into` and its VALUES `row`), its parameters (appended to
+ * `paramsSoFar`), and how a failure of it maps to an API error.
  */
 function insertStatement(
   w: WriteContext,
   dim: DimensionDef,
   columns: Array<[string, unknown]>,
   lookups: readonly KeyLookup[],
+  paramsSoFar: unknown[] = [],
 ) {
   const all: Array<[string, unknown]> = [...columns, [TENANT_COLUMN, w.ctx.principal.tenantId]];
-  const { params, param, value, keyError } = statementValues(w, lookups);
+  const { params, param, value, keyError } = statementValues(w, lookups, paramsSoFar);
   const counters: string[] = [];
   const counterColumns: string[] = [];
   const values = all.map(([c, v]) => {
@@ -174,8 +176,9 @@ function insertStatement(
       : "n";
     return `(SELECT CAST(${param(v.prefix)} AS text) || ${digits} || CAST(${param(v.suffix)} AS text) FROM ${cte})`;
   });
-  const insert = `INSERT INTO ${ident(dim.tableName)} (${all.map(([c]) => ident(c)).join(", ")})
-    VALUES (${values.join(", ")})`;
+  const into = `INSERT INTO ${ident(dim.tableName)} (${all.map(([c]) => ident(c)).join(", ")})`;
+  const row = `(${values.join(", ")})`;
+  const insert = `${into}\n    VALUES ${row}`;
   /** The API error of a failed INSERT (rethrows what it does not know). */
   const failed = (err: unknown): never => {
     const missing = keyError(err);
@@ -192,7 +195,7 @@ function insertStatement(
     }
     return mapDatabaseError(err, dim);
   };
-  return { counters, insert, params, param, failed };
+  return { counters, insert, into, row, params, param, failed };
 }
 
 /**
@@ -248,6 +251,55 @@ function eventSql(dim: DimensionDef): { payload: string; returned: string } {
 }
 
 /**
+ * The Created event of the rows a create's INSERT wrote, as the INSERT of their outbox rows reading
+ * them as `ins` (parameters through `param`), the record id's SQL over `ins`, the fields answered,
+ * and how a failure of the statement maps to an API error: the i-th nullable key looked up nulls
+ * the i-th of the event's NOT NULL columns (REQUIRED_OUTBOX_COLUMNS) when the look-up found
+ * nothing, so the column a NOT NULL failure names tells the key (insertRowWithEvent).
+ */
+function createdEventSql(
+  w: WriteContext,
+  dim: DimensionDef,
+  lookups: readonly KeyLookup[],
+  param: (v: unknown) => string,
+) {
+  const keyOfColumn = new Map<string, KeyLookup>();
+  const nulledWhen: Partial<Record<RequiredOutboxColumn, string>> = {};
+  let nullable = 0;
+  for (const lookup of lookups) {
+    if (!lookup.field.nullable) continue;
+    const column = REQUIRED_OUTBOX_COLUMNS[nullable++]!;
+    keyOfColumn.set(column, lookup);
+    nulledWhen[column] = `ins.${ident(lookup.field.code)} IS NULL`;
+  }
+  const { payload, returned } = eventSql(dim);
+  const aggregateId = `ins.${ident(dim.idField)}::text`;
+  const event = outboxInsertFromSql(
+    { dim: dim.code, kind: "Created", tenantId: w.ctx.principal.tenantId, createdAt: w.now },
+    "ins",
+    aggregateId,
+    payload,
+    param,
+    nulledWhen,
+  );
+  /** A NOT NULL failure of the event row: the key whose look-up found nothing. */
+  const keyError = (err: unknown) => {
+    const { code, table, column } = err as { code?: string; table?: string; column?: string };
+    return code === "23502" && table === "TB_ANAG_OUTBOX00" && column ? keyOfColumn.get(column) : undefined;
+  };
+  return { event, aggregateId, returned, keyError };
+}
+
+/** A create's row and Created event as the database answered them (insertRowWithEvent). */
+interface WrittenRow {
+  record: Row;
+  eventId: string;
+}
+
+/** The column under which a group's statement answers which create a row is (createdRows). */
+const ROW_COLUMN = "$ROW";
+
+/**
  * Inserts one row and its Created event in one statement (the row's INSERT a CTE whose row the
  * event's INSERT reads: data-modifying CTEs): the transaction's last statement (lastStatement),
  * so a create that sent nothing before is one statement outside BEGIN and COMMIT. The payload
@@ -258,6 +310,10 @@ function eventSql(dim: DimensionDef): { payload: string; returned: string } {
  * NOT NULL columns (REQUIRED_OUTBOX_COLUMNS) when the look-up found nothing, and the column the
  * failure names tells the key (the first in the look-ups' order when several fail, as
  * checkLookedUp reports on the general path). Answers the record and the event's id.
+ *
+ * With `w.creates` (PostgreSQL), a create without template counters goes through the group
+ * commit (create-groups.ts): creates of its tenant and statement shape that arrive while one is
+ * being written are written next, together (createdRows).
  */
 export async function insertRowWithEvent(
   w: WriteContext,
@@ -265,41 +321,92 @@ export async function insertRowWithEvent(
   columns: Array<[string, unknown]>,
   lookups: readonly KeyLookup[],
   channel: string,
-): Promise<{ record: Row; eventId: string }> {
+): Promise<WrittenRow> {
   const { counters, insert, params, param, failed } = insertStatement(w, dim, columns, lookups);
-  const nullableKeys = lookups.filter((l) => l.field.nullable);
-  const keyOfColumn = new Map<string, KeyLookup>();
-  const nulledWhen: Partial<Record<RequiredOutboxColumn, string>> = {};
-  nullableKeys.forEach((lookup, i) => {
-    const column = REQUIRED_OUTBOX_COLUMNS[i]!;
-    keyOfColumn.set(column, lookup);
-    nulledWhen[column] = `ins.${ident(lookup.field.code)} IS NULL`;
-  });
-  const { payload: eventPayload, returned } = eventSql(dim);
-  const event = outboxInsertFromSql(
-    { dim: dim.code, kind: "Created", tenantId: w.ctx.principal.tenantId, createdAt: w.now },
-    "ins",
-    `ins.${ident(dim.idField)}::text`,
-    eventPayload,
-    param,
-    nulledWhen,
-  );
-  const statement = (payload: string | null) =>
-    `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
-    SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
+  const { event, returned, keyError } = createdEventSql(w, dim, lookups, param);
   const notice = { channel, item: outboxNoticeItem(w.ctx.principal.tenantId, dim.code) };
-  let row: Row;
-  try {
+  const alone = async (): Promise<WrittenRow> => {
+    const statement = (payload: string | null) =>
+      `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
+    SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
     // Prepared per metadata version (as reads are): its parse is kept per connection.
-    row = (await w.tx.lastStatement!<Row>(notice, statement, params, { prepare: w.model.version })).rows[0]!;
+    const row = (await w.tx.lastStatement!<Row>(notice, statement, params, { prepare: w.model.version }))
+      .rows[0]!;
+    return { record: rowToRecord(dim, row), eventId: String(row[EVENT_ID_COLUMN]) };
+  };
+  try {
+    if (!w.creates || counters.length > 0) return await alone();
+    const create: GroupedRow = {
+      alone,
+      row: (paramsSoFar) => insertStatement(w, dim, columns, lookups, paramsSoFar),
+      event: (param) => createdEventSql(w, dim, lookups, param),
+      together: (items) => createdRows(w, dim, notice, channel, items),
+    };
+    // Its shape: the tenant (the event row's), the table and columns, the VALUES and the event.
+    const written = await w.creates.write(`${w.ctx.principal.tenantId}\u0000${insert}\u0000${event}`, create);
+    // Written by another create's statement, its own transaction still tells this process's
+    // listeners (the relay, the totals cache) once it ends, before the create is answered.
+    w.tx.notifyAfterCommit?.(notice.channel, notice.item);
+    return written;
   } catch (err) {
-    const { code, table, column } = err as { code?: string; table?: string; column?: string };
-    const key =
-      code === "23502" && table === "TB_ANAG_OUTBOX00" && column ? keyOfColumn.get(column) : undefined;
+    const key = keyError(err);
     if (key) throw foreignKeyError(key);
     return failed(err);
   }
-  return { record: rowToRecord(dim, row), eventId: String(row[EVENT_ID_COLUMN]) };
+}
+
+/** A create in a group commit: its own statement, or its row in its group's statement. */
+interface GroupedRow extends GroupedCreate<WrittenRow> {
+  /** Its INSERT's parts, its parameters appended to `paramsSoFar`. */
+  row(paramsSoFar: unknown[]): ReturnType<typeof insertStatement>;
+  /** The INSERT of the group's events, with this create's event parameters. */
+  event(param: (v: unknown) => string): ReturnType<typeof createdEventSql>;
+}
+
+/**
+ * The rows and events of a group of creates of one tenant and shape in one statement, sent on the
+ * first's transaction: one INSERT of every row (VALUES in the group's order), one INSERT of their
+ * events with the first create's event parameters (its type, tenant and time: the group commits
+ * as one), and the answer's rows numbered in RETURNING's order, which is the VALUES' order
+ * (PostgreSQL inserts and returns the rows of a VALUES list one by one, in order; Django's
+ * bulk_create relies on it too), each event joined to its row by the record's id (unique in the
+ * tenant's table). test/write/create-groups.test.ts checks that each create gets its own row.
+ */
+async function createdRows(
+  w: WriteContext,
+  dim: DimensionDef,
+  notice: { channel: string; item: string },
+  channel: string,
+  items: readonly GroupedRow[],
+): Promise<WrittenRow[]> {
+  const params: unknown[] = [];
+  const rows: string[] = [];
+  let into = "";
+  let param: (v: unknown) => string = () => "";
+  for (const item of items) {
+    const parts = item.row(params);
+    rows.push(parts.row);
+    into = parts.into;
+    param = parts.param;
+  }
+  const { event, aggregateId, returned } = items[0]!.event(param);
+  const statement = (payload: string | null) =>
+    `WITH ins AS (${into}\n    VALUES ${rows.join(",\n      ")} RETURNING *),
+    ev AS (${event}),
+    n AS (SELECT row_number() OVER () AS "${ROW_COLUMN}", ins.* FROM ins)
+    SELECT ins."${ROW_COLUMN}", ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""}
+      FROM n AS ins JOIN ev ON ev."AGGREGATE_ID" = ${aggregateId}`;
+  const answer = await w.tx.lastStatement!<Row>(notice, statement, params, { prepare: w.model.version });
+  if (answer.rows.length !== items.length)
+    throw new Error(`A group of ${items.length} creates was answered with ${answer.rows.length} rows.`);
+  const written: WrittenRow[] = new Array(items.length);
+  for (const row of answer.rows) {
+    written[Number(row[ROW_COLUMN]) - 1] = {
+      record: rowToRecord(dim, row),
+      eventId: String(row[EVENT_ID_COLUMN]),
+    };
+  }
+  return written;
 }
 
 /**

@@ -1,0 +1,121 @@
+// Group commit of creates (issue 19): creates of one shape (tenant, dimension, columns, keys looked
+// up) that arrive while a create of that shape is being written go to the database next, together,
+// as one statement (a transaction of its own) instead of one statement and one commit each. Each
+// create still writes its row and its outbox row atomically and is answered once they are
+// committed; a group only shares the statement, its round trip and its commit. Nothing waits for a
+// group to fill: the first create of a quiet spell goes at once, and what arrives while it is out
+// goes next (so a group is never more than the creates that were waiting anyway).
+//
+// A shape has one statement out at a time, or more once the one out has taken longer than
+// `slotMs` (a statement waiting on a lock, a slow connection): a create never waits behind a
+// stuck one for longer than that.
+//
+// When the database refuses a group's statement (a key taken, a key naming no record, a value a
+// column cannot hold: an error with its SQLSTATE, so nothing of it was written), each create of
+// the group is written again on its own, and each gets exactly the answer it would have had alone.
+// A group whose statement failed without the server's answer (the connection lost: whether it
+// committed is unknown) is not written again: each of its creates fails with that error, as a
+// create alone would.
+
+/** One create waiting in a group: it can write itself alone, or the group through its transaction. */
+export interface GroupedCreate<R> {
+  /** Writes this create alone, on its own transaction. */
+  alone(): Promise<R>;
+  /** Writes `items` (this create first) in one statement on this create's transaction. */
+  together(items: readonly this[]): Promise<R[]>;
+}
+
+export interface CreateGroups {
+  /** Writes `item`, alone or with other creates of the same `shape`; resolves to its own result. */
+  write<R>(shape: string, item: GroupedCreate<R>): Promise<R>;
+}
+
+export interface CreateGroupOptions {
+  /** The most creates one statement writes. */
+  maxRows: number;
+  /** How long a statement out holds its shape's turn before the next group may go too. */
+  slotMs: number;
+}
+
+interface Waiting<R> {
+  item: GroupedCreate<R>;
+  resolve: (result: R) => void;
+  reject: (err: unknown) => void;
+}
+
+/** A shape with a statement out: the creates that arrived meanwhile. */
+interface Lane {
+  waiting: Waiting<unknown>[];
+  /** Statements out that still hold the turn (not yet written, not past slotMs). */
+  holding: number;
+  /** Statements out at all. */
+  out: number;
+}
+
+/** Whether the server answered the failure (a SQLSTATE): the statement then wrote nothing. */
+function refusedByServer(err: unknown): boolean {
+  return typeof (err as { code?: unknown } | null)?.code === "string";
+}
+
+export function createGroups(opts: CreateGroupOptions): CreateGroups {
+  const lanes = new Map<string, Lane>();
+
+  /** Settles `w` with its create written alone. */
+  const writeAlone = (w: Waiting<unknown>): Promise<void> => w.item.alone().then(w.resolve, w.reject);
+
+  async function writeGroup(group: Waiting<unknown>[]): Promise<void> {
+    if (group.length === 1) return writeAlone(group[0]!);
+    let results: unknown[];
+    try {
+      results = await group[0]!.item.together(group.map((w) => w.item));
+    } catch (err) {
+      if (!refusedByServer(err)) {
+        for (const w of group) w.reject(err);
+        return;
+      }
+      // Written again one by one, each on its own transaction, all at once.
+      await Promise.all(group.map(writeAlone));
+      return;
+    }
+    for (const [i, w] of group.entries()) w.resolve(results[i]);
+  }
+
+  /** Sends the lane's waiting creates while the turn is free; forgets the lane once idle. */
+  function pump(shape: string, lane: Lane): void {
+    while (lane.holding === 0 && lane.waiting.length > 0) {
+      const group = lane.waiting.splice(0, opts.maxRows);
+      lane.holding++;
+      lane.out++;
+      let held = true;
+      const release = () => {
+        if (!held) return;
+        held = false;
+        lane.holding--;
+        pump(shape, lane);
+      };
+      const timer = setTimeout(release, opts.slotMs);
+      void writeGroup(group).finally(() => {
+        clearTimeout(timer);
+        lane.out--;
+        if (held) release();
+        else pump(shape, lane);
+      });
+    }
+    if (lane.out === 0 && lane.waiting.length === 0 && lanes.get(shape) === lane) lanes.delete(shape);
+  }
+
+  return {
+    write<R>(shape: string, item: GroupedCreate<R>): Promise<R> {
+      let lane = lanes.get(shape);
+      if (!lane) {
+        lane = { waiting: [], holding: 0, out: 0 };
+        lanes.set(shape, lane);
+      }
+      const written = new Promise<R>((resolve, reject) => {
+        lane.waiting.push({ item, resolve, reject } as Waiting<unknown>);
+      });
+      pump(shape, lane);
+      return written;
+    },
+  };
+}

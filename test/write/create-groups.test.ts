@@ -1,0 +1,274 @@
+// Group commit of creates (issue 19, src/resolvers/write/create-groups.ts): creates of one shape
+// that arrive while one is being written go to the database next, together, in one statement; a
+// group the database refuses is written again create by create, so that each create gets the
+// answer it would have had alone. First the grouping itself (items whose writes the test settles),
+// then on PostgreSQL: concurrent creates each answered with their own row and event, and a group
+// with a refused create in it.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createGroups, type GroupedCreate } from "../../src/resolvers/write/create-groups.ts";
+import { createOne } from "../../src/resolvers/write/operations.ts";
+import type { Services } from "../../src/services.ts";
+import { createTestServices, TEST_DATABASE_URL } from "../helpers/env.ts";
+import { contextFor, lastOutboxId, snapshot } from "./helpers.ts";
+
+/** A create whose writes (alone, or a group through it) the test settles by hand. */
+class Pending {
+  readonly calls: string[] = [];
+  private settle: Array<{ resolve: (v: unknown) => void; reject: (e: unknown) => void }> = [];
+  constructor(readonly name: string) {}
+  item(log: string[]): GroupedCreate<string> {
+    const self = this;
+    return {
+      alone() {
+        log.push(`alone ${self.name}`);
+        return new Promise<string>((resolve, reject) =>
+          self.settle.push({ resolve: resolve as (v: unknown) => void, reject }),
+        );
+      },
+      together(items) {
+        log.push(`together ${items.length} via ${self.name}`);
+        return new Promise<string[]>((resolve, reject) =>
+          self.settle.push({ resolve: resolve as (v: unknown) => void, reject }),
+        );
+      },
+    };
+  }
+  resolve(value: unknown) {
+    this.settle.shift()!.resolve(value);
+  }
+  reject(err: unknown) {
+    this.settle.shift()!.reject(err);
+  }
+}
+
+/** Lets the promise callbacks queued so far run. */
+const settled = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe("create groups", () => {
+  it("the first create goes alone at once; those that arrive while it is out go next, in one statement", async () => {
+    const groups = createGroups({ maxRows: 3, slotMs: 60_000 });
+    const log: string[] = [];
+    const [a, b, c, d, e] = ["a", "b", "c", "d", "e"].map((n) => new Pending(n)) as [
+      Pending,
+      Pending,
+      Pending,
+      Pending,
+      Pending,
+    ];
+    const ra = groups.write("s", a.item(log));
+    const rb = groups.write("s", b.item(log));
+    const rc = groups.write("s", c.item(log));
+    const rd = groups.write("s", d.item(log));
+    const re = groups.write("s", e.item(log));
+    // Another shape does not wait for this one's.
+    const other = new Pending("x");
+    const rx = groups.write("t", other.item(log));
+    expect(log).toEqual(["alone a", "alone x"]);
+    a.resolve("A");
+    await settled();
+    expect(await ra).toBe("A");
+    // At most maxRows together, through the first of them.
+    expect(log).toEqual(["alone a", "alone x", "together 3 via b"]);
+    b.resolve(["B", "C", "D"]);
+    expect([await rb, await rc, await rd]).toEqual(["B", "C", "D"]);
+    await settled();
+    // The one left over goes alone.
+    expect(log.slice(3)).toEqual(["alone e"]);
+    e.resolve("E");
+    other.resolve("X");
+    expect([await re, await rx]).toEqual(["E", "X"]);
+  });
+
+  it("a group the database refuses (a SQLSTATE) is written again create by create, each with its own answer", async () => {
+    const groups = createGroups({ maxRows: 10, slotMs: 60_000 });
+    const log: string[] = [];
+    const [a, b, c] = ["a", "b", "c"].map((n) => new Pending(n)) as [Pending, Pending, Pending];
+    const ra = groups.write("s", a.item(log));
+    const rb = groups.write("s", b.item(log));
+    const rc = groups.write("s", c.item(log));
+    a.resolve("A");
+    await settled();
+    b.reject(Object.assign(new Error("duplicate key"), { code: "23505" }));
+    await settled();
+    expect(log).toEqual(["alone a", "together 2 via b", "alone b", "alone c"]);
+    b.resolve("B");
+    c.reject(Object.assign(new Error("duplicate key"), { code: "23505" }));
+    expect(await ra).toBe("A");
+    expect(await rb).toBe("B");
+    await expect(rc).rejects.toMatchObject({ code: "23505" });
+  });
+
+  it("a group whose statement got no answer (the connection lost) is not written again: each create fails", async () => {
+    const groups = createGroups({ maxRows: 10, slotMs: 60_000 });
+    const log: string[] = [];
+    const [a, b, c] = ["a", "b", "c"].map((n) => new Pending(n)) as [Pending, Pending, Pending];
+    const ra = groups.write("s", a.item(log));
+    const rb = groups.write("s", b.item(log));
+    const rc = groups.write("s", c.item(log));
+    a.resolve("A");
+    await settled();
+    b.reject(new Error("Connection terminated unexpectedly"));
+    await expect(rb).rejects.toThrow("Connection terminated");
+    await expect(rc).rejects.toThrow("Connection terminated");
+    expect(await ra).toBe("A");
+    expect(log).toEqual(["alone a", "together 2 via b"]);
+  });
+
+  it("a statement out longer than slotMs no longer holds its shape: the next group goes", async () => {
+    const groups = createGroups({ maxRows: 10, slotMs: 30 });
+    const log: string[] = [];
+    const [a, b, c] = ["a", "b", "c"].map((n) => new Pending(n)) as [Pending, Pending, Pending];
+    const ra = groups.write("s", a.item(log));
+    const rb = groups.write("s", b.item(log));
+    const rc = groups.write("s", c.item(log));
+    // a is stuck (a lock): once its turn is over, b and c go without it.
+    for (const deadline = Date.now() + 5_000; log.length < 2 && Date.now() < deadline; )
+      await new Promise((r) => setTimeout(r, 5));
+    expect(log).toEqual(["alone a", "together 2 via b"]);
+    b.resolve(["B", "C"]);
+    expect([await rb, await rc]).toEqual(["B", "C"]);
+    a.resolve("A");
+    expect(await ra).toBe("A");
+  });
+});
+
+if (TEST_DATABASE_URL)
+  describe("create groups on PostgreSQL", () => {
+    let services: Services;
+    const sent: string[] = [];
+    const anna = contextFor("anna", "anag-1");
+    beforeAll(async () => {
+      services = await createTestServices("postgres", {
+        fixture: "sample",
+        onStatement: (text) => sent.push(text.replace(/\s+/g, " ")),
+      });
+    });
+    afterAll(async () => services?.close());
+
+    /** Statements that wrote several records of `table` at once. */
+    const groupStatements = (table = "TB_ANAG_CUST00") =>
+      sent.filter(
+        (s) => s.startsWith(`WITH ins AS (INSERT INTO "${table}" `) && /\bVALUES \(.*\), \(/.test(s),
+      );
+
+    it("40 creates at once: fewer statements than creates, each create answered with its own row and its own event", async () => {
+      sent.length = 0;
+      const names = Array.from({ length: 40 }, (_, i) => `Grouped ${i}`);
+      const created = await Promise.all(
+        names.map((NAME, i) =>
+          createOne(services, anna, "CUST", { NAME, CODE: `G-${i}`, CITY_ID: i % 2 ? "MI" : "RM" }),
+        ),
+      );
+      expect(groupStatements().length).toBeGreaterThan(0);
+      const statements = sent.filter((s) => s.includes('INSERT INTO "TB_ANAG_CUST00"'));
+      expect(statements.length).toBeLessThan(40);
+      const { rows } = await services.db.query<{
+        CUST_ID: number;
+        NAME: string;
+        CODE: string;
+        CITY_ID: string;
+      }>(`SELECT "CUST_ID", "NAME", "CODE", "CITY_ID" FROM "TB_ANAG_CUST00" WHERE "NAME" LIKE 'Grouped %'`);
+      const stored = new Map(rows.map((r) => [r.NAME, r]));
+      expect(stored.size).toBe(40);
+      const events = await services.db.query<{ OUTBOX_ID: string; AGGREGATE_ID: string; NAME: string }>(
+        `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "AGGREGATE_ID", "PAYLOAD"->>'NAME' AS "NAME"
+         FROM "TB_ANAG_OUTBOX00" WHERE "PAYLOAD"->>'NAME' LIKE 'Grouped %'`,
+      );
+      const eventOf = new Map(events.rows.map((e) => [e.OUTBOX_ID, e]));
+      expect(eventOf.size).toBe(40);
+      created.forEach((outcome, i) => {
+        const row = stored.get(names[i]!)!;
+        // Its own row: the id, and the values it sent.
+        expect(outcome.recordId).toBe(row.CUST_ID);
+        expect(outcome.visible).toMatchObject({ CUST_ID: row.CUST_ID, NAME: names[i], CODE: `G-${i}` });
+        expect(row).toMatchObject({ CODE: `G-${i}`, CITY_ID: i % 2 ? "MI" : "RM" });
+        // Its own event: the row's id and values.
+        expect(eventOf.get(String(outcome.eventId))).toEqual({
+          OUTBOX_ID: String(outcome.eventId),
+          AGGREGATE_ID: String(row.CUST_ID),
+          NAME: names[i],
+        });
+      });
+    });
+
+    it("a group with creates the database refuses: those get their own error, the others are written, nothing else stays", async () => {
+      const before = await snapshot(services);
+      const last = await lastOutboxId(services);
+      sent.length = 0;
+      // Creates of one shape (NAME, CODE, CITY_ID): every fifth names a city that does not exist.
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 30 }, (_, i) =>
+          createOne(services, anna, "CUST", {
+            NAME: `Refused ${i}`,
+            CODE: `R-${i}`,
+            CITY_ID: i % 5 ? "MI" : "XX",
+          }),
+        ),
+      );
+      expect(groupStatements().length).toBeGreaterThan(0);
+      outcomes.forEach((outcome, i) => {
+        if (i % 5)
+          expect(outcome).toMatchObject({
+            status: "fulfilled",
+            value: { visible: { NAME: `Refused ${i}` } },
+          });
+        else
+          expect(outcome).toMatchObject({
+            status: "rejected",
+            reason: { status: 400, code: "INVALID_FOREIGN_KEY", field: "CITY_ID" },
+          });
+      });
+      const { rows } = await services.db.query<{ NAME: string }>(
+        `SELECT "NAME" FROM "TB_ANAG_CUST00" WHERE "NAME" LIKE 'Refused %' ORDER BY "CUST_ID"`,
+      );
+      const written = Array.from({ length: 30 }, (_, i) => i).filter((i) => i % 5);
+      expect(rows.map((r) => r.NAME).sort()).toEqual(written.map((i) => `Refused ${i}`).sort());
+      const events = await services.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "OUTBOX_ID" > $1`,
+        [last],
+      );
+      expect(events.rows[0]!.n).toBe(written.length);
+      // Apart from the customers written and their events, nothing changed (the counters included).
+      const rest = ({ TB_ANAG_CUST00: _c, TB_ANAG_OUTBOX00: _o, ...others }: Record<string, unknown[]>) =>
+        others;
+      expect(rest(await snapshot(services))).toEqual(rest(before));
+    });
+
+    it("a duplicate id in a group: 409 for that create alone, the others written", async () => {
+      sent.length = 0;
+      const outcomes = await Promise.allSettled(
+        ["DG1", "DG2", "MI", "DG3", "DG4", "DG5", "DG6"].map((CITY_ID) =>
+          createOne(services, contextFor("anna", "erp"), "CITY", {
+            CITY_ID,
+            NAME: `Dup ${CITY_ID}`,
+            COUNTRY: "IT",
+          }),
+        ),
+      );
+      expect(outcomes.map((o) => o.status)).toEqual([
+        "fulfilled",
+        "fulfilled",
+        "rejected",
+        "fulfilled",
+        "fulfilled",
+        "fulfilled",
+        "fulfilled",
+      ]);
+      expect(outcomes[2]).toMatchObject({ reason: { status: 409, code: "DUPLICATE_KEY" } });
+      expect(groupStatements("TB_ANAG_CITY00").length).toBeGreaterThan(0);
+      const { rows } = await services.db.query<{ CITY_ID: string; NAME: string }>(
+        `SELECT "CITY_ID", "NAME" FROM "TB_ANAG_CITY00"
+        WHERE "TENANT_ID" = $1 AND "CITY_ID" IN ('DG1', 'DG2', 'DG3', 'DG4', 'DG5', 'DG6', 'MI') ORDER BY 1`,
+        [anna.principal.tenantId],
+      );
+      expect(rows.map((r) => `${r.CITY_ID} ${r.NAME}`)).toEqual([
+        "DG1 Dup DG1",
+        "DG2 Dup DG2",
+        "DG3 Dup DG3",
+        "DG4 Dup DG4",
+        "DG5 Dup DG5",
+        "DG6 Dup DG6",
+        "MI Milano",
+      ]);
+    });
+  });
