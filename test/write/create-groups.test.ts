@@ -11,26 +11,36 @@ import type { Services } from "../../src/services.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../helpers/env.ts";
 import { contextFor, lastOutboxId, snapshot } from "./helpers.ts";
 
+/** What the creates were asked to do, in order; waitFor(n) resolves once n things were asked. */
+class CallLog {
+  readonly entries: string[] = [];
+  private waiters: Array<{ n: number; resolve: () => void }> = [];
+  push(entry: string) {
+    this.entries.push(entry);
+    const due = this.waiters.filter((w) => this.entries.length >= w.n);
+    this.waiters = this.waiters.filter((w) => this.entries.length < w.n);
+    for (const w of due) w.resolve();
+  }
+  waitFor(n: number): Promise<void> {
+    if (this.entries.length >= n) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push({ n, resolve }));
+  }
+}
+
 /** A create whose writes (alone, or a group through it) the test settles by hand. */
 class Pending {
-  readonly calls: string[] = [];
   private settle: Array<{ resolve: (v: unknown) => void; reject: (e: unknown) => void }> = [];
   constructor(readonly name: string) {}
-  item(log: string[]): GroupedCreate<string> {
-    const self = this;
+  item(log: CallLog): GroupedCreate<string> {
+    const called = <T>(entry: string) => {
+      log.push(entry);
+      return new Promise<T>((resolve, reject) =>
+        this.settle.push({ resolve: resolve as (v: unknown) => void, reject }),
+      );
+    };
     return {
-      alone() {
-        log.push(`alone ${self.name}`);
-        return new Promise<string>((resolve, reject) =>
-          self.settle.push({ resolve: resolve as (v: unknown) => void, reject }),
-        );
-      },
-      together(items) {
-        log.push(`together ${items.length} via ${self.name}`);
-        return new Promise<string[]>((resolve, reject) =>
-          self.settle.push({ resolve: resolve as (v: unknown) => void, reject }),
-        );
-      },
+      alone: () => called<string>(`alone ${this.name}`),
+      together: (items) => called<string[]>(`together ${items.length} via ${this.name}`),
     };
   }
   resolve(value: unknown) {
@@ -44,10 +54,23 @@ class Pending {
 /** Lets the promise callbacks queued so far run. */
 const settled = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** Creates a, b and c of one shape, written in that order through groups of at most 10. */
+function threeCreates(slotMs = 60_000) {
+  const groups = createGroups({ maxRows: 10, slotMs });
+  const log = new CallLog();
+  const [a, b, c] = ["a", "b", "c"].map((n) => new Pending(n)) as [Pending, Pending, Pending];
+  const written = [a, b, c].map((p) => groups.write("s", p.item(log))) as [
+    Promise<string>,
+    Promise<string>,
+    Promise<string>,
+  ];
+  return { log, a, b, c, written };
+}
+
 describe("create groups", () => {
   it("the first create goes alone at once; those that arrive while it is out go next, in one statement", async () => {
     const groups = createGroups({ maxRows: 3, slotMs: 60_000 });
-    const log: string[] = [];
+    const log = new CallLog();
     const [a, b, c, d, e] = ["a", "b", "c", "d", "e"].map((n) => new Pending(n)) as [
       Pending,
       Pending,
@@ -55,80 +78,60 @@ describe("create groups", () => {
       Pending,
       Pending,
     ];
-    const ra = groups.write("s", a.item(log));
-    const rb = groups.write("s", b.item(log));
-    const rc = groups.write("s", c.item(log));
-    const rd = groups.write("s", d.item(log));
-    const re = groups.write("s", e.item(log));
+    const [ra, rb, rc, rd, re] = [a, b, c, d, e].map((p) => groups.write("s", p.item(log)));
     // Another shape does not wait for this one's.
     const other = new Pending("x");
     const rx = groups.write("t", other.item(log));
-    expect(log).toEqual(["alone a", "alone x"]);
+    expect(log.entries).toEqual(["alone a", "alone x"]);
     a.resolve("A");
     await settled();
     expect(await ra).toBe("A");
     // At most maxRows together, through the first of them.
-    expect(log).toEqual(["alone a", "alone x", "together 3 via b"]);
+    expect(log.entries).toEqual(["alone a", "alone x", "together 3 via b"]);
     b.resolve(["B", "C", "D"]);
     expect([await rb, await rc, await rd]).toEqual(["B", "C", "D"]);
     await settled();
     // The one left over goes alone.
-    expect(log.slice(3)).toEqual(["alone e"]);
+    expect(log.entries.slice(3)).toEqual(["alone e"]);
     e.resolve("E");
     other.resolve("X");
     expect([await re, await rx]).toEqual(["E", "X"]);
   });
 
   it("a group the database refuses (a SQLSTATE) is written again create by create, each with its own answer", async () => {
-    const groups = createGroups({ maxRows: 10, slotMs: 60_000 });
-    const log: string[] = [];
-    const [a, b, c] = ["a", "b", "c"].map((n) => new Pending(n)) as [Pending, Pending, Pending];
-    const ra = groups.write("s", a.item(log));
-    const rb = groups.write("s", b.item(log));
-    const rc = groups.write("s", c.item(log));
+    const { log, a, b, c, written } = threeCreates();
     a.resolve("A");
-    await settled();
+    await log.waitFor(2);
     b.reject(Object.assign(new Error("duplicate key"), { code: "23505" }));
-    await settled();
-    expect(log).toEqual(["alone a", "together 2 via b", "alone b", "alone c"]);
+    await log.waitFor(4);
+    expect(log.entries).toEqual(["alone a", "together 2 via b", "alone b", "alone c"]);
     b.resolve("B");
     c.reject(Object.assign(new Error("duplicate key"), { code: "23505" }));
-    expect(await ra).toBe("A");
-    expect(await rb).toBe("B");
-    await expect(rc).rejects.toMatchObject({ code: "23505" });
+    expect(await written[0]).toBe("A");
+    expect(await written[1]).toBe("B");
+    await expect(written[2]).rejects.toMatchObject({ code: "23505" });
   });
 
   it("a group whose statement got no answer (the connection lost) is not written again: each create fails", async () => {
-    const groups = createGroups({ maxRows: 10, slotMs: 60_000 });
-    const log: string[] = [];
-    const [a, b, c] = ["a", "b", "c"].map((n) => new Pending(n)) as [Pending, Pending, Pending];
-    const ra = groups.write("s", a.item(log));
-    const rb = groups.write("s", b.item(log));
-    const rc = groups.write("s", c.item(log));
+    const { log, a, b, written } = threeCreates();
     a.resolve("A");
-    await settled();
+    await log.waitFor(2);
     b.reject(new Error("Connection terminated unexpectedly"));
-    await expect(rb).rejects.toThrow("Connection terminated");
-    await expect(rc).rejects.toThrow("Connection terminated");
-    expect(await ra).toBe("A");
-    expect(log).toEqual(["alone a", "together 2 via b"]);
+    await expect(written[1]).rejects.toThrow("Connection terminated");
+    await expect(written[2]).rejects.toThrow("Connection terminated");
+    expect(await written[0]).toBe("A");
+    expect(log.entries).toEqual(["alone a", "together 2 via b"]);
   });
 
   it("a statement out longer than slotMs no longer holds its shape: the next group goes", async () => {
-    const groups = createGroups({ maxRows: 10, slotMs: 30 });
-    const log: string[] = [];
-    const [a, b, c] = ["a", "b", "c"].map((n) => new Pending(n)) as [Pending, Pending, Pending];
-    const ra = groups.write("s", a.item(log));
-    const rb = groups.write("s", b.item(log));
-    const rc = groups.write("s", c.item(log));
+    const { log, a, b, written } = threeCreates(30);
     // a is stuck (a lock): once its turn is over, b and c go without it.
-    for (const deadline = Date.now() + 5_000; log.length < 2 && Date.now() < deadline; )
-      await new Promise((r) => setTimeout(r, 5));
-    expect(log).toEqual(["alone a", "together 2 via b"]);
+    await log.waitFor(2);
+    expect(log.entries).toEqual(["alone a", "together 2 via b"]);
     b.resolve(["B", "C"]);
-    expect([await rb, await rc]).toEqual(["B", "C"]);
+    expect([await written[1], await written[2]]).toEqual(["B", "C"]);
     a.resolve("A");
-    expect(await ra).toBe("A");
+    expect(await written[0]).toBe("A");
   });
 });
 
@@ -270,5 +273,26 @@ if (TEST_DATABASE_URL)
         "DG6 Dup DG6",
         "MI Milano",
       ]);
+    });
+    it("CREATE_GROUP_MAX_ROWS=1: every create is written alone", async () => {
+      const statements: string[] = [];
+      const alone = await createTestServices("postgres", {
+        fixture: "sample",
+        env: { CREATE_GROUP_MAX_ROWS: "1" },
+        onStatement: (text) => statements.push(text),
+      });
+      try {
+        expect(alone.creates).toBeNull();
+        statements.length = 0;
+        await Promise.all(
+          Array.from({ length: 10 }, (_, i) =>
+            createOne(alone, anna, "CUST", { NAME: `Alone ${i}`, CODE: `A-${i}`, CITY_ID: "MI" }),
+          ),
+        );
+        const inserts = statements.filter((s) => s.includes('INSERT INTO "TB_ANAG_CUST00"'));
+        expect(inserts).toHaveLength(10);
+      } finally {
+        await alone.close();
+      }
     });
   });
