@@ -70,11 +70,11 @@ export const RELAY_TURN_LOCK = 1_785_632_207;
 
 /** The oldest unpublished rows (the partial index on OUTBOX_ID), read by the relay holding the turn. */
 const CLAIM_SQL = `
-  SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID",
-         "PAYLOAD"::text AS "PAYLOAD", "TENANT_ID", "CREATED_AT"
-    FROM "TB_ANAG_OUTBOX00"
-   WHERE "PUBLISHED_AT" IS NULL
-   ORDER BY "OUTBOX_ID"
+  SELECT o."OUTBOX_ID"::text AS "OUTBOX_ID", o."EVENT_TYPE", o."AGGREGATE_TYPE", o."AGGREGATE_ID",
+         o."PAYLOAD"::text AS "PAYLOAD", o."TENANT_ID", o."CREATED_AT"
+    FROM "TB_ANAG_OUTBOX00" o
+   WHERE o."PUBLISHED_AT" IS NULL
+   ORDER BY o."OUTBOX_ID" -- the column (bigint), not the text it is answered as
    LIMIT $1`;
 
 /** Outbox rows a prune looks at (and deletes at most) per round. */
