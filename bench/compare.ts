@@ -89,6 +89,8 @@ async function quiet(pid: number, timeoutMs = 30_000): Promise<void> {
     if (now - last < 2 * TICK_MS) return;
     last = now;
   }
+  // The next measurement then shares the machine with what is still running: say so.
+  console.error(`note: Dimensio and PostgreSQL still busy after ${timeoutMs / 1000} s; measuring anyway`);
 }
 
 /** PostgreSQL's CPU time since `before` (a process that exited meanwhile is not counted). */
