@@ -793,7 +793,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
               // its own transaction changed nothing, so the transaction is as it was before it and
               // may send another (a group of creates falls back to each create on its own,
               // src/resolvers/write/create-groups.ts). The NOTIFY it carried goes on its own.
-              if (!broken && typeof (err as { code?: unknown }).code === "string") {
+              const code = (err as { code?: unknown }).code;
+              if (!broken && typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) {
                 alone = null;
                 if (payload !== null) {
                   const [channel, named] = claimed.pop()!;

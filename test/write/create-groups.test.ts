@@ -5,6 +5,7 @@
 // then on PostgreSQL: concurrent creates each answered with their own row and event, and a group
 // with a refused create in it.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TransactionTimeoutError } from "../../src/errors.ts";
 import { createGroups, type GroupedCreate } from "../../src/resolvers/write/create-groups.ts";
 import { createOne } from "../../src/resolvers/write/operations.ts";
 import type { Services } from "../../src/services.ts";
@@ -112,15 +113,34 @@ describe("create groups", () => {
     await expect(written[2]).rejects.toMatchObject({ code: "23505" });
   });
 
-  it("a group whose statement got no answer (the connection lost) is not written again: each create fails", async () => {
-    const { log, a, b, written } = threeCreates();
+  it.each([
+    ["the connection ended", new Error("Connection terminated unexpectedly")],
+    ["the socket reset", Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" })],
+  ])(
+    "a group whose statement got no answer (%s) is not written again: each create fails",
+    async (_, lost) => {
+      const { log, a, b, written } = threeCreates();
+      a.resolve("A");
+      await log.waitFor(2);
+      b.reject(lost);
+      await expect(written[1]).rejects.toBe(lost);
+      await expect(written[2]).rejects.toBe(lost);
+      expect(await written[0]).toBe("A");
+      expect(log.entries).toEqual(["alone a", "together 2 via b"]);
+    },
+  );
+
+  it("a group whose statement was never sent (the first create's deadline had passed) is written create by create", async () => {
+    const { log, a, b, c, written } = threeCreates();
     a.resolve("A");
     await log.waitFor(2);
-    b.reject(new Error("Connection terminated unexpectedly"));
-    await expect(written[1]).rejects.toThrow("Connection terminated");
-    await expect(written[2]).rejects.toThrow("Connection terminated");
-    expect(await written[0]).toBe("A");
-    expect(log.entries).toEqual(["alone a", "together 2 via b"]);
+    b.reject(new TransactionTimeoutError(30_000));
+    await log.waitFor(4);
+    expect(log.entries).toEqual(["alone a", "together 2 via b", "alone b", "alone c"]);
+    b.reject(new TransactionTimeoutError(30_000));
+    c.resolve("C");
+    await expect(written[1]).rejects.toMatchObject({ status: 504 });
+    expect(await written[2]).toBe("C");
   });
 
   it("a statement out longer than slotMs no longer holds its shape: the next group goes", async () => {

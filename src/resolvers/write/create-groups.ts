@@ -11,11 +11,14 @@
 // stuck one for longer than that.
 //
 // When the database refuses a group's statement (a key taken, a key naming no record, a value a
-// column cannot hold: an error with its SQLSTATE, so nothing of it was written), each create of
-// the group is written again on its own, and each gets exactly the answer it would have had alone.
+// column cannot hold: an error with its SQLSTATE, so nothing of it was written), or the statement
+// was never sent (the first create's deadline had passed), each create of the group is written
+// again on its own, and each gets exactly the answer it would have had alone.
 // A group whose statement failed without the server's answer (the connection lost: whether it
 // committed is unknown) is not written again: each of its creates fails with that error, as a
 // create alone would.
+
+import { ApiError } from "../../errors.ts";
 
 /** One create waiting in a group: it can write itself alone, or the group through its transaction. */
 export interface GroupedCreate<R> {
@@ -52,10 +55,18 @@ interface Lane {
   out: number;
 }
 
-/** Whether the server answered the failure (a SQLSTATE): the statement then wrote nothing. */
-function refusedByServer(err: unknown): boolean {
-  return typeof (err as { code?: unknown } | null)?.code === "string";
+/**
+ * Whether a group's statement is known to have written nothing: the server refused it (its error
+ * carries a SQLSTATE, five characters; a socket's error code such as ECONNRESET is not one), or it
+ * was never sent (an API error the database handle throws first, such as the deadline's).
+ */
+function wroteNothing(err: unknown): boolean {
+  if (err instanceof ApiError) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && SQLSTATE.test(code);
 }
+
+const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 export function createGroups(opts: CreateGroupOptions): CreateGroups {
   const lanes = new Map<string, Lane>();
@@ -69,7 +80,7 @@ export function createGroups(opts: CreateGroupOptions): CreateGroups {
     try {
       results = await group[0]!.item.together(group.map((w) => w.item));
     } catch (err) {
-      if (!refusedByServer(err)) {
+      if (!wroteNothing(err)) {
         for (const w of group) w.reject(err);
         return;
       }
