@@ -10,6 +10,7 @@ import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
 import { type DescribedQueryConfig, DescribedOnceQuery } from "./described-query.ts";
+import { answeredByServer } from "./errors.ts";
 import { addNoticeItems, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
 import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
 
@@ -793,8 +794,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
               // its own transaction changed nothing, so the transaction is as it was before it and
               // may send another (a group of creates falls back to each create on its own,
               // src/resolvers/write/create-groups.ts). The NOTIFY it carried goes on its own.
-              const code = (err as { code?: unknown }).code;
-              if (!broken && typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) {
+              if (!broken && answeredByServer(err)) {
                 alone = null;
                 if (payload !== null) {
                   const [channel, named] = claimed.pop()!;

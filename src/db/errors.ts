@@ -2,6 +2,16 @@
 // and GraphQL's error formatting both call databaseApiError.
 import { ApiError, DatabaseNotAnsweringError } from "../errors.ts";
 
+/**
+ * Whether the server itself answered with this error (it carries a SQLSTATE, five characters; a
+ * socket's error code such as ECONNRESET is not one): the server is there, and a statement it
+ * refused did not run.
+ */
+export function answeredByServer(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code);
+}
+
 /** Socket errors and SQLSTATEs that mean the database cannot be reached or is going away. */
 const UNAVAILABLE = new Set([
   "ECONNREFUSED",

@@ -8,6 +8,7 @@
 // are refused until a probe answers again (retried every tick), and the pool reconnects on demand.
 import type pg from "pg";
 import { DatabaseNotAnsweringError } from "../errors.ts";
+import { answeredByServer } from "./errors.ts";
 
 /** A statement waiting this long makes the watchdog probe the server (DATABASE_WATCHDOG_MS). */
 export const DEFAULT_WATCHDOG_MS = 2000;
@@ -46,8 +47,7 @@ type Callback = (err: Error | null, res?: unknown) => void;
  * A server that answers with an error (a SQLSTATE: too many connections, starting up) is there.
  */
 function noAnswer(err: unknown): boolean {
-  const code = (err as { code?: unknown })?.code;
-  return !(typeof code === "string" && /^[0-9A-Z]{5}$/.test(code));
+  return !answeredByServer(err);
 }
 
 export function createWatchdog(opts: WatchdogOptions): Watchdog {

@@ -108,8 +108,8 @@ export type RequiredOutboxColumn = (typeof REQUIRED_OUTBOX_COLUMNS)[number];
  * `from` (a data-modifying CTE: the record the same statement inserts), for a statement that
  * writes a record and its event together (record-store.ts); it answers OUTBOX_ID and
  * AGGREGATE_ID. `param` adds a parameter. The row's columns are those insertOutboxEvent writes,
- * with the same values. `nulledWhen`: a column made
- * NULL where its condition (SQL over `from`) holds, which fails the statement on that column.
+ * with the same values. `nulledWhen`: a column made NULL where its condition (SQL over `from`)
+ * holds, which fails the statement on that column.
  */
 export function outboxInsertFromSql(
   event: Omit<OutboxEvent, "recordId" | "payload">,

@@ -18,6 +18,7 @@
 // committed is unknown) is not written again: each of its creates fails with that error, as a
 // create alone would.
 
+import { answeredByServer } from "../../db/errors.ts";
 import { ApiError } from "../../errors.ts";
 
 /** One create waiting in a group: it can write itself alone, or the group through its transaction. */
@@ -46,13 +47,14 @@ interface Waiting<R> {
   reject: (err: unknown) => void;
 }
 
-/** A shape with a statement out: the creates that arrived meanwhile. */
+/**
+ * A shape with a statement out: the creates that arrived meanwhile, and whether that statement
+ * still holds the turn (not yet answered, not out longer than slotMs). A lane whose turn is free
+ * and that has nobody waiting is forgotten, even with a statement past slotMs still out.
+ */
 interface Lane {
   waiting: Waiting<unknown>[];
-  /** Statements out that still hold the turn (not yet written, not past slotMs). */
-  holding: number;
-  /** Statements out at all. */
-  out: number;
+  busy: boolean;
 }
 
 /**
@@ -61,12 +63,8 @@ interface Lane {
  * was never sent (an API error the database handle throws first, such as the deadline's).
  */
 function wroteNothing(err: unknown): boolean {
-  if (err instanceof ApiError) return true;
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === "string" && SQLSTATE.test(code);
+  return err instanceof ApiError || answeredByServer(err);
 }
-
-const SQLSTATE = /^[0-9A-Z]{5}$/;
 
 export function createGroups(opts: CreateGroupOptions): CreateGroups {
   const lanes = new Map<string, Lane>();
@@ -93,33 +91,30 @@ export function createGroups(opts: CreateGroupOptions): CreateGroups {
 
   /** Sends the lane's waiting creates while the turn is free; forgets the lane once idle. */
   function pump(shape: string, lane: Lane): void {
-    while (lane.holding === 0 && lane.waiting.length > 0) {
+    if (!lane.busy && lane.waiting.length > 0) {
       const group = lane.waiting.splice(0, opts.maxRows);
-      lane.holding++;
-      lane.out++;
+      lane.busy = true;
       let held = true;
       const release = () => {
         if (!held) return;
         held = false;
-        lane.holding--;
+        lane.busy = false;
         pump(shape, lane);
       };
       const timer = setTimeout(release, opts.slotMs);
       void writeGroup(group).finally(() => {
         clearTimeout(timer);
-        lane.out--;
-        if (held) release();
-        else pump(shape, lane);
+        release();
       });
     }
-    if (lane.out === 0 && lane.waiting.length === 0 && lanes.get(shape) === lane) lanes.delete(shape);
+    if (!lane.busy && lane.waiting.length === 0 && lanes.get(shape) === lane) lanes.delete(shape);
   }
 
   return {
     write<R>(shape: string, item: GroupedCreate<R>): Promise<R> {
       let lane = lanes.get(shape);
       if (!lane) {
-        lane = { waiting: [], holding: 0, out: 0 };
+        lane = { waiting: [], busy: false };
         lanes.set(shape, lane);
       }
       const written = new Promise<R>((resolve, reject) => {

@@ -379,16 +379,11 @@ async function createdRows(
   channel: string,
   items: readonly GroupedRow[],
 ): Promise<WrittenRow[]> {
+  // Every row's parameters go to `params` in turn, then the events' (any row's `param` adds there).
   const params: unknown[] = [];
-  const rows: string[] = [];
-  let into = "";
-  let param: (v: unknown) => string = () => "";
-  for (const item of items) {
-    const parts = item.row(params);
-    rows.push(parts.row);
-    into = parts.into;
-    param = parts.param;
-  }
+  const parts = items.map((item) => item.row(params));
+  const { into, param } = parts[0]!;
+  const rows = parts.map((p) => p.row);
   const { event, aggregateId, returned } = items[0]!.event(param);
   const statement = (payload: string | null) =>
     `WITH ins AS (${into}\n    VALUES ${rows.join(",\n      ")} RETURNING *),
