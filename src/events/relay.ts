@@ -68,8 +68,29 @@ interface ClaimedRow {
  */
 export const RELAY_TURN_LOCK = 1_785_632_207;
 
+/**
+ * The turn, taken in a statement of its own: the claim's snapshot is then taken after the previous
+ * holder's marks committed, so it does not see its rows as unpublished. With it, settings of the
+ * relay's transaction (set_config(…, true) is SET LOCAL):
+ * - synchronous_commit off: the mark need not wait for its WAL flush. Lost in a crash, it only
+ *   means the rows are published again, which at-least-once delivery allows and subscribers
+ *   deduplicate; the messages themselves were confirmed by the bus before the mark.
+ * - no bitmap or sequential scan: the claim walks the partial index on OUTBOX_ID in order and
+ *   stops at its LIMIT, whatever the table's statistics say. The rows the relay has marked leave
+ *   dead entries in that index until a vacuum: a plain index scan marks them dead as it passes
+ *   and later scans skip them, while a bitmap scan (the planner's pick when it expects few rows)
+ *   rechecks every one of them in the table at every claim, and a sequential scan reads the whole
+ *   outbox (published rows are kept for the retention): either way a claim cost more the longer
+ *   writes went on (docs/benchmarks.md, "The relay's claim walks its index").
+ */
+export const RELAY_TURN_SQL = `
+  SELECT pg_try_advisory_xact_lock($1) AS held,
+         set_config('synchronous_commit', 'off', true) AS commit_mode,
+         set_config('enable_bitmapscan', 'off', true) AS bitmap_scans,
+         set_config('enable_seqscan', 'off', true) AS sequential_scans`;
+
 /** The oldest unpublished rows (the partial index on OUTBOX_ID), read by the relay holding the turn. */
-const CLAIM_SQL = `
+export const RELAY_CLAIM_SQL = `
   SELECT o."OUTBOX_ID"::text AS "OUTBOX_ID", o."EVENT_TYPE", o."AGGREGATE_TYPE", o."AGGREGATE_ID",
          o."PAYLOAD"::text AS "PAYLOAD", o."TENANT_ID", o."CREATED_AT"
     FROM "TB_ANAG_OUTBOX00" o
@@ -131,19 +152,9 @@ export function createRelay(opts: RelayOptions): Relay {
     // Refused before the claim: no transaction is opened for a publish that cannot be confirmed.
     if (!bus.isConnected()) throw new BusUnavailableError();
     return db.transaction(async (tx) => {
-      // The mark need not wait for its WAL flush: lost in a crash, it only means the rows are
-      // published again, which at-least-once delivery allows and subscribers deduplicate; the
-      // messages themselves were confirmed by the bus before the mark. (Sent with the claim.)
-      const relaxed = tx.query("SET LOCAL synchronous_commit TO OFF");
-      if (tx.defer) tx.defer(relaxed);
-      else await relaxed;
-      // The turn first, in a statement of its own: the claim's snapshot is then taken after the
-      // previous holder's marks committed, so it does not see its rows as unpublished.
-      const turn = await tx.query<{ held: boolean }>("SELECT pg_try_advisory_xact_lock($1) AS held", [
-        RELAY_TURN_LOCK,
-      ]);
+      const turn = await tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK]);
       if (turn.rows[0]?.held !== true) return 0;
-      const { rows } = await tx.query<ClaimedRow>(CLAIM_SQL, [opts.batchSize]);
+      const { rows } = await tx.query<ClaimedRow>(RELAY_CLAIM_SQL, [opts.batchSize]);
       if (rows.length === 0) return 0;
       const events = rows.map(outboxRowToEvent);
       await bus.publish(events);
