@@ -257,16 +257,28 @@ const pgTypes = {
   },
 };
 
-const statementNames = new Map<string, string>();
+/** Statement names per namespace, by SQL text (a text's hash is kept by the string itself). */
+const statementNames = new Map<string | number, Map<string, string>>();
+let statementNameCount = 0;
 
 /** A stable statement name for (namespace, SQL text); bounded so odd SQL cannot grow it forever. */
 function statementName(namespace: string | number, text: string): string {
-  const key = `${namespace}\u0000${text}`;
-  let name = statementNames.get(key);
+  let names = statementNames.get(namespace);
+  if (!names) {
+    names = new Map();
+    statementNames.set(namespace, names);
+  }
+  let name = names.get(text);
   if (!name) {
     name = `d${namespace}_${createHash("sha1").update(text).digest("hex").slice(0, 20)}`;
-    if (statementNames.size > 5000) statementNames.clear();
-    statementNames.set(key, name);
+    if (statementNameCount >= 5000) {
+      statementNames.clear();
+      statementNames.set(namespace, names);
+      names.clear();
+      statementNameCount = 0;
+    }
+    names.set(text, name);
+    statementNameCount++;
   }
   return name;
 }

@@ -105,17 +105,40 @@ const BIGINT_DIGITS = 20;
  * database makes at its longest (an identity id, a counter's digits), any other field null.
  */
 export function createdEventBytesBound(dim: DimensionDef, columns: ReadonlyArray<[string, unknown]>): number {
-  const given = new Map(columns);
-  let bytes = 2;
-  for (const f of dim.fields) {
-    bytes += Buffer.byteLength(JSON.stringify(f.code)) + 2;
-    const v = given.get(f.code);
-    if (v === undefined) bytes += f.isId && dim.idType === "INTEGER" ? BIGINT_DIGITS : 4;
-    else if (v instanceof CounterValue)
+  const bound = createdEventBoundOf(dim);
+  let bytes = bound.absent;
+  for (const [code, v] of columns) {
+    const f = bound.fields.get(code);
+    if (!f || v === undefined) continue;
+    bytes -= f.absent;
+    if (v instanceof CounterValue)
       bytes += Buffer.byteLength(JSON.stringify(v.prefix + v.suffix)) + Math.max(BIGINT_DIGITS, v.width ?? 0);
-    else if (typeof v === "string" && (f.dataType === "JSON" || f.dataType === "MEDIA"))
-      bytes += Buffer.byteLength(v);
+    else if (typeof v === "string" && f.jsonText) bytes += Buffer.byteLength(v);
     else bytes += Buffer.byteLength(JSON.stringify(v) ?? "null");
   }
   return bytes;
+}
+
+interface CreatedEventBound {
+  /** The payload's bytes when no column is given: braces, keys, separators, absent values. */
+  absent: number;
+  /** Per field: the bytes its absent value counts, and whether its given text is JSON as is. */
+  fields: Map<string, { absent: number; jsonText: boolean }>;
+}
+
+/** What createdEventBytesBound needs of a dimension, worked out once per (immutable) definition. */
+const createdEventBounds = new WeakMap<DimensionDef, CreatedEventBound>();
+
+function createdEventBoundOf(dim: DimensionDef): CreatedEventBound {
+  let bound = createdEventBounds.get(dim);
+  if (!bound) {
+    bound = { absent: 2, fields: new Map() };
+    for (const f of dim.fields) {
+      const absent = f.isId && dim.idType === "INTEGER" ? BIGINT_DIGITS : 4;
+      bound.absent += Buffer.byteLength(JSON.stringify(f.code)) + 2 + absent;
+      bound.fields.set(f.code, { absent, jsonText: f.dataType === "JSON" || f.dataType === "MEDIA" });
+    }
+    createdEventBounds.set(dim, bound);
+  }
+  return bound;
 }
