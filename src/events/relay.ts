@@ -159,10 +159,14 @@ export function createRelay(opts: RelayOptions): Relay {
       const events = rows.map(outboxRowToEvent);
       await bus.publish(events);
       opts.onPublished?.(events);
-      await tx.query(
+      const marking = tx.query(
         `UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "OUTBOX_ID" = ANY($1::bigint[])`,
         [rows.map((r) => String(r.OUTBOX_ID))],
       );
+      // Nothing reads the mark's answer: on PostgreSQL it travels with COMMIT (one round trip);
+      // should it fail, COMMIT rolls the batch back and the transaction fails (published again).
+      if (tx.defer) tx.defer(marking);
+      else await marking;
       return rows.length;
     });
   }

@@ -1,0 +1,111 @@
+// Round trips of the event side on PostgreSQL (issue 19, W4): statements go out pipelined, so a
+// statement whose answer nothing reads travels with the COMMIT behind it. The relay's batch is
+// three round trips (BEGIN with the turn, the claim, the mark with COMMIT), the analytics writer's
+// two (BEGIN with the marks, the counts with COMMIT), whatever the batch's size.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createAnalyticsWriter } from "../../src/events/analytics.ts";
+import type { ReceivedEvent } from "../../src/events/bus.ts";
+import { createRelay, outboxRowToEvent } from "../../src/events/relay.ts";
+import { createLogger } from "../../src/logger.ts";
+import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
+import { createTestApp, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
+
+if (TEST_DATABASE_URL)
+  describe("round trips of the event side (postgres)", () => {
+    const sent: Array<{ text: string; pipelined: boolean }> = [];
+    let t: TestApp;
+    let token: string;
+    beforeAll(async () => {
+      t = await createTestApp("postgres", {
+        fixture: "sample",
+        env: UNLIMITED_ENV,
+        onStatement: (text, how) =>
+          sent.push({ text: text.replace(/\s+/g, " ").trim(), pipelined: how.pipelined }),
+      });
+      token = await loginAs(t.app, "anna", "anna-secret-1");
+    });
+    afterAll(async () => t?.close());
+
+    /** What `run` sent: each statement, "+" when it went out behind another one without waiting. */
+    async function trace(run: () => Promise<unknown>): Promise<string[]> {
+      sent.length = 0;
+      await run();
+      return sent.map((s) => `${s.pipelined ? "+" : "-"} ${s.text.slice(0, 30)}`);
+    }
+    const roundTrips = (lines: string[]) => lines.filter((l) => l.startsWith("-")).length;
+
+    async function createCities(prefix: string, n: number) {
+      const res = await t.app.inject({
+        method: "POST",
+        url: "/api/v4/core/CITY/batch?source=anag-3",
+        headers: bearer(token),
+        payload: {
+          data: Array.from({ length: n }, (_, i) => ({ CITY_ID: `${prefix}${i}`, NAME: "x", COUNTRY: "IT" })),
+        },
+      });
+      expect(res.json().success).toBe(n);
+    }
+
+    it("a relay's batch: BEGIN with the turn, the claim, the mark with COMMIT", async () => {
+      await createCities("RT", 7);
+      const relay = createRelay({
+        db: t.services.db,
+        bus: t.services.bus,
+        logger: createLogger("silent"),
+        batchSize: 1000,
+        pollMs: 60_000,
+        retentionMs: 0,
+      });
+      let published = 0;
+      const lines = await trace(async () => {
+        published = await relay.drain();
+      });
+      expect(published).toBeGreaterThanOrEqual(7);
+      // The batch's transaction, then the drain's last look (a claim that finds nothing).
+      const batch = lines.slice(0, lines.indexOf("+ COMMIT") + 1);
+      expect(batch.map((l) => l.slice(2))).toEqual([
+        "BEGIN",
+        "SELECT pg_try_advisory_xact_lo",
+        'SELECT o."OUTBOX_ID"::text AS ',
+        'UPDATE "TB_ANAG_OUTBOX00" SET ',
+        "COMMIT",
+      ]);
+      expect(roundTrips(batch)).toBe(3);
+      const { rows } = await t.services.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`,
+      );
+      expect(rows[0]!.n).toBe(0);
+    });
+
+    it("an analytics batch: BEGIN with the marks, the counts with COMMIT; counted once", async () => {
+      await createCities("AN", 5);
+      const { rows } = await t.services.db.query<Parameters<typeof outboxRowToEvent>[0]>(
+        `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID",
+                "PAYLOAD"::text AS "PAYLOAD", "TENANT_ID", "CREATED_AT"
+           FROM "TB_ANAG_OUTBOX00" WHERE "AGGREGATE_TYPE" = 'CITY' AND "AGGREGATE_ID" LIKE 'AN%'`,
+      );
+      expect(rows).toHaveLength(5);
+      const events: ReceivedEvent[] = rows.map((r) => ({ ...outboxRowToEvent(r), attempt: 1 }));
+      const write = createAnalyticsWriter(t.services.db);
+      const counted = async () =>
+        (
+          await t.services.db.query<{ n: number }>(
+            `SELECT coalesce(sum("COUNT"), 0)::int AS n FROM "TB_EVENT_STATS"
+              WHERE "TENANT_ID" = 'acme' AND "DIMENSION" = 'CITY' AND "EVENT_TYPE" = 'CITYCreated'`,
+          )
+        ).rows[0]!.n;
+      const before = await counted();
+      const lines = await trace(() => write(events));
+      expect(lines.map((l) => l.slice(2))).toEqual([
+        "BEGIN",
+        'INSERT INTO "TB_EVENT_CONSUMED',
+        'INSERT INTO "TB_EVENT_STATS" (',
+        "COMMIT",
+      ]);
+      expect(roundTrips(lines)).toBe(2);
+      expect(await counted()).toBe(before + 5);
+      // Delivered again: marked already, counted nothing.
+      await write(events);
+      expect(await counted()).toBe(before + 5);
+    });
+  });
