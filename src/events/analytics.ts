@@ -6,6 +6,7 @@ import type { Database, Queryable } from "../types.ts";
 import type { BatchHandler } from "./batching.ts";
 import { parseMessage } from "./bus.ts";
 import { processEachOnce } from "./consumed.ts";
+import { EVENT_STATEMENTS } from "./outbox.ts";
 
 export const ANALYTICS_SUBSCRIBER = "analytics";
 
@@ -45,6 +46,7 @@ export function createAnalyticsWriter(db: Database): BatchHandler {
           rows.map((r) => r.key[3]),
           rows.map((r) => r.count),
         ],
+        { prepare: EVENT_STATEMENTS },
       );
       if (tx.defer) tx.defer(adding);
       else await adding;

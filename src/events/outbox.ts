@@ -3,6 +3,12 @@
 import { itemsOfNotice, noticeItemsOf, noticePayload } from "../db/notice.ts";
 import type { Queryable } from "../types.ts";
 
+/**
+ * The namespace of the event side's prepared statements (parsed and planned once per connection):
+ * they read and write fixed tables, which change only with a migration, never with the metadata.
+ */
+export const EVENT_STATEMENTS = "events";
+
 export type EventKind = "Created" | "Updated" | "Deleted";
 
 export interface OutboxEvent {
@@ -85,7 +91,7 @@ export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Prom
       ...(afterCommit ? [] : [noticePayload(noticeItemsOf(item))]),
     ],
     // A fixed table's statement: parsed once per connection.
-    { prepare: "outbox" },
+    { prepare: EVENT_STATEMENTS },
   );
   return String(res.rows[0]!.OUTBOX_ID);
 }

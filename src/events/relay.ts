@@ -25,7 +25,7 @@
 import type { Logger } from "../logger.ts";
 import type { Database } from "../types.ts";
 import { type BusEvent, BusUnavailableError, type EventBus } from "./bus.ts";
-import { OUTBOX_CHANNEL } from "./outbox.ts";
+import { EVENT_STATEMENTS, OUTBOX_CHANNEL } from "./outbox.ts";
 
 export interface RelayOptions {
   db: Database;
@@ -82,12 +82,16 @@ export const RELAY_TURN_LOCK = 1_785_632_207;
  *   rechecks every one of them in the table at every claim, and a sequential scan reads the whole
  *   outbox (published rows are kept for the retention): either way a claim cost more the longer
  *   writes went on (docs/benchmarks.md, "The relay's claim walks its index").
+ * - generic plans: the claim and the mark are prepared statements planned once per connection
+ *   (EVENT_STATEMENTS); the service's connections plan every execution anew by default (reads
+ *   differ by tenant), which cost these fixed-table statements more than their execution.
  */
 export const RELAY_TURN_SQL = `
   SELECT pg_try_advisory_xact_lock($1) AS held,
          set_config('synchronous_commit', 'off', true) AS commit_mode,
          set_config('enable_bitmapscan', 'off', true) AS bitmap_scans,
-         set_config('enable_seqscan', 'off', true) AS sequential_scans`;
+         set_config('enable_seqscan', 'off', true) AS sequential_scans,
+         set_config('plan_cache_mode', 'force_generic_plan', true) AS plans`;
 
 /** The oldest unpublished rows (the partial index on OUTBOX_ID), read by the relay holding the turn. */
 export const RELAY_CLAIM_SQL = `
@@ -97,6 +101,9 @@ export const RELAY_CLAIM_SQL = `
    WHERE o."PUBLISHED_AT" IS NULL
    ORDER BY o."OUTBOX_ID" -- the column (bigint), not the text it is answered as
    LIMIT $1`;
+
+/** The relay's statements of every batch: prepared (docs/benchmarks.md, "The relay's claim walks its index"). */
+const PREPARED = { prepare: EVENT_STATEMENTS };
 
 /** Outbox rows a prune looks at (and deletes at most) per round. */
 const PRUNE_ROWS = 10_000;
@@ -152,9 +159,9 @@ export function createRelay(opts: RelayOptions): Relay {
     // Refused before the claim: no transaction is opened for a publish that cannot be confirmed.
     if (!bus.isConnected()) throw new BusUnavailableError();
     return db.transaction(async (tx) => {
-      const turn = await tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK]);
+      const turn = await tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK], PREPARED);
       if (turn.rows[0]?.held !== true) return 0;
-      const { rows } = await tx.query<ClaimedRow>(RELAY_CLAIM_SQL, [opts.batchSize]);
+      const { rows } = await tx.query<ClaimedRow>(RELAY_CLAIM_SQL, [opts.batchSize], PREPARED);
       if (rows.length === 0) return 0;
       const events = rows.map(outboxRowToEvent);
       await bus.publish(events);
@@ -162,6 +169,7 @@ export function createRelay(opts: RelayOptions): Relay {
       const marking = tx.query(
         `UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "OUTBOX_ID" = ANY($1::bigint[])`,
         [rows.map((r) => String(r.OUTBOX_ID))],
+        PREPARED,
       );
       // Nothing reads the mark's answer: on PostgreSQL it travels with COMMIT (one round trip);
       // should it fail, COMMIT rolls the batch back and the transaction fails (published again).

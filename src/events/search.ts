@@ -7,6 +7,8 @@ import type { MetadataRegistry } from "../metadata/registry.ts";
 import type { Database, DimensionDef, FieldDef } from "../types.ts";
 import type { BatchHandler } from "./batching.ts";
 import { type OutboxMessage, parseMessage } from "./bus.ts";
+import { GENERIC_PLANS } from "./consumed.ts";
+import { EVENT_STATEMENTS } from "./outbox.ts";
 
 /** Longest text kept per record (the index is for finding records, not storing them). */
 const MAX_TEXT = 64 * 1024;
@@ -52,35 +54,51 @@ export function createSearchIndexer(deps: { db: Database; metadata: MetadataRegi
         .slice(0, MAX_TEXT);
       upserts.push({ m, dim: dim.code, text });
     }
-    if (deletes.length > 0) {
-      await deps.db.query(
-        `DELETE FROM "TB_SEARCH" s
-          USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS d(tenant, dimension, record, outbox)
-          WHERE s."TENANT_ID" = d.tenant AND s."DIMENSION" = d.dimension AND s."RECORD_ID" = d.record
-            AND s."OUTBOX_ID" < d.outbox`,
-        [
-          deletes.map((m) => m.TENANT_ID),
-          deletes.map((m) => m.AGGREGATE_TYPE),
-          deletes.map((m) => m.AGGREGATE_ID),
-          deletes.map((m) => m.OUTBOX_ID),
-        ],
-      );
-    }
-    if (upserts.length > 0) {
-      await deps.db.query(
-        `INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
-         ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE
-            SET "TEXT" = EXCLUDED."TEXT", "OUTBOX_ID" = EXCLUDED."OUTBOX_ID", "UPDATED_AT" = now()
-          WHERE "TB_SEARCH"."OUTBOX_ID" < EXCLUDED."OUTBOX_ID"`,
-        [
-          upserts.map((u) => u.m.TENANT_ID),
-          upserts.map((u) => u.dim),
-          upserts.map((u) => u.m.AGGREGATE_ID),
-          upserts.map((u) => u.text),
-          upserts.map((u) => u.m.OUTBOX_ID),
-        ],
-      );
-    }
+    if (deletes.length === 0 && upserts.length === 0) return;
+    // One transaction with generic plans (prepared: EVENT_STATEMENTS; src/events/consumed.ts):
+    // BEGIN, the setting, the statements and COMMIT go out together, nothing waits for an answer.
+    await deps.db.transaction(async (tx) => {
+      const send = async (statement: () => Promise<unknown>) => {
+        if (tx.defer) tx.defer(statement());
+        else await statement();
+      };
+      await send(() => tx.query(GENERIC_PLANS));
+      if (deletes.length > 0) {
+        await send(() =>
+          tx.query(
+            `DELETE FROM "TB_SEARCH" s
+            USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS d(tenant, dimension, record, outbox)
+            WHERE s."TENANT_ID" = d.tenant AND s."DIMENSION" = d.dimension AND s."RECORD_ID" = d.record
+              AND s."OUTBOX_ID" < d.outbox`,
+            [
+              deletes.map((m) => m.TENANT_ID),
+              deletes.map((m) => m.AGGREGATE_TYPE),
+              deletes.map((m) => m.AGGREGATE_ID),
+              deletes.map((m) => m.OUTBOX_ID),
+            ],
+            { prepare: EVENT_STATEMENTS },
+          ),
+        );
+      }
+      if (upserts.length > 0) {
+        await send(() =>
+          tx.query(
+            `INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
+           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+           ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE
+              SET "TEXT" = EXCLUDED."TEXT", "OUTBOX_ID" = EXCLUDED."OUTBOX_ID", "UPDATED_AT" = now()
+            WHERE "TB_SEARCH"."OUTBOX_ID" < EXCLUDED."OUTBOX_ID"`,
+            [
+              upserts.map((u) => u.m.TENANT_ID),
+              upserts.map((u) => u.dim),
+              upserts.map((u) => u.m.AGGREGATE_ID),
+              upserts.map((u) => u.text),
+              upserts.map((u) => u.m.OUTBOX_ID),
+            ],
+            { prepare: EVENT_STATEMENTS },
+          ),
+        );
+      }
+    });
   };
 }

@@ -1,11 +1,15 @@
 // Round trips of the event side on PostgreSQL (issue 19, W4): statements go out pipelined, so a
 // statement whose answer nothing reads travels with the COMMIT behind it. The relay's batch is
 // three round trips (BEGIN with the turn, the claim, the mark with COMMIT), the analytics writer's
-// two (BEGIN with the marks, the counts with COMMIT), whatever the batch's size.
+// two (BEGIN with the marks, the counts with COMMIT), the search indexer's one, whatever the
+// batch's size. Their prepared statements are planned once per connection (generic plans, set for
+// their transactions only: the service's reads plan each execution).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAnalyticsWriter } from "../../src/events/analytics.ts";
+import { processEachOnce } from "../../src/events/consumed.ts";
+import { createSearchIndexer } from "../../src/events/search.ts";
 import type { ReceivedEvent } from "../../src/events/bus.ts";
-import { createRelay, outboxRowToEvent } from "../../src/events/relay.ts";
+import { createRelay, outboxRowToEvent, RELAY_TURN_LOCK, RELAY_TURN_SQL } from "../../src/events/relay.ts";
 import { createLogger } from "../../src/logger.ts";
 import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
@@ -98,6 +102,7 @@ if (TEST_DATABASE_URL)
       const lines = await trace(() => write(events));
       expect(lines.map((l) => l.slice(2))).toEqual([
         "BEGIN",
+        "SELECT set_config('plan_cache_",
         'INSERT INTO "TB_EVENT_CONSUMED',
         'INSERT INTO "TB_EVENT_STATS" (',
         "COMMIT",
@@ -107,5 +112,53 @@ if (TEST_DATABASE_URL)
       // Delivered again: marked already, counted nothing.
       await write(events);
       expect(await counted()).toBe(before + 5);
+    });
+
+    /** The outbox rows of the cities created with `prefix`, as the bus hands them out. */
+    async function eventsOf(prefix: string): Promise<ReceivedEvent[]> {
+      const { rows } = await t.services.db.query<Parameters<typeof outboxRowToEvent>[0]>(
+        `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID",
+                "PAYLOAD"::text AS "PAYLOAD", "TENANT_ID", "CREATED_AT"
+           FROM "TB_ANAG_OUTBOX00" WHERE "AGGREGATE_TYPE" = 'CITY' AND "AGGREGATE_ID" LIKE $1`,
+        [`${prefix}%`],
+      );
+      return rows.map((r) => ({ ...outboxRowToEvent(r), attempt: 1 }));
+    }
+
+    it("a search batch: one round trip, the rows indexed", async () => {
+      await createCities("SE", 4);
+      const events = await eventsOf("SE");
+      expect(events).toHaveLength(4);
+      const index = createSearchIndexer({ db: t.services.db, metadata: t.services.metadata });
+      const lines = await trace(() => index(events));
+      expect(lines.map((l) => l.slice(2))).toEqual([
+        "BEGIN",
+        "SELECT set_config('plan_cache_",
+        'INSERT INTO "TB_SEARCH" ("TENA',
+        "COMMIT",
+      ]);
+      expect(roundTrips(lines)).toBe(1);
+      const { rows } = await t.services.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "TB_SEARCH" WHERE "DIMENSION" = 'CITY' AND "RECORD_ID" LIKE 'SE%'`,
+      );
+      expect(rows[0]!.n).toBe(4);
+    });
+
+    it("the event side's transactions plan their prepared statements once; the service's other statements do not", async () => {
+      const mode = async (q: { query: typeof t.services.db.query }) =>
+        (await q.query<{ plan_cache_mode: string }>("SHOW plan_cache_mode")).rows[0]!.plan_cache_mode;
+      const inMarks: string[] = [];
+      await processEachOnce(t.services.db, "plans-probe", [{ id: "-1" }], async (tx) => {
+        inMarks.push(await mode(tx));
+      });
+      expect(inMarks).toEqual(["force_generic_plan"]);
+      const inRelay = await t.services.db.transaction(async (tx) => {
+        await tx.query(RELAY_TURN_SQL, [RELAY_TURN_LOCK]);
+        return mode(tx);
+      });
+      expect(inRelay).toBe("force_generic_plan");
+      // Transaction-scoped: a connection back in the pool plans each execution, as reads need.
+      expect(await mode(t.services.db)).toBe("force_custom_plan");
+      await t.services.db.query(`DELETE FROM "TB_EVENT_CONSUMED" WHERE "SUBSCRIBER" = 'plans-probe'`);
     });
   });
