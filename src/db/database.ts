@@ -259,27 +259,26 @@ const pgTypes = {
 
 /** Statement names per namespace, by SQL text (a text's hash is kept by the string itself). */
 const statementNames = new Map<string | number, Map<string, string>>();
+/** How many names statementNames holds: past 5,000 it starts again (odd SQL cannot grow it forever). */
 let statementNameCount = 0;
 
-/** A stable statement name for (namespace, SQL text); bounded so odd SQL cannot grow it forever. */
+/** A stable statement name for (namespace, SQL text). */
 function statementName(namespace: string | number, text: string): string {
   let names = statementNames.get(namespace);
+  const known = names?.get(text);
+  if (known) return known;
+  if (statementNameCount >= 5000) {
+    statementNames.clear();
+    statementNameCount = 0;
+    names = undefined;
+  }
   if (!names) {
     names = new Map();
     statementNames.set(namespace, names);
   }
-  let name = names.get(text);
-  if (!name) {
-    name = `d${namespace}_${createHash("sha1").update(text).digest("hex").slice(0, 20)}`;
-    if (statementNameCount >= 5000) {
-      statementNames.clear();
-      statementNames.set(namespace, names);
-      names.clear();
-      statementNameCount = 0;
-    }
-    names.set(text, name);
-    statementNameCount++;
-  }
+  const name = `d${namespace}_${createHash("sha1").update(text).digest("hex").slice(0, 20)}`;
+  names.set(text, name);
+  statementNameCount++;
   return name;
 }
 

@@ -2,12 +2,7 @@
 // (spec 2.8, decisions.md §8). PUBLISHED_AT stays null until the relay has published the row.
 import { itemsOfNotice, noticeItemsOf, noticePayload } from "../db/notice.ts";
 import type { Queryable } from "../types.ts";
-
-/**
- * The namespace of the event side's prepared statements (parsed and planned once per connection):
- * they read and write fixed tables, which change only with a migration, never with the metadata.
- */
-export const EVENT_STATEMENTS = "events";
+import { PREPARED } from "./statements.ts";
 
 export type EventKind = "Created" | "Updated" | "Deleted";
 
@@ -90,8 +85,7 @@ export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Prom
       event.createdAt ? event.createdAt.toISOString() : null,
       ...(afterCommit ? [] : [noticePayload(noticeItemsOf(item))]),
     ],
-    // A fixed table's statement: parsed once per connection.
-    { prepare: EVENT_STATEMENTS },
+    PREPARED,
   );
   return String(res.rows[0]!.OUTBOX_ID);
 }

@@ -22,10 +22,12 @@
 //   (and reach the subscribers as one batch: one commit each, src/events/batching.ts) instead of
 //   one or two per round. The first event after a quiet spell is claimed at once.
 // - Published rows older than the retention are deleted.
+import { awaitAtCommit } from "../db/deferred.ts";
 import type { Logger } from "../logger.ts";
 import type { Database } from "../types.ts";
 import { type BusEvent, BusUnavailableError, type EventBus } from "./bus.ts";
-import { EVENT_STATEMENTS, OUTBOX_CHANNEL } from "./outbox.ts";
+import { OUTBOX_CHANNEL } from "./outbox.ts";
+import { PREPARED } from "./statements.ts";
 
 export interface RelayOptions {
   db: Database;
@@ -83,7 +85,7 @@ export const RELAY_TURN_LOCK = 1_785_632_207;
  *   outbox (published rows are kept for the retention): either way a claim cost more the longer
  *   writes went on (docs/benchmarks.md, "The relay's claim walks its index").
  * - generic plans: the claim and the mark are prepared statements planned once per connection
- *   (EVENT_STATEMENTS); the service's connections plan every execution anew by default (reads
+ *   (src/events/statements.ts); the service's connections plan every execution anew by default (reads
  *   differ by tenant), which cost these fixed-table statements more than their execution.
  */
 export const RELAY_TURN_SQL = `
@@ -101,9 +103,6 @@ export const RELAY_CLAIM_SQL = `
    WHERE o."PUBLISHED_AT" IS NULL
    ORDER BY o."OUTBOX_ID" -- the column (bigint), not the text it is answered as
    LIMIT $1`;
-
-/** The relay's statements of every batch: prepared (docs/benchmarks.md, "The relay's claim walks its index"). */
-const PREPARED = { prepare: EVENT_STATEMENTS };
 
 /** Outbox rows a prune looks at (and deletes at most) per round. */
 const PRUNE_ROWS = 10_000;
@@ -166,15 +165,16 @@ export function createRelay(opts: RelayOptions): Relay {
       const events = rows.map(outboxRowToEvent);
       await bus.publish(events);
       opts.onPublished?.(events);
-      const marking = tx.query(
-        `UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "OUTBOX_ID" = ANY($1::bigint[])`,
-        [rows.map((r) => String(r.OUTBOX_ID))],
-        PREPARED,
-      );
       // Nothing reads the mark's answer: on PostgreSQL it travels with COMMIT (one round trip);
       // should it fail, COMMIT rolls the batch back and the transaction fails (published again).
-      if (tx.defer) tx.defer(marking);
-      else await marking;
+      await awaitAtCommit(
+        tx,
+        tx.query(
+          `UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "OUTBOX_ID" = ANY($1::bigint[])`,
+          [rows.map((r) => String(r.OUTBOX_ID))],
+          PREPARED,
+        ),
+      );
       return rows.length;
     });
   }

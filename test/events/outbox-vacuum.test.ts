@@ -3,16 +3,9 @@
 // a large table (where PostgreSQL would skip the indexes), so the next claim reads a few pages,
 // not every row marked since; and autovacuum counts marked rows, not a share of the table.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RELAY_CLAIM_SQL, RELAY_TURN_LOCK, RELAY_TURN_SQL } from "../../src/events/relay.ts";
 import type { Services } from "../../src/services.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../helpers/env.ts";
-
-interface PlanNode {
-  "Node Type": string;
-  "Shared Hit Blocks": number;
-  "Shared Read Blocks": number;
-  Plans?: PlanNode[];
-}
+import { explainRelayClaim } from "./support.ts";
 
 if (TEST_DATABASE_URL)
   describe("the outbox's vacuum (postgres)", () => {
@@ -54,18 +47,9 @@ if (TEST_DATABASE_URL)
       await db.query(`VACUUM "TB_ANAG_OUTBOX00"`);
       await insert(10, false);
       // The first claim after the vacuum (no scan has marked any entry dead yet).
-      const plan = await db
-        .transaction(async (tx) => {
-          const turn = await tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK]);
-          expect(turn.rows[0]!.held).toBe(true);
-          const { rows } = await tx.query<{ "QUERY PLAN": unknown }>(
-            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${RELAY_CLAIM_SQL}`,
-            [100],
-          );
-          const raw = rows[0]!["QUERY PLAN"];
-          return ((typeof raw === "string" ? JSON.parse(raw) : raw) as [{ Plan: PlanNode }])[0].Plan;
-        })
-        .finally(() => db.query(`DELETE FROM "TB_ANAG_OUTBOX00" WHERE "AGGREGATE_TYPE" = 'VAC'`));
+      const plan = await explainRelayClaim(db).finally(() =>
+        db.query(`DELETE FROM "TB_ANAG_OUTBOX00" WHERE "AGGREGATE_TYPE" = 'VAC'`),
+      );
       expect(plan.Plans?.[0]?.["Node Type"]).toBe("Index Scan");
       // The 1,000 marked rows' entries are gone: the index's root and leaf, the ten rows' page.
       // Left in the index, the first claim would visit the marked rows in the table (20+ pages).

@@ -6,19 +6,13 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { BusEvent } from "../../src/events/bus.ts";
 import { processEachOnce } from "../../src/events/consumed.ts";
-import {
-  createRelay,
-  RELAY_CLAIM_SQL,
-  RELAY_TURN_LOCK,
-  RELAY_TURN_SQL,
-  type Relay,
-} from "../../src/events/relay.ts";
+import { createRelay, RELAY_TURN_LOCK, type Relay } from "../../src/events/relay.ts";
 import { createLogger } from "../../src/logger.ts";
 import type { Database } from "../../src/types.ts";
 import { createTestApp, TEST_AMQP_URL, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
 import { throughProxy } from "../helpers/proxy.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
-import { brokerConsumer, eventually, tcpProxy } from "./support.ts";
+import { brokerConsumer, eventually, explainRelayClaim, tcpProxy } from "./support.ts";
 
 interface Setup {
   name: string;
@@ -482,26 +476,8 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
         );
         await insert(-8_000_000, 10);
         await db.query(`ANALYZE "TB_ANAG_OUTBOX00"`);
-        const plans = await db
-          .transaction(async (tx) => {
-            // Costs under which the planner, left alone, reads the whole table and sorts it.
-            await tx.query("SET LOCAL random_page_cost = 40");
-            const turn = await tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK]);
-            expect(turn.rows[0]!.held).toBe(true);
-            const explain = `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${RELAY_CLAIM_SQL}`;
-            const out = [];
-            for (let i = 0; i < 2; i++) {
-              const { rows } = await tx.query<{ "QUERY PLAN": unknown }>(explain, [100]);
-              const plan = rows[0]!["QUERY PLAN"];
-              out.push((typeof plan === "string" ? JSON.parse(plan) : plan) as [{ Plan: PlanNode }]);
-            }
-            throw new Rollback(out);
-          })
-          .catch((err) => {
-            if (err instanceof Rollback) return err.value;
-            throw err;
-          });
-        const second = plans[1]![0].Plan;
+        // Costs under which the planner, left alone, reads the whole table and sorts it.
+        const second = await explainRelayClaim(db, { runs: 2, before: "SET LOCAL random_page_cost = 40" });
         const scan = second.Plans?.[0];
         expect(second["Node Type"]).toBe("Limit");
         expect(scan?.["Node Type"]).toBe("Index Scan");
@@ -517,19 +493,3 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
       }
     });
 });
-
-interface PlanNode {
-  "Node Type": string;
-  "Index Name"?: string;
-  "Actual Rows": number;
-  "Shared Hit Blocks": number;
-  "Shared Read Blocks": number;
-  Plans?: PlanNode[];
-}
-
-/** Ends a transaction with a value: the test's EXPLAIN ANALYZE must not keep the turn's settings. */
-class Rollback<T> extends Error {
-  constructor(readonly value: T) {
-    super("rollback");
-  }
-}

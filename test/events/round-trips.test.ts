@@ -37,6 +37,8 @@ if (TEST_DATABASE_URL)
       return sent.map((s) => `${s.pipelined ? "+" : "-"} ${s.text.slice(0, 30)}`);
     }
     const roundTrips = (lines: string[]) => lines.filter((l) => l.startsWith("-")).length;
+    /** The number a `SELECT … AS n` answers. */
+    const countOf = async (sql: string) => (await t.services.db.query<{ n: number }>(sql)).rows[0]!.n;
 
     async function createCities(prefix: string, n: number) {
       const res = await t.app.inject({
@@ -48,6 +50,17 @@ if (TEST_DATABASE_URL)
         },
       });
       expect(res.json().success).toBe(n);
+    }
+
+    /** The outbox rows of the cities created with `prefix`, as the bus hands them out. */
+    async function eventsOf(prefix: string): Promise<ReceivedEvent[]> {
+      const { rows } = await t.services.db.query<Parameters<typeof outboxRowToEvent>[0]>(
+        `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID",
+                "PAYLOAD"::text AS "PAYLOAD", "TENANT_ID", "CREATED_AT"
+           FROM "TB_ANAG_OUTBOX00" WHERE "AGGREGATE_TYPE" = 'CITY' AND "AGGREGATE_ID" LIKE $1`,
+        [`${prefix}%`],
+      );
+      return rows.map((r) => ({ ...outboxRowToEvent(r), attempt: 1 }));
     }
 
     it("a relay's batch: BEGIN with the turn, the claim, the mark with COMMIT", async () => {
@@ -75,29 +88,19 @@ if (TEST_DATABASE_URL)
         "COMMIT",
       ]);
       expect(roundTrips(batch)).toBe(3);
-      const { rows } = await t.services.db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`,
-      );
-      expect(rows[0]!.n).toBe(0);
+      expect(
+        await countOf(`SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`),
+      ).toBe(0);
     });
 
     it("an analytics batch: BEGIN with the marks, the counts with COMMIT; counted once", async () => {
       await createCities("AN", 5);
-      const { rows } = await t.services.db.query<Parameters<typeof outboxRowToEvent>[0]>(
-        `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID",
-                "PAYLOAD"::text AS "PAYLOAD", "TENANT_ID", "CREATED_AT"
-           FROM "TB_ANAG_OUTBOX00" WHERE "AGGREGATE_TYPE" = 'CITY' AND "AGGREGATE_ID" LIKE 'AN%'`,
-      );
-      expect(rows).toHaveLength(5);
-      const events: ReceivedEvent[] = rows.map((r) => ({ ...outboxRowToEvent(r), attempt: 1 }));
+      const events = await eventsOf("AN");
+      expect(events).toHaveLength(5);
       const write = createAnalyticsWriter(t.services.db);
-      const counted = async () =>
-        (
-          await t.services.db.query<{ n: number }>(
-            `SELECT coalesce(sum("COUNT"), 0)::int AS n FROM "TB_EVENT_STATS"
-              WHERE "TENANT_ID" = 'acme' AND "DIMENSION" = 'CITY' AND "EVENT_TYPE" = 'CITYCreated'`,
-          )
-        ).rows[0]!.n;
+      const counted = () =>
+        countOf(`SELECT coalesce(sum("COUNT"), 0)::int AS n FROM "TB_EVENT_STATS"
+                  WHERE "TENANT_ID" = 'acme' AND "DIMENSION" = 'CITY' AND "EVENT_TYPE" = 'CITYCreated'`);
       const before = await counted();
       const lines = await trace(() => write(events));
       expect(lines.map((l) => l.slice(2))).toEqual([
@@ -114,17 +117,6 @@ if (TEST_DATABASE_URL)
       expect(await counted()).toBe(before + 5);
     });
 
-    /** The outbox rows of the cities created with `prefix`, as the bus hands them out. */
-    async function eventsOf(prefix: string): Promise<ReceivedEvent[]> {
-      const { rows } = await t.services.db.query<Parameters<typeof outboxRowToEvent>[0]>(
-        `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID",
-                "PAYLOAD"::text AS "PAYLOAD", "TENANT_ID", "CREATED_AT"
-           FROM "TB_ANAG_OUTBOX00" WHERE "AGGREGATE_TYPE" = 'CITY' AND "AGGREGATE_ID" LIKE $1`,
-        [`${prefix}%`],
-      );
-      return rows.map((r) => ({ ...outboxRowToEvent(r), attempt: 1 }));
-    }
-
     it("a search batch: one round trip, the rows indexed", async () => {
       await createCities("SE", 4);
       const events = await eventsOf("SE");
@@ -138,10 +130,11 @@ if (TEST_DATABASE_URL)
         "COMMIT",
       ]);
       expect(roundTrips(lines)).toBe(1);
-      const { rows } = await t.services.db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM "TB_SEARCH" WHERE "DIMENSION" = 'CITY' AND "RECORD_ID" LIKE 'SE%'`,
-      );
-      expect(rows[0]!.n).toBe(4);
+      expect(
+        await countOf(
+          `SELECT count(*)::int AS n FROM "TB_SEARCH" WHERE "DIMENSION" = 'CITY' AND "RECORD_ID" LIKE 'SE%'`,
+        ),
+      ).toBe(4);
     });
 
     it("the event side's transactions plan their prepared statements once; the service's other statements do not", async () => {

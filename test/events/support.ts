@@ -1,10 +1,12 @@
 // Test instruments for the event side: a consumer on the real RabbitMQ, webhook receivers as real
-// HTTP servers on loopback, a TCP proxy whose connections the test can cut, and a wait on a
-// condition (each with a deadline; no fixed sleeps).
+// HTTP servers on loopback, a TCP proxy whose connections the test can cut, a wait on a condition
+// (each with a deadline; no fixed sleeps), and the relay's claim explained.
 import { EventEmitter } from "node:events";
 import http from "node:http";
 import net from "node:net";
 import amqplib from "amqplib";
+import { RELAY_CLAIM_SQL, RELAY_TURN_LOCK, RELAY_TURN_SQL } from "../../src/events/relay.ts";
+import type { Database } from "../../src/types.ts";
 
 /** Resolves once `check` returns a value other than undefined/false; rejects at the deadline. */
 export async function eventually<T>(
@@ -184,4 +186,41 @@ export async function tcpProxy(host: string, port: number) {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A node of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)'s plan, as far as the tests read it. */
+export interface PlanNode {
+  "Node Type": string;
+  "Index Name"?: string;
+  "Actual Rows": number;
+  "Shared Hit Blocks": number;
+  "Shared Read Blocks": number;
+  Plans?: PlanNode[];
+}
+
+/**
+ * The relay's claim as the relay runs it (in a transaction that took the turn with its settings),
+ * explained with the pages it read: run `runs` times in a row, the last run's plan answered.
+ * `before`: a statement the transaction runs first (costs a test sets). Settings end with the
+ * transaction, as the relay's do.
+ */
+export async function explainRelayClaim(
+  db: Database,
+  opts: { runs?: number; before?: string } = {},
+): Promise<PlanNode> {
+  return db.transaction(async (tx) => {
+    if (opts.before) await tx.query(opts.before);
+    const turn = await tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK]);
+    if (turn.rows[0]?.held !== true) throw new Error("the relays' turn is held elsewhere");
+    let plan: PlanNode | undefined;
+    for (let i = 0; i < (opts.runs ?? 1); i++) {
+      const { rows } = await tx.query<{ "QUERY PLAN": unknown }>(
+        `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${RELAY_CLAIM_SQL}`,
+        [100],
+      );
+      const raw = rows[0]!["QUERY PLAN"];
+      plan = ((typeof raw === "string" ? JSON.parse(raw) : raw) as [{ Plan: PlanNode }])[0].Plan;
+    }
+    return plan!;
+  });
 }

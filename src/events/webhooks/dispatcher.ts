@@ -5,7 +5,7 @@
 import type { Database } from "../../types.ts";
 import type { BatchHandler } from "../batching.ts";
 import { type OutboxMessage, parseMessage } from "../bus.ts";
-import { EVENT_STATEMENTS } from "../outbox.ts";
+import { PREPARED } from "../statements.ts";
 
 export interface Registration {
   WEBHOOK_ID: number;
@@ -53,7 +53,7 @@ export function createWebhookDispatcher(deps: { db: Database; onQueued: () => vo
       `SELECT "WEBHOOK_ID", "EVENTS", "DIMENSIONS", "FILTERS", "SOURCE" FROM "TB_WEBHOOK"
         WHERE "SOURCE" = ANY($1::text[]) AND "ACTIVE" = 'Y'`,
       [tenants],
-      { prepare: EVENT_STATEMENTS },
+      PREPARED,
     );
     if (rows.length === 0) return;
     const webhooks: number[] = [];
@@ -77,7 +77,7 @@ export function createWebhookDispatcher(deps: { db: Database; onQueued: () => vo
        SELECT * FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[])
        ON CONFLICT ("WEBHOOK_ID", "OUTBOX_ID") DO NOTHING`,
       [webhooks, outboxIds, types, bodies],
-      { prepare: EVENT_STATEMENTS },
+      PREPARED,
     );
     deps.onQueued();
   };

@@ -2,6 +2,7 @@
 // record is reported in its result and the others are kept (partial success). PATCH batches and
 // batch-deletes lock all their rows first, in id order, so overlapping batches queue instead of
 // deadlocking; results stay in request order.
+import { awaitAtCommit } from "../../db/deferred.ts";
 import { ApiError, PayloadTooLargeError, ValidationError } from "../../errors.ts";
 import type { BatchItemResult, BatchResult, RequestContext, WriteResult } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
@@ -31,10 +32,8 @@ function asObject(item: unknown, index: number): Item {
  * A statement whose answer nobody needs (a savepoint): deferred where the transaction allows it,
  * so that it travels with the next statement instead of costing a round trip of its own.
  */
-async function sendOnly(w: WriteContext, sql: string): Promise<void> {
-  const sent = w.tx.query(sql);
-  if (w.tx.defer) w.tx.defer(sent);
-  else await sent;
+function sendOnly(w: WriteContext, sql: string): Promise<void> {
+  return awaitAtCommit(w.tx, w.tx.query(sql));
 }
 
 async function eachInSavepoint(

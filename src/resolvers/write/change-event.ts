@@ -1,4 +1,5 @@
 // One outbox row per changed record (spec 6.1, decisions.md §8): the pipeline's "outbox" step.
+import { awaitAtCommit } from "../../db/deferred.ts";
 import { insertOutboxEvent } from "../../events/outbox.ts";
 import type { DimensionDef, RecordChange, WriteAction } from "../../types.ts";
 import { PayloadTooLargeError } from "../../errors.ts";
@@ -90,8 +91,7 @@ export async function recordChanged(
   });
   // The outbox row needs no answer before the transaction ends: deferred, it travels with COMMIT
   // on PostgreSQL, and its id is in `change` (the same object the operation returns) by then.
-  if (w.tx.defer) w.tx.defer(inserting);
-  else await inserting;
+  await awaitAtCommit(w.tx, inserting);
   return change;
 }
 
