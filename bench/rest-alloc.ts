@@ -5,14 +5,21 @@
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/rest-alloc.ts
 //   BENCH_URL='/api/v4/core/CUST/5000?source=anag-1' …   (W2; the default is W3)
+//   BENCH_METHOD=POST BENCH_URL=/api/v4/core/CUST?source=anag-1 BENCH_BODY='{"data":{"NAME":"x"}}' …
+//   BENCH_METHOD=POST BENCH_URL=/graphql BENCH_BODY=w4 …   (W4 over GraphQL; BENCH_BODY=w4 alone:
+//   the GraphQL mutation bench/compare sends). A create's event side (relay, subscribers) runs in
+//   the same process and is counted with it: sampling stops once every event was published.
 import { Session } from "node:inspector/promises";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { openBenchApp } from "./seed.ts";
+import { BENCH_CREATE_MUTATION, openBenchApp } from "./seed.ts";
 
 const URL =
   process.env.BENCH_URL ??
   "/api/v4/core/ORD?source=sales-1&sort=-ORD_ID&$num_rows=20&$expand=CUST&$count=none";
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 1000);
+const METHOD = process.env.BENCH_METHOD === "POST" ? "POST" : "GET";
+const BODY =
+  process.env.BENCH_BODY === "w4" ? JSON.stringify({ query: BENCH_CREATE_MUTATION }) : process.env.BENCH_BODY;
 
 interface SampleNode {
   callFrame: { url: string; functionName: string };
@@ -34,9 +41,24 @@ async function main() {
   const session = new Session();
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
+    const published = async () => {
+      for (let i = 0; i < 2000; i++) {
+        const { rows } = await bench.services.db.query<{ n: string }>(
+          `SELECT count(*)::text AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`,
+        );
+        if (rows[0]?.n === "0") return;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    };
     const get = async () => {
-      const res = await app.inject({ method: "GET", url: URL, headers });
-      if (res.statusCode !== 200) throw new Error(`${URL}: ${res.statusCode} ${res.body}`);
+      const res = await app.inject({
+        method: METHOD,
+        url: URL,
+        headers: BODY === undefined ? headers : { ...headers, "content-type": "application/json" },
+        ...(BODY === undefined ? {} : { payload: BODY }),
+      });
+      if (res.statusCode >= 300 || res.body.includes('"errors"'))
+        throw new Error(`${URL}: ${res.statusCode} ${res.body}`);
     };
     for (let i = 0; i < 300; i++) await get();
     session.connect();
@@ -46,6 +68,7 @@ async function main() {
       includeObjectsCollectedByMinorGC: true,
     });
     for (let i = 0; i < REQUESTS; i++) await get();
+    if (METHOD === "POST") await published();
     const { profile } = (await session.post("HeapProfiler.stopSampling")) as unknown as {
       profile: { head: SampleNode };
     };
@@ -60,7 +83,9 @@ async function main() {
     walk(profile.head, "(no package)");
     const kb = (bytes: number) => (bytes / REQUESTS / 1024).toFixed(1);
     console.log(`${URL}\n${kb(total)} KB allocated per request`);
-    for (const [owner, bytes] of [...owners].sort((a, b) => b[1] - a[1]).slice(0, 20))
+    for (const [owner, bytes] of [...owners]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, Number(process.env.BENCH_TOP ?? 20)))
       console.log(`${kb(bytes).padStart(7)} KB  ${owner}`);
   } finally {
     session.disconnect();

@@ -6,6 +6,10 @@
 // - Pending retries are rows with a NEXT_AT: they survive a restart. A claimed row's NEXT_AT is
 //   moved past its time-out first (a lease), so a worker that dies mid-attempt leaves it to be
 //   tried again.
+// - An attempt's outcome (the delivery's new state and its log row) is written by the statement
+//   that claims its slot's next delivery: one round trip per finished slot, shared by the attempts
+//   that finish while a statement is out. An outcome the database did not take (a blip) is kept
+//   and written by the next statement, not sent again.
 // - Bounded concurrency, in all, per tenant and per registration: a slow or dead receiver holds
 //   at most its own slots, and one tenant's receivers at most the tenant's share (issue 18), so
 //   they never delay the others.
@@ -56,22 +60,42 @@ export interface DeliveryWorker {
 }
 
 /**
- * Claims due deliveries that fit: at most $1 in all, per registration $2 less what it has in flight
- * ($3, by WEBHOOK_ID), per tenant $6 less what it has in flight ($7, by tenant). Registrations and
- * tenants already at their bound ($4, $5) are left out of the scan, so its window (the oldest
- * $1 × $2 due rows) always holds something this worker may take; a registration behind the window
- * is reached once those ahead of it are at their bound (the worker claims again at once while a
- * claim finds rows). The window is read without locks: only the rows picked are locked (SKIP
- * LOCKED), and one another worker claimed meanwhile (its lease moved NEXT_AT) fails the re-check
- * and is left out. A claim writes nothing to the rows it does not take (under a backlog, locking
- * the whole window would be a row lock per row of it, per claim).
+ * Records the outcomes of finished attempts ($8–$13, one array element per delivery: its new
+ * state and, unless cancelled, its log row), then claims due deliveries that fit: at most $1 in
+ * all, per registration $2 less what it has in flight ($3, by WEBHOOK_ID), per tenant $6 less what
+ * it has in flight ($7, by tenant); "in flight" are the attempts still being sent, the recorded
+ * ones' slots are free again. One statement, its own transaction: a finished slot's outcome and
+ * its next delivery cost one round trip, and outcomes that finish together share it.
+ *
+ * Registrations and tenants already at their bound ($4, $5) are left out of the scan, so its window
+ * (the oldest $1 × $2 due rows) always holds something this worker may take; a registration behind
+ * the window is reached once those ahead of it are at their bound (the worker claims again at once
+ * while a claim finds rows). The window is read without locks: only the rows picked are locked
+ * (SKIP LOCKED), and one another worker claimed meanwhile (its lease moved NEXT_AT) fails the
+ * re-check and is left out. A claim writes nothing to the rows it does not take (under a backlog,
+ * locking the whole window would be a row lock per row of it, per claim). The deliveries being
+ * recorded are never claimed by the same statement (their lease may have run out meanwhile).
  */
-const CLAIM_SQL = `
-  WITH due AS (
+const RECORD_AND_CLAIM_SQL = `
+  WITH outcome AS (
+    SELECT * FROM unnest($8::bigint[], $9::text[], $10::text[], $11::int[], $12::text[], $13::float8[])
+      AS o(delivery_id, state, log_status, http_status, error, wait_ms)),
+  moved AS (
+    UPDATE "TB_WEBHOOK_DELIVERY" d
+       SET "STATUS" = o.state, "NEXT_AT" = now() + make_interval(secs => o.wait_ms / 1000.0)
+      FROM outcome o
+     WHERE d."DELIVERY_ID" = o.delivery_id
+    RETURNING d."WEBHOOK_ID", d."OUTBOX_ID", d."ATTEMPTS", o.log_status, o.http_status, o.error),
+  logged AS (
+    INSERT INTO "TB_WEBHOOK_LOG" ("WEBHOOK_ID", "OUTBOX_ID", "STATUS", "HTTP_STATUS", "ERROR_MESSAGE", "ATTEMPT_COUNT")
+    SELECT "WEBHOOK_ID", "OUTBOX_ID", log_status, http_status, error, "ATTEMPTS" FROM moved
+     WHERE log_status IS NOT NULL),
+  due AS (
     SELECT d."DELIVERY_ID", d."WEBHOOK_ID", d."NEXT_AT", w."SOURCE"
       FROM "TB_WEBHOOK_DELIVERY" d JOIN "TB_WEBHOOK" w ON w."WEBHOOK_ID" = d."WEBHOOK_ID"
      WHERE d."STATUS" = 'pending' AND d."NEXT_AT" <= now()
        AND NOT (d."WEBHOOK_ID" = ANY($4::int[])) AND NOT (w."SOURCE" = ANY($5::text[]))
+       AND NOT (d."DELIVERY_ID" = ANY($8::bigint[]))
      ORDER BY d."NEXT_AT", d."DELIVERY_ID"
      LIMIT $1::int * $2::int),
   per_webhook AS (
@@ -122,15 +146,34 @@ export function waitAfter(waitMs: number | string | null | undefined, pollMs: nu
   return Math.min(pollMs, Math.max(0, Math.ceil(Number(waitMs))) + 20);
 }
 
+/** A finished attempt, to be recorded: the delivery's new state and, unless cancelled, its log row. */
+interface Outcome {
+  deliveryId: string;
+  /** TB_WEBHOOK_DELIVERY.STATUS after it: pending (retrying), success, failed or cancelled. */
+  state: "pending" | "success" | "failed" | "cancelled";
+  /** TB_WEBHOOK_LOG.STATUS; null for a cancelled delivery (no attempt was made). */
+  logStatus: "success" | "retrying" | "failed" | null;
+  httpStatus: number | null;
+  error: string | null;
+  /** Until the next attempt (retrying), from the recording. */
+  waitMs: number;
+}
+
 export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorker {
   const { db, logger } = opts;
   const send = opts.send ?? sendAttempt;
   // Connections kept open between attempts to the same receiver (closed on stop).
   const agents = attemptAgents();
-  /** Deliveries in flight per registration and per tenant. */
+  /** Attempts being sent, per registration and per tenant. */
   const inFlight = new Map<number, number>();
   const inFlightPerTenant = new Map<string, number>();
   const running = new Set<Promise<void>>();
+  /**
+   * Attempts sent and not yet recorded: the next statement records them with its claim. A slot's
+   * outcome waits here, not in a statement of its own; one that cannot be recorded (the database
+   * away) stays here for the next try instead of being sent again when its lease runs out.
+   */
+  const finished: Outcome[] = [];
   let active = false;
   let pumping: Promise<void> | null = null;
   let again = false;
@@ -138,7 +181,6 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   let polled = false;
   let timer: NodeJS.Timeout | null = null;
 
-  const total = () => running.size;
   const count = <K>(m: Map<K, number>, key: K, by: number) => {
     const n = (m.get(key) ?? 0) + by;
     if (n <= 0) m.delete(key);
@@ -150,41 +192,32 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     tenants: [...inFlightPerTenant].filter(([, n]) => n >= opts.concurrencyPerTenant).map(([id]) => id),
   });
 
-  async function record(d: ClaimedDelivery, result: AttemptResult): Promise<void> {
+  /** What an attempt's result leaves: success, another attempt later, or the last one failed. */
+  function outcomeOf(d: ClaimedDelivery, result: AttemptResult): Outcome {
     const attempt = d.ATTEMPTS;
-    const last = attempt > d.RETRY_COUNT;
-    const status = result.ok ? "success" : last ? "failed" : "retrying";
-    const waitMs = 2 ** attempt * opts.retryBaseMs;
-    // One statement (so one round trip and one commit): the delivery's new state and its log row.
-    await db.query(
-      `WITH moved AS (
-         UPDATE "TB_WEBHOOK_DELIVERY"
-            SET "STATUS" = $6, "NEXT_AT" = now() + make_interval(secs => $7::float8 / 1000.0)
-          WHERE "DELIVERY_ID" = $1::bigint
-         RETURNING "WEBHOOK_ID", "OUTBOX_ID")
-       INSERT INTO "TB_WEBHOOK_LOG" ("WEBHOOK_ID", "OUTBOX_ID", "STATUS", "HTTP_STATUS", "ERROR_MESSAGE", "ATTEMPT_COUNT")
-       SELECT "WEBHOOK_ID", "OUTBOX_ID", $2, $3::int, $4, $5::int FROM moved`,
-      [
-        d.DELIVERY_ID,
-        status,
-        result.httpStatus,
-        result.error?.slice(0, 1000) ?? null,
-        attempt,
-        status === "retrying" ? "pending" : status,
-        status === "retrying" ? waitMs : 0,
-      ],
-    );
-    opts.onAttempt?.(status);
-    if (status === "retrying") schedule(waitMs, false);
+    const logStatus = result.ok ? "success" : attempt > d.RETRY_COUNT ? "failed" : "retrying";
+    return {
+      deliveryId: d.DELIVERY_ID,
+      state: logStatus === "retrying" ? "pending" : logStatus,
+      logStatus,
+      httpStatus: result.httpStatus,
+      error: result.error?.slice(0, 1000) ?? null,
+      waitMs: logStatus === "retrying" ? 2 ** attempt * opts.retryBaseMs : 0,
+    };
   }
 
-  async function deliver(d: ClaimedDelivery): Promise<void> {
+  /** Sends one attempt; its outcome joins `finished` (none if it broke: its lease runs out). */
+  async function attempt(d: ClaimedDelivery): Promise<void> {
     try {
       if (d.ACTIVE !== "Y") {
-        await db.query(
-          `UPDATE "TB_WEBHOOK_DELIVERY" SET "STATUS" = 'cancelled' WHERE "DELIVERY_ID" = $1::bigint`,
-          [d.DELIVERY_ID],
-        );
+        finished.push({
+          deliveryId: d.DELIVERY_ID,
+          state: "cancelled",
+          logStatus: null,
+          httpStatus: null,
+          error: null,
+          waitMs: 0,
+        });
         return;
       }
       const body = d.BODY;
@@ -205,34 +238,54 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
           { webhook_id: d.WEBHOOK_ID, delivery_id: d.DELIVERY_ID, detail: result.detail },
           `webhook delivery: ${result.error}`,
         );
-      await record(d, result);
+      finished.push(outcomeOf(d, result));
     } catch (err) {
       // The lease on the row runs out and another round tries it again.
-      logger.error({ err, delivery_id: d.DELIVERY_ID }, "webhook delivery could not be recorded");
+      logger.error({ err, delivery_id: d.DELIVERY_ID }, "webhook delivery attempt broke");
     }
   }
 
-  async function claim(): Promise<ClaimedDelivery[]> {
-    const free = opts.concurrency - total();
-    if (free <= 0) return [];
+  /**
+   * Records every finished attempt and claims what fits the slots free (none once stopped), in
+   * one statement. Should it fail, the outcomes stay to be recorded by the next one.
+   */
+  async function recordAndClaim(): Promise<ClaimedDelivery[]> {
+    const free = active ? opts.concurrency - running.size : 0;
+    if (free <= 0 && finished.length === 0) return [];
+    const outcomes = finished.splice(0);
     const full = saturated();
-    // One statement, its own transaction: the rows it locks are updated and released at once.
-    const { rows } = await db.query<ClaimedDelivery>(CLAIM_SQL, [
-      free,
-      opts.concurrencyPerReceiver,
-      JSON.stringify(Object.fromEntries(inFlight)),
-      full.webhooks,
-      full.tenants,
-      opts.concurrencyPerTenant,
-      JSON.stringify(Object.fromEntries(inFlightPerTenant)),
-    ]);
+    let rows: ClaimedDelivery[];
+    try {
+      ({ rows } = await db.query<ClaimedDelivery>(RECORD_AND_CLAIM_SQL, [
+        Math.max(0, free),
+        opts.concurrencyPerReceiver,
+        JSON.stringify(Object.fromEntries(inFlight)),
+        full.webhooks,
+        full.tenants,
+        opts.concurrencyPerTenant,
+        JSON.stringify(Object.fromEntries(inFlightPerTenant)),
+        outcomes.map((o) => o.deliveryId),
+        outcomes.map((o) => o.state),
+        outcomes.map((o) => o.logStatus),
+        outcomes.map((o) => o.httpStatus),
+        outcomes.map((o) => o.error),
+        outcomes.map((o) => o.waitMs),
+      ]));
+    } catch (err) {
+      finished.unshift(...outcomes);
+      throw err;
+    }
+    for (const o of outcomes) {
+      if (o.logStatus) opts.onAttempt?.(o.logStatus);
+      if (o.logStatus === "retrying") schedule(o.waitMs, false);
+    }
     return rows;
   }
 
   function launch(d: ClaimedDelivery) {
     count(inFlight, d.WEBHOOK_ID, 1);
     count(inFlightPerTenant, d.TENANT_ID, 1);
-    const p = deliver(d).finally(() => {
+    const p = attempt(d).finally(() => {
       count(inFlight, d.WEBHOOK_ID, -1);
       count(inFlightPerTenant, d.TENANT_ID, -1);
       running.delete(p);
@@ -242,8 +295,9 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   }
 
   /**
-   * Claims and launches what is due and fits; then sleeps until the next due time. Woken by the
-   * poll, it first asks whether anything is due at all (one statement), and claims only then.
+   * Records what finished, claims and launches what is due and fits; then sleeps until the next
+   * due time. Woken by the poll with nothing to record, it first asks whether anything is due at
+   * all (one statement), and claims only then.
    */
   async function pump(): Promise<void> {
     do {
@@ -251,22 +305,24 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       try {
         if (polled) {
           polled = false;
-          const wait = await nextDue();
-          if (wait === null || wait > 0) {
-            schedule(waitAfter(wait, opts.pollMs), wait === null);
-            continue;
+          if (finished.length === 0) {
+            const wait = await nextDue();
+            if (wait === null || wait > 0) {
+              schedule(waitAfter(wait, opts.pollMs), wait === null);
+              continue;
+            }
           }
         }
-        const claimed = await claim();
+        const claimed = await recordAndClaim();
         for (const d of claimed) launch(d);
         if (claimed.length > 0) again = true;
         // All slots taken: a finished delivery wakes the worker.
-        else if (total() < opts.concurrency) {
+        else if (running.size < opts.concurrency) {
           const wait = await nextDue();
           schedule(waitAfter(wait, opts.pollMs), wait === null);
         }
       } catch (err) {
-        logger.warn({ err }, "webhook worker: claiming deliveries failed; retrying");
+        logger.warn({ err }, "webhook worker: recording or claiming deliveries failed; retrying");
         schedule(1000, false);
       }
     } while (again && active);
@@ -327,6 +383,12 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       if (timer) clearTimeout(timer);
       await pumping;
       await Promise.allSettled([...running]);
+      // The last attempts' outcomes (their leases would otherwise send them again).
+      try {
+        await recordAndClaim();
+      } catch (err) {
+        logger.warn({ err, deliveries: finished.length }, "webhook worker: outcomes not recorded at stop");
+      }
       agents.destroy();
     },
   };

@@ -1,0 +1,175 @@
+// How the webhook delivery worker records its attempts (src/events/webhooks/delivery.ts): an
+// attempt's outcome is written by the statement that claims the next deliveries, attempts that
+// finish together share one statement, and an outcome the database did not take (its connection
+// cut) is kept and written once the database answers again, not sent to the receiver a second
+// time when its lease runs out. PostgreSQL reached through a TCP proxy the test cuts; real HTTP
+// receivers on loopback.
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createDeliveryWorker, type DeliveryWorker } from "../../src/events/webhooks/delivery.ts";
+import type { Database } from "../../src/types.ts";
+import { createTestApp, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
+import { faultyProxy } from "../helpers/proxy.ts";
+import { eventually, webhookReceiver } from "./support.ts";
+
+const TENANT = "outcomes";
+
+/** A worker on `db` whose warnings and errors are kept in `problems`. */
+function worker(db: Database, problems: string[], perReceiver = 4): DeliveryWorker {
+  const logger = pino({ level: "warn" }, { write: (line: string) => void problems.push(line) });
+  return createDeliveryWorker({
+    db,
+    logger,
+    retryBaseMs: 1000,
+    allowPrivate: true,
+    concurrency: 32,
+    concurrencyPerReceiver: perReceiver,
+    concurrencyPerTenant: 32,
+    // Long: every claim in these tests follows a wake-up or a retry, never the poll.
+    pollMs: 60_000,
+  });
+}
+
+/** A registration to `url` and `count` deliveries due now; their ids. */
+async function queueDeliveries(db: Database, url: string, count: number): Promise<{ webhookId: number }> {
+  const { rows } = await db.query<{ WEBHOOK_ID: number }>(
+    `INSERT INTO "TB_WEBHOOK" ("SOURCE", "URL", "EVENTS", "TIMEOUT_MS")
+     VALUES ($1, $2, '["*"]', 2000) RETURNING "WEBHOOK_ID"`,
+    [TENANT, url],
+  );
+  const webhookId = rows[0]!.WEBHOOK_ID;
+  await db.query(
+    `INSERT INTO "TB_WEBHOOK_DELIVERY" ("WEBHOOK_ID", "OUTBOX_ID", "EVENT_TYPE", "BODY")
+     SELECT $1, 900000 + g, 'CITYCreated',
+            json_build_object('event_id', (900000 + g)::text, 'timestamp', '2026-11-26T00:00:00.000Z')::text
+       FROM generate_series(1, $2::int) g`,
+    [webhookId, count],
+  );
+  return { webhookId };
+}
+
+/** The registration's deliveries by status, and its log rows with the transaction that wrote each. */
+async function recorded(db: Database, webhookId: number) {
+  const deliveries = await db.query<{ status: string; n: number }>(
+    `SELECT "STATUS" AS status, count(*)::int AS n FROM "TB_WEBHOOK_DELIVERY"
+      WHERE "WEBHOOK_ID" = $1 GROUP BY 1 ORDER BY 1`,
+    [webhookId],
+  );
+  const log = await db.query<{ status: string; attempt: number; xmin: string }>(
+    `SELECT "STATUS" AS status, "ATTEMPT_COUNT" AS attempt, xmin::text AS xmin
+       FROM "TB_WEBHOOK_LOG" WHERE "WEBHOOK_ID" = $1 ORDER BY "OUTBOX_ID"`,
+    [webhookId],
+  );
+  return { deliveries: deliveries.rows, log: log.rows };
+}
+
+if (TEST_DATABASE_URL)
+  describe("webhook attempts recorded with the next claim (postgres)", () => {
+    let proxy: Awaited<ReturnType<typeof faultyProxy>>;
+    let t: TestApp;
+
+    beforeAll(async () => {
+      const server = new URL(TEST_DATABASE_URL!);
+      proxy = await faultyProxy(server.hostname, Number(server.port || 5432));
+      t = await createTestApp("postgres", { fixture: "sample", databaseThrough: proxy.port });
+    });
+    afterAll(async () => {
+      proxy?.restore();
+      await t?.close();
+      await proxy?.close();
+    });
+
+    it("attempts that finish together are written by fewer statements than attempts, each with its log row", async () => {
+      let answer!: () => void;
+      const answered = new Promise<void>((resolve) => {
+        answer = resolve;
+      });
+      // The receiver holds every request until the fourth is in, then answers the four at once.
+      const receiver = await webhookReceiver(async () => {
+        await answered;
+        return 204;
+      });
+      const problems: string[] = [];
+      const { db } = t.services;
+      const { webhookId } = await queueDeliveries(db, receiver.url, 4);
+      const w = worker(db, problems);
+      w.start();
+      try {
+        await receiver.waitFor(4);
+        answer();
+        await eventually(async () => (await recorded(db, webhookId)).log.length === 4, {
+          what: "four log rows",
+        });
+        const { deliveries, log } = await recorded(db, webhookId);
+        expect(deliveries).toEqual([{ status: "success", n: 4 }]);
+        expect(log.map((r) => [r.status, r.attempt])).toEqual(Array(4).fill(["success", 1]));
+        // One statement per attempt would be four transactions.
+        expect(new Set(log.map((r) => r.xmin)).size).toBeLessThan(4);
+        expect(receiver.requests).toHaveLength(4);
+        expect(problems).toEqual([]);
+      } finally {
+        await w.stop();
+        await receiver.close();
+      }
+    });
+
+    it("an outcome the database did not take is written once it answers again, and the receiver is not called twice", async () => {
+      let answer!: () => void;
+      const answered = new Promise<void>((resolve) => {
+        answer = resolve;
+      });
+      const receiver = await webhookReceiver(async () => {
+        await answered;
+        return 200;
+      });
+      const problems: string[] = [];
+      const { db } = t.services;
+      const { webhookId } = await queueDeliveries(db, receiver.url, 1);
+      const w = worker(db, problems);
+      w.start();
+      try {
+        await receiver.waitFor(1);
+        // The database goes away while the receiver has the request; then the receiver answers.
+        proxy.cut();
+        answer();
+        await eventually(async () => problems.length > 0, { what: "the failed write noticed" });
+        proxy.restore();
+        await eventually(async () => (await recorded(db, webhookId)).log.length === 1, {
+          what: "the log row",
+          timeoutMs: 10_000,
+        });
+        const { deliveries, log } = await recorded(db, webhookId);
+        expect(deliveries).toEqual([{ status: "success", n: 1 }]);
+        expect(log.map((r) => [r.status, r.attempt])).toEqual([["success", 1]]);
+        expect(receiver.requests).toHaveLength(1);
+        expect(problems.join("")).toContain("recording or claiming deliveries failed");
+      } finally {
+        proxy.restore();
+        await w.stop();
+        await receiver.close();
+      }
+    });
+
+    it("outcomes that finish while the worker stops are written before stop() returns", async () => {
+      let answer!: () => void;
+      const answered = new Promise<void>((resolve) => {
+        answer = resolve;
+      });
+      const receiver = await webhookReceiver(async () => {
+        await answered;
+        return 200;
+      });
+      const { db } = t.services;
+      const { webhookId } = await queueDeliveries(db, receiver.url, 2);
+      const w = worker(db, []);
+      w.start();
+      await receiver.waitFor(2);
+      const stopped = w.stop();
+      answer();
+      await stopped;
+      const { deliveries, log } = await recorded(db, webhookId);
+      expect(deliveries).toEqual([{ status: "success", n: 2 }]);
+      expect(log).toHaveLength(2);
+      await receiver.close();
+    });
+  });
