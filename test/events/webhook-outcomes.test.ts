@@ -1,9 +1,11 @@
-// How the webhook delivery worker records its attempts (src/events/webhooks/delivery.ts): an
-// attempt's outcome is written by the statement that claims the next deliveries, attempts that
-// finish together share one statement, and an outcome the database did not take (its connection
-// cut) is kept and written once the database answers again, not sent to the receiver a second
-// time when its lease runs out. PostgreSQL reached through a TCP proxy the test cuts; real HTTP
-// receivers on loopback.
+// How the webhook delivery worker claims and records its attempts (src/events/webhooks/delivery.ts):
+// deliveries are claimed ahead, so a slot whose attempt ends sends the next one without waiting
+// for the database; an attempt's outcome is written by the statement that claims the next
+// deliveries, attempts that finish together share one statement, and an outcome the database did
+// not take (its connection cut) is kept and written once the database answers again, not sent to
+// the receiver a second time when its lease runs out; what was claimed ahead and not sent when the
+// worker stops is handed back. PostgreSQL reached through a TCP proxy the test cuts or silences;
+// real HTTP receivers on loopback.
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDeliveryWorker, type DeliveryWorker } from "../../src/events/webhooks/delivery.ts";
@@ -48,11 +50,11 @@ async function queueDeliveries(db: Database, url: string, count: number): Promis
   return { webhookId };
 }
 
-/** The registration's deliveries by status, and its log rows with the transaction that wrote each. */
+/** The registration's deliveries by status and attempts, and its log rows with the transaction that wrote each. */
 async function recorded(db: Database, webhookId: number) {
-  const deliveries = await db.query<{ status: string; n: number }>(
-    `SELECT "STATUS" AS status, count(*)::int AS n FROM "TB_WEBHOOK_DELIVERY"
-      WHERE "WEBHOOK_ID" = $1 GROUP BY 1 ORDER BY 1`,
+  const deliveries = await db.query<{ status: string; attempts: number; n: number }>(
+    `SELECT "STATUS" AS status, "ATTEMPTS" AS attempts, count(*)::int AS n FROM "TB_WEBHOOK_DELIVERY"
+      WHERE "WEBHOOK_ID" = $1 GROUP BY 1, 2 ORDER BY 1, 2`,
     [webhookId],
   );
   const log = await db.query<{ status: string; attempt: number; xmin: string }>(
@@ -101,7 +103,7 @@ if (TEST_DATABASE_URL)
           what: "four log rows",
         });
         const { deliveries, log } = await recorded(db, webhookId);
-        expect(deliveries).toEqual([{ status: "success", n: 4 }]);
+        expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 4 }]);
         expect(log.map((r) => [r.status, r.attempt])).toEqual(Array(4).fill(["success", 1]));
         // One statement per attempt would be four transactions.
         expect(new Set(log.map((r) => r.xmin)).size).toBeLessThan(4);
@@ -139,7 +141,7 @@ if (TEST_DATABASE_URL)
           timeoutMs: 10_000,
         });
         const { deliveries, log } = await recorded(db, webhookId);
-        expect(deliveries).toEqual([{ status: "success", n: 1 }]);
+        expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 1 }]);
         expect(log.map((r) => [r.status, r.attempt])).toEqual([["success", 1]]);
         expect(receiver.requests).toHaveLength(1);
         expect(problems.join("")).toContain("recording or claiming deliveries failed");
@@ -168,8 +170,89 @@ if (TEST_DATABASE_URL)
       answer();
       await stopped;
       const { deliveries, log } = await recorded(db, webhookId);
-      expect(deliveries).toEqual([{ status: "success", n: 2 }]);
+      expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 2 }]);
       expect(log).toHaveLength(2);
+      await receiver.close();
+    });
+    it("a slot whose attempt ends sends its registration's next delivery while the database is silent", async () => {
+      // Each request is answered when the test says so.
+      const gates: Array<() => void> = [];
+      const receiver = await webhookReceiver(
+        (n) =>
+          new Promise<number>((resolve) => {
+            gates[n] = () => resolve(200);
+          }),
+      );
+      const problems: string[] = [];
+      const { db } = t.services;
+      const { webhookId } = await queueDeliveries(db, receiver.url, 6);
+      // Two at once to this receiver; four held: two sent, two claimed ahead.
+      const w = worker(db, problems, 2);
+      w.start();
+      try {
+        await receiver.waitFor(2);
+        await eventually(
+          async () =>
+            (await recorded(db, webhookId)).deliveries.find((d) => d.attempts === 1)?.n === 4 && true,
+          { what: "four claimed" },
+        );
+        expect(receiver.requests).toHaveLength(2);
+        // The database goes silent; the first attempt ends: the next delivery goes out anyway.
+        proxy.stall();
+        gates[0]!();
+        await receiver.waitFor(3, 5_000);
+        proxy.restore();
+        for (let n = 1; n < 6; n++) {
+          await receiver.waitFor(n + 1);
+          gates[n]!();
+        }
+        await eventually(async () => (await recorded(db, webhookId)).log.length === 6, {
+          what: "six log rows",
+        });
+        const { deliveries } = await recorded(db, webhookId);
+        expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 6 }]);
+        expect(new Set(receiver.requests.map((r) => r.body.event_id)).size).toBe(6);
+      } finally {
+        proxy.restore();
+        await w.stop();
+        await receiver.close();
+      }
+    });
+
+    it("what was claimed ahead and not sent when the worker stops is handed back: due again, its attempt undone", async () => {
+      let answer!: () => void;
+      const answered = new Promise<void>((resolve) => {
+        answer = resolve;
+      });
+      const receiver = await webhookReceiver(async () => {
+        await answered;
+        return 200;
+      });
+      const { db } = t.services;
+      const { webhookId } = await queueDeliveries(db, receiver.url, 4);
+      const w = worker(db, [], 1);
+      w.start();
+      await receiver.waitFor(1);
+      await eventually(
+        async () => (await recorded(db, webhookId)).deliveries.find((d) => d.attempts === 1)?.n === 2 && true,
+        { what: "two claimed" },
+      );
+      const stopped = w.stop();
+      answer();
+      await stopped;
+      const { deliveries, log } = await recorded(db, webhookId);
+      // One sent and recorded; the one held ahead and the two never claimed are pending, unattempted.
+      expect(deliveries).toEqual([
+        { status: "pending", attempts: 0, n: 3 },
+        { status: "success", attempts: 1, n: 1 },
+      ]);
+      expect(log).toHaveLength(1);
+      const { rows } = await db.query<{ due: boolean }>(
+        `SELECT bool_and("NEXT_AT" <= now()) AS due FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" = $1 AND "STATUS" = 'pending'`,
+        [webhookId],
+      );
+      expect(rows[0]!.due).toBe(true);
+      expect(receiver.requests).toHaveLength(1);
       await receiver.close();
     });
   });

@@ -4,8 +4,13 @@
 // 2^attempt × WEBHOOK_RETRY_BASE_MS) or `failed` (the last of RETRY_COUNT + 1 attempts).
 //
 // - Pending retries are rows with a NEXT_AT: they survive a restart. A claimed row's NEXT_AT is
-//   moved past its time-out first (a lease), so a worker that dies mid-attempt leaves it to be
-//   tried again.
+//   moved past twice its time-out first (a lease), so a worker that dies mid-attempt leaves it to
+//   be tried again.
+// - Claimed ahead: a worker holds up to twice what it may send at once (in all, per registration,
+//   per tenant); a slot whose attempt ends starts the next delivery of its registration at once,
+//   without waiting for a statement. A held delivery waits for at most one attempt of its
+//   registration or tenant to end (hence the lease of twice the time-out); one not sent when the
+//   worker stops is handed back (due again, its attempt undone).
 // - An attempt's outcome (the delivery's new state and its log row) is written by the statement
 //   that claims its slot's next delivery: one round trip per finished slot, shared by the attempts
 //   that finish while a statement is out. An outcome the database did not take (a blip) is kept
@@ -60,12 +65,12 @@ export interface DeliveryWorker {
 }
 
 /**
- * Records the outcomes of finished attempts ($8–$13, one array element per delivery: its new
- * state and, unless cancelled, its log row), then claims due deliveries that fit: at most $1 in
- * all, per registration $2 less what it has in flight ($3, by WEBHOOK_ID), per tenant $6 less what
- * it has in flight ($7, by tenant); "in flight" are the attempts still being sent, the recorded
- * ones' slots are free again. One statement, its own transaction: a finished slot's outcome and
- * its next delivery cost one round trip, and outcomes that finish together share it.
+ * Records the outcomes of finished attempts ($8–$14, one array element per delivery: its new
+ * state and, for an attempt made, its log row; a delivery handed back unsent has its attempt
+ * undone), then claims due deliveries that fit: at most $1 in all, per registration $2 less what
+ * it holds ($3, by WEBHOOK_ID), per tenant $6 less what it holds ($7, by tenant); "holds" are the
+ * deliveries claimed and not yet finished, the recorded ones' are free again. One statement, its
+ * own transaction: finished attempts' outcomes and the next claims cost one round trip.
  *
  * Registrations and tenants already at their bound ($4, $5) are left out of the scan, so its window
  * (the oldest $1 × $2 due rows) always holds something this worker may take; a registration behind
@@ -78,11 +83,12 @@ export interface DeliveryWorker {
  */
 const RECORD_AND_CLAIM_SQL = `
   WITH outcome AS (
-    SELECT * FROM unnest($8::bigint[], $9::text[], $10::text[], $11::int[], $12::text[], $13::float8[])
-      AS o(delivery_id, state, log_status, http_status, error, wait_ms)),
+    SELECT * FROM unnest($8::bigint[], $9::text[], $10::text[], $11::int[], $12::text[], $13::float8[], $14::int[])
+      AS o(delivery_id, state, log_status, http_status, error, wait_ms, attempts_back)),
   moved AS (
     UPDATE "TB_WEBHOOK_DELIVERY" d
-       SET "STATUS" = o.state, "NEXT_AT" = now() + make_interval(secs => o.wait_ms / 1000.0)
+       SET "STATUS" = o.state, "NEXT_AT" = now() + make_interval(secs => o.wait_ms / 1000.0),
+           "ATTEMPTS" = d."ATTEMPTS" - o.attempts_back
       FROM outcome o
      WHERE d."DELIVERY_ID" = o.delivery_id
     RETURNING d."WEBHOOK_ID", d."OUTBOX_ID", d."ATTEMPTS", o.log_status, o.http_status, o.error),
@@ -120,7 +126,7 @@ const RECORD_AND_CLAIM_SQL = `
        FOR UPDATE SKIP LOCKED)
   UPDATE "TB_WEBHOOK_DELIVERY" d
      SET "ATTEMPTS" = d."ATTEMPTS" + 1,
-         "NEXT_AT" = now() + make_interval(secs => (w."TIMEOUT_MS" + 30000) / 1000.0)
+         "NEXT_AT" = now() + make_interval(secs => (2 * w."TIMEOUT_MS" + 30000) / 1000.0)
     FROM "TB_WEBHOOK" w
    WHERE d."DELIVERY_ID" IN (SELECT "DELIVERY_ID" FROM locked) AND w."WEBHOOK_ID" = d."WEBHOOK_ID"
   RETURNING d."DELIVERY_ID"::text AS "DELIVERY_ID", d."WEBHOOK_ID", d."OUTBOX_ID"::text AS "OUTBOX_ID",
@@ -157,17 +163,35 @@ interface Outcome {
   error: string | null;
   /** Until the next attempt (retrying), from the recording. */
   waitMs: number;
+  /** 1 for a delivery claimed and handed back unsent (the worker stopped): its attempt is undone. */
+  attemptsBack: 0 | 1;
 }
+
+/**
+ * How far ahead a worker claims: it holds up to this many times its sending bounds, so that a slot
+ * whose attempt ends starts the next delivery at once while the statement that records the
+ * attempt claims more (one receiver's rate is then its answers', not the statements').
+ */
+const CLAIM_AHEAD = 2;
 
 export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorker {
   const { db, logger } = opts;
   const send = opts.send ?? sendAttempt;
   // Connections kept open between attempts to the same receiver (closed on stop).
   const agents = attemptAgents();
-  /** Attempts being sent, per registration and per tenant. */
-  const inFlight = new Map<number, number>();
-  const inFlightPerTenant = new Map<string, number>();
+  /** Attempts being sent: in all, per registration and per tenant. */
   const running = new Set<Promise<void>>();
+  const sending = new Map<number, number>();
+  const sendingPerTenant = new Map<string, number>();
+  /**
+   * Deliveries claimed ahead, per registration, waiting for one of its sending slots: a finished
+   * attempt's slot starts the next at once, without waiting for a statement.
+   */
+  const queued = new Map<number, ClaimedDelivery[]>();
+  let queuedCount = 0;
+  /** Claimed and not yet recorded (queued or being sent): per registration and per tenant. */
+  const held = new Map<number, number>();
+  const heldPerTenant = new Map<string, number>();
   /**
    * Attempts sent and not yet recorded: the next statement records them with its claim. A slot's
    * outcome waits here, not in a statement of its own; one that cannot be recorded (the database
@@ -186,10 +210,19 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     if (n <= 0) m.delete(key);
     else m.set(key, n);
   };
-  /** Registrations and tenants at their bound: left out of the claim and the "next due" question. */
+  /**
+   * A worker holds (claims ahead of sending) up to twice its sending bounds: in all, per
+   * registration and per tenant.
+   */
+  const bounds = {
+    all: CLAIM_AHEAD * opts.concurrency,
+    perReceiver: CLAIM_AHEAD * opts.concurrencyPerReceiver,
+    perTenant: CLAIM_AHEAD * opts.concurrencyPerTenant,
+  };
+  /** Registrations and tenants holding all they may: left out of the claim and the "next due" question. */
   const saturated = () => ({
-    webhooks: [...inFlight].filter(([, n]) => n >= opts.concurrencyPerReceiver).map(([id]) => id),
-    tenants: [...inFlightPerTenant].filter(([, n]) => n >= opts.concurrencyPerTenant).map(([id]) => id),
+    webhooks: [...held].filter(([, n]) => n >= bounds.perReceiver).map(([id]) => id),
+    tenants: [...heldPerTenant].filter(([, n]) => n >= bounds.perTenant).map(([id]) => id),
   });
 
   /** What an attempt's result leaves: success, another attempt later, or the last one failed. */
@@ -203,6 +236,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       httpStatus: result.httpStatus,
       error: result.error?.slice(0, 1000) ?? null,
       waitMs: logStatus === "retrying" ? 2 ** attempt * opts.retryBaseMs : 0,
+      attemptsBack: 0,
     };
   }
 
@@ -217,6 +251,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
           httpStatus: null,
           error: null,
           waitMs: 0,
+          attemptsBack: 0,
         });
         return;
       }
@@ -245,31 +280,67 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     }
   }
 
+  /** Sends what is queued while its registration, its tenant and the worker have a free slot. */
+  function sendQueued(): void {
+    for (const [webhookId, waiting] of queued) {
+      while (
+        active &&
+        waiting.length > 0 &&
+        running.size < opts.concurrency &&
+        (sending.get(webhookId) ?? 0) < opts.concurrencyPerReceiver &&
+        (sendingPerTenant.get(waiting[0]!.TENANT_ID) ?? 0) < opts.concurrencyPerTenant
+      ) {
+        queuedCount--;
+        launch(waiting.shift()!);
+      }
+      if (waiting.length === 0) queued.delete(webhookId);
+    }
+  }
+
+  function launch(d: ClaimedDelivery) {
+    count(sending, d.WEBHOOK_ID, 1);
+    count(sendingPerTenant, d.TENANT_ID, 1);
+    const p = attempt(d).finally(() => {
+      count(sending, d.WEBHOOK_ID, -1);
+      count(sendingPerTenant, d.TENANT_ID, -1);
+      count(held, d.WEBHOOK_ID, -1);
+      count(heldPerTenant, d.TENANT_ID, -1);
+      running.delete(p);
+      // The slot takes the next delivery claimed ahead now; the statement that records this
+      // attempt's outcome claims more.
+      sendQueued();
+      wake();
+    });
+    running.add(p);
+  }
+
   /**
-   * Records every finished attempt and claims what fits the slots free (none once stopped), in
-   * one statement. Should it fail, the outcomes stay to be recorded by the next one.
+   * Records every finished attempt and claims what fits (nothing once stopped), in one statement.
+   * Should it fail, the outcomes stay to be recorded by the next one.
    */
-  async function recordAndClaim(): Promise<ClaimedDelivery[]> {
-    const free = active ? opts.concurrency - running.size : 0;
-    if (free <= 0 && finished.length === 0) return [];
+  async function recordAndClaim(): Promise<number> {
+    const holding = running.size + queuedCount;
+    const free = active ? bounds.all - holding : 0;
+    if (free <= 0 && finished.length === 0) return 0;
     const outcomes = finished.splice(0);
     const full = saturated();
     let rows: ClaimedDelivery[];
     try {
       ({ rows } = await db.query<ClaimedDelivery>(RECORD_AND_CLAIM_SQL, [
         Math.max(0, free),
-        opts.concurrencyPerReceiver,
-        JSON.stringify(Object.fromEntries(inFlight)),
+        bounds.perReceiver,
+        JSON.stringify(Object.fromEntries(held)),
         full.webhooks,
         full.tenants,
-        opts.concurrencyPerTenant,
-        JSON.stringify(Object.fromEntries(inFlightPerTenant)),
+        bounds.perTenant,
+        JSON.stringify(Object.fromEntries(heldPerTenant)),
         outcomes.map((o) => o.deliveryId),
         outcomes.map((o) => o.state),
         outcomes.map((o) => o.logStatus),
         outcomes.map((o) => o.httpStatus),
         outcomes.map((o) => o.error),
         outcomes.map((o) => o.waitMs),
+        outcomes.map((o) => o.attemptsBack),
       ]));
     } catch (err) {
       finished.unshift(...outcomes);
@@ -279,25 +350,39 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       if (o.logStatus) opts.onAttempt?.(o.logStatus);
       if (o.logStatus === "retrying") schedule(o.waitMs, false);
     }
-    return rows;
+    for (const d of rows) {
+      count(held, d.WEBHOOK_ID, 1);
+      count(heldPerTenant, d.TENANT_ID, 1);
+      const waiting = queued.get(d.WEBHOOK_ID);
+      if (waiting) waiting.push(d);
+      else queued.set(d.WEBHOOK_ID, [d]);
+      queuedCount++;
+    }
+    sendQueued();
+    return rows.length;
   }
 
-  function launch(d: ClaimedDelivery) {
-    count(inFlight, d.WEBHOOK_ID, 1);
-    count(inFlightPerTenant, d.TENANT_ID, 1);
-    const p = attempt(d).finally(() => {
-      count(inFlight, d.WEBHOOK_ID, -1);
-      count(inFlightPerTenant, d.TENANT_ID, -1);
-      running.delete(p);
-      wake();
-    });
-    running.add(p);
+  /** Hands back what was claimed and not sent (the worker stops): due again at once, the attempt undone. */
+  function handBackQueued(): void {
+    for (const waiting of queued.values())
+      for (const d of waiting)
+        finished.push({
+          deliveryId: d.DELIVERY_ID,
+          state: "pending",
+          logStatus: null,
+          httpStatus: null,
+          error: null,
+          waitMs: 0,
+          attemptsBack: 1,
+        });
+    queued.clear();
+    queuedCount = 0;
   }
 
   /**
-   * Records what finished, claims and launches what is due and fits; then sleeps until the next
-   * due time. Woken by the poll with nothing to record, it first asks whether anything is due at
-   * all (one statement), and claims only then.
+   * Records what finished, claims what is due and fits and sends what it may; then sleeps until
+   * the next due time. Woken by the poll with nothing to record, it first asks whether anything is
+   * due at all (one statement), and claims only then.
    */
   async function pump(): Promise<void> {
     do {
@@ -314,10 +399,9 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
           }
         }
         const claimed = await recordAndClaim();
-        for (const d of claimed) launch(d);
-        if (claimed.length > 0) again = true;
-        // All slots taken: a finished delivery wakes the worker.
-        else if (running.size < opts.concurrency) {
+        if (claimed > 0) again = true;
+        // All it may hold is held: a finished delivery wakes the worker.
+        else if (running.size + queuedCount < bounds.all) {
           const wait = await nextDue();
           schedule(waitAfter(wait, opts.pollMs), wait === null);
         }
@@ -383,7 +467,9 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       if (timer) clearTimeout(timer);
       await pumping;
       await Promise.allSettled([...running]);
-      // The last attempts' outcomes (their leases would otherwise send them again).
+      // The last attempts' outcomes, and the deliveries claimed ahead handed back (their leases
+      // would otherwise hold them, or send them again).
+      handBackQueued();
       try {
         await recordAndClaim();
       } catch (err) {
