@@ -255,4 +255,45 @@ if (TEST_DATABASE_URL)
       expect(receiver.requests).toHaveLength(1);
       await receiver.close();
     });
+    it("a delivery it holds is not claimed again by the worker, even once its lease has run out", async () => {
+      const gates: Array<() => void> = [];
+      const receiver = await webhookReceiver(
+        (n) =>
+          new Promise<number>((resolve) => {
+            gates[n] = () => resolve(200);
+          }),
+      );
+      const { db } = t.services;
+      const { webhookId } = await queueDeliveries(db, receiver.url, 3);
+      // One at once: the first sent, the second held ahead.
+      const w = worker(db, [], 1);
+      w.start();
+      try {
+        await receiver.waitFor(1);
+        await eventually(
+          async () =>
+            (await recorded(db, webhookId)).deliveries.find((d) => d.attempts === 1)?.n === 2 && true,
+          { what: "two claimed" },
+        );
+        // The held one's lease runs out (as a stalled worker's would): due again in the table.
+        await db.query(
+          `UPDATE "TB_WEBHOOK_DELIVERY" SET "NEXT_AT" = now() - interval '1 second'
+            WHERE "WEBHOOK_ID" = $1 AND "ATTEMPTS" = 1 AND "OUTBOX_ID" <> $2::bigint`,
+          [webhookId, receiver.requests[0]!.body.event_id],
+        );
+        for (let n = 0; n < 3; n++) {
+          await receiver.waitFor(n + 1);
+          gates[n]!();
+        }
+        await eventually(async () => (await recorded(db, webhookId)).log.length === 3, {
+          what: "three log rows",
+        });
+        const { deliveries } = await recorded(db, webhookId);
+        expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 3 }]);
+        expect(receiver.requests.map((r) => r.body.event_id).sort()).toEqual(["900001", "900002", "900003"]);
+      } finally {
+        await w.stop();
+        await receiver.close();
+      }
+    });
   });

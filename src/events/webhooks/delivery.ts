@@ -65,12 +65,23 @@ export interface DeliveryWorker {
 }
 
 /**
+ * How far ahead a worker claims: it holds up to this many times its sending bounds, so that a slot
+ * whose attempt ends starts the next delivery at once while the statement that records the
+ * attempt claims more (one receiver's rate is then its answers', not the statements').
+ */
+const CLAIM_AHEAD = 2;
+
+/** A claim's lease beyond the attempt's time-out (the claim sets it to twice the time-out + this). */
+const LEASE_SPARE_MS = 30_000;
+
+/**
  * Records the outcomes of finished attempts ($8–$14, one array element per delivery: its new
  * state and, for an attempt made, its log row; a delivery handed back unsent has its attempt
  * undone), then claims due deliveries that fit: at most $1 in all, per registration $2 less what
  * it holds ($3, by WEBHOOK_ID), per tenant $6 less what it holds ($7, by tenant); "holds" are the
  * deliveries claimed and not yet finished, the recorded ones' are free again. One statement, its
- * own transaction: finished attempts' outcomes and the next claims cost one round trip.
+ * own transaction: finished attempts' outcomes and the next claims cost one round trip. The
+ * deliveries this worker holds ($15) are never claimed again by it, even past their lease.
  *
  * Registrations and tenants already at their bound ($4, $5) are left out of the scan, so its window
  * (the oldest $1 × $2 due rows) always holds something this worker may take; a registration behind
@@ -101,7 +112,7 @@ const RECORD_AND_CLAIM_SQL = `
       FROM "TB_WEBHOOK_DELIVERY" d JOIN "TB_WEBHOOK" w ON w."WEBHOOK_ID" = d."WEBHOOK_ID"
      WHERE d."STATUS" = 'pending' AND d."NEXT_AT" <= now()
        AND NOT (d."WEBHOOK_ID" = ANY($4::int[])) AND NOT (w."SOURCE" = ANY($5::text[]))
-       AND NOT (d."DELIVERY_ID" = ANY($8::bigint[]))
+       AND NOT (d."DELIVERY_ID" = ANY($8::bigint[])) AND NOT (d."DELIVERY_ID" = ANY($15::bigint[]))
      ORDER BY d."NEXT_AT", d."DELIVERY_ID"
      LIMIT $1::int * $2::int),
   per_webhook AS (
@@ -126,7 +137,7 @@ const RECORD_AND_CLAIM_SQL = `
        FOR UPDATE SKIP LOCKED)
   UPDATE "TB_WEBHOOK_DELIVERY" d
      SET "ATTEMPTS" = d."ATTEMPTS" + 1,
-         "NEXT_AT" = now() + make_interval(secs => (2 * w."TIMEOUT_MS" + 30000) / 1000.0)
+         "NEXT_AT" = now() + make_interval(secs => (2 * w."TIMEOUT_MS" + ${LEASE_SPARE_MS}) / 1000.0)
     FROM "TB_WEBHOOK" w
    WHERE d."DELIVERY_ID" IN (SELECT "DELIVERY_ID" FROM locked) AND w."WEBHOOK_ID" = d."WEBHOOK_ID"
   RETURNING d."DELIVERY_ID"::text AS "DELIVERY_ID", d."WEBHOOK_ID", d."OUTBOX_ID"::text AS "OUTBOX_ID",
@@ -167,13 +178,6 @@ interface Outcome {
   attemptsBack: 0 | 1;
 }
 
-/**
- * How far ahead a worker claims: it holds up to this many times its sending bounds, so that a slot
- * whose attempt ends starts the next delivery at once while the statement that records the
- * attempt claims more (one receiver's rate is then its answers', not the statements').
- */
-const CLAIM_AHEAD = 2;
-
 export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorker {
   const { db, logger } = opts;
   const send = opts.send ?? sendAttempt;
@@ -184,11 +188,12 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   const sending = new Map<number, number>();
   const sendingPerTenant = new Map<string, number>();
   /**
-   * Deliveries claimed ahead, per registration, waiting for one of its sending slots: a finished
+   * Deliveries claimed ahead, oldest claim first, waiting for a sending slot of theirs: a finished
    * attempt's slot starts the next at once, without waiting for a statement.
    */
-  const queued = new Map<number, ClaimedDelivery[]>();
-  let queuedCount = 0;
+  const queued: Array<{ d: ClaimedDelivery; claimedAt: number }> = [];
+  /** The deliveries held (queued or being sent): the claim leaves them out. */
+  const heldIds = new Set<string>();
   /** Claimed and not yet recorded (queued or being sent): per registration and per tenant. */
   const held = new Map<number, number>();
   const heldPerTenant = new Map<string, number>();
@@ -280,20 +285,42 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     }
   }
 
-  /** Sends what is queued while its registration, its tenant and the worker have a free slot. */
+  /** A held delivery given up: its lease runs out (broke) or it is handed back (`back`). */
+  function release(d: ClaimedDelivery, back: boolean): void {
+    heldIds.delete(d.DELIVERY_ID);
+    count(held, d.WEBHOOK_ID, -1);
+    count(heldPerTenant, d.TENANT_ID, -1);
+    if (back)
+      finished.push({
+        deliveryId: d.DELIVERY_ID,
+        state: "pending",
+        logStatus: null,
+        httpStatus: null,
+        error: null,
+        waitMs: 0,
+        attemptsBack: 1,
+      });
+  }
+
+  /**
+   * Sends what is queued, oldest claim first, while its registration, its tenant and the worker
+   * have a free slot. One that waited so long that less than its time-out is left of its lease is
+   * handed back instead (another worker may claim it once the lease runs out).
+   */
   function sendQueued(): void {
-    for (const [webhookId, waiting] of queued) {
-      while (
-        active &&
-        waiting.length > 0 &&
-        running.size < opts.concurrency &&
-        (sending.get(webhookId) ?? 0) < opts.concurrencyPerReceiver &&
-        (sendingPerTenant.get(waiting[0]!.TENANT_ID) ?? 0) < opts.concurrencyPerTenant
+    for (let i = 0; i < queued.length && active && running.size < opts.concurrency; ) {
+      const { d, claimedAt } = queued[i]!;
+      // Sent from the queue only with more than its time-out (and half the spare) left of the lease.
+      if (Date.now() - claimedAt > d.TIMEOUT_MS + LEASE_SPARE_MS / 2) {
+        queued.splice(i, 1);
+        release(d, true);
+      } else if (
+        (sending.get(d.WEBHOOK_ID) ?? 0) < opts.concurrencyPerReceiver &&
+        (sendingPerTenant.get(d.TENANT_ID) ?? 0) < opts.concurrencyPerTenant
       ) {
-        queuedCount--;
-        launch(waiting.shift()!);
-      }
-      if (waiting.length === 0) queued.delete(webhookId);
+        queued.splice(i, 1);
+        launch(d);
+      } else i++;
     }
   }
 
@@ -303,8 +330,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     const p = attempt(d).finally(() => {
       count(sending, d.WEBHOOK_ID, -1);
       count(sendingPerTenant, d.TENANT_ID, -1);
-      count(held, d.WEBHOOK_ID, -1);
-      count(heldPerTenant, d.TENANT_ID, -1);
+      release(d, false);
       running.delete(p);
       // The slot takes the next delivery claimed ahead now; the statement that records this
       // attempt's outcome claims more.
@@ -319,7 +345,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
    * Should it fail, the outcomes stay to be recorded by the next one.
    */
   async function recordAndClaim(): Promise<number> {
-    const holding = running.size + queuedCount;
+    const holding = running.size + queued.length;
     const free = active ? bounds.all - holding : 0;
     if (free <= 0 && finished.length === 0) return 0;
     const outcomes = finished.splice(0);
@@ -341,6 +367,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
         outcomes.map((o) => o.error),
         outcomes.map((o) => o.waitMs),
         outcomes.map((o) => o.attemptsBack),
+        [...heldIds],
       ]));
     } catch (err) {
       finished.unshift(...outcomes);
@@ -350,13 +377,12 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       if (o.logStatus) opts.onAttempt?.(o.logStatus);
       if (o.logStatus === "retrying") schedule(o.waitMs, false);
     }
+    const claimedAt = Date.now();
     for (const d of rows) {
+      heldIds.add(d.DELIVERY_ID);
       count(held, d.WEBHOOK_ID, 1);
       count(heldPerTenant, d.TENANT_ID, 1);
-      const waiting = queued.get(d.WEBHOOK_ID);
-      if (waiting) waiting.push(d);
-      else queued.set(d.WEBHOOK_ID, [d]);
-      queuedCount++;
+      queued.push({ d, claimedAt });
     }
     sendQueued();
     return rows.length;
@@ -364,19 +390,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
 
   /** Hands back what was claimed and not sent (the worker stops): due again at once, the attempt undone. */
   function handBackQueued(): void {
-    for (const waiting of queued.values())
-      for (const d of waiting)
-        finished.push({
-          deliveryId: d.DELIVERY_ID,
-          state: "pending",
-          logStatus: null,
-          httpStatus: null,
-          error: null,
-          waitMs: 0,
-          attemptsBack: 1,
-        });
-    queued.clear();
-    queuedCount = 0;
+    for (const { d } of queued.splice(0)) release(d, true);
   }
 
   /**
@@ -401,7 +415,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
         const claimed = await recordAndClaim();
         if (claimed > 0) again = true;
         // All it may hold is held: a finished delivery wakes the worker.
-        else if (running.size + queuedCount < bounds.all) {
+        else if (running.size + queued.length < bounds.all) {
           const wait = await nextDue();
           schedule(waitAfter(wait, opts.pollMs), wait === null);
         }
