@@ -65,8 +65,53 @@ async function recorded(db: Database, webhookId: number) {
   return { deliveries: deliveries.rows, log: log.rows };
 }
 
+/**
+ * A receiver on loopback whose requests wait for the test: `answer(n)` answers the n-th (from 0),
+ * `answerAll()` every one, those to come included.
+ */
+async function heldReceiver(status = 200) {
+  const gates = new Map<number, () => void>();
+  const opened = new Set<number>();
+  let all = false;
+  const receiver = await webhookReceiver(
+    (n) =>
+      new Promise<number>((resolve) => {
+        if (all || opened.has(n)) resolve(status);
+        else gates.set(n, () => resolve(status));
+      }),
+  );
+  return {
+    receiver,
+    answer(n: number) {
+      opened.add(n);
+      gates.get(n)?.();
+    },
+    answerAll() {
+      all = true;
+      for (const open of gates.values()) open();
+    },
+  };
+}
+
+/** Waits until the registration's log has `rows` rows. */
+const logRows = (db: Database, webhookId: number, rows: number, timeoutMs?: number) =>
+  eventually(async () => (await recorded(db, webhookId)).log.length === rows, {
+    what: `${rows} log rows`,
+    ...(timeoutMs ? { timeoutMs } : {}),
+  });
+
+/** Waits until `n` of the registration's deliveries are claimed and unfinished (one attempt, pending). */
+const claimed = (db: Database, webhookId: number, n: number) =>
+  eventually(
+    async () =>
+      (await recorded(db, webhookId)).deliveries.some(
+        (d) => d.status === "pending" && d.attempts === 1 && d.n === n,
+      ),
+    { what: `${n} claimed` },
+  );
+
 if (TEST_DATABASE_URL)
-  describe("webhook attempts recorded with the next claim (postgres)", () => {
+  describe("webhook attempts claimed ahead and recorded with the next claim (postgres)", () => {
     let proxy: Awaited<ReturnType<typeof faultyProxy>>;
     let t: TestApp;
 
@@ -81,219 +126,140 @@ if (TEST_DATABASE_URL)
       await proxy?.close();
     });
 
-    it("attempts that finish together are written by fewer statements than attempts, each with its log row", async () => {
-      let answer!: () => void;
-      const answered = new Promise<void>((resolve) => {
-        answer = resolve;
-      });
-      // The receiver holds every request until the fourth is in, then answers the four at once.
-      const receiver = await webhookReceiver(async () => {
-        await answered;
-        return 204;
-      });
-      const problems: string[] = [];
+    /**
+     * `deliveries` due to a held receiver and a worker sending `perReceiver` at once, started;
+     * `run` gets them, and the worker, the receiver and the proxy are back to normal after it.
+     */
+    async function scenario(
+      deliveries: number,
+      perReceiver: number,
+      run: (s: {
+        db: Database;
+        webhookId: number;
+        worker: DeliveryWorker;
+        problems: string[];
+        held: Awaited<ReturnType<typeof heldReceiver>>;
+      }) => Promise<void>,
+    ): Promise<void> {
+      const held = await heldReceiver();
       const { db } = t.services;
-      const { webhookId } = await queueDeliveries(db, receiver.url, 4);
-      const w = worker(db, problems);
+      const { webhookId } = await queueDeliveries(db, held.receiver.url, deliveries);
+      const problems: string[] = [];
+      const w = worker(db, problems, perReceiver);
       w.start();
       try {
-        await receiver.waitFor(4);
-        answer();
-        await eventually(async () => (await recorded(db, webhookId)).log.length === 4, {
-          what: "four log rows",
-        });
+        await run({ db, webhookId, worker: w, problems, held });
+      } finally {
+        proxy.restore();
+        held.answerAll();
+        await w.stop();
+        await held.receiver.close();
+      }
+    }
+
+    it("attempts that finish together are written by fewer statements than attempts, each with its log row", () =>
+      scenario(4, 4, async ({ db, webhookId, problems, held }) => {
+        // The four requests are in; the receiver answers them at once.
+        await held.receiver.waitFor(4);
+        held.answerAll();
+        await logRows(db, webhookId, 4);
         const { deliveries, log } = await recorded(db, webhookId);
         expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 4 }]);
         expect(log.map((r) => [r.status, r.attempt])).toEqual(Array(4).fill(["success", 1]));
         // One statement per attempt would be four transactions.
         expect(new Set(log.map((r) => r.xmin)).size).toBeLessThan(4);
-        expect(receiver.requests).toHaveLength(4);
+        expect(held.receiver.requests).toHaveLength(4);
         expect(problems).toEqual([]);
-      } finally {
-        await w.stop();
-        await receiver.close();
-      }
-    });
+      }));
 
-    it("an outcome the database did not take is written once it answers again, and the receiver is not called twice", async () => {
-      let answer!: () => void;
-      const answered = new Promise<void>((resolve) => {
-        answer = resolve;
-      });
-      const receiver = await webhookReceiver(async () => {
-        await answered;
-        return 200;
-      });
-      const problems: string[] = [];
-      const { db } = t.services;
-      const { webhookId } = await queueDeliveries(db, receiver.url, 1);
-      const w = worker(db, problems);
-      w.start();
-      try {
-        await receiver.waitFor(1);
+    it("an outcome the database did not take is written once it answers again, and the receiver is not called twice", () =>
+      scenario(1, 4, async ({ db, webhookId, problems, held }) => {
+        await held.receiver.waitFor(1);
         // The database goes away while the receiver has the request; then the receiver answers.
         proxy.cut();
-        answer();
+        held.answer(0);
         await eventually(async () => problems.length > 0, { what: "the failed write noticed" });
         proxy.restore();
-        await eventually(async () => (await recorded(db, webhookId)).log.length === 1, {
-          what: "the log row",
-          timeoutMs: 10_000,
-        });
+        await logRows(db, webhookId, 1, 10_000);
         const { deliveries, log } = await recorded(db, webhookId);
         expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 1 }]);
         expect(log.map((r) => [r.status, r.attempt])).toEqual([["success", 1]]);
-        expect(receiver.requests).toHaveLength(1);
+        expect(held.receiver.requests).toHaveLength(1);
         expect(problems.join("")).toContain("recording or claiming deliveries failed");
-      } finally {
-        proxy.restore();
-        await w.stop();
-        await receiver.close();
-      }
-    });
+      }));
 
-    it("outcomes that finish while the worker stops are written before stop() returns", async () => {
-      let answer!: () => void;
-      const answered = new Promise<void>((resolve) => {
-        answer = resolve;
-      });
-      const receiver = await webhookReceiver(async () => {
-        await answered;
-        return 200;
-      });
-      const { db } = t.services;
-      const { webhookId } = await queueDeliveries(db, receiver.url, 2);
-      const w = worker(db, []);
-      w.start();
-      await receiver.waitFor(2);
-      const stopped = w.stop();
-      answer();
-      await stopped;
-      const { deliveries, log } = await recorded(db, webhookId);
-      expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 2 }]);
-      expect(log).toHaveLength(2);
-      await receiver.close();
-    });
-    it("a slot whose attempt ends sends its registration's next delivery while the database is silent", async () => {
-      // Each request is answered when the test says so.
-      const gates: Array<() => void> = [];
-      const receiver = await webhookReceiver(
-        (n) =>
-          new Promise<number>((resolve) => {
-            gates[n] = () => resolve(200);
-          }),
-      );
-      const problems: string[] = [];
-      const { db } = t.services;
-      const { webhookId } = await queueDeliveries(db, receiver.url, 6);
+    it("outcomes that finish while the worker stops are written before stop() returns", () =>
+      scenario(2, 4, async ({ db, webhookId, worker: w, held }) => {
+        await held.receiver.waitFor(2);
+        const stopped = w.stop();
+        held.answerAll();
+        await stopped;
+        const { deliveries, log } = await recorded(db, webhookId);
+        expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 2 }]);
+        expect(log).toHaveLength(2);
+      }));
+
+    it("a slot whose attempt ends sends its registration's next delivery while the database is silent", () =>
       // Two at once to this receiver; four held: two sent, two claimed ahead.
-      const w = worker(db, problems, 2);
-      w.start();
-      try {
-        await receiver.waitFor(2);
-        await eventually(
-          async () =>
-            (await recorded(db, webhookId)).deliveries.find((d) => d.attempts === 1)?.n === 4 && true,
-          { what: "four claimed" },
-        );
-        expect(receiver.requests).toHaveLength(2);
+      scenario(6, 2, async ({ db, webhookId, held }) => {
+        await held.receiver.waitFor(2);
+        await claimed(db, webhookId, 4);
+        expect(held.receiver.requests).toHaveLength(2);
         // The database goes silent; the first attempt ends: the next delivery goes out anyway.
         proxy.stall();
-        gates[0]!();
-        await receiver.waitFor(3, 5_000);
+        held.answer(0);
+        await held.receiver.waitFor(3, 5_000);
         proxy.restore();
-        for (let n = 1; n < 6; n++) {
-          await receiver.waitFor(n + 1);
-          gates[n]!();
-        }
-        await eventually(async () => (await recorded(db, webhookId)).log.length === 6, {
-          what: "six log rows",
-        });
+        held.answerAll();
+        await logRows(db, webhookId, 6);
         const { deliveries } = await recorded(db, webhookId);
         expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 6 }]);
-        expect(new Set(receiver.requests.map((r) => r.body.event_id)).size).toBe(6);
-      } finally {
-        proxy.restore();
-        await w.stop();
-        await receiver.close();
-      }
-    });
+        expect(new Set(held.receiver.requests.map((r) => r.body.event_id)).size).toBe(6);
+      }));
 
-    it("what was claimed ahead and not sent when the worker stops is handed back: due again, its attempt undone", async () => {
-      let answer!: () => void;
-      const answered = new Promise<void>((resolve) => {
-        answer = resolve;
-      });
-      const receiver = await webhookReceiver(async () => {
-        await answered;
-        return 200;
-      });
-      const { db } = t.services;
-      const { webhookId } = await queueDeliveries(db, receiver.url, 4);
-      const w = worker(db, [], 1);
-      w.start();
-      await receiver.waitFor(1);
-      await eventually(
-        async () => (await recorded(db, webhookId)).deliveries.find((d) => d.attempts === 1)?.n === 2 && true,
-        { what: "two claimed" },
-      );
-      const stopped = w.stop();
-      answer();
-      await stopped;
-      const { deliveries, log } = await recorded(db, webhookId);
-      // One sent and recorded; the one held ahead and the two never claimed are pending, unattempted.
-      expect(deliveries).toEqual([
-        { status: "pending", attempts: 0, n: 3 },
-        { status: "success", attempts: 1, n: 1 },
-      ]);
-      expect(log).toHaveLength(1);
-      const { rows } = await db.query<{ due: boolean }>(
-        `SELECT bool_and("NEXT_AT" <= now()) AS due FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" = $1 AND "STATUS" = 'pending'`,
-        [webhookId],
-      );
-      expect(rows[0]!.due).toBe(true);
-      expect(receiver.requests).toHaveLength(1);
-      await receiver.close();
-    });
-    it("a delivery it holds is not claimed again by the worker, even once its lease has run out", async () => {
-      const gates: Array<() => void> = [];
-      const receiver = await webhookReceiver(
-        (n) =>
-          new Promise<number>((resolve) => {
-            gates[n] = () => resolve(200);
-          }),
-      );
-      const { db } = t.services;
-      const { webhookId } = await queueDeliveries(db, receiver.url, 3);
+    it("what was claimed ahead and not sent when the worker stops is handed back: due again, its attempt undone", () =>
       // One at once: the first sent, the second held ahead.
-      const w = worker(db, [], 1);
-      w.start();
-      try {
-        await receiver.waitFor(1);
-        await eventually(
-          async () =>
-            (await recorded(db, webhookId)).deliveries.find((d) => d.attempts === 1)?.n === 2 && true,
-          { what: "two claimed" },
+      scenario(4, 1, async ({ db, webhookId, worker: w, held }) => {
+        await held.receiver.waitFor(1);
+        await claimed(db, webhookId, 2);
+        const stopped = w.stop();
+        held.answerAll();
+        await stopped;
+        const { deliveries, log } = await recorded(db, webhookId);
+        // One sent and recorded; the one held ahead and the two never claimed are pending, unattempted.
+        expect(deliveries).toEqual([
+          { status: "pending", attempts: 0, n: 3 },
+          { status: "success", attempts: 1, n: 1 },
+        ]);
+        expect(log).toHaveLength(1);
+        const { rows } = await db.query<{ due: boolean }>(
+          `SELECT bool_and("NEXT_AT" <= now()) AS due FROM "TB_WEBHOOK_DELIVERY"
+            WHERE "WEBHOOK_ID" = $1 AND "STATUS" = 'pending'`,
+          [webhookId],
         );
+        expect(rows[0]!.due).toBe(true);
+        expect(held.receiver.requests).toHaveLength(1);
+      }));
+
+    it("a delivery it holds is not claimed again by the worker, even once its lease has run out", () =>
+      // One at once: the first sent, the second held ahead.
+      scenario(3, 1, async ({ db, webhookId, held }) => {
+        await held.receiver.waitFor(1);
+        await claimed(db, webhookId, 2);
         // The held one's lease runs out (as a stalled worker's would): due again in the table.
         await db.query(
           `UPDATE "TB_WEBHOOK_DELIVERY" SET "NEXT_AT" = now() - interval '1 second'
             WHERE "WEBHOOK_ID" = $1 AND "ATTEMPTS" = 1 AND "OUTBOX_ID" <> $2::bigint`,
-          [webhookId, receiver.requests[0]!.body.event_id],
+          [webhookId, held.receiver.requests[0]!.body.event_id],
         );
-        for (let n = 0; n < 3; n++) {
-          await receiver.waitFor(n + 1);
-          gates[n]!();
-        }
-        await eventually(async () => (await recorded(db, webhookId)).log.length === 3, {
-          what: "three log rows",
-        });
+        held.answerAll();
+        await logRows(db, webhookId, 3);
         const { deliveries } = await recorded(db, webhookId);
         expect(deliveries).toEqual([{ status: "success", attempts: 1, n: 3 }]);
-        expect(receiver.requests.map((r) => r.body.event_id).sort()).toEqual(["900001", "900002", "900003"]);
-      } finally {
-        await w.stop();
-        await receiver.close();
-      }
-    });
+        expect(held.receiver.requests.map((r) => r.body.event_id).sort()).toEqual([
+          "900001",
+          "900002",
+          "900003",
+        ]);
+      }));
   });

@@ -7,14 +7,15 @@
 //   moved past twice its time-out first (a lease), so a worker that dies mid-attempt leaves it to
 //   be tried again.
 // - Claimed ahead: a worker holds up to twice what it may send at once (in all, per registration,
-//   per tenant); a slot whose attempt ends starts the next delivery of its registration at once,
-//   without waiting for a statement. A held delivery waits for at most one attempt of its
-//   registration or tenant to end (hence the lease of twice the time-out); one not sent when the
-//   worker stops is handed back (due again, its attempt undone).
+//   per tenant); a slot whose attempt ends starts the next held delivery that fits (oldest claim
+//   first) at once, without waiting for a statement. A held delivery waits for about one attempt
+//   of its registration or tenant to end (hence the lease of twice the time-out); one that waited
+//   longer than that, and one not sent when the worker stops, is handed back (due again, its
+//   attempt undone). A worker never claims again a delivery it holds.
 // - An attempt's outcome (the delivery's new state and its log row) is written by the statement
-//   that claims its slot's next delivery: one round trip per finished slot, shared by the attempts
-//   that finish while a statement is out. An outcome the database did not take (a blip) is kept
-//   and written by the next statement, not sent again.
+//   that claims more: one round trip for the attempts that finished while the previous statement
+//   was out. An outcome the database did not take (a blip) is kept and written by the next
+//   statement, not sent again.
 // - Bounded concurrency, in all, per tenant and per registration: a slow or dead receiver holds
 //   at most its own slots, and one tenant's receivers at most the tenant's share (issue 18), so
 //   they never delay the others.
@@ -178,6 +179,23 @@ interface Outcome {
   attemptsBack: 0 | 1;
 }
 
+/**
+ * The outcome of a delivery not sent: cancelled (its registration is inactive) or handed back
+ * (due again at once, the claim's attempt undone); no log row either way.
+ */
+function unsent(d: ClaimedDelivery, why: "cancelled" | "handed back"): Outcome {
+  const back = why === "handed back";
+  return {
+    deliveryId: d.DELIVERY_ID,
+    state: back ? "pending" : "cancelled",
+    logStatus: null,
+    httpStatus: null,
+    error: null,
+    waitMs: 0,
+    attemptsBack: back ? 1 : 0,
+  };
+}
+
 export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorker {
   const { db, logger } = opts;
   const send = opts.send ?? sendAttempt;
@@ -249,15 +267,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   async function attempt(d: ClaimedDelivery): Promise<void> {
     try {
       if (d.ACTIVE !== "Y") {
-        finished.push({
-          deliveryId: d.DELIVERY_ID,
-          state: "cancelled",
-          logStatus: null,
-          httpStatus: null,
-          error: null,
-          waitMs: 0,
-          attemptsBack: 0,
-        });
+        finished.push(unsent(d, "cancelled"));
         return;
       }
       const body = d.BODY;
@@ -290,16 +300,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     heldIds.delete(d.DELIVERY_ID);
     count(held, d.WEBHOOK_ID, -1);
     count(heldPerTenant, d.TENANT_ID, -1);
-    if (back)
-      finished.push({
-        deliveryId: d.DELIVERY_ID,
-        state: "pending",
-        logStatus: null,
-        httpStatus: null,
-        error: null,
-        waitMs: 0,
-        attemptsBack: 1,
-      });
+    if (back) finished.push(unsent(d, "handed back"));
   }
 
   /**
