@@ -262,4 +262,26 @@ if (TEST_DATABASE_URL)
           "900003",
         ]);
       }));
+    it("a hand-back leaves alone a delivery another worker has claimed since", () =>
+      scenario(2, 1, async ({ db, webhookId, worker: w, held }) => {
+        await held.receiver.waitFor(1);
+        await claimed(db, webhookId, 2);
+        // Another worker claims the held one (its lease having run out): a further attempt, a new lease.
+        const sent = held.receiver.requests[0]!.body.event_id;
+        await db.query(
+          `UPDATE "TB_WEBHOOK_DELIVERY" SET "ATTEMPTS" = "ATTEMPTS" + 1, "NEXT_AT" = now() + interval '1 minute'
+            WHERE "WEBHOOK_ID" = $1 AND "OUTBOX_ID" <> $2::bigint`,
+          [webhookId, sent],
+        );
+        const stopped = w.stop();
+        held.answerAll();
+        await stopped;
+        const { rows } = await db.query<{ status: string; attempts: number; later: boolean }>(
+          `SELECT "STATUS" AS status, "ATTEMPTS" AS attempts, "NEXT_AT" > now() AS later
+             FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" = $1 AND "OUTBOX_ID" <> $2::bigint`,
+          [webhookId, sent],
+        );
+        expect(rows).toEqual([{ status: "pending", attempts: 2, later: true }]);
+        expect(held.receiver.requests).toHaveLength(1);
+      }));
   });

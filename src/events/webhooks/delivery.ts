@@ -76,9 +76,9 @@ const CLAIM_AHEAD = 2;
 const LEASE_SPARE_MS = 30_000;
 
 /**
- * Records the outcomes of finished attempts ($8–$14, one array element per delivery: its new
- * state and, for an attempt made, its log row; a delivery handed back unsent has its attempt
- * undone), then claims due deliveries that fit: at most $1 in all, per registration $2 less what
+ * Records the outcomes of finished attempts ($8–$14 and $16, one array element per delivery: its
+ * new state and, for an attempt made, its log row; a delivery handed back unsent has its attempt
+ * undone, unless another claim has taken it since: its ATTEMPTS moved on), then claims due deliveries that fit: at most $1 in all, per registration $2 less what
  * it holds ($3, by WEBHOOK_ID), per tenant $6 less what it holds ($7, by tenant); "holds" are the
  * deliveries claimed and not yet finished, the recorded ones' are free again. One statement, its
  * own transaction: finished attempts' outcomes and the next claims cost one round trip. The
@@ -95,14 +95,15 @@ const LEASE_SPARE_MS = 30_000;
  */
 const RECORD_AND_CLAIM_SQL = `
   WITH outcome AS (
-    SELECT * FROM unnest($8::bigint[], $9::text[], $10::text[], $11::int[], $12::text[], $13::float8[], $14::int[])
-      AS o(delivery_id, state, log_status, http_status, error, wait_ms, attempts_back)),
+    SELECT * FROM unnest($8::bigint[], $9::text[], $10::text[], $11::int[], $12::text[], $13::float8[], $14::int[], $16::int[])
+      AS o(delivery_id, state, log_status, http_status, error, wait_ms, attempts_back, claimed_attempts)),
   moved AS (
     UPDATE "TB_WEBHOOK_DELIVERY" d
        SET "STATUS" = o.state, "NEXT_AT" = now() + make_interval(secs => o.wait_ms / 1000.0),
            "ATTEMPTS" = d."ATTEMPTS" - o.attempts_back
       FROM outcome o
      WHERE d."DELIVERY_ID" = o.delivery_id
+       AND (o.attempts_back = 0 OR d."ATTEMPTS" = o.claimed_attempts)
     RETURNING d."WEBHOOK_ID", d."OUTBOX_ID", d."ATTEMPTS", o.log_status, o.http_status, o.error),
   logged AS (
     INSERT INTO "TB_WEBHOOK_LOG" ("WEBHOOK_ID", "OUTBOX_ID", "STATUS", "HTTP_STATUS", "ERROR_MESSAGE", "ATTEMPT_COUNT")
@@ -177,6 +178,8 @@ interface Outcome {
   waitMs: number;
   /** 1 for a delivery claimed and handed back unsent (the worker stopped): its attempt is undone. */
   attemptsBack: 0 | 1;
+  /** Its ATTEMPTS as claimed: a hand-back applies only while the row is still this claim's. */
+  claimedAttempts: number;
 }
 
 /**
@@ -193,6 +196,7 @@ function unsent(d: ClaimedDelivery, why: "cancelled" | "handed back"): Outcome {
     error: null,
     waitMs: 0,
     attemptsBack: back ? 1 : 0,
+    claimedAttempts: d.ATTEMPTS,
   };
 }
 
@@ -260,6 +264,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       error: result.error?.slice(0, 1000) ?? null,
       waitMs: logStatus === "retrying" ? 2 ** attempt * opts.retryBaseMs : 0,
       attemptsBack: 0,
+      claimedAttempts: attempt,
     };
   }
 
@@ -309,13 +314,18 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
    * handed back instead (another worker may claim it once the lease runs out).
    */
   function sendQueued(): void {
-    for (let i = 0; i < queued.length && active && running.size < opts.concurrency; ) {
+    // Sent from the queue only with more than its time-out (and half the spare) left of the lease.
+    const now = Date.now();
+    for (let i = queued.length - 1; i >= 0; i--) {
       const { d, claimedAt } = queued[i]!;
-      // Sent from the queue only with more than its time-out (and half the spare) left of the lease.
-      if (Date.now() - claimedAt > d.TIMEOUT_MS + LEASE_SPARE_MS / 2) {
+      if (now - claimedAt > d.TIMEOUT_MS + LEASE_SPARE_MS / 2) {
         queued.splice(i, 1);
         release(d, true);
-      } else if (
+      }
+    }
+    for (let i = 0; i < queued.length && active && running.size < opts.concurrency; ) {
+      const { d } = queued[i]!;
+      if (
         (sending.get(d.WEBHOOK_ID) ?? 0) < opts.concurrencyPerReceiver &&
         (sendingPerTenant.get(d.TENANT_ID) ?? 0) < opts.concurrencyPerTenant
       ) {
@@ -369,6 +379,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
         outcomes.map((o) => o.waitMs),
         outcomes.map((o) => o.attemptsBack),
         [...heldIds],
+        outcomes.map((o) => o.claimedAttempts),
       ]));
     } catch (err) {
       finished.unshift(...outcomes);
