@@ -49,6 +49,7 @@ async function main() {
         if (rows[0]?.n === "0") return;
         await new Promise((r) => setTimeout(r, 5));
       }
+      throw new Error("the creates' events were not published within 10 s");
     };
     const get = async () => {
       const res = await app.inject({

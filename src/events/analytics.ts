@@ -1,13 +1,12 @@
 // The analytics writer (decisions.md §8): counts events per tenant, dimension, event type and
 // day in TB_EVENT_STATS, once per message; read through GET /api/v4/analytics/events.
 import type { TenantAdmin } from "../auth/authorize.ts";
-import { awaitAtCommit } from "../db/deferred.ts";
 import { ValidationError } from "../errors.ts";
 import type { Database, Queryable } from "../types.ts";
 import type { BatchHandler } from "./batching.ts";
 import { parseMessage } from "./bus.ts";
 import { processEachOnce } from "./consumed.ts";
-import { PREPARED } from "./statements.ts";
+import { sendAtCommit } from "./statements.ts";
 
 export const ANALYTICS_SUBSCRIBER = "analytics";
 
@@ -34,23 +33,19 @@ export function createAnalyticsWriter(db: Database): BatchHandler {
         else counts.set(id, { key, count: 1 });
       }
       const rows = [...counts.values()];
-      // Nothing reads its answer: on PostgreSQL it travels with COMMIT (one round trip).
-      await awaitAtCommit(
+      await sendAtCommit(
         tx,
-        tx.query(
-          `INSERT INTO "TB_EVENT_STATS" ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY", "COUNT")
+        `INSERT INTO "TB_EVENT_STATS" ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY", "COUNT")
          SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::date[], $5::int[])
          ON CONFLICT ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY")
          DO UPDATE SET "COUNT" = "TB_EVENT_STATS"."COUNT" + EXCLUDED."COUNT"`,
-          [
-            rows.map((r) => r.key[0]),
-            rows.map((r) => r.key[1]),
-            rows.map((r) => r.key[2]),
-            rows.map((r) => r.key[3]),
-            rows.map((r) => r.count),
-          ],
-          PREPARED,
-        ),
+        [
+          rows.map((r) => r.key[0]),
+          rows.map((r) => r.key[1]),
+          rows.map((r) => r.key[2]),
+          rows.map((r) => r.key[3]),
+          rows.map((r) => r.count),
+        ],
       );
     });
 }

@@ -22,12 +22,11 @@
 //   (and reach the subscribers as one batch: one commit each, src/events/batching.ts) instead of
 //   one or two per round. The first event after a quiet spell is claimed at once.
 // - Published rows older than the retention are deleted.
-import { awaitAtCommit } from "../db/deferred.ts";
 import type { Logger } from "../logger.ts";
 import type { Database } from "../types.ts";
 import { type BusEvent, BusUnavailableError, type EventBus } from "./bus.ts";
 import { OUTBOX_CHANNEL } from "./outbox.ts";
-import { PREPARED } from "./statements.ts";
+import { PREPARED, sendAtCommit } from "./statements.ts";
 
 export interface RelayOptions {
   db: Database;
@@ -167,13 +166,10 @@ export function createRelay(opts: RelayOptions): Relay {
       opts.onPublished?.(events);
       // Nothing reads the mark's answer: on PostgreSQL it travels with COMMIT (one round trip);
       // should it fail, COMMIT rolls the batch back and the transaction fails (published again).
-      await awaitAtCommit(
+      await sendAtCommit(
         tx,
-        tx.query(
-          `UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "OUTBOX_ID" = ANY($1::bigint[])`,
-          [rows.map((r) => String(r.OUTBOX_ID))],
-          PREPARED,
-        ),
+        `UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "OUTBOX_ID" = ANY($1::bigint[])`,
+        [rows.map((r) => String(r.OUTBOX_ID))],
       );
       return rows.length;
     });

@@ -3,12 +3,11 @@
 // and TEXT fields with the search flag (R) and no field weight: the fields every caller may
 // filter on already, so a search tells nobody more than a filter would. A row remembers the OUTBOX_ID it was built from: an older or
 // repeated message changes nothing (idempotent, and safe against reordering).
-import { awaitAtCommit } from "../db/deferred.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
 import type { Database, DimensionDef, FieldDef } from "../types.ts";
 import type { BatchHandler } from "./batching.ts";
 import { type OutboxMessage, parseMessage } from "./bus.ts";
-import { inEventTransaction, PREPARED } from "./statements.ts";
+import { inEventTransaction, sendAtCommit } from "./statements.ts";
 
 /** Longest text kept per record (the index is for finding records, not storing them). */
 const MAX_TEXT = 64 * 1024;
@@ -58,40 +57,34 @@ export function createSearchIndexer(deps: { db: Database; metadata: MetadataRegi
     // BEGIN, the statements and COMMIT go out together: nothing waits for an answer.
     await inEventTransaction(deps.db, async (tx) => {
       if (deletes.length > 0)
-        await awaitAtCommit(
+        await sendAtCommit(
           tx,
-          tx.query(
-            `DELETE FROM "TB_SEARCH" s
+          `DELETE FROM "TB_SEARCH" s
               USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS d(tenant, dimension, record, outbox)
               WHERE s."TENANT_ID" = d.tenant AND s."DIMENSION" = d.dimension AND s."RECORD_ID" = d.record
                 AND s."OUTBOX_ID" < d.outbox`,
-            [
-              deletes.map((m) => m.TENANT_ID),
-              deletes.map((m) => m.AGGREGATE_TYPE),
-              deletes.map((m) => m.AGGREGATE_ID),
-              deletes.map((m) => m.OUTBOX_ID),
-            ],
-            PREPARED,
-          ),
+          [
+            deletes.map((m) => m.TENANT_ID),
+            deletes.map((m) => m.AGGREGATE_TYPE),
+            deletes.map((m) => m.AGGREGATE_ID),
+            deletes.map((m) => m.OUTBOX_ID),
+          ],
         );
       if (upserts.length > 0)
-        await awaitAtCommit(
+        await sendAtCommit(
           tx,
-          tx.query(
-            `INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
+          `INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
              SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
              ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE
                 SET "TEXT" = EXCLUDED."TEXT", "OUTBOX_ID" = EXCLUDED."OUTBOX_ID", "UPDATED_AT" = now()
               WHERE "TB_SEARCH"."OUTBOX_ID" < EXCLUDED."OUTBOX_ID"`,
-            [
-              upserts.map((u) => u.m.TENANT_ID),
-              upserts.map((u) => u.dim),
-              upserts.map((u) => u.m.AGGREGATE_ID),
-              upserts.map((u) => u.text),
-              upserts.map((u) => u.m.OUTBOX_ID),
-            ],
-            PREPARED,
-          ),
+          [
+            upserts.map((u) => u.m.TENANT_ID),
+            upserts.map((u) => u.dim),
+            upserts.map((u) => u.m.AGGREGATE_ID),
+            upserts.map((u) => u.text),
+            upserts.map((u) => u.m.OUTBOX_ID),
+          ],
         );
     });
   };

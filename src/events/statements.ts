@@ -10,6 +10,14 @@ import type { Database, Queryable } from "../types.ts";
 export const PREPARED = { prepare: "events" } as const;
 
 /**
+ * Sends an event-side statement whose answer nobody reads: prepared, and on PostgreSQL deferred to
+ * travel with COMMIT (src/db/deferred.ts); a failure of it fails the transaction.
+ */
+export function sendAtCommit(tx: Queryable, sql: string, params: readonly unknown[]): Promise<void> {
+  return awaitAtCommit(tx, tx.query(sql, params, PREPARED));
+}
+
+/**
  * A transaction of the event side: its prepared statements keep one plan (set for the transaction
  * only, sent with BEGIN and its first statement). The relay's turn statement sets the same with its
  * other settings (src/events/relay.ts, RELAY_TURN_SQL).

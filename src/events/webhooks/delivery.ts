@@ -78,8 +78,9 @@ const LEASE_SPARE_MS = 30_000;
 /**
  * Records the outcomes of finished attempts ($8–$14 and $16, one array element per delivery: its
  * new state and, for an attempt made, its log row; a delivery handed back unsent has its attempt
- * undone, unless another claim has taken it since: its ATTEMPTS moved on), then claims due deliveries that fit: at most $1 in all, per registration $2 less what
- * it holds ($3, by WEBHOOK_ID), per tenant $6 less what it holds ($7, by tenant); "holds" are the
+ * undone, unless another claim has taken it since: its ATTEMPTS moved on), then claims due
+ * deliveries that fit: at most $1 in all, per registration $2 less what it holds ($3, by
+ * WEBHOOK_ID), per tenant $6 less what it holds ($7, by tenant); "holds" are the
  * deliveries claimed and not yet finished, the recorded ones' are free again. One statement, its
  * own transaction: finished attempts' outcomes and the next claims cost one round trip. The
  * deliveries this worker holds ($15) are never claimed again by it, even past their lease.
@@ -200,25 +201,42 @@ function unsent(d: ClaimedDelivery, why: "cancelled" | "handed back"): Outcome {
   };
 }
 
+/** A delivery a worker holds: claimed at `claimedAt`; `attempt` once it is being sent. */
+interface Held {
+  d: ClaimedDelivery;
+  claimedAt: number;
+  attempt: Promise<void> | null;
+}
+
+/** How many of `held` there are: in all, per registration and per tenant; `add` counts one more. */
+function tally(held: Iterable<Held>) {
+  const perWebhook = new Map<number, number>();
+  const perTenant = new Map<string, number>();
+  const counts = {
+    all: 0,
+    perWebhook,
+    perTenant,
+    add(d: ClaimedDelivery) {
+      counts.all++;
+      perWebhook.set(d.WEBHOOK_ID, (perWebhook.get(d.WEBHOOK_ID) ?? 0) + 1);
+      perTenant.set(d.TENANT_ID, (perTenant.get(d.TENANT_ID) ?? 0) + 1);
+    },
+  };
+  for (const h of held) counts.add(h.d);
+  return counts;
+}
+
 export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorker {
   const { db, logger } = opts;
   const send = opts.send ?? sendAttempt;
   // Connections kept open between attempts to the same receiver (closed on stop).
   const agents = attemptAgents();
-  /** Attempts being sent: in all, per registration and per tenant. */
-  const running = new Set<Promise<void>>();
-  const sending = new Map<number, number>();
-  const sendingPerTenant = new Map<string, number>();
   /**
-   * Deliveries claimed ahead, oldest claim first, waiting for a sending slot of theirs: a finished
-   * attempt's slot starts the next at once, without waiting for a statement.
+   * The deliveries this worker holds (claimed, not yet finished), in claim order: each queued
+   * until it is sent (`attempt` then set). Everything the bounds count is read from here; the
+   * claim leaves these out.
    */
-  const queued: Array<{ d: ClaimedDelivery; claimedAt: number }> = [];
-  /** The deliveries held (queued or being sent): the claim leaves them out. */
-  const heldIds = new Set<string>();
-  /** Claimed and not yet recorded (queued or being sent): per registration and per tenant. */
-  const held = new Map<number, number>();
-  const heldPerTenant = new Map<string, number>();
+  const held = new Map<string, Held>();
   /**
    * Attempts sent and not yet recorded: the next statement records them with its claim. A slot's
    * outcome waits here, not in a statement of its own; one that cannot be recorded (the database
@@ -232,11 +250,6 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   let polled = false;
   let timer: NodeJS.Timeout | null = null;
 
-  const count = <K>(m: Map<K, number>, key: K, by: number) => {
-    const n = (m.get(key) ?? 0) + by;
-    if (n <= 0) m.delete(key);
-    else m.set(key, n);
-  };
   /**
    * A worker holds (claims ahead of sending) up to twice its sending bounds: in all, per
    * registration and per tenant.
@@ -247,10 +260,15 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
     perTenant: CLAIM_AHEAD * opts.concurrencyPerTenant,
   };
   /** Registrations and tenants holding all they may: left out of the claim and the "next due" question. */
-  const saturated = () => ({
-    webhooks: [...held].filter(([, n]) => n >= bounds.perReceiver).map(([id]) => id),
-    tenants: [...heldPerTenant].filter(([, n]) => n >= bounds.perTenant).map(([id]) => id),
-  });
+  const saturated = () => {
+    const { perWebhook, perTenant } = tally(held.values());
+    return {
+      webhooks: [...perWebhook].filter(([, n]) => n >= bounds.perReceiver).map(([id]) => id),
+      tenants: [...perTenant].filter(([, n]) => n >= bounds.perTenant).map(([id]) => id),
+    };
+  };
+  /** The attempts being sent. */
+  const sending = () => [...held.values()].filter((h) => h.attempt !== null);
 
   /** What an attempt's result leaves: success, another attempt later, or the last one failed. */
   function outcomeOf(d: ClaimedDelivery, result: AttemptResult): Outcome {
@@ -296,59 +314,43 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       finished.push(outcomeOf(d, result));
     } catch (err) {
       // The lease on the row runs out and another round tries it again.
-      logger.error({ err, delivery_id: d.DELIVERY_ID }, "webhook delivery attempt broke");
+      logger.error(
+        { err, delivery_id: d.DELIVERY_ID },
+        "webhook delivery attempt failed unexpectedly; it is tried again when its claim runs out",
+      );
     }
-  }
-
-  /** A held delivery given up: its lease runs out (broke) or it is handed back (`back`). */
-  function release(d: ClaimedDelivery, back: boolean): void {
-    heldIds.delete(d.DELIVERY_ID);
-    count(held, d.WEBHOOK_ID, -1);
-    count(heldPerTenant, d.TENANT_ID, -1);
-    if (back) finished.push(unsent(d, "handed back"));
   }
 
   /**
    * Sends what is queued, oldest claim first, while its registration, its tenant and the worker
-   * have a free slot. One that waited so long that less than its time-out is left of its lease is
-   * handed back instead (another worker may claim it once the lease runs out).
+   * have a free slot. One that waited so long that less than its time-out (and half the spare) is
+   * left of its lease is handed back instead (another worker may claim it once the lease runs out).
    */
   function sendQueued(): void {
-    // Sent from the queue only with more than its time-out (and half the spare) left of the lease.
     const now = Date.now();
-    for (let i = queued.length - 1; i >= 0; i--) {
-      const { d, claimedAt } = queued[i]!;
-      if (now - claimedAt > d.TIMEOUT_MS + LEASE_SPARE_MS / 2) {
-        queued.splice(i, 1);
-        release(d, true);
+    const out = tally(sending());
+    for (const h of held.values()) {
+      if (h.attempt) continue;
+      const { d } = h;
+      if (now - h.claimedAt > d.TIMEOUT_MS + LEASE_SPARE_MS / 2) {
+        held.delete(d.DELIVERY_ID);
+        finished.push(unsent(d, "handed back"));
+      } else if (
+        active &&
+        out.all < opts.concurrency &&
+        (out.perWebhook.get(d.WEBHOOK_ID) ?? 0) < opts.concurrencyPerReceiver &&
+        (out.perTenant.get(d.TENANT_ID) ?? 0) < opts.concurrencyPerTenant
+      ) {
+        out.add(d);
+        h.attempt = attempt(d).finally(() => {
+          held.delete(d.DELIVERY_ID);
+          // The slot takes the next delivery claimed ahead now; the statement that records this
+          // attempt's outcome claims more.
+          sendQueued();
+          wake();
+        });
       }
     }
-    for (let i = 0; i < queued.length && active && running.size < opts.concurrency; ) {
-      const { d } = queued[i]!;
-      if (
-        (sending.get(d.WEBHOOK_ID) ?? 0) < opts.concurrencyPerReceiver &&
-        (sendingPerTenant.get(d.TENANT_ID) ?? 0) < opts.concurrencyPerTenant
-      ) {
-        queued.splice(i, 1);
-        launch(d);
-      } else i++;
-    }
-  }
-
-  function launch(d: ClaimedDelivery) {
-    count(sending, d.WEBHOOK_ID, 1);
-    count(sendingPerTenant, d.TENANT_ID, 1);
-    const p = attempt(d).finally(() => {
-      count(sending, d.WEBHOOK_ID, -1);
-      count(sendingPerTenant, d.TENANT_ID, -1);
-      release(d, false);
-      running.delete(p);
-      // The slot takes the next delivery claimed ahead now; the statement that records this
-      // attempt's outcome claims more.
-      sendQueued();
-      wake();
-    });
-    running.add(p);
   }
 
   /**
@@ -356,21 +358,21 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
    * Should it fail, the outcomes stay to be recorded by the next one.
    */
   async function recordAndClaim(): Promise<number> {
-    const holding = running.size + queued.length;
-    const free = active ? bounds.all - holding : 0;
+    const free = active ? bounds.all - held.size : 0;
     if (free <= 0 && finished.length === 0) return 0;
     const outcomes = finished.splice(0);
     const full = saturated();
+    const holding = tally(held.values());
     let rows: ClaimedDelivery[];
     try {
       ({ rows } = await db.query<ClaimedDelivery>(RECORD_AND_CLAIM_SQL, [
         Math.max(0, free),
         bounds.perReceiver,
-        JSON.stringify(Object.fromEntries(held)),
+        JSON.stringify(Object.fromEntries(holding.perWebhook)),
         full.webhooks,
         full.tenants,
         bounds.perTenant,
-        JSON.stringify(Object.fromEntries(heldPerTenant)),
+        JSON.stringify(Object.fromEntries(holding.perTenant)),
         outcomes.map((o) => o.deliveryId),
         outcomes.map((o) => o.state),
         outcomes.map((o) => o.logStatus),
@@ -378,7 +380,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
         outcomes.map((o) => o.error),
         outcomes.map((o) => o.waitMs),
         outcomes.map((o) => o.attemptsBack),
-        [...heldIds],
+        [...held.keys()],
         outcomes.map((o) => o.claimedAttempts),
       ]));
     } catch (err) {
@@ -390,19 +392,18 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       if (o.logStatus === "retrying") schedule(o.waitMs, false);
     }
     const claimedAt = Date.now();
-    for (const d of rows) {
-      heldIds.add(d.DELIVERY_ID);
-      count(held, d.WEBHOOK_ID, 1);
-      count(heldPerTenant, d.TENANT_ID, 1);
-      queued.push({ d, claimedAt });
-    }
+    for (const d of rows) held.set(d.DELIVERY_ID, { d, claimedAt, attempt: null });
     sendQueued();
     return rows.length;
   }
 
   /** Hands back what was claimed and not sent (the worker stops): due again at once, the attempt undone. */
   function handBackQueued(): void {
-    for (const { d } of queued.splice(0)) release(d, true);
+    for (const { d, attempt } of held.values()) {
+      if (attempt) continue;
+      held.delete(d.DELIVERY_ID);
+      finished.push(unsent(d, "handed back"));
+    }
   }
 
   /**
@@ -427,7 +428,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
         const claimed = await recordAndClaim();
         if (claimed > 0) again = true;
         // All it may hold is held: a finished delivery wakes the worker.
-        else if (running.size + queued.length < bounds.all) {
+        else if (held.size < bounds.all) {
           const wait = await nextDue();
           schedule(waitAfter(wait, opts.pollMs), wait === null);
         }
@@ -492,7 +493,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       active = false;
       if (timer) clearTimeout(timer);
       await pumping;
-      await Promise.allSettled([...running]);
+      await Promise.allSettled(sending().map((h) => h.attempt));
       // The last attempts' outcomes, and the deliveries claimed ahead handed back (their leases
       // would otherwise hold them, or send them again).
       handBackQueued();
