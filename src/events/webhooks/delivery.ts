@@ -500,7 +500,10 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       try {
         await recordAndClaim();
       } catch (err) {
-        logger.warn({ err, deliveries: finished.length }, "webhook worker: outcomes not recorded at stop");
+        logger.warn(
+          { err, deliveries: finished.length },
+          "webhook worker: outcomes not recorded at stop; those deliveries are sent again when their claims run out",
+        );
       }
       agents.destroy();
     },
