@@ -160,6 +160,23 @@ export interface QueryOptions {
    * a later version never meets a plan cached for an earlier one. Ignored on PGlite.
    */
   prepare?: string | number;
+  /**
+   * "generic": the statement's best plan does not depend on its values (an INSERT … VALUES, a
+   * look-up by key), so PostgreSQL plans it once per connection and keeps the plan, instead of
+   * planning every execution (src/db/plan-modes.ts). Only with `prepare`, and only for a
+   * statement sent outside a transaction (on its own, or a transaction's lastStatement sent on
+   * its own); elsewhere, and on PGlite, it runs as any other.
+   */
+  plan?: "generic";
+}
+
+export interface TransactionOptions {
+  /**
+   * "generic": every prepared statement of the transaction keeps one plan per connection (as
+   * QueryOptions.plan): a transaction of statements on fixed tables whose plans do not depend on
+   * their values (the event side's). PostgreSQL only.
+   */
+  plan?: "generic";
 }
 
 /** Something that runs parameterised SQL: the database itself or an open transaction. */
@@ -206,7 +223,7 @@ export interface Queryable {
 export interface Database extends Queryable {
   readonly kind: "pglite" | "postgres";
   /** Runs fn in one transaction: commit when it resolves, rollback when it throws. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, opts?: TransactionOptions): Promise<T>;
   /**
    * Subscribes to a NOTIFY channel; resolves to an unsubscribe function. When the listening
    * connection breaks, `onLost` is called at once; once listening again, `onBack` and then

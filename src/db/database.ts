@@ -8,9 +8,10 @@ import type { Writable } from "node:stream";
 import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
-import type { Database, Queryable, QueryOptions, QueryResult } from "../types.ts";
+import type { Database, Queryable, QueryOptions, QueryResult, TransactionOptions } from "../types.ts";
 import { type DescribedQueryConfig, DescribedOnceQuery } from "./described-query.ts";
 import { answeredByServer } from "./errors.ts";
+import { planModes } from "./plan-modes.ts";
 import { addNoticeItems, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
 import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
 
@@ -33,7 +34,7 @@ export interface ScriptRunner {
 export type TxQueryable = Queryable & ScriptRunner;
 
 interface HandleBase extends Omit<Database, "transaction">, ScriptRunner {
-  transaction<T>(fn: (tx: TxQueryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: TxQueryable) => Promise<T>, opts?: TransactionOptions): Promise<T>;
 }
 
 export type DatabaseHandle = HandleBase &
@@ -309,7 +310,13 @@ function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner 
       opts?: QueryOptions,
     ): Promise<QueryResult<R>> {
       const name = opts?.prepare === undefined ? undefined : statementName(opts.prepare, text);
-      const res = await sendQuery(client, { text, values: params as unknown[], types: pgTypes, name });
+      const res = await sendQuery(client, {
+        text,
+        values: params as unknown[],
+        types: pgTypes,
+        name,
+        plan: name === undefined ? undefined : opts?.plan,
+      });
       return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
     },
     async exec(sql: string) {
@@ -637,6 +644,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   // An idle client that loses its connection must not crash the process (the pool drops it).
   pool.on("error", (err) => onConnectionError(err, "idle"));
   const inTransaction = new WeakSet<pg.PoolClient>();
+  const plans = planModes(inTransaction);
   const watchdogMs = opts.watchdogMs ?? DEFAULT_WATCHDOG_MS;
   const watchdog: Watchdog | null =
     watchdogMs > 0
@@ -649,6 +657,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       : null;
   pool.on("connect", (client) => {
     coalesceWrites(client, inTransaction);
+    plans.follow(client);
     watchdog?.watch(client);
   });
   // While the watchdog holds the database down, statements are refused at once (503).
@@ -684,7 +693,10 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     },
     query: base.query,
     exec: base.exec,
-    async transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
+    async transaction<T>(
+      fn: (tx: Queryable & ScriptRunner) => Promise<T>,
+      txOpts?: TransactionOptions,
+    ): Promise<T> {
       watchdog?.check();
       const client = await pool.connect();
       // A checked-out client has no listener of the pool's: a connection broken while this
@@ -753,6 +765,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             throw new Error("The transaction has ended: nothing may follow its last statement.");
           if (opened) return;
           opened = true;
+          plans.begin(client, txOpts?.plan ?? "custom");
           tell("BEGIN", { pipelined: false });
           begun = track(client.query("BEGIN"));
           begun.catch(() => {});

@@ -11,6 +11,7 @@
 // It relies on pg's Query internals (`_result`, its `_types`, `_accumulateRows`, `_getRows`; pg 8.23), which
 // test/db/described-query.test.ts pins: a pg upgrade that changes them fails it.
 import pg from "pg";
+import type { PlanMode } from "./plan-modes.ts";
 
 /** pg's wire connection, as far as this module uses it. */
 interface Connection {
@@ -71,6 +72,8 @@ export interface DescribedQueryConfig {
   values: unknown[];
   types: unknown;
   name?: string | undefined;
+  /** The plan it asks for (src/db/plan-modes.ts); custom when not given. */
+  plan?: PlanMode | undefined;
 }
 
 /**
@@ -80,6 +83,8 @@ export interface DescribedQueryConfig {
 export class DescribedOnceQuery extends BaseQuery {
   /** The connection this query was sent on (its RowDescription is kept for it). */
   private sentOn: Connection | null = null;
+  /** The plan it asks for (src/db/plan-modes.ts). */
+  readonly plan: PlanMode;
 
   constructor(config: DescribedQueryConfig) {
     // Given as text and values, pg's Query does not copy a config object property by property
@@ -88,6 +93,7 @@ export class DescribedOnceQuery extends BaseQuery {
     this.types = config.types;
     this._result._types = config.types;
     if (config.name !== undefined) this.name = config.name;
+    this.plan = config.plan ?? "custom";
   }
 
   override prepare(connection: Connection): void {

@@ -26,7 +26,7 @@ import type { Logger } from "../logger.ts";
 import type { Database } from "../types.ts";
 import { type BusEvent, BusUnavailableError, type EventBus } from "./bus.ts";
 import { OUTBOX_CHANNEL } from "./outbox.ts";
-import { PREPARED, sendAtCommit } from "./statements.ts";
+import { inEventTransaction, PREPARED, sendAtCommit } from "./statements.ts";
 
 export interface RelayOptions {
   db: Database;
@@ -83,16 +83,16 @@ export const RELAY_TURN_LOCK = 1_785_632_207;
  *   rechecks every one of them in the table at every claim, and a sequential scan reads the whole
  *   outbox (published rows are kept for the retention): either way a claim cost more the longer
  *   writes went on (docs/benchmarks.md, "The relay's claim walks its index").
- * - generic plans: the claim and the mark are prepared statements planned once per connection
- *   (src/events/statements.ts); the service's connections plan every execution anew by default (reads
- *   differ by tenant), which cost these fixed-table statements more than their execution.
+ * The claim and the mark are prepared statements planned once per connection: the transaction is
+ * the event side's (inEventTransaction, src/events/statements.ts); the service's connections plan
+ * every execution anew by default (reads differ by tenant), which cost these fixed-table
+ * statements more than their execution.
  */
 export const RELAY_TURN_SQL = `
   SELECT pg_try_advisory_xact_lock($1) AS held,
          set_config('synchronous_commit', 'off', true) AS commit_mode,
          set_config('enable_bitmapscan', 'off', true) AS bitmap_scans,
-         set_config('enable_seqscan', 'off', true) AS sequential_scans,
-         set_config('plan_cache_mode', 'force_generic_plan', true) AS plans`;
+         set_config('enable_seqscan', 'off', true) AS sequential_scans`;
 
 /** The oldest unpublished rows (the partial index on OUTBOX_ID), read by the relay holding the turn. */
 export const RELAY_CLAIM_SQL = `
@@ -156,7 +156,7 @@ export function createRelay(opts: RelayOptions): Relay {
   async function publishBatch(): Promise<number> {
     // Refused before the claim: no transaction is opened for a publish that cannot be confirmed.
     if (!bus.isConnected()) throw new BusUnavailableError();
-    return db.transaction(async (tx) => {
+    return inEventTransaction(db, async (tx) => {
       const turn = await tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK], PREPARED);
       if (turn.rows[0]?.held !== true) return 0;
       const { rows } = await tx.query<ClaimedRow>(RELAY_CLAIM_SQL, [opts.batchSize], PREPARED);

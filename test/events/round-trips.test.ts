@@ -2,14 +2,15 @@
 // statement whose answer nothing reads travels with the COMMIT behind it. The relay's batch is
 // three round trips (BEGIN with the turn, the claim, the mark with COMMIT), the analytics writer's
 // two (BEGIN with the marks, the counts with COMMIT), the search indexer's one, whatever the
-// batch's size. Their prepared statements are planned once per connection (generic plans, set for
-// their transactions only: the service's reads plan each execution).
+// batch's size. Their prepared statements are planned once per connection (generic plans, chosen
+// for their transactions only: the service's reads plan each execution; src/db/plan-modes.ts).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAnalyticsWriter } from "../../src/events/analytics.ts";
 import { processEachOnce } from "../../src/events/consumed.ts";
 import { createSearchIndexer } from "../../src/events/search.ts";
 import type { ReceivedEvent } from "../../src/events/bus.ts";
-import { createRelay, outboxRowToEvent, RELAY_TURN_LOCK, RELAY_TURN_SQL } from "../../src/events/relay.ts";
+import { openPostgres } from "../../src/db/database.ts";
+import { createRelay, outboxRowToEvent } from "../../src/events/relay.ts";
 import { createLogger } from "../../src/logger.ts";
 import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
@@ -105,7 +106,6 @@ if (TEST_DATABASE_URL)
       const lines = await trace(() => write(events));
       expect(lines.map((l) => l.slice(2))).toEqual([
         "BEGIN",
-        "SELECT set_config('plan_cache_",
         'INSERT INTO "TB_EVENT_CONSUMED',
         'INSERT INTO "TB_EVENT_STATS" (',
         "COMMIT",
@@ -123,12 +123,7 @@ if (TEST_DATABASE_URL)
       expect(events).toHaveLength(4);
       const index = createSearchIndexer({ db: t.services.db, metadata: t.services.metadata });
       const lines = await trace(() => index(events));
-      expect(lines.map((l) => l.slice(2))).toEqual([
-        "BEGIN",
-        "SELECT set_config('plan_cache_",
-        'INSERT INTO "TB_SEARCH" ("TENA',
-        "COMMIT",
-      ]);
+      expect(lines.map((l) => l.slice(2))).toEqual(["BEGIN", 'INSERT INTO "TB_SEARCH" ("TENA', "COMMIT"]);
       expect(roundTrips(lines)).toBe(1);
       expect(
         await countOf(
@@ -138,20 +133,51 @@ if (TEST_DATABASE_URL)
     });
 
     it("the event side's transactions plan their prepared statements once; the service's other statements do not", async () => {
-      const mode = async (q: { query: typeof t.services.db.query }) =>
+      // One connection: every statement below meets the same session, whose prepared statements
+      // PostgreSQL counts (generic_plans, custom_plans).
+      const db = t.services.db;
+      if (db.kind !== "postgres") throw new Error("PostgreSQL expected");
+      const one = openPostgres(db.connectionString, { max: 1 });
+      const plansOf = async (like: string) => {
+        const { rows } = await one.query<{ generic: string; custom: string }>(
+          `SELECT coalesce(sum(generic_plans), 0) AS generic, coalesce(sum(custom_plans), 0) AS custom
+             FROM pg_prepared_statements WHERE statement LIKE $1`,
+          [like],
+        );
+        return { generic: Number(rows[0]!.generic), custom: Number(rows[0]!.custom) };
+      };
+      const mode = async (q: { query: typeof db.query }) =>
         (await q.query<{ plan_cache_mode: string }>("SHOW plan_cache_mode")).rows[0]!.plan_cache_mode;
-      const inMarks: string[] = [];
-      await processEachOnce(t.services.db, "plans-probe", [{ id: "-1" }], async (tx) => {
-        inMarks.push(await mode(tx));
-      });
-      expect(inMarks).toEqual(["force_generic_plan"]);
-      const inRelay = await t.services.db.transaction(async (tx) => {
-        await tx.query(RELAY_TURN_SQL, [RELAY_TURN_LOCK]);
-        return mode(tx);
-      });
-      expect(inRelay).toBe("force_generic_plan");
-      // Transaction-scoped: a connection back in the pool plans each execution, as reads need.
-      expect(await mode(t.services.db)).toBe("force_custom_plan");
-      await t.services.db.query(`DELETE FROM "TB_EVENT_CONSUMED" WHERE "SUBSCRIBER" = 'plans-probe'`);
+      try {
+        const inMarks: string[] = [];
+        for (const id of ["-1", "-2"])
+          await processEachOnce(one, "plans-probe", [{ id }], async (tx) => {
+            inMarks.push(await mode(tx));
+          });
+        expect(inMarks).toEqual(["force_generic_plan", "force_generic_plan"]);
+        expect(await plansOf('%INSERT INTO "TB_EVENT_CONSUMED"%')).toEqual({ generic: 2, custom: 0 });
+        // The relay's batch: its claim and mark too.
+        await createCities("PL", 2);
+        const relay = createRelay({
+          db: one,
+          bus: t.services.bus,
+          logger: createLogger("silent"),
+          batchSize: 1000,
+          pollMs: 60_000,
+          retentionMs: 0,
+        });
+        expect(await relay.drain()).toBeGreaterThanOrEqual(2);
+        expect((await plansOf('%UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT"%')).custom).toBe(0);
+        expect((await plansOf('%UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT"%')).generic).toBeGreaterThan(0);
+        // The same connection then plans a read with its values, every time.
+        const read = `SELECT count(*)::int AS n FROM "TB_EVENT_CONSUMED" WHERE "SUBSCRIBER" = $1`;
+        for (let i = 0; i < 2; i++) await one.query(read, ["plans-probe"], { prepare: "plans-probe" });
+        expect(await plansOf(read)).toEqual({ generic: 0, custom: 2 });
+        // And a transaction of the service's (not the event side's) begins with custom plans.
+        expect(await one.transaction((tx) => mode(tx))).toBe("force_custom_plan");
+      } finally {
+        await one.query(`DELETE FROM "TB_EVENT_CONSUMED" WHERE "SUBSCRIBER" = 'plans-probe'`);
+        await one.close();
+      }
     });
   });

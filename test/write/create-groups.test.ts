@@ -155,6 +155,31 @@ describe("create groups", () => {
   });
 });
 
+/**
+ * How PostgreSQL planned the customers' create statements so far, summed over the idle connections
+ * of the service's pool (pg_prepared_statements is per session: each connection is asked).
+ */
+async function createPlans(services: Services): Promise<{ generic: number; custom: number }> {
+  if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+  const { pool } = services.db;
+  // The idle connections are those the creates ran on (the pool hands idle ones out first).
+  const clients = await Promise.all(Array.from({ length: pool.idleCount }, () => pool.connect()));
+  const sum = { generic: 0, custom: 0 };
+  try {
+    for (const client of clients) {
+      const { rows } = await client.query<{ generic: string; custom: string }>(
+        `SELECT coalesce(sum(generic_plans), 0) AS generic, coalesce(sum(custom_plans), 0) AS custom
+           FROM pg_prepared_statements WHERE statement LIKE 'WITH %INSERT INTO "TB_ANAG_CUST00"%'`,
+      );
+      sum.generic += Number(rows[0]!.generic);
+      sum.custom += Number(rows[0]!.custom);
+    }
+  } finally {
+    for (const client of clients) client.release();
+  }
+  return sum;
+}
+
 if (TEST_DATABASE_URL)
   describe("create groups on PostgreSQL", () => {
     let services: Services;
@@ -185,6 +210,11 @@ if (TEST_DATABASE_URL)
       expect(groupStatements().length).toBeGreaterThan(0);
       const statements = sent.filter((s) => s.includes('INSERT INTO "TB_ANAG_CUST00"'));
       expect(statements.length).toBeLessThan(40);
+      // Each statement ran with a generic plan (src/db/plan-modes.ts): PostgreSQL's own count, on
+      // every connection of the pool (each session has its prepared statements).
+      const plans = await createPlans(services);
+      expect(plans.custom).toBe(0);
+      expect(plans.generic).toBe(statements.length);
       const { rows } = await services.db.query<{
         CUST_ID: number;
         NAME: string;

@@ -8,7 +8,7 @@ import {
   storableText,
   TENANT_COLUMN,
 } from "../../metadata/data-types.ts";
-import type { DimensionDef } from "../../types.ts";
+import type { DimensionDef, QueryOptions } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 import { mapDatabaseError } from "./db-errors.ts";
 import { foreignKeyError, type KeyLookup, keyLookupSql } from "./foreign-keys.ts";
@@ -290,6 +290,13 @@ function createdEventSql(
   return { event, aggregateId, returned, keyError };
 }
 
+/**
+ * How a create's statement runs: prepared per metadata version (as reads are), with a generic plan
+ * (src/db/plan-modes.ts): an INSERT … VALUES plans the same whatever its values, and its key
+ * look-ups are by key, so it is planned once per connection instead of at every execution.
+ */
+const CREATE_STATEMENT = (w: WriteContext): QueryOptions => ({ prepare: w.model.version, plan: "generic" });
+
 /** A create's row and Created event as the database answered them (insertRowWithEvent). */
 interface WrittenRow {
   record: Row;
@@ -329,9 +336,7 @@ export async function insertRowWithEvent(
     const statement = (payload: string | null) =>
       `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
     SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
-    // Prepared per metadata version (as reads are): its parse is kept per connection.
-    const row = (await w.tx.lastStatement!<Row>(notice, statement, params, { prepare: w.model.version }))
-      .rows[0]!;
+    const row = (await w.tx.lastStatement!<Row>(notice, statement, params, CREATE_STATEMENT(w))).rows[0]!;
     return { record: rowToRecord(dim, row), eventId: String(row[EVENT_ID_COLUMN]) };
   };
   try {
@@ -391,7 +396,7 @@ async function createdRows(
     n AS (SELECT row_number() OVER () AS "${ROW_COLUMN}", ins.* FROM ins)
     SELECT ins."${ROW_COLUMN}", ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""}
       FROM n AS ins JOIN ev ON ev."AGGREGATE_ID" = ${aggregateId}`;
-  const answer = await w.tx.lastStatement!<Row>(notice, statement, params, { prepare: w.model.version });
+  const answer = await w.tx.lastStatement!<Row>(notice, statement, params, CREATE_STATEMENT(w));
   if (answer.rows.length !== items.length)
     throw new Error(`A group of ${items.length} creates was answered with ${answer.rows.length} rows.`);
   const written: WrittenRow[] = new Array(items.length);
