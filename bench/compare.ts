@@ -453,6 +453,10 @@ async function main() {
             !!w.creates && (server === "rest" || server === "gql"),
           );
           if (m.failed) console.error(`${w.name.split(" ")[0]} ${server}: ${m.failed} failed requests`);
+          // Each round on stderr: the spread behind the median the tables show.
+          console.error(
+            `  ${w.name.split(" ")[0]} ${server} round ${round + 1}: ${m.rps.toFixed(0)} req/s, CPU ${m.cpu.toFixed(2)} / ${m.pg.toFixed(2)} ms, p99 ${m.p99} ms`,
+          );
           const list = rounds[server] ?? [];
           list.push(m);
           rounds[server] = list;

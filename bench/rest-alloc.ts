@@ -10,6 +10,7 @@
 //   the GraphQL mutation bench/compare sends). A create's event side (relay, subscribers) runs in
 //   the same process and is counted with it: sampling stops once every event was published.
 import { Session } from "node:inspector/promises";
+import { eventPartsOf, startEventRuntime } from "../src/events/runtime.ts";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
 import { BENCH_CREATE_MUTATION, openBenchApp } from "./seed.ts";
 
@@ -39,6 +40,8 @@ async function main() {
   const bench = await openBenchApp({ customers: 6000, orders: 3000, env: { LOG_LEVEL: "warn" } });
   const { app } = bench;
   const session = new Session();
+  // A create's event side runs in the process, as under `npm start` (ROLE=all).
+  const events = METHOD === "POST" ? await startEventRuntime(bench.services, eventPartsOf("all")!) : null;
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
     const published = async () => {
@@ -90,6 +93,7 @@ async function main() {
       console.log(`${kb(bytes).padStart(7)} KB  ${owner}`);
   } finally {
     session.disconnect();
+    await events?.stop();
     await bench.close();
   }
 }
