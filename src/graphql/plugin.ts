@@ -6,7 +6,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { type DocumentNode, type ExecutionResult, GraphQLError } from "graphql";
 import { decodeJwt } from "jose";
 import { bearerToken } from "../auth/request-input.ts";
-import { createYoga, type Plugin } from "graphql-yoga";
+import type { Plugin, YogaServerInstance } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
 import { callerOf } from "../http/protected.ts";
@@ -276,15 +276,27 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
   const fastPath = createFastPath(limits, estimate);
 
   for (const endpoint of GRAPHQL_PATHS) {
-    const yoga = createYoga<ServerContext, GraphQLContext>({
-      graphqlEndpoint: endpoint,
-      schema: () => schemas.current(),
-      logging: false,
-      graphiql: false,
-      landingPage: false,
-      maskedErrors: { maskError },
-      plugins: [limitComplexity, countOperations, guardSubscriptions, takeTurns],
-    });
+    // graphql-yoga answers what the fast path leaves (GET, subscriptions, a document that does not
+    // validate, other media types): imported and made on the first such request, so that a process
+    // whose clients only POST known-good JSON never loads it (about 14 MB of resident memory).
+    let yoga: Promise<YogaServerInstance<ServerContext, GraphQLContext>> | null = null;
+    const yogaServer = () =>
+      (yoga ??= import("graphql-yoga")
+        .then(({ createYoga }) =>
+          createYoga<ServerContext, GraphQLContext>({
+            graphqlEndpoint: endpoint,
+            schema: () => schemas.current(),
+            logging: false,
+            graphiql: false,
+            landingPage: false,
+            maskedErrors: { maskError },
+            plugins: [limitComplexity, countOperations, guardSubscriptions, takeTurns],
+          }),
+        )
+        .catch((err: unknown) => {
+          yoga = null; // tried again by the next request
+          throw err;
+        }));
 
     // Rendered, hashed and compressed on the first visit (tens of MB of work), then served as is.
     const graphiql = graphiqlAsset(async () => {
@@ -349,7 +361,11 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
             return reply.status(answer.status).headers(answer.headers).send(answer.body);
           }
         }
-        const response = await yoga.handleNodeRequestAndResponse(request, reply, serverContext);
+        const response = await (await yogaServer()).handleNodeRequestAndResponse(
+          request,
+          reply,
+          serverContext,
+        );
         response.headers.forEach((value, key) => {
           reply.header(key, value);
         });
