@@ -20,9 +20,12 @@ const REQUESTS = 100;
  * LAST_ACTIVITY mark (at most every 30 s); a pool connection opened again after the settling
  * pause closed it (a backend's start commits a transaction of its own); for writes, the NOTIFY
  * owed to commits folded into a window, sent on its own when no commit follows within
- * NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per request").
+ * NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per request"); a connection's plan
+ * mode switched when it serves another kind of statement than before (creates keep generic plans,
+ * a session's look-up custom ones: a SET outside a transaction, a transaction of its own;
+ * src/db/plan-modes.ts), one to three per hundred creates here.
  */
-const UPKEEP = 8;
+const UPKEEP = 10;
 
 function expectOnePerRequest(counts: Record<string, number>) {
   console.info(`transactions for ${REQUESTS} sequential requests: ${JSON.stringify(counts)}`);
