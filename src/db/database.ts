@@ -292,6 +292,7 @@ type SendSubmittable = (
 
 /** A statement through DescribedOnceQuery (prepared: its row description asked once per connection). */
 function sendQuery(client: pg.Pool | pg.PoolClient, config: DescribedQueryConfig): Promise<pg.QueryResult> {
+  if (client instanceof pg.Pool) return onPooledConnection(client, (c) => sendQuery(c, config));
   return new Promise((resolve, reject) => {
     (client.query as unknown as SendSubmittable).call(
       client,
@@ -300,6 +301,32 @@ function sendQuery(client: pg.Pool | pg.PoolClient, config: DescribedQueryConfig
       (err, res) => (err ? reject(err) : resolve(res)),
     );
   });
+}
+
+/**
+ * `work` on a connection of `pool`, given back afterwards. pg-pool's own query() drops the
+ * connection after any failure; here one the server answered (an error with its SQLSTATE: a
+ * refused value, a statement timeout) gives it back for the next statement instead of costing a
+ * new connection, and only a failure without the server's answer (the connection lost) drops it.
+ * While checked out, the connection's errors are listened to (a checked-out client has no
+ * listener of the pool's: an unheard 'error' would end the process); the statement fails on its own.
+ */
+async function onPooledConnection<R>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<R>): Promise<R> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => {
+    broken ??= err;
+  };
+  client.on("error", onError);
+  try {
+    return await work(client);
+  } catch (err) {
+    if (!answeredByServer(err)) broken ??= err instanceof Error ? err : new Error(String(err));
+    throw err;
+  } finally {
+    client.off("error", onError);
+    client.release(broken);
+  }
 }
 
 function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner {
