@@ -290,43 +290,50 @@ type SendSubmittable = (
   callback: (err: Error | null, res: pg.QueryResult) => void,
 ) => unknown;
 
-/** A statement through DescribedOnceQuery (prepared: its row description asked once per connection). */
+/**
+ * A statement through DescribedOnceQuery (prepared: its row description asked once per connection).
+ * On the pool, it checks a connection out and gives it back itself: pg-pool's own query() drops the
+ * connection after any failure, while one the server answered (an error with its SQLSTATE: a
+ * refused value, a statement timeout) leaves the connection fit for the next statement; only a
+ * failure without the server's answer (the connection lost) drops it. While checked out, the
+ * connection's errors are listened to (a checked-out client has no listener of the pool's: an
+ * unheard 'error' would end the process); the statement then fails on its own. Callbacks, not
+ * promises: one promise per statement, as before.
+ */
 function sendQuery(client: pg.Pool | pg.PoolClient, config: DescribedQueryConfig): Promise<pg.QueryResult> {
-  if (client instanceof pg.Pool) return onPooledConnection(client, (c) => sendQuery(c, config));
   return new Promise((resolve, reject) => {
-    (client.query as unknown as SendSubmittable).call(
-      client,
-      new DescribedOnceQuery(config),
-      undefined,
-      (err, res) => (err ? reject(err) : resolve(res)),
-    );
+    if (!(client instanceof pg.Pool)) {
+      submit(client, config, (err, res) => (err ? reject(err) : resolve(res)));
+      return;
+    }
+    client.connect((connectErr, conn) => {
+      if (connectErr || !conn) {
+        reject(connectErr ?? new Error("no connection"));
+        return;
+      }
+      let broken: Error | undefined;
+      const onError = (err: Error) => {
+        broken ??= err;
+      };
+      conn.on("error", onError);
+      submit(conn, config, (err, res) => {
+        conn.off("error", onError);
+        if (err && !answeredByServer(err)) broken ??= err;
+        conn.release(broken);
+        if (err) reject(err);
+        else resolve(res);
+      });
+    });
   });
 }
 
-/**
- * `work` on a connection of `pool`, given back afterwards. pg-pool's own query() drops the
- * connection after any failure; here one the server answered (an error with its SQLSTATE: a
- * refused value, a statement timeout) gives it back for the next statement instead of costing a
- * new connection, and only a failure without the server's answer (the connection lost) drops it.
- * While checked out, the connection's errors are listened to (a checked-out client has no
- * listener of the pool's: an unheard 'error' would end the process); the statement fails on its own.
- */
-async function onPooledConnection<R>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<R>): Promise<R> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  const onError = (err: Error) => {
-    broken ??= err;
-  };
-  client.on("error", onError);
-  try {
-    return await work(client);
-  } catch (err) {
-    if (!answeredByServer(err)) broken ??= err instanceof Error ? err : new Error(String(err));
-    throw err;
-  } finally {
-    client.off("error", onError);
-    client.release(broken);
-  }
+/** Sends `config` on `client` as pg's Submittable; `done` is called once with its outcome. */
+function submit(
+  client: pg.PoolClient,
+  config: DescribedQueryConfig,
+  done: (err: Error | null, res: pg.QueryResult) => void,
+): void {
+  (client.query as unknown as SendSubmittable).call(client, new DescribedOnceQuery(config), undefined, done);
 }
 
 function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner {
