@@ -290,50 +290,16 @@ type SendSubmittable = (
   callback: (err: Error | null, res: pg.QueryResult) => void,
 ) => unknown;
 
-/**
- * A statement through DescribedOnceQuery (prepared: its row description asked once per connection).
- * On the pool, it checks a connection out and gives it back itself: pg-pool's own query() drops the
- * connection after any failure, while one the server answered (an error with its SQLSTATE: a
- * refused value, a statement timeout) leaves the connection fit for the next statement; only a
- * failure without the server's answer (the connection lost) drops it. While checked out, the
- * connection's errors are listened to (a checked-out client has no listener of the pool's: an
- * unheard 'error' would end the process); the statement then fails on its own. Callbacks, not
- * promises: one promise per statement, as before.
- */
+/** A statement through DescribedOnceQuery (prepared: its row description asked once per connection). */
 function sendQuery(client: pg.Pool | pg.PoolClient, config: DescribedQueryConfig): Promise<pg.QueryResult> {
   return new Promise((resolve, reject) => {
-    if (!(client instanceof pg.Pool)) {
-      submit(client, config, (err, res) => (err ? reject(err) : resolve(res)));
-      return;
-    }
-    client.connect((connectErr, conn) => {
-      if (connectErr || !conn) {
-        reject(connectErr ?? new Error("no connection"));
-        return;
-      }
-      let broken: Error | undefined;
-      const onError = (err: Error) => {
-        broken ??= err;
-      };
-      conn.on("error", onError);
-      submit(conn, config, (err, res) => {
-        conn.off("error", onError);
-        if (err && !answeredByServer(err)) broken ??= err;
-        conn.release(broken);
-        if (err) reject(err);
-        else resolve(res);
-      });
-    });
+    (client.query as unknown as SendSubmittable).call(
+      client,
+      new DescribedOnceQuery(config),
+      undefined,
+      (err, res) => (err ? reject(err) : resolve(res)),
+    );
   });
-}
-
-/** Sends `config` on `client` as pg's Submittable; `done` is called once with its outcome. */
-function submit(
-  client: pg.PoolClient,
-  config: DescribedQueryConfig,
-  done: (err: Error | null, res: pg.QueryResult) => void,
-): void {
-  (client.query as unknown as SendSubmittable).call(client, new DescribedOnceQuery(config), undefined, done);
 }
 
 function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner {
