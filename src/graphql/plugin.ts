@@ -278,7 +278,8 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
   for (const endpoint of GRAPHQL_PATHS) {
     // graphql-yoga answers what the fast path leaves (GET, subscriptions, a document that does not
     // validate, other media types): imported and made on the first such request, so that a process
-    // whose clients only POST known-good JSON never loads it (about 14 MB of resident memory).
+    // whose clients only POST known-good JSON never loads it (about 5 MB of peak resident memory;
+    // docs/benchmarks.md).
     let yoga: Promise<YogaServerInstance<ServerContext, GraphQLContext>> | null = null;
     const yogaServer = () =>
       (yoga ??= import("graphql-yoga")

@@ -9,14 +9,10 @@ import { openPostgres } from "../../src/db/database.ts";
 import type { Services } from "../../src/services.ts";
 import type { Database } from "../../src/types.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../helpers/env.ts";
+import { planCacheMode, preparedPlans } from "../helpers/plans.ts";
 
 const LOOKUP = `SELECT $1::int + 1 AS "NEXT"`;
 const READ = `SELECT count(*)::int AS "N" FROM generate_series(1, $1::int)`;
-
-interface PlanCounts {
-  generic: number;
-  custom: number;
-}
 
 if (TEST_DATABASE_URL)
   describe("plan modes (postgres)", () => {
@@ -25,15 +21,8 @@ if (TEST_DATABASE_URL)
     let own: { close(): Promise<void> };
 
     /** How the session planned the prepared statement of `text` so far (a query of its own). */
-    const plans = async (text: string): Promise<PlanCounts> => {
-      const { rows } = await db.query<{ generic_plans: string; custom_plans: string }>(
-        `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
-        [text],
-      );
-      return { generic: Number(rows[0]?.generic_plans ?? 0), custom: Number(rows[0]?.custom_plans ?? 0) };
-    };
-    const mode = async (q: Pick<Database, "query">) =>
-      (await q.query<{ plan_cache_mode: string }>("SHOW plan_cache_mode")).rows[0]!.plan_cache_mode;
+    const plans = (text: string) => preparedPlans(db, text);
+    const mode = planCacheMode;
 
     beforeAll(async () => {
       services = await createTestServices("postgres");

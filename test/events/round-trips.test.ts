@@ -14,6 +14,7 @@ import { createRelay, outboxRowToEvent } from "../../src/events/relay.ts";
 import { createLogger } from "../../src/logger.ts";
 import { bearer, loginAs, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
+import { planCacheMode, preparedPlans } from "../helpers/plans.ts";
 
 if (TEST_DATABASE_URL)
   describe("round trips of the event side (postgres)", () => {
@@ -138,16 +139,8 @@ if (TEST_DATABASE_URL)
       const db = t.services.db;
       if (db.kind !== "postgres") throw new Error("PostgreSQL expected");
       const one = openPostgres(db.connectionString, { max: 1 });
-      const plansOf = async (like: string) => {
-        const { rows } = await one.query<{ generic: string; custom: string }>(
-          `SELECT coalesce(sum(generic_plans), 0) AS generic, coalesce(sum(custom_plans), 0) AS custom
-             FROM pg_prepared_statements WHERE statement LIKE $1`,
-          [like],
-        );
-        return { generic: Number(rows[0]!.generic), custom: Number(rows[0]!.custom) };
-      };
-      const mode = async (q: { query: typeof db.query }) =>
-        (await q.query<{ plan_cache_mode: string }>("SHOW plan_cache_mode")).rows[0]!.plan_cache_mode;
+      const plansOf = (like: string) => preparedPlans(one, like);
+      const mode = planCacheMode;
       try {
         const inMarks: string[] = [];
         for (const id of ["-1", "-2"])

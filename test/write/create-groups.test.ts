@@ -10,6 +10,7 @@ import { createGroups, type GroupedCreate } from "../../src/resolvers/write/crea
 import { createOne } from "../../src/resolvers/write/operations.ts";
 import type { Services } from "../../src/services.ts";
 import { createTestServices, TEST_DATABASE_URL } from "../helpers/env.ts";
+import { type PlanCounts, preparedPlans } from "../helpers/plans.ts";
 import { contextFor, lastOutboxId, snapshot } from "./helpers.ts";
 
 /** What the creates were asked to do, in order; waitFor(n) resolves once n things were asked. */
@@ -159,7 +160,7 @@ describe("create groups", () => {
  * How PostgreSQL planned the customers' create statements so far, summed over the idle connections
  * of the service's pool (pg_prepared_statements is per session: each connection is asked).
  */
-async function createPlans(services: Services): Promise<{ generic: number; custom: number }> {
+async function createPlans(services: Services): Promise<PlanCounts> {
   if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
   const { pool } = services.db;
   // The idle connections are those the creates ran on (the pool hands idle ones out first).
@@ -167,12 +168,12 @@ async function createPlans(services: Services): Promise<{ generic: number; custo
   const sum = { generic: 0, custom: 0 };
   try {
     for (const client of clients) {
-      const { rows } = await client.query<{ generic: string; custom: string }>(
-        `SELECT coalesce(sum(generic_plans), 0) AS generic, coalesce(sum(custom_plans), 0) AS custom
-           FROM pg_prepared_statements WHERE statement LIKE 'WITH %INSERT INTO "TB_ANAG_CUST00"%'`,
+      const plans = await preparedPlans(
+        { query: async (text, params) => client.query(text, params as unknown[]) as never },
+        'WITH %INSERT INTO "TB_ANAG_CUST00"%',
       );
-      sum.generic += Number(rows[0]!.generic);
-      sum.custom += Number(rows[0]!.custom);
+      sum.generic += plans.generic;
+      sum.custom += plans.custom;
     }
   } finally {
     for (const client of clients) client.release();

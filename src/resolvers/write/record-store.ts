@@ -295,7 +295,10 @@ function createdEventSql(
  * (src/db/plan-modes.ts): an INSERT … VALUES plans the same whatever its values, and its key
  * look-ups are by key, so it is planned once per connection instead of at every execution.
  */
-const CREATE_STATEMENT = (w: WriteContext): QueryOptions => ({ prepare: w.model.version, plan: "generic" });
+const createStatementOptions = (w: WriteContext): QueryOptions => ({
+  prepare: w.model.version,
+  plan: "generic",
+});
 
 /** A create's row and Created event as the database answered them (insertRowWithEvent). */
 interface WrittenRow {
@@ -336,7 +339,8 @@ export async function insertRowWithEvent(
     const statement = (payload: string | null) =>
       `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
     SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
-    const row = (await w.tx.lastStatement!<Row>(notice, statement, params, CREATE_STATEMENT(w))).rows[0]!;
+    const row = (await w.tx.lastStatement!<Row>(notice, statement, params, createStatementOptions(w)))
+      .rows[0]!;
     return { record: rowToRecord(dim, row), eventId: String(row[EVENT_ID_COLUMN]) };
   };
   try {
@@ -396,7 +400,7 @@ async function createdRows(
     n AS (SELECT row_number() OVER () AS "${ROW_COLUMN}", ins.* FROM ins)
     SELECT ins."${ROW_COLUMN}", ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""}
       FROM n AS ins JOIN ev ON ev."AGGREGATE_ID" = ${aggregateId}`;
-  const answer = await w.tx.lastStatement!<Row>(notice, statement, params, CREATE_STATEMENT(w));
+  const answer = await w.tx.lastStatement!<Row>(notice, statement, params, createStatementOptions(w));
   if (answer.rows.length !== items.length)
     throw new Error(`A group of ${items.length} creates was answered with ${answer.rows.length} rows.`);
   const written: WrittenRow[] = new Array(items.length);
