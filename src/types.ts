@@ -153,6 +153,13 @@ export interface QueryResult<R> {
   rowCount: number;
 }
 
+/**
+ * How PostgreSQL plans a prepared statement's executions: "custom", anew for its values (the
+ * default: a read's best plan depends on them), or "generic", once per connection and kept
+ * (src/db/outgoing.ts).
+ */
+export type PlanMode = "custom" | "generic";
+
 export interface QueryOptions {
   /**
    * Run as a named prepared statement on PostgreSQL (parsed and planned once per connection).
@@ -163,11 +170,11 @@ export interface QueryOptions {
   /**
    * "generic": the statement's best plan does not depend on its values (an INSERT … VALUES, a
    * look-up by key), so PostgreSQL plans it once per connection and keeps the plan, instead of
-   * planning every execution (src/db/plan-modes.ts). Only with `prepare`, and only for a
+   * planning every execution (src/db/outgoing.ts). Only with `prepare`, and only for a
    * statement sent outside a transaction (on its own, or a transaction's lastStatement sent on
    * its own); elsewhere, and on PGlite, it runs as any other.
    */
-  plan?: "generic";
+  plan?: PlanMode;
 }
 
 export interface TransactionOptions {
@@ -176,7 +183,7 @@ export interface TransactionOptions {
    * QueryOptions.plan): a transaction of statements on fixed tables whose plans do not depend on
    * their values (the event side's). PostgreSQL only.
    */
-  plan?: "generic";
+  plan?: PlanMode;
 }
 
 /** Something that runs parameterised SQL: the database itself or an open transaction. */

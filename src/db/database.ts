@@ -3,7 +3,6 @@
 // JS numbers, so that INTEGER and DECIMAL fields come back as JSON numbers).
 import { createHash, randomUUID } from "node:crypto";
 import { readFile, rm, writeFile } from "node:fs/promises";
-import type { Writable } from "node:stream";
 // PGlite itself is imported by openPglite: a service on PostgreSQL does not load it.
 import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
@@ -11,7 +10,7 @@ import { TransactionTimeoutError } from "../errors.ts";
 import type { Database, Queryable, QueryOptions, QueryResult, TransactionOptions } from "../types.ts";
 import { type DescribedQueryConfig, DescribedOnceQuery } from "./described-query.ts";
 import { answeredByServer } from "./errors.ts";
-import { planModes } from "./plan-modes.ts";
+import { outgoing } from "./outgoing.ts";
 import { addNoticeItems, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
 import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
 
@@ -567,30 +566,6 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
 }
 
 /**
- * pg writes each statement to the socket as it is queued (a system call each). While a connection
- * runs a transaction (`inTransaction`), it is corked until the current turn of the event loop
- * ends, so the statements a turn queues leave in one write: BEGIN with the first statement, the
- * outbox row with COMMIT. A lone statement goes out at once.
- */
-function coalesceWrites(client: pg.PoolClient, inTransaction: WeakSet<pg.PoolClient>): void {
-  const stream = (client as unknown as { connection: { stream: Writable } }).connection.stream;
-  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-  let corked = false;
-  const uncork = () => {
-    corked = false;
-    stream.uncork();
-  };
-  (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args) => {
-    if (!corked && inTransaction.has(client) && stream.writable) {
-      corked = true;
-      stream.cork();
-      setImmediate(uncork);
-    }
-    return query(...args);
-  };
-}
-
-/**
  * The watchdog's probe: `SELECT 1` on a connection of its own (the pool's may all be stuck),
  * given up after `boundMs`.
  */
@@ -644,7 +619,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   // An idle client that loses its connection must not crash the process (the pool drops it).
   pool.on("error", (err) => onConnectionError(err, "idle"));
   const inTransaction = new WeakSet<pg.PoolClient>();
-  const plans = planModes(inTransaction);
+  const sends = outgoing(inTransaction);
   const watchdogMs = opts.watchdogMs ?? DEFAULT_WATCHDOG_MS;
   const watchdog: Watchdog | null =
     watchdogMs > 0
@@ -656,8 +631,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         })
       : null;
   pool.on("connect", (client) => {
-    coalesceWrites(client, inTransaction);
-    plans.follow(client);
+    sends.wrap(client);
     watchdog?.watch(client);
   });
   // While the watchdog holds the database down, statements are refused at once (503).
@@ -765,7 +739,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             throw new Error("The transaction has ended: nothing may follow its last statement.");
           if (opened) return;
           opened = true;
-          plans.begin(client, txOpts?.plan ?? "custom");
+          sends.begin(client, txOpts?.plan ?? "custom");
           tell("BEGIN", { pipelined: false });
           begun = track(client.query("BEGIN"));
           begun.catch(() => {});

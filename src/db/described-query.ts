@@ -11,7 +11,7 @@
 // It relies on pg's Query internals (`_result`, its `_types`, `_accumulateRows`, `_getRows`; pg 8.23), which
 // test/db/described-query.test.ts pins: a pg upgrade that changes them fails it.
 import pg from "pg";
-import type { PlanMode } from "./plan-modes.ts";
+import type { PlanMode } from "../types.ts";
 
 /** pg's wire connection, as far as this module uses it. */
 interface Connection {
@@ -72,7 +72,7 @@ export interface DescribedQueryConfig {
   values: unknown[];
   types: unknown;
   name?: string | undefined;
-  /** The plan it asks for (src/db/plan-modes.ts); custom when not given. */
+  /** The plan it asks for (src/db/outgoing.ts); custom when not given. */
   plan?: PlanMode | undefined;
 }
 
@@ -83,7 +83,7 @@ export interface DescribedQueryConfig {
 export class DescribedOnceQuery extends BaseQuery {
   /** The connection this query was sent on (its RowDescription is kept for it). */
   private sentOn: Connection | null = null;
-  /** The plan it asks for (src/db/plan-modes.ts). */
+  /** The plan it asks for (src/db/outgoing.ts). */
   readonly plan: PlanMode;
 
   constructor(config: DescribedQueryConfig) {

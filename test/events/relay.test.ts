@@ -471,8 +471,24 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
         // 3,000 rows marked as the relay marks them (dead entries in the partial index until a
         // vacuum), then 10 to claim.
         await insert(-9_000_000, 3000);
-        await db.query(
-          `UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "AGGREGATE_TYPE" = 'CLAIM'`,
+        const marked = await db.query<{ xid: string }>(
+          `WITH marked AS (
+             UPDATE "TB_ANAG_OUTBOX00" SET "PUBLISHED_AT" = now() WHERE "AGGREGATE_TYPE" = 'CLAIM' RETURNING 1
+           ) SELECT (pg_current_xact_id()::text::bigint % 4294967296)::text AS xid FROM marked LIMIT 1`,
+        );
+        // A claim marks the entries it passes over dead only once no transaction of this database
+        // can still see them: wait until every snapshot here is newer than the marks.
+        await eventually(
+          async () => {
+            const { rows } = await db.query<{ older: number }>(
+              `SELECT count(*)::int AS older FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid()
+                  AND (backend_xmin::text::bigint <= $1::bigint OR backend_xid::text::bigint <= $1::bigint)`,
+              [marked.rows[0]!.xid],
+            );
+            return rows[0]!.older === 0;
+          },
+          { what: "no snapshot older than the marks" },
         );
         await insert(-8_000_000, 10);
         await db.query(`ANALYZE "TB_ANAG_OUTBOX00"`);

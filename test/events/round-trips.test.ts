@@ -3,7 +3,7 @@
 // three round trips (BEGIN with the turn, the claim, the mark with COMMIT), the analytics writer's
 // two (BEGIN with the marks, the counts with COMMIT), the search indexer's one, whatever the
 // batch's size. Their prepared statements are planned once per connection (generic plans, chosen
-// for their transactions only: the service's reads plan each execution; src/db/plan-modes.ts).
+// for their transactions only: the service's reads plan each execution; src/db/outgoing.ts).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAnalyticsWriter } from "../../src/events/analytics.ts";
 import { processEachOnce } from "../../src/events/consumed.ts";

@@ -23,7 +23,7 @@ const REQUESTS = 100;
  * NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per request"); a connection's plan
  * mode switched when it serves another kind of statement than before (creates keep generic plans,
  * a session's look-up custom ones: a SET outside a transaction, a transaction of its own;
- * src/db/plan-modes.ts), one to three per hundred creates here.
+ * src/db/outgoing.ts), one to three per hundred creates here.
  */
 const UPKEEP = 10;
 
