@@ -16,7 +16,8 @@
 // each server's median round shown). Prints Markdown tables with the machine's CPU steal, load
 // average, the CPU time per request of each server and of PostgreSQL, and each server's peak RSS.
 // BENCH_ROLE=write runs Dimensio as the write backend (no relay or subscribers in its process);
-// BENCH_NODE_OPTIONS passes V8 flags to it, BENCH_ENV (K=V,K=V) settings; BENCH_WORKLOADS=W2,W4 runs only those.
+// BENCH_NODE_OPTIONS passes V8 flags to it, BENCH_ENV (K=V,K=V) settings; BENCH_WORKLOADS=W2,W4 runs only those;
+// BENCH_GC=1 runs it with --trace-gc and prints its collections per request after each measurement.
 //
 // Each server is a process of its own, as operators run it (Dimensio: `npm start`'s
 // scripts/start.mjs with DATABASE_URL; the floor: bench/floor.ts, which loads only pg), and the
@@ -123,6 +124,19 @@ async function memoryBreakdown(base: string, headers: Record<string, string>): P
   return `RSS ${mb(/^\w*process_resident_memory_bytes(?:\{[^}]*\})? (\S+)$/gm)}, heap total ${mb(/^\w*nodejs_heap_size_total_bytes(?:\{[^}]*\})? (\S+)$/gm)} (${spaces}), heap used ${mb(/^\w*nodejs_heap_size_used_bytes(?:\{[^}]*\})? (\S+)$/gm)}, external ${mb(/^\w*nodejs_external_memory_bytes(?:\{[^}]*\})? (\S+)$/gm)}`;
 }
 
+/** V8's --trace-gc lines of a measurement: each kind's count and time per request. */
+function gcSummary(trace: string, requests: number): string {
+  const by = new Map<string, { n: number; ms: number }>();
+  for (const m of trace.matchAll(/ms: ([A-Z][\w-]*(?: \(reduce\))?) .*?, ([\d.]+) \/ [\d.]+ ms/g)) {
+    const kind = by.get(m[1]!) ?? { n: 0, ms: 0 };
+    kind.n++;
+    kind.ms += Number(m[2]);
+    by.set(m[1]!, kind);
+  }
+  const parts = [...by].map(([kind, { n, ms }]) => `${kind} ×${n} ${((ms * 1000) / requests).toFixed(0)} µs`);
+  return `GC per request: ${parts.join(", ") || "none"}`;
+}
+
 /** Peak resident memory of a process (VmHWM), in MB. */
 function peakRssMb(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, "utf8")
@@ -155,20 +169,24 @@ function startScript(
 
 async function startDimensio(url: string): Promise<{ base: string; running: Running }> {
   const port = await freePort();
-  const running = spawnStart({
-    ...benchServiceEnv(url, port, `/tmp/dimensio-bench-${process.pid}`),
-    // BENCH_ROLE: run Dimensio as one backend role (e.g. write: no relay or subscribers in it).
-    ...(process.env.BENCH_ROLE ? { ROLE: process.env.BENCH_ROLE, GATEWAY_SECRET: BENCH_SECRET } : {}),
-    // BENCH_NODE_OPTIONS: V8 settings of the Dimensio process (e.g. --max-semi-space-size=4).
-    ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
-    // BENCH_ENV: more settings of the Dimensio process, e.g. EVENTS_GATHER_MS=20,LOG_LEVEL=info.
-    ...Object.fromEntries(
-      (process.env.BENCH_ENV ?? "")
-        .split(",")
-        .filter((kv) => kv.includes("="))
-        .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
-    ),
-  });
+  const running = spawnStart(
+    {
+      ...benchServiceEnv(url, port, `/tmp/dimensio-bench-${process.pid}`),
+      // BENCH_ROLE: run Dimensio as one backend role (e.g. write: no relay or subscribers in it).
+      ...(process.env.BENCH_ROLE ? { ROLE: process.env.BENCH_ROLE, GATEWAY_SECRET: BENCH_SECRET } : {}),
+      // BENCH_NODE_OPTIONS: V8 settings of the Dimensio process (e.g. --max-semi-space-size=4).
+      ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
+      // BENCH_ENV: more settings of the Dimensio process, e.g. EVENTS_GATHER_MS=20,LOG_LEVEL=info.
+      ...Object.fromEntries(
+        (process.env.BENCH_ENV ?? "")
+          .split(",")
+          .filter((kv) => kv.includes("="))
+          .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+      ),
+      // BENCH_GC=1: V8 traces its collections, summed per measurement (gcSummary).
+    },
+    process.env.BENCH_GC ? ["--trace-gc"] : [],
+  );
   const base = `http://127.0.0.1:${port}`;
   await waitReady(base, running);
   return { base, running };
@@ -184,6 +202,17 @@ const SERVERS: ReadonlyArray<[ServerName, string]> = [
   ["rest", "Dimensio REST"],
   ["gql", "Dimensio GraphQL"],
 ];
+/**
+ * The servers in the order of a round. Dimensio's REST and GraphQL share one process, so the one
+ * measured second pays the collection of the garbage the first left in V8's old generation (a
+ * W4 profile: GraphQL's garbage collector 64 µs per create right after REST's run, REST's 33):
+ * they swap places every other round.
+ */
+function serverOrder(round: number): ServerName[] {
+  const order = SERVERS.map(([server]) => server);
+  if (round % 2 === 0) return order;
+  return order.map((s) => (s === "rest" ? "gql" : s === "gql" ? "rest" : s));
+}
 type Run = { url: string; method?: string; body?: string; headers?: Record<string, string> };
 interface Workload {
   name: string;
@@ -195,6 +224,7 @@ interface Measured {
   rps: number;
   cpu: number;
   pg: number;
+  p50: number;
   p99: number;
   failed: number;
 }
@@ -427,15 +457,27 @@ async function main() {
     };
     await forgetCreates();
     const measure = async (pid: number, run: Run, dimensioCreates: boolean): Promise<Measured> => {
+      const running = dimensio!.running;
+      const gcFrom = running.output().length;
       const cpu0 = processCpuMs(pid);
       const pg0 = postgresCpu();
       const r = await autocannon({ ...run, connections: CONNECTIONS, duration: SECONDS });
-      if (dimensioCreates) await eventsPublished();
+      // Published is not done: the subscribers (search, analytics, notifications, webhook
+      // matching) may still be working through the bus's queues. Their CPU is the creates' own:
+      // measured until the process and PostgreSQL are quiet, not left to the next measurement
+      // (GraphQL's, right after REST's in the same process).
+      if (dimensioCreates) {
+        await eventsPublished();
+        await quiet(pid);
+      }
       const served = Math.max(1, r.requests.total);
+      if (process.env.BENCH_GC && pid === running.child.pid)
+        console.error(`  ${gcSummary(running.output().slice(gcFrom), served)}`);
       return {
         rps: r.requests.average,
         cpu: (processCpuMs(pid) - cpu0) / served,
         pg: postgresCpuMsSince(pg0) / served,
+        p50: r.latency.p50,
         p99: r.latency.p99,
         failed: r.non2xx + r.errors,
       };
@@ -444,7 +486,7 @@ async function main() {
     for (const w of workloads) {
       const rounds: Partial<Record<ServerName, Measured[]>> = {};
       for (let round = 0; round < ROUNDS; round++) {
-        for (const [server] of SERVERS) {
+        for (const server of serverOrder(round)) {
           const run = w.runs[server];
           if (!run) continue;
           const m = await measure(
@@ -455,7 +497,7 @@ async function main() {
           if (m.failed) console.error(`${w.name.split(" ")[0]} ${server}: ${m.failed} failed requests`);
           // Each round on stderr: the spread behind the median the tables show.
           console.error(
-            `  ${w.name.split(" ")[0]} ${server} round ${round + 1}: ${m.rps.toFixed(0)} req/s, CPU ${m.cpu.toFixed(2)} / ${m.pg.toFixed(2)} ms, p99 ${m.p99} ms`,
+            `  ${w.name.split(" ")[0]} ${server} round ${round + 1}: ${m.rps.toFixed(0)} req/s, CPU ${m.cpu.toFixed(2)} / ${m.pg.toFixed(2)} ms, p50 ${m.p50} ms, p99 ${m.p99} ms`,
           );
           const list = rounds[server] ?? [];
           list.push(m);

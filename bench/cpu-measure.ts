@@ -3,6 +3,7 @@
 // at a time, and the process's CPU time (user + system) is divided by their count. On a shared
 // machine this moves far less than req/s. Each round measures every workload once; the least of
 // the rounds is printed last, because what other processes add to a round only adds.
+import { constants, PerformanceObserver } from "node:perf_hooks";
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from "fastify";
 
 /** What both CPU benches read of the environment (their headers list the variables). */
@@ -84,4 +85,29 @@ export async function printCpuPerRequest(
     console.log(`round ${round}: ${line.join("; ")}`);
   }
   console.log(`least: ${[...least].map(([name, us]) => `${name} ${us.toFixed(0)} µs/req`).join("; ")}`);
+}
+
+/**
+ * The garbage collector's time per request, by kind (V8's minor and major collections), from
+ * Node's performance timeline: an AlsoMeasure for printCpuPerRequest.
+ */
+export function gcPerRequest(): AlsoMeasure {
+  return (_name, requests) => {
+    const by = { minor: 0, major: 0 };
+    const observer = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        const kind = (entry as unknown as { detail?: { kind?: number } }).detail?.kind;
+        if (kind === constants.NODE_PERFORMANCE_GC_MINOR) by.minor += entry.duration;
+        else by.major += entry.duration;
+      }
+    });
+    observer.observe({ entryTypes: ["gc"] });
+    return async () => {
+      // The entries of the last collections are queued: one turn for them to arrive.
+      await new Promise((resolve) => setImmediate(resolve));
+      observer.disconnect();
+      const us = (ms: number) => Math.round((ms * 1000) / requests);
+      return `GC ${us(by.minor)} µs minor + ${us(by.major)} µs other`;
+    };
+  };
 }

@@ -7,12 +7,14 @@
 // W2, for the difference the adapter makes; gW1 is W1's list of 20 customers of a city by name,
 // gPage1000 a page of 1,000 customers (bench/isolation's heavy page), at BENCH_REQUESTS / 20; gW4
 // is W4's create of a customer as a GraphQL mutation, rW4 the same create over REST (201).
-// BENCH_WORKLOADS=gW1,gPage1000 runs only those.
+// BENCH_WORKLOADS=gW1,gPage1000 runs only those; BENCH_GC=1 adds the garbage collector's time per
+// request (minor and other collections); BENCH_EVENTS=1 runs the creates' event side in the process.
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/graphql-cpu.ts
 import type { InjectOptions } from "fastify";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { cpuBenchSettings, injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
+import { eventPartsOf, startEventRuntime } from "../src/events/runtime.ts";
+import { cpuBenchSettings, gcPerRequest, injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
 import {
   BENCH_CREATE,
   BENCH_CREATE_MUTATION,
@@ -31,6 +33,11 @@ async function main() {
     env: { LOG_LEVEL: "warn" },
   });
   const { app } = bench;
+  // BENCH_EVENTS=1: the creates' event side (relay, subscribers) runs in the process, as under
+  // `npm start`, and a create measurement lasts until their events are published.
+  const events = process.env.BENCH_EVENTS
+    ? await startEventRuntime(bench.services, eventPartsOf("all")!)
+    : null;
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
     const gql = (query: string): InjectOptions => ({
@@ -66,6 +73,15 @@ async function main() {
         },
       ],
     ];
+    const published = async () => {
+      for (;;) {
+        const { rows } = await bench.services.db.query<{ any: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL) AS "any"`,
+        );
+        if (!rows[0]?.any) return;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    };
     // A GraphQL error is answered with 200: the body is checked too.
     const run = injectConcurrently(
       app,
@@ -82,12 +98,17 @@ async function main() {
       workloads.map(([name, request]) => ({
         name,
         requests: name === "gPage1000" ? Math.ceil(settings.requests / 20) : settings.requests,
-        send: (n) => run(request, n),
+        send: async (n) => {
+          await run(request, n);
+          if (events && (name === "gW4" || name === "rW4")) await published();
+        },
         ...(name === "gW4" || name === "rW4" ? { after: forget } : {}),
       })),
       settings.rounds,
+      process.env.BENCH_GC ? gcPerRequest() : undefined,
     );
   } finally {
+    await events?.stop();
     await bench.close();
   }
 }

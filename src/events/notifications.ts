@@ -18,10 +18,17 @@ export interface Notification {
 
 export interface NotificationTransport {
   send(notification: Notification): Promise<void>;
+  /**
+   * Whether a notification sent now would go anywhere (default: yes). The log transport's go
+   * nowhere under a log level above info: events are then acknowledged without marks, there being
+   * no effect to deduplicate.
+   */
+  delivers?(): boolean;
 }
 
 export function logTransport(logger: Logger): NotificationTransport {
   return {
+    delivers: () => logger.isLevelEnabled("info"),
     async send(n) {
       logger.info({ notification: n }, n.subject);
     },
@@ -32,11 +39,14 @@ export const NOTIFICATIONS_SUBSCRIBER = "notifications";
 
 /**
  * One notification per event, sent once per message id: a batch's marks commit after its sends
- * (a failed send rolls the batch's marks back; its events are then retried one by one).
+ * (a failed send rolls the batch's marks back; its events are then retried one by one). While
+ * the transport delivers nothing, a batch is acknowledged as it comes: no transaction, no marks
+ * (the subscriber's queue stays bound and drained).
  */
 export function createNotificationSender(db: Database, transport: NotificationTransport): BatchHandler {
-  return (events) =>
-    processEachOnce(db, NOTIFICATIONS_SUBSCRIBER, events, async (_tx, fresh) => {
+  return async (events) => {
+    if (transport.delivers?.() === false) return;
+    await processEachOnce(db, NOTIFICATIONS_SUBSCRIBER, events, async (_tx, fresh) => {
       for (const event of fresh) {
         const m = parseMessage(event);
         await transport.send({
@@ -49,4 +59,5 @@ export function createNotificationSender(db: Database, transport: NotificationTr
         });
       }
     });
+  };
 }

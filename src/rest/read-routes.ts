@@ -25,8 +25,14 @@ import { createReadSerializers } from "./response/serializers.ts";
 
 type DimParams = { Params: { dim: string } };
 
-function sendJson(reply: FastifyReply, body: string) {
-  return reply.type("application/json; charset=utf-8").send(body);
+/**
+ * The body to return from the handler, its media type set: an async handler that returns the
+ * reply itself (a thenable) is held until the response has finished (fastify's Reply.then waits
+ * on the stream), and the request's objects with it.
+ */
+function sendJson(reply: FastifyReply, body: string): string {
+  reply.type("application/json; charset=utf-8");
+  return body;
 }
 
 /** A page's size as the heavy-request lanes weigh it: rows × fields, times the relations expanded. */

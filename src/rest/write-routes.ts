@@ -173,11 +173,13 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   app.post<DimParams>(`${CORE}/:dim`, async (request, reply) => {
     const ctx = ctxOf(request);
     const result = await createOne(services, ctx, request.params.dim, dataObject(request.body));
-    return reply.status(201).send({
+    // The body returned, not the reply (src/rest/read-routes.ts, sendJson).
+    reply.status(201);
+    return {
       data: result.visible,
       message: `${result.dim} ${result.recordId} created.`,
       event_id: result.eventId,
-    });
+    };
   });
 
   const update =

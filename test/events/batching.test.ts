@@ -1,12 +1,13 @@
 // Batched subscribers (issue 11): the events a queue hands out at once are processed together,
 // in one transaction of a few statements, and still acknowledged one by one: a batch that fails
 // is retried event by event, so only the failing event is requeued and dead-lettered.
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAnalyticsWriter } from "../../src/events/analytics.ts";
 import { inBatches } from "../../src/events/batching.ts";
 import { type BusEvent, createMemoryBus, type ReceivedEvent } from "../../src/events/bus.ts";
 import { createSearchIndexer } from "../../src/events/search.ts";
-import { createNotificationSender, type Notification } from "../../src/events/notifications.ts";
+import { createNotificationSender, logTransport, type Notification } from "../../src/events/notifications.ts";
 import { createWebhookDispatcher } from "../../src/events/webhooks/dispatcher.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
 import { eventually } from "./support.ts";
@@ -173,6 +174,30 @@ describe.each(BACKENDS)("batched subscribers (%s)", (backend) => {
     await send([a, b]);
     await send([a, b]);
     expect(sent.map((n) => n.eventId)).toEqual([a.id, b.id]);
+  });
+
+  it("notifications through the log: a line per event at info; under a higher level no statement, no mark", async () => {
+    const lines: string[] = [];
+    const sink = { write: (line: string) => void lines.push(line) };
+    const marks = async (ids: string[]) =>
+      (
+        await t.services.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "TB_EVENT_CONSUMED"
+            WHERE "SUBSCRIBER" = 'notifications' AND "OUTBOX_ID" = ANY($1::bigint[])`,
+          [ids],
+        )
+      ).rows[0]!.n;
+    const quiet = [event("CUST", "5", "CUSTCreated", {}), event("CUST", "6", "CUSTUpdated", {})];
+    statements.length = 0;
+    await createNotificationSender(t.services.db, logTransport(pino({ level: "warn" }, sink)))(quiet);
+    expect(statements).toEqual([]);
+    expect(lines).toEqual([]);
+    expect(await marks(quiet.map((e) => e.id))).toBe(0);
+
+    const heard = [event("CUST", "7", "CUSTCreated", {})];
+    await createNotificationSender(t.services.db, logTransport(pino({ level: "info" }, sink)))(heard);
+    expect(lines.map((l) => JSON.parse(l).msg)).toEqual(["CUSTCreated CUST 7"]);
+    expect(await marks(heard.map((e) => e.id))).toBe(1);
   });
 
   it("webhooks: the batch's tenants' registrations read once, one delivery per match", async () => {
