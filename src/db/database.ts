@@ -416,7 +416,8 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
       await c.query(`SET application_name = '${LISTENING_APPLICATION}'`);
     } catch (err) {
       detach(c);
-      c.release(err as Error);
+      // Closed, not given back: it may hold some of the LISTENs already.
+      c.release(true);
       throw err;
     }
     return c;
@@ -566,6 +567,29 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
 }
 
 /**
+ * pg-pool's own `query()` gives its connection back with the statement's error, and a connection
+ * given back with any error is closed: every statement sent on its own that the server refused (a
+ * value it rejects, a key already taken, a statement timeout) cost the next statement a new
+ * backend. A refusal (severity ERROR, with its SQLSTATE) leaves the session as it was (pg forgets
+ * a named statement whose Parse failed, and keeps one whose execution failed, as the server does),
+ * so the connection goes back to the pool; a lost or ending connection is still closed (the pool's
+ * own checks), and so is one given back with any other error. pg-pool's `_release` is the one
+ * place its releases pass through (pg-pool 3; test/db/refusals-keep-connections.test.ts pins it).
+ */
+function keepConnectionsAfterRefusals(pool: pg.Pool): void {
+  const inner = pool as unknown as { _release(client: unknown, idle: unknown, err?: unknown): unknown };
+  if (typeof inner._release !== "function")
+    throw new Error("pg-pool without _release: check keepConnectionsAfterRefusals");
+  const release = inner._release.bind(pool);
+  inner._release = (client, idle, err) => release(client, idle, err && refusedOnly(err) ? undefined : err);
+}
+
+/** An error the server answered a statement with, the session going on (not FATAL, not PANIC). */
+function refusedOnly(err: unknown): boolean {
+  return answeredByServer(err) && (err as { severity?: unknown }).severity === "ERROR";
+}
+
+/**
  * The watchdog's probe: `SELECT 1` on a connection of its own (the pool's may all be stuck),
  * given up after `boundMs`.
  */
@@ -618,6 +642,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   const onConnectionError = opts.onConnectionError ?? (() => {});
   // An idle client that loses its connection must not crash the process (the pool drops it).
   pool.on("error", (err) => onConnectionError(err, "idle"));
+  keepConnectionsAfterRefusals(pool);
   const inTransaction = new WeakSet<pg.PoolClient>();
   const sends = outgoing(inTransaction);
   const watchdogMs = opts.watchdogMs ?? DEFAULT_WATCHDOG_MS;
