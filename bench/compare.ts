@@ -31,6 +31,7 @@ import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, type Running, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { autocannon } from "./autocannon.ts";
 import {
+  allEventsPublished,
   BENCH_CREATE,
   BENCH_CREATE_MUTATION,
   BENCH_PATHS,
@@ -183,8 +184,8 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
           .filter((kv) => kv.includes("="))
           .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
       ),
-      // BENCH_GC=1: V8 traces its collections, summed per measurement (gcSummary).
     },
+    // BENCH_GC=1: V8 traces its collections, summed per measurement (gcSummary).
     process.env.BENCH_GC ? ["--trace-gc"] : [],
   );
   const base = `http://127.0.0.1:${port}`;
@@ -203,10 +204,10 @@ const SERVERS: ReadonlyArray<[ServerName, string]> = [
   ["gql", "Dimensio GraphQL"],
 ];
 /**
- * The servers in the order of a round. Dimensio's REST and GraphQL share one process, so the one
- * measured second pays the collection of the garbage the first left in V8's old generation (a
- * W4 profile: GraphQL's garbage collector 64 µs per create right after REST's run, REST's 33):
- * they swap places every other round.
+ * The servers in the order of a round. Dimensio's REST and GraphQL share one process, so whatever
+ * one leaves behind (garbage in V8's old generation, work queued for the event side) could fall
+ * into the other's measurement: they swap places every other round, so that neither always comes
+ * second. (GraphQL's W4 cost more in either order: docs/benchmarks.md.)
  */
 function serverOrder(round: number): ServerName[] {
   const order = SERVERS.map(([server]) => server);
@@ -446,14 +447,7 @@ async function main() {
      * as its own and none of it falls into the next server's measurement.
      */
     const eventsPublished = async () => {
-      if (process.env.BENCH_ROLE) return;
-      for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
-        const { rows } = await services.db.query<{ any: boolean }>(
-          `SELECT EXISTS (SELECT 1 FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL) AS "any"`,
-        );
-        if (!rows[0]?.any) return;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      if (!process.env.BENCH_ROLE) await allEventsPublished(services.db);
     };
     await forgetCreates();
     const measure = async (pid: number, run: Run, dimensioCreates: boolean): Promise<Measured> => {

@@ -16,6 +16,7 @@ import { bearer, loginAs } from "../test/helpers/auth.ts";
 import { eventPartsOf, startEventRuntime } from "../src/events/runtime.ts";
 import { cpuBenchSettings, gcPerRequest, injectConcurrently, printCpuPerRequest } from "./cpu-measure.ts";
 import {
+  allEventsPublished,
   BENCH_CREATE,
   BENCH_CREATE_MUTATION,
   BENCH_PATHS,
@@ -73,15 +74,6 @@ async function main() {
         },
       ],
     ];
-    const published = async () => {
-      for (;;) {
-        const { rows } = await bench.services.db.query<{ any: boolean }>(
-          `SELECT EXISTS (SELECT 1 FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL) AS "any"`,
-        );
-        if (!rows[0]?.any) return;
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
-    };
     // A GraphQL error is answered with 200: the body is checked too.
     const run = injectConcurrently(
       app,
@@ -100,7 +92,7 @@ async function main() {
         requests: name === "gPage1000" ? Math.ceil(settings.requests / 20) : settings.requests,
         send: async (n) => {
           await run(request, n);
-          if (events && (name === "gW4" || name === "rW4")) await published();
+          if (events && (name === "gW4" || name === "rW4")) await allEventsPublished(bench.services.db);
         },
         ...(name === "gW4" || name === "rW4" ? { after: forget } : {}),
       })),

@@ -12,7 +12,7 @@
 import { Session } from "node:inspector/promises";
 import { eventPartsOf, startEventRuntime } from "../src/events/runtime.ts";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
-import { BENCH_CREATE_MUTATION, openBenchApp } from "./seed.ts";
+import { allEventsPublished, BENCH_CREATE_MUTATION, openBenchApp } from "./seed.ts";
 
 const URL =
   process.env.BENCH_URL ??
@@ -44,16 +44,6 @@ async function main() {
   const events = METHOD === "POST" ? await startEventRuntime(bench.services, eventPartsOf("all")!) : null;
   try {
     const headers = bearer(await loginAs(app, "anna", "anna-secret-1"));
-    const published = async () => {
-      for (let i = 0; i < 2000; i++) {
-        const { rows } = await bench.services.db.query<{ n: string }>(
-          `SELECT count(*)::text AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`,
-        );
-        if (rows[0]?.n === "0") return;
-        await new Promise((r) => setTimeout(r, 5));
-      }
-      throw new Error("the creates' events were not published within 10 s");
-    };
     const get = async () => {
       const res = await app.inject({
         method: METHOD,
@@ -72,7 +62,7 @@ async function main() {
       includeObjectsCollectedByMinorGC: true,
     });
     for (let i = 0; i < REQUESTS; i++) await get();
-    if (METHOD === "POST") await published();
+    if (METHOD === "POST") await allEventsPublished(bench.services.db, 10_000);
     const { profile } = (await session.post("HeapProfiler.stopSampling")) as unknown as {
       profile: { head: SampleNode };
     };

@@ -72,6 +72,23 @@ export async function forgetBenchCreates(db: Queryable): Promise<void> {
   await db.query(`VACUUM ANALYZE "TB_ANAG_CUST00"`);
 }
 
+/**
+ * Waits until the outbox holds no unpublished row (a create measurement with the event side in
+ * the process ends there); throws after `timeoutMs`, a relay that publishes nothing being a bench
+ * that measures nothing.
+ */
+export async function allEventsPublished(db: Queryable, timeoutMs = 120_000): Promise<void> {
+  for (const deadline = Date.now() + timeoutMs; ; ) {
+    const { rows } = await db.query<{ any: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL) AS "any"`,
+    );
+    if (!rows[0]?.any) return;
+    if (Date.now() > deadline)
+      throw new Error(`the events were not all published within ${timeoutMs / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** W4 as a GraphQL mutation. */
 export const BENCH_CREATE_MUTATION = `mutation { CUST_create(source: "anag-1", data: {NAME: "${BENCH_CREATE.NAME}", CODE: "${BENCH_CREATE.CODE}"}) { data { CUST_ID } } }`;
 

@@ -359,9 +359,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
           );
           if (answer) {
             services.metrics.graphqlOperations.inc({ operation: fast.operation });
-            // The body returned, not the reply: an async handler that returns the reply (a
-            // thenable) is held until the response has finished (fastify's Reply.then waits on
-            // the stream), and with it the request's objects, long enough to be promoted.
+            // The body returned, not the reply (docs/decisions.md, "Handlers return their body").
             reply.status(answer.status).headers(answer.headers);
             return answer.body;
           }

@@ -30,7 +30,7 @@ type DimParams = { Params: { dim: string } };
  * reply itself (a thenable) is held until the response has finished (fastify's Reply.then waits
  * on the stream), and the request's objects with it.
  */
-function sendJson(reply: FastifyReply, body: string): string {
+function jsonBody(reply: FastifyReply, body: string): string {
   reply.type("application/json; charset=utf-8");
   return body;
 }
@@ -66,7 +66,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     const values = pageValues(rc, request.params.dim, params);
     return heavy.run(rc.request.principal.tenantId, values, reply, async () => {
       const result = await listRecords(rc, request.params.dim, params);
-      return sendJson(reply, serializers.list(rc.model.version, result));
+      return jsonBody(reply, serializers.list(rc.model.version, result));
     });
   });
 
@@ -93,7 +93,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
       const values = pageValues(rc, request.params.dim, params);
       return heavy.run(rc.request.principal.tenantId, values, reply, async () => {
         const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
-        return sendJson(reply, serializers.list(rc.model.version, result));
+        return jsonBody(reply, serializers.list(rc.model.version, result));
       });
     },
   );
@@ -106,6 +106,6 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
       request.params.id,
       parseRecordParams(query(request)),
     );
-    return sendJson(reply, serializers.record(rc.model.version, result));
+    return jsonBody(reply, serializers.record(rc.model.version, result));
   });
 };

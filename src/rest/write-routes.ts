@@ -173,7 +173,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   app.post<DimParams>(`${CORE}/:dim`, async (request, reply) => {
     const ctx = ctxOf(request);
     const result = await createOne(services, ctx, request.params.dim, dataObject(request.body));
-    // The body returned, not the reply (src/rest/read-routes.ts, sendJson).
+    // The body returned, not the reply (docs/decisions.md, "Handlers return their body").
     reply.status(201);
     return {
       data: result.visible,
