@@ -5,6 +5,7 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { type DocumentNode, type ExecutionResult, GraphQLError } from "graphql";
 import { decodeJwt } from "jose";
+import { LRUCache } from "lru-cache";
 import { bearerToken } from "../auth/request-input.ts";
 import type { Plugin, YogaServerInstance } from "graphql-yoga";
 import { ApiError } from "../errors.ts";
@@ -29,6 +30,9 @@ import {
 import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
 export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
+
+/** Tenants whose GraphQL services (with their read gate) are kept made; the least used go past it. */
+const MAX_TENANT_VIEWS = 1000;
 
 const GRAPHIQL_DEFAULT_QUERY = `# Paste your token in the Headers tab below, then run a query, e.g.
 # { CUST(source: "anag-1", limit: 5) { data { CUST_ID NAME } meta { total } } }
@@ -274,6 +278,20 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
       ? toGraphQLError(error, (err) => services.logger.error({ err }, "GraphQL resolver failed"))
       : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } });
   const fastPath = createFastPath(limits, estimate);
+  // Reads pass the caller's tenant's gate: one operation cannot hold the database. The services
+  // a tenant's operations see are made once per tenant, not per request (the gate keeps its lanes
+  // per tenant either way); inherited, not copied: a copy would call their lazy getters, Prisma's.
+  const tenantServices = new LRUCache<string, GraphQLContext["services"]>({ max: MAX_TENANT_VIEWS });
+  const servicesOf = (tenantId: string): GraphQLContext["services"] => {
+    let view = tenantServices.get(tenantId);
+    if (!view) {
+      view = Object.assign(Object.create(services) as typeof services, {
+        readDb: gate.queryable(services.readDb, tenantId),
+      });
+      tenantServices.set(tenantId, view);
+    }
+    return view;
+  };
 
   for (const endpoint of GRAPHQL_PATHS) {
     // graphql-yoga answers what the fast path leaves (GET, subscriptions, a document that does not
@@ -338,18 +356,15 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
           return reply.type("text/html; charset=utf-8").send(page[encoding]);
         }
         const caller = callerOf(request);
-        const context: GraphQLContext = {
+        const serverContext: ServerContext & GraphQLContext = {
+          req: request,
+          reply,
           caller,
-          // Reads pass the caller's tenant's gate: one operation cannot hold the database. (The
-          // services inherited, not copied: a copy would call their lazy getters, Prisma's.)
-          services: Object.assign(Object.create(services) as typeof services, {
-            readDb: gate.queryable(services.readDb, caller.principal.tenantId),
-          }),
+          services: servicesOf(caller.principal.tenantId),
           readContexts: new Map(),
           pageLoaders: new Map(),
           writeBudget: requestBudget(services.config),
         };
-        const serverContext = { req: request, reply, ...context };
         // A plain POST of a query or a mutation already known valid skips yoga (src/graphql/fast-path.ts).
         const schema = schemas.current();
         const fast = fastPath.operationOf(request, schema);

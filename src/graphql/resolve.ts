@@ -48,6 +48,7 @@ import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.t
 import type { SchemaResolvers } from "../schema/build.ts";
 import type { Services } from "../services.ts";
 import { type Caller, type DimensionDef, inScope, type RequestContext } from "../types.ts";
+import { plain } from "./input-values.ts";
 import { lookahead, type SelectedField, under } from "./lookahead.ts";
 
 /** One GraphQL request: the caller (authenticated once, source-less) and the services. */
@@ -400,11 +401,6 @@ function fieldNotVisible(dim: DimensionDef, field: string): GraphQLError {
   return new GraphQLError(`${dim.code}.${field} is not visible to the caller in this context.`, {
     extensions: { code: "FIELD_NOT_VISIBLE", status: 403, field },
   });
-}
-
-/** Plain objects (graphql-js gives input objects without a prototype). */
-function plain<T>(value: T): T {
-  return value === undefined ? value : JSON.parse(JSON.stringify(value));
 }
 
 // ---------------------------------------------------------------- the resolvers

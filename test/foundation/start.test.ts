@@ -110,3 +110,20 @@ describe("npm start on the embedded database", () => {
     });
   }
 });
+
+describe("the image runs the service as npm start does", () => {
+  it("with the same V8 flags (package.json's start script, deploy/Dockerfile's CMD)", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const root = path.join(import.meta.dirname, "..", "..");
+    const manifest = JSON.parse(await readFile(path.join(root, "package.json"), "utf8")) as {
+      scripts: { start: string };
+    };
+    const startFlags = manifest.scripts.start.split(/\s+/).filter((arg) => arg.startsWith("--"));
+    const cmd = /^CMD (\[.*\])$/m.exec(await readFile(path.join(root, "deploy", "Dockerfile"), "utf8"));
+    expect(cmd).not.toBeNull();
+    const imageFlags = (JSON.parse(cmd![1]!) as string[]).filter((arg) => arg.startsWith("--"));
+    expect(imageFlags).toEqual(startFlags);
+    // docs/decisions.md: request-scoped objects of GraphQL writes were pretenured without it.
+    expect(startFlags).toContain("--no-allocation-site-pretenuring");
+  });
+});
