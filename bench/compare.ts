@@ -39,6 +39,7 @@ import {
   forgetBenchCreates,
   openBenchServices,
   seedCustomers,
+  unpublishedEvents,
 } from "./seed.ts";
 
 const CUSTOMERS = Number(process.env.BENCH_CUSTOMERS ?? 20_000);
@@ -228,6 +229,8 @@ interface Measured {
   p50: number;
   p99: number;
   failed: number;
+  /** Dimensio's creates: outbox rows not yet published when the load stopped. */
+  backlog?: number | undefined;
 }
 
 // The fields a list shows anna (NOTES and EMAIL are not listed), the same in every server.
@@ -460,7 +463,11 @@ async function main() {
       // matching) may still be working through the bus's queues. Their CPU is the creates' own:
       // measured until the process and PostgreSQL are quiet, not left to the next measurement
       // (GraphQL's, right after REST's in the same process).
+      // The outbox's backlog when the load stopped: a relay that fell behind would leave work
+      // after the window that the req/s do not pay for (its CPU still counts: measured to quiet).
+      let backlog: number | undefined;
       if (dimensioCreates) {
+        if (!process.env.BENCH_ROLE) backlog = await unpublishedEvents(services.db);
         await eventsPublished();
         await quiet(pid);
       }
@@ -474,6 +481,7 @@ async function main() {
         p50: r.latency.p50,
         p99: r.latency.p99,
         failed: r.non2xx + r.errors,
+        backlog,
       };
     };
     const results: Array<{ w: Workload; by: Partial<Record<ServerName, Measured>> }> = [];
@@ -491,7 +499,7 @@ async function main() {
           if (m.failed) console.error(`${w.name.split(" ")[0]} ${server}: ${m.failed} failed requests`);
           // Each round on stderr: the spread behind the median the tables show.
           console.error(
-            `  ${w.name.split(" ")[0]} ${server} round ${round + 1}: ${m.rps.toFixed(0)} req/s, CPU ${m.cpu.toFixed(2)} / ${m.pg.toFixed(2)} ms, p50 ${m.p50} ms, p99 ${m.p99} ms`,
+            `  ${w.name.split(" ")[0]} ${server} round ${round + 1}: ${m.rps.toFixed(0)} req/s, CPU ${m.cpu.toFixed(2)} / ${m.pg.toFixed(2)} ms, p50 ${m.p50} ms, p99 ${m.p99} ms${m.backlog === undefined ? "" : `, outbox backlog at the end ${m.backlog}`}`,
           );
           const list = rounds[server] ?? [];
           list.push(m);

@@ -89,6 +89,14 @@ export async function allEventsPublished(db: Queryable, timeoutMs = 120_000): Pr
   }
 }
 
+/** Outbox rows not yet published (the relay's backlog). */
+export async function unpublishedEvents(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`,
+  );
+  return rows[0]?.n ?? 0;
+}
+
 /** W4 as a GraphQL mutation. */
 export const BENCH_CREATE_MUTATION = `mutation { CUST_create(source: "anag-1", data: {NAME: "${BENCH_CREATE.NAME}", CODE: "${BENCH_CREATE.CODE}"}) { data { CUST_ID } } }`;
 

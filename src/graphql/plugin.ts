@@ -31,7 +31,7 @@ import { type GraphQLContext, graphqlResolvers } from "./resolve.ts";
 
 export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
 
-/** Tenants whose GraphQL services (with their read gate) are kept made; the least used go past it. */
+/** Tenants whose GraphQL services (with their read gate) are kept; past it the least recently used go. */
 const MAX_TENANT_VIEWS = 1000;
 
 const GRAPHIQL_DEFAULT_QUERY = `# Paste your token in the Headers tab below, then run a query, e.g.
