@@ -459,15 +459,15 @@ async function main() {
       const cpu0 = processCpuMs(pid);
       const pg0 = postgresCpu();
       const r = await autocannon({ ...run, connections: CONNECTIONS, duration: SECONDS });
-      // Published is not done: the subscribers (search, analytics, notifications, webhook
-      // matching) may still be working through the bus's queues. Their CPU is the creates' own:
-      // measured until the process and PostgreSQL are quiet, not left to the next measurement
-      // (GraphQL's, right after REST's in the same process).
-      // The outbox's backlog when the load stopped: a relay that fell behind would leave work
-      // after the window that the req/s do not pay for (its CPU still counts: measured to quiet).
       let backlog: number | undefined;
       if (dimensioCreates) {
+        // The outbox's backlog when the load stopped: a relay that fell behind would leave work
+        // after the window that the req/s do not pay for (its CPU still counts: measured to quiet).
         if (!process.env.BENCH_ROLE) backlog = await unpublishedEvents(services.db);
+        // Published is not done: the subscribers (search, analytics, notifications, webhook
+        // matching) may still be working through the bus's queues. Their CPU is the creates' own:
+        // measured until the process and PostgreSQL are quiet, not left to the next measurement
+        // (GraphQL's, right after REST's in the same process).
         await eventsPublished();
         await quiet(pid);
       }

@@ -579,7 +579,9 @@ function listeningConnection(pool: pg.Pool, onConnectionError: (err: Error) => v
 function keepConnectionsAfterRefusals(pool: pg.Pool): void {
   const inner = pool as unknown as { _release(client: unknown, idle: unknown, err?: unknown): unknown };
   if (typeof inner._release !== "function")
-    throw new Error("pg-pool without _release: check keepConnectionsAfterRefusals");
+    throw new Error(
+      "This pg-pool has no _release (pg-pool 3 has): keepConnectionsAfterRefusals in src/db/database.ts must follow the upgrade, or keep pg-pool at 3 (test/db/refusals-keep-connections.test.ts).",
+    );
   const release = inner._release.bind(pool);
   inner._release = (client, idle, err) => release(client, idle, err && refusedOnly(err) ? undefined : err);
 }

@@ -25,11 +25,7 @@ import { createReadSerializers } from "./response/serializers.ts";
 
 type DimParams = { Params: { dim: string } };
 
-/**
- * The body to return from the handler, its media type set: an async handler that returns the
- * reply itself (a thenable) is held until the response has finished (fastify's Reply.then waits
- * on the stream), and the request's objects with it.
- */
+/** The body to return from the handler, its media type set (docs/decisions.md, "Handlers return their body"). */
 function jsonBody(reply: FastifyReply, body: string): string {
   reply.type("application/json; charset=utf-8");
   return body;

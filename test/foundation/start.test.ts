@@ -1,12 +1,19 @@
 // `npm start` end to end: the service as a child process on an empty embedded database loads the
 // demo data and prints its logins once, answers /readyz, stops cleanly on SIGTERM, and on the next
 // start finds its data again (PGlite in DATA_DIR persists) without loading the demo twice.
-import { access, mkdtemp, rm } from "node:fs/promises";
+import { access, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../helpers/env.ts";
-import { freePort, type Running, spawnScript, spawnStart, waitReady } from "../helpers/process.ts";
+import {
+  freePort,
+  type Running,
+  spawnScript,
+  spawnStart,
+  startCommand,
+  waitReady,
+} from "../helpers/process.ts";
 
 /** As `npm start` runs it (scripts/start.mjs: the bundle, then plain node). */
 function start(env: Record<string, string>): Running {
@@ -113,13 +120,9 @@ describe("npm start on the embedded database", () => {
 
 describe("the image runs the service as npm start does", () => {
   it("with the same V8 flags (package.json's start script, deploy/Dockerfile's CMD)", async () => {
-    const { readFile } = await import("node:fs/promises");
-    const root = path.join(import.meta.dirname, "..", "..");
-    const manifest = JSON.parse(await readFile(path.join(root, "package.json"), "utf8")) as {
-      scripts: { start: string };
-    };
-    const startFlags = manifest.scripts.start.split(/\s+/).filter((arg) => arg.startsWith("--"));
-    const cmd = /^CMD (\[.*\])$/m.exec(await readFile(path.join(root, "deploy", "Dockerfile"), "utf8"));
+    const startFlags = startCommand().filter((arg) => arg.startsWith("--"));
+    const dockerfile = path.join(import.meta.dirname, "..", "..", "deploy", "Dockerfile");
+    const cmd = /^CMD (\[.*\])$/m.exec(await readFile(dockerfile, "utf8"));
     expect(cmd).not.toBeNull();
     const imageFlags = (JSON.parse(cmd![1]!) as string[]).filter((arg) => arg.startsWith("--"));
     expect(imageFlags).toEqual(startFlags);

@@ -56,12 +56,18 @@ function spawnNode(argv: string[], env: Record<string, string>): Running {
  * with the node flags of package.json's start script.
  */
 /** `npm start`'s command, with `nodeArgs` (e.g. --cpu-prof for a bench) before its script. */
-export function spawnStart(env: Record<string, string>, nodeArgs: string[] = []): Running {
+/** `npm start`'s command line (package.json): `node`, its flags, then the script. */
+export function startCommand(): string[] {
   const manifest = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
     scripts: { start: string };
   };
   const argv = manifest.scripts.start.replace(/^exec\s+/, "").split(/\s+/);
   if (argv[0] !== "node") throw new Error(`npm start runs ${argv[0]}, not node`);
+  return argv;
+}
+
+export function spawnStart(env: Record<string, string>, nodeArgs: string[] = []): Running {
+  const argv = startCommand();
   return spawnNode([...argv.slice(1, -1), ...nodeArgs, ...argv.slice(-1)], env);
 }
 
