@@ -130,6 +130,7 @@ function lazyBus(kind: EventBus["kind"], make: () => EventBus): EventBus {
     kind,
     publish: (events) => opened().publish(events),
     subscribe: (name, handler, opts) => opened().subscribe(name, handler, opts),
+    subscribeBatches: (name, handler, opts) => opened().subscribeBatches(name, handler, opts),
     isConnected: () => bus?.isConnected() ?? false,
     onConnect: (listener) => opened().onConnect(listener),
     async close() {

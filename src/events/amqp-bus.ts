@@ -21,6 +21,7 @@ import { EventEmitter } from "node:events";
 import amqp, { type AmqpConnectionManager, type ChannelWrapper } from "amqp-connection-manager";
 import type { ConfirmChannel, ConsumeMessage } from "amqplib";
 import type { Logger } from "../logger.ts";
+import { inBatches } from "./batching.ts";
 import {
   type BusEvent,
   BusUnavailableError,
@@ -110,7 +111,7 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
 
   const declareExchange = (ch: ConfirmChannel) => ch.assertExchange(exchange, "fanout", { durable: true });
 
-  return {
+  const bus: EventBus & { connection: AmqpConnectionManager } = {
     kind: "amqp",
     connection,
     isConnected: ready,
@@ -246,10 +247,14 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
         await channel.close();
       };
     },
+    // A queue's prefetch is the batch: the messages handed out at once are processed together.
+    subscribeBatches: (name, handler, batchOpts) =>
+      bus.subscribe(name, inBatches(handler, batchOpts), { concurrency: batchOpts.maxBatch }),
     async close() {
       await Promise.all([...channels].map((c) => c.close().catch(() => {})));
       await publisher?.close().catch(() => {});
       await connection.close();
     },
   };
+  return bus;
 }

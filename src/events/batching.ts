@@ -3,9 +3,9 @@
 // them instead of a transaction per event, so a burst of writes costs the subscribers a commit
 // per batch. Each event is still acknowledged on its own: when a batch fails, its events are
 // retried one by one, so only the event that fails is requeued (and, at last, dead-lettered).
-import type { EventHandler, ReceivedEvent } from "./bus.ts";
+import type { BatchHandler, EventHandler, ReceivedEvent } from "./bus.ts";
 
-export type BatchHandler = (events: readonly ReceivedEvent[]) => Promise<void>;
+export type { BatchHandler } from "./bus.ts";
 
 interface Pending {
   event: ReceivedEvent;

@@ -35,6 +35,8 @@ export interface ReceivedEvent extends BusEvent {
 }
 
 export type EventHandler = (event: ReceivedEvent) => Promise<void>;
+/** A subscriber that processes the events handed out at once together (src/events/batching.ts). */
+export type BatchHandler = (events: readonly ReceivedEvent[]) => Promise<void>;
 export type Unsubscribe = () => Promise<void>;
 
 export interface SubscribeOptions {
@@ -53,6 +55,12 @@ export interface EventBus {
   /** Resolves once every event is accepted (the broker's confirm); rejects if any is not. */
   publish(events: readonly BusEvent[]): Promise<void>;
   subscribe(name: string, handler: EventHandler, opts?: SubscribeOptions): Promise<Unsubscribe>;
+  /**
+   * A durable subscription whose handler takes up to `maxBatch` messages at once. Each message is
+   * still acknowledged on its own: when a batch fails, its messages are retried one by one, so
+   * only a message that fails alone is retried again and, at last, dead-lettered.
+   */
+  subscribeBatches(name: string, handler: BatchHandler, opts: { maxBatch: number }): Promise<Unsubscribe>;
   /**
    * Whether a publish can be confirmed now: the broker connection is up (the in-process bus always
    * is). The relay publishes nothing while it is false: the outbox keeps the events meanwhile.
@@ -96,7 +104,8 @@ export interface MemoryBusOptions {
 interface MemoryQueue {
   name: string;
   items: ReceivedEvent[];
-  handler: EventHandler | null;
+  /** Takes the messages one at a time (up to `concurrency` at once) or in batches of `maxBatch`. */
+  handler: { each: EventHandler } | { batch: BatchHandler; maxBatch: number } | null;
   concurrency: number;
   running: number;
   dead: ReceivedEvent[];
@@ -114,58 +123,120 @@ export function createMemoryBus(opts: MemoryBusOptions): EventBus & {
   let closed = false;
   let anonymous = 0;
 
+  /** A failed delivery: retried later (at the queue's front), or dead-lettered at last. */
+  const failed = (q: MemoryQueue, event: ReceivedEvent, err: unknown): ReceivedEvent | null => {
+    opts.onError?.(q.name, event, err);
+    if (event.attempt < opts.maxFailures) return { ...event, attempt: event.attempt + 1 };
+    q.dead.push(event);
+    opts.onDeadLetter?.(q.name, event, err);
+    return null;
+  };
+
+  // A failing handler is retried after a short pause, not in a hot loop.
+  const pumpLater = (q: MemoryQueue, attempt: number) => setTimeout(() => pump(q), 10 * attempt).unref();
+
   const pump = (q: MemoryQueue) => {
-    while (!closed && q.handler && q.running < q.concurrency && q.items.length > 0) {
+    const h = q.handler;
+    if (closed || !h) return;
+    if ("batch" in h) {
+      if (q.running > 0 || q.items.length === 0) return;
+      q.running = 1;
+      void runBatch(q, h.batch, q.items.splice(0, h.maxBatch)).then((retries) => {
+        q.running = 0;
+        if (retries.length === 0) return pump(q);
+        q.items.unshift(...retries);
+        pumpLater(q, Math.max(...retries.map((e) => e.attempt - 1)));
+      });
+      return;
+    }
+    while (q.running < q.concurrency && q.items.length > 0) {
       const event = q.items.shift()!;
-      const handler = q.handler;
       q.running++;
-      handler(event).then(
+      h.each(event).then(
         () => {
           q.running--;
           pump(q);
         },
         (err) => {
           q.running--;
-          opts.onError?.(q.name, event, err);
-          if (event.attempt >= opts.maxFailures) {
-            q.dead.push(event);
-            opts.onDeadLetter?.(q.name, event, err);
-          } else {
-            q.items.unshift({ ...event, attempt: event.attempt + 1 });
-          }
-          // A failing handler is retried after a short pause, not in a hot loop.
-          setTimeout(() => pump(q), 10 * event.attempt).unref();
+          const retry = failed(q, event, err);
+          if (retry) q.items.unshift(retry);
+          pumpLater(q, event.attempt);
         },
       );
     }
+  };
+
+  /**
+   * One call for the batch; when it fails, one call per message, so that only the messages that
+   * fail alone are retried (returned, in order) or dead-lettered.
+   */
+  const runBatch = async (
+    q: MemoryQueue,
+    handle: BatchHandler,
+    batch: ReceivedEvent[],
+  ): Promise<ReceivedEvent[]> => {
+    try {
+      await handle(batch);
+      return [];
+    } catch (err) {
+      if (batch.length === 1) {
+        const retry = failed(q, batch[0]!, err);
+        return retry ? [retry] : [];
+      }
+    }
+    const retries: ReceivedEvent[] = [];
+    for (const event of batch) {
+      try {
+        await handle([event]);
+      } catch (err) {
+        const retry = failed(q, event, err);
+        if (retry) retries.push(retry);
+      }
+    }
+    return retries;
+  };
+
+  const attach = (
+    name: string,
+    durable: boolean,
+    handler: NonNullable<MemoryQueue["handler"]>,
+    concurrency: number,
+  ): Unsubscribe => {
+    const key = durable ? name : `${name}#${++anonymous}`;
+    let q = queues.get(key);
+    if (!q) {
+      q = { name: key, items: [], handler: null, concurrency: 1, running: 0, dead: [] };
+      queues.set(key, q);
+    }
+    if (q.handler) throw new Error(`the queue ${key} has a subscriber already`);
+    q.handler = handler;
+    q.concurrency = Math.max(1, concurrency);
+    const queue = q;
+    pump(queue);
+    return async () => {
+      queue.handler = null;
+      if (!durable) queues.delete(key);
+    };
   };
 
   return {
     kind: "memory",
     async publish(events) {
       if (closed) throw new Error("the event bus is closed");
+      // One received message per event, shared by the queues (handlers only read it; a retry
+      // makes a copy with its attempt).
+      const received = events.map((e): ReceivedEvent => ({ ...e, attempt: 1 }));
       for (const q of queues.values()) {
-        for (const e of events) q.items.push({ ...e, attempt: 1 });
+        for (const e of received) q.items.push(e);
         pump(q);
       }
     },
     async subscribe(name, handler, subOpts = {}) {
-      const durable = subOpts.durable ?? true;
-      const key = durable ? name : `${name}#${++anonymous}`;
-      let q = queues.get(key);
-      if (!q) {
-        q = { name: key, items: [], handler: null, concurrency: 1, running: 0, dead: [] };
-        queues.set(key, q);
-      }
-      if (q.handler) throw new Error(`the queue ${key} has a subscriber already`);
-      q.handler = handler;
-      q.concurrency = Math.max(1, subOpts.concurrency ?? 1);
-      const queue = q;
-      pump(queue);
-      return async () => {
-        queue.handler = null;
-        if (!durable) queues.delete(key);
-      };
+      return attach(name, subOpts.durable ?? true, { each: handler }, subOpts.concurrency ?? 1);
+    },
+    async subscribeBatches(name, handler, batchOpts) {
+      return attach(name, true, { batch: handler, maxBatch: Math.max(1, batchOpts.maxBatch) }, 1);
     },
     deadLetters(name) {
       return queues.get(name)?.dead ?? [];

@@ -7,9 +7,22 @@ import { recordPrefix } from "../media/keys.ts";
 import type { MediaStore } from "../media/store.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
 import { removeOtherFiles } from "../resolvers/media.ts";
+import type { DimensionDef, FieldDef } from "../types.ts";
 import { parseMessage, type ReceivedEvent } from "./bus.ts";
 
 export const MEDIA_GRACE_MS = 10 * 60 * 1000;
+
+/** Per dimension definition (one per metadata version): its MEDIA fields. */
+const mediaFieldsOf = new WeakMap<DimensionDef, readonly FieldDef[]>();
+
+function mediaFields(dim: DimensionDef): readonly FieldDef[] {
+  let fields = mediaFieldsOf.get(dim);
+  if (!fields) {
+    fields = dim.fields.filter((f) => f.dataType === "MEDIA");
+    mediaFieldsOf.set(dim, fields);
+  }
+  return fields;
+}
 
 export function createMediaCollector(deps: {
   media: MediaStore;
@@ -22,8 +35,8 @@ export function createMediaCollector(deps: {
     const m = parseMessage(event);
     const dim = deps.metadata.current().dimensions.get(m.AGGREGATE_TYPE);
     if (!dim) return;
-    const mediaFields = dim.fields.filter((f) => f.dataType === "MEDIA");
-    if (mediaFields.length === 0) return;
+    const fields = mediaFields(dim);
+    if (fields.length === 0) return;
     const payload = m.PAYLOAD ?? {};
     if (m.EVENT_TYPE === `${dim.code}Deleted` && payload.force === true) {
       const prefix = recordPrefix(m.TENANT_ID, dim.code, m.AGGREGATE_ID);
@@ -32,7 +45,7 @@ export function createMediaCollector(deps: {
       return;
     }
     const olderThan = new Date(Date.now() - grace);
-    for (const f of mediaFields) {
+    for (const f of fields) {
       const value = payload[f.code] as { file_id?: unknown } | null | undefined;
       const keep = typeof value?.file_id === "string" ? value.file_id : null;
       await removeOtherFiles(deps.media, m.TENANT_ID, dim.code, m.AGGREGATE_ID, f.code, keep, olderThan);

@@ -3,7 +3,7 @@
 // its delivery worker alone. Subscribers are attached before the relay starts publishing.
 import type { Services } from "../services.ts";
 import { createAnalyticsWriter } from "./analytics.ts";
-import { type BatchHandler, inBatches } from "./batching.ts";
+import type { BatchHandler } from "./batching.ts";
 import type { Unsubscribe } from "./bus.ts";
 import { createNotificationSender, logTransport, type NotificationTransport } from "./notifications.ts";
 import { createRelay, type Relay } from "./relay.ts";
@@ -39,9 +39,7 @@ export async function startEventRuntime(
   const { db, bus, config, logger } = services;
   const subscriptions: Unsubscribe[] = [];
   const subscribeInBatches = (name: string, handler: BatchHandler) =>
-    bus.subscribe(name, inBatches(handler, { maxBatch: SUBSCRIBER_BATCH }), {
-      concurrency: SUBSCRIBER_BATCH,
-    });
+    bus.subscribeBatches(name, handler, { maxBatch: SUBSCRIBER_BATCH });
   let deliveries: DeliveryWorker | null = null;
   let relay: Relay | null = null;
   const stop = async () => {

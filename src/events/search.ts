@@ -12,13 +12,21 @@ import { inEventTransaction, sendAtCommit } from "./statements.ts";
 /** Longest text kept per record (the index is for finding records, not storing them). */
 const MAX_TEXT = 64 * 1024;
 
-export function searchableFields(dim: DimensionDef): FieldDef[] {
-  return dim.fields.filter(
-    (f) =>
-      (f.dataType === "STRING" || f.dataType === "TEXT") &&
-      f.config.flags.has("R") &&
-      f.config.codUtente === null,
-  );
+/** Per dimension definition (one per metadata version): its searchable fields. */
+const searchable = new WeakMap<DimensionDef, readonly FieldDef[]>();
+
+export function searchableFields(dim: DimensionDef): readonly FieldDef[] {
+  let fields = searchable.get(dim);
+  if (!fields) {
+    fields = dim.fields.filter(
+      (f) =>
+        (f.dataType === "STRING" || f.dataType === "TEXT") &&
+        f.config.flags.has("R") &&
+        f.config.codUtente === null,
+    );
+    searchable.set(dim, fields);
+  }
+  return fields;
 }
 
 /**
