@@ -5,49 +5,57 @@ import { ValidationError } from "../errors.ts";
 import type { Database, Queryable } from "../types.ts";
 import type { BatchHandler } from "./batching.ts";
 import { parseMessage } from "./bus.ts";
-import { processEachOnce } from "./consumed.ts";
-import { sendAtCommit } from "./statements.ts";
+import { PREPARED } from "./statements.ts";
 
 export const ANALYTICS_SUBSCRIBER = "analytics";
 
 /**
- * Adds a batch of events to the counts: one statement for the batch's new messages, summed per
- * tenant, dimension, event type and day (a busy day's row is updated once per batch, not once
- * per event).
+ * Marks a batch's messages and adds the new ones to the counts in one statement (atomic on its
+ * own: no transaction around it, nothing waits for the marks): the marks the statement could
+ * insert are the messages not counted before, summed per tenant, dimension, event type and day
+ * (UTC), so a busy day's row is updated once per batch and a message delivered again counts
+ * nothing.
  */
+export const ANALYTICS_SQL = `
+  WITH batch AS (
+         SELECT * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::timestamptz[])
+                    AS b(id, tenant, dimension, event_type, created_at)),
+       fresh AS (
+         INSERT INTO "TB_EVENT_CONSUMED" ("SUBSCRIBER", "OUTBOX_ID")
+         SELECT DISTINCT $1::text, id FROM batch
+         ON CONFLICT DO NOTHING RETURNING "OUTBOX_ID")
+  INSERT INTO "TB_EVENT_STATS" ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY", "COUNT")
+  SELECT b.tenant, b.dimension, b.event_type, (b.created_at AT TIME ZONE 'UTC')::date, count(*)
+    FROM batch b JOIN fresh f ON f."OUTBOX_ID" = b.id
+   GROUP BY 1, 2, 3, 4
+  ON CONFLICT ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY")
+  DO UPDATE SET "COUNT" = "TB_EVENT_STATS"."COUNT" + EXCLUDED."COUNT"`;
+
 export function createAnalyticsWriter(db: Database): BatchHandler {
-  return (events) =>
-    processEachOnce(db, ANALYTICS_SUBSCRIBER, events, async (tx, fresh) => {
-      const counts = new Map<string, { key: [string, string, string, string]; count: number }>();
-      for (const e of fresh) {
-        const m = parseMessage(e);
-        const key: [string, string, string, string] = [
-          m.TENANT_ID,
-          m.AGGREGATE_TYPE,
-          m.EVENT_TYPE,
-          new Date(m.CREATED_AT).toISOString().slice(0, 10),
-        ];
-        const id = key.join("\u0000");
-        const entry = counts.get(id);
-        if (entry) entry.count++;
-        else counts.set(id, { key, count: 1 });
-      }
-      const rows = [...counts.values()];
-      await sendAtCommit(
-        tx,
-        `INSERT INTO "TB_EVENT_STATS" ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY", "COUNT")
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::date[], $5::int[])
-         ON CONFLICT ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY")
-         DO UPDATE SET "COUNT" = "TB_EVENT_STATS"."COUNT" + EXCLUDED."COUNT"`,
-        [
-          rows.map((r) => r.key[0]),
-          rows.map((r) => r.key[1]),
-          rows.map((r) => r.key[2]),
-          rows.map((r) => r.key[3]),
-          rows.map((r) => r.count),
-        ],
-      );
-    });
+  return async (events) => {
+    // A message twice in one batch is counted once: the first of it only.
+    const seen = new Set<string>();
+    const ids: string[] = [];
+    const tenants: string[] = [];
+    const dimensions: string[] = [];
+    const types: string[] = [];
+    const createdAt: string[] = [];
+    for (const e of events) {
+      if (seen.has(e.id)) continue;
+      seen.add(e.id);
+      const m = parseMessage(e);
+      ids.push(e.id);
+      tenants.push(m.TENANT_ID);
+      dimensions.push(m.AGGREGATE_TYPE);
+      types.push(m.EVENT_TYPE);
+      createdAt.push(m.CREATED_AT);
+    }
+    await db.query(
+      ANALYTICS_SQL,
+      [ANALYTICS_SUBSCRIBER, ids, tenants, dimensions, types, createdAt],
+      PREPARED,
+    );
+  };
 }
 
 export interface EventCount {

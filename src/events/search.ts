@@ -7,7 +7,7 @@ import type { MetadataRegistry } from "../metadata/registry.ts";
 import type { Database, DimensionDef, FieldDef } from "../types.ts";
 import type { BatchHandler } from "./batching.ts";
 import { type OutboxMessage, parseMessage } from "./bus.ts";
-import { inEventTransaction, sendAtCommit } from "./statements.ts";
+import { PREPARED } from "./statements.ts";
 
 /** Longest text kept per record (the index is for finding records, not storing them). */
 const MAX_TEXT = 64 * 1024;
@@ -30,9 +30,26 @@ export function searchableFields(dim: DimensionDef): readonly FieldDef[] {
 }
 
 /**
+ * A batch's changes to the index in one statement (atomic on its own: no transaction, one round
+ * trip): the force deletes ($6–$9) and the upserts ($1–$5), each guarded by OUTBOX_ID. A record is
+ * in one of the two lists at most (its latest event decides), so the two never touch one row.
+ */
+const SEARCH_SQL = `
+  WITH gone AS (
+    DELETE FROM "TB_SEARCH" s
+     USING unnest($6::text[], $7::text[], $8::text[], $9::bigint[]) AS d(tenant, dimension, record, outbox)
+     WHERE s."TENANT_ID" = d.tenant AND s."DIMENSION" = d.dimension AND s."RECORD_ID" = d.record
+       AND s."OUTBOX_ID" < d.outbox)
+  INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
+  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+  ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE
+     SET "TEXT" = EXCLUDED."TEXT", "OUTBOX_ID" = EXCLUDED."OUTBOX_ID", "UPDATED_AT" = now()
+   WHERE "TB_SEARCH"."OUTBOX_ID" < EXCLUDED."OUTBOX_ID"`;
+
+/**
  * Indexes a batch of events: per record only its latest event counts (a record created and then
- * changed in one batch is indexed once, as it is now); one DELETE for the batch's force deletes
- * and one upsert for the rest, each guarded by OUTBOX_ID so an older message changes nothing.
+ * changed in one batch is indexed once, as it is now), in one statement (SEARCH_SQL): an older
+ * message changes nothing.
  */
 export function createSearchIndexer(deps: { db: Database; metadata: MetadataRegistry }): BatchHandler {
   return async (events) => {
@@ -62,38 +79,20 @@ export function createSearchIndexer(deps: { db: Database; metadata: MetadataRegi
       upserts.push({ m, dim: dim.code, text });
     }
     if (deletes.length === 0 && upserts.length === 0) return;
-    // BEGIN, the statements and COMMIT go out together: nothing waits for an answer.
-    await inEventTransaction(deps.db, async (tx) => {
-      if (deletes.length > 0)
-        await sendAtCommit(
-          tx,
-          `DELETE FROM "TB_SEARCH" s
-              USING unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS d(tenant, dimension, record, outbox)
-              WHERE s."TENANT_ID" = d.tenant AND s."DIMENSION" = d.dimension AND s."RECORD_ID" = d.record
-                AND s."OUTBOX_ID" < d.outbox`,
-          [
-            deletes.map((m) => m.TENANT_ID),
-            deletes.map((m) => m.AGGREGATE_TYPE),
-            deletes.map((m) => m.AGGREGATE_ID),
-            deletes.map((m) => m.OUTBOX_ID),
-          ],
-        );
-      if (upserts.length > 0)
-        await sendAtCommit(
-          tx,
-          `INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
-             ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE
-                SET "TEXT" = EXCLUDED."TEXT", "OUTBOX_ID" = EXCLUDED."OUTBOX_ID", "UPDATED_AT" = now()
-              WHERE "TB_SEARCH"."OUTBOX_ID" < EXCLUDED."OUTBOX_ID"`,
-          [
-            upserts.map((u) => u.m.TENANT_ID),
-            upserts.map((u) => u.dim),
-            upserts.map((u) => u.m.AGGREGATE_ID),
-            upserts.map((u) => u.text),
-            upserts.map((u) => u.m.OUTBOX_ID),
-          ],
-        );
-    });
+    await deps.db.query(
+      SEARCH_SQL,
+      [
+        upserts.map((u) => u.m.TENANT_ID),
+        upserts.map((u) => u.dim),
+        upserts.map((u) => u.m.AGGREGATE_ID),
+        upserts.map((u) => u.text),
+        upserts.map((u) => u.m.OUTBOX_ID),
+        deletes.map((m) => m.TENANT_ID),
+        deletes.map((m) => m.AGGREGATE_TYPE),
+        deletes.map((m) => m.AGGREGATE_ID),
+        deletes.map((m) => m.OUTBOX_ID),
+      ],
+      PREPARED,
+    );
   };
 }
