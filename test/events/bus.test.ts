@@ -74,6 +74,17 @@ if (TEST_AMQP_URL) {
   });
 }
 
+/** The message ids dead-lettered from a subscriber's queue, once there are any. */
+function firstDeadLetters(kind: Kind, bus: EventBus, exchange: string, subscriber: string) {
+  return eventually(
+    async () => {
+      const ids = await kind.deadLettered(bus, exchange, subscriber);
+      return ids.length ? ids : undefined;
+    },
+    { what: "the dead-lettered message" },
+  );
+}
+
 describe.each(KINDS)("event bus ($name)", (kind) => {
   const opened: EventBus[] = [];
   afterAll(async () => {
@@ -97,14 +108,7 @@ describe.each(KINDS)("event bus ($name)", (kind) => {
     await bus.publish([event("1"), event("2"), event("3")]);
     await eventually(() => good.length === 3, { what: "the good subscriber's messages" });
     expect(good).toEqual(["1", "2", "3"]);
-    const dead = await eventually(
-      async () => {
-        const ids = await kind.deadLettered(bus, exchange, "flaky");
-        return ids.length ? ids : undefined;
-      },
-      { what: "the dead-lettered message" },
-    );
-    expect(dead).toEqual(["2"]);
+    expect(await firstDeadLetters(kind, bus, exchange, "flaky")).toEqual(["2"]);
     await eventually(() => attempts.some((e) => e.id === "3"), {
       what: "the flaky subscriber's next message",
     });
@@ -116,6 +120,38 @@ describe.each(KINDS)("event bus ($name)", (kind) => {
         .map((e) => e.id)
         .sort(),
     ).toEqual(["1", "3"]);
+  });
+
+  it("a batch subscriber takes the messages handed out at once together; a failing batch is retried message by message", async () => {
+    const exchange = `dimensio.test.${randomBytes(4).toString("hex")}`;
+    const bus = kind.open(exchange);
+    opened.push(bus);
+    const calls: Array<Array<[string, number]>> = [];
+    const done: string[] = [];
+    await bus.subscribeBatches(
+      "batched",
+      async (batch) => {
+        calls.push(batch.map((e) => [e.id, e.attempt]));
+        // "12" always fails: every batch holding it fails, and so does it alone.
+        if (batch.some((e) => e.id === "12")) throw new Error("cannot process");
+        done.push(...batch.map((e) => e.id));
+      },
+      { maxBatch: 50 },
+    );
+    const ids = ["11", "12", "13", "14", "15"];
+    await bus.publish(ids.map(event));
+    expect(await firstDeadLetters(kind, bus, exchange, "batched")).toEqual(["12"]);
+    await eventually(() => done.length === 4, { what: "the other messages processed" });
+    // Every other message processed once (the failed batch's calls count nothing).
+    expect(done.sort()).toEqual(["11", "13", "14", "15"]);
+    // "12" tried alone MAX_FAILURES times in all, its attempt counted up.
+    const alone = calls.filter((c) => c.length === 1 && c[0]![0] === "12").map((c) => c[0]![1]);
+    expect(alone.at(-1)).toBe(MAX_FAILURES);
+    if (kind.name === "in-process") {
+      // All five in the first call; then each alone; then "12" twice more (attempts 2 and 3).
+      expect(calls.map((c) => c.length)).toEqual([5, 1, 1, 1, 1, 1, 1, 1]);
+      expect(alone).toEqual([1, 2, 3]);
+    }
   });
 });
 
@@ -158,52 +194,6 @@ describe("the broker connection of a service", () => {
       for (const s of offered) s.destroy();
       await Promise.race([bus.close().catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);
       server.close();
-    }
-  });
-});
-
-describe.each(KINDS)("batch subscribers ($name)", (kind) => {
-  const opened: EventBus[] = [];
-  afterAll(async () => {
-    for (const b of opened) await b.close();
-  });
-
-  it("take the messages handed out at once together; a failing batch is retried message by message", async () => {
-    const exchange = `dimensio.test.${randomBytes(4).toString("hex")}`;
-    const bus = kind.open(exchange);
-    opened.push(bus);
-    const calls: Array<Array<[string, number]>> = [];
-    const done: string[] = [];
-    await bus.subscribeBatches(
-      "batched",
-      async (batch) => {
-        calls.push(batch.map((e) => [e.id, e.attempt]));
-        // "12" always fails: every batch holding it fails, and so does it alone.
-        if (batch.some((e) => e.id === "12")) throw new Error("cannot process");
-        done.push(...batch.map((e) => e.id));
-      },
-      { maxBatch: 50 },
-    );
-    const ids = ["11", "12", "13", "14", "15"];
-    await bus.publish(ids.map(event));
-    const dead = await eventually(
-      async () => {
-        const d = await kind.deadLettered(bus, exchange, "batched");
-        return d.length ? d : undefined;
-      },
-      { what: "the dead-lettered message" },
-    );
-    expect(dead).toEqual(["12"]);
-    await eventually(() => done.length === 4, { what: "the other messages processed" });
-    // Every other message processed once (the failed batch's calls count nothing).
-    expect(done.sort()).toEqual(["11", "13", "14", "15"]);
-    // "12" tried alone MAX_FAILURES times in all, its attempt counted up.
-    const alone = calls.filter((c) => c.length === 1 && c[0]![0] === "12").map((c) => c[0]![1]);
-    expect(alone.at(-1)).toBe(MAX_FAILURES);
-    if (kind.name === "in-process") {
-      // All five in the first call; then each alone; then "12" twice more (attempts 2 and 3).
-      expect(calls.map((c) => c.length)).toEqual([5, 1, 1, 1, 1, 1, 1, 1]);
-      expect(alone).toEqual([1, 2, 3]);
     }
   });
 });
