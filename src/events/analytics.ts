@@ -22,7 +22,7 @@ export const ANALYTICS_SQL = `
                     AS b(id, tenant, dimension, event_type, created_at)),
        fresh AS (
          INSERT INTO "TB_EVENT_CONSUMED" ("SUBSCRIBER", "OUTBOX_ID")
-         SELECT DISTINCT $1::text, id FROM batch
+         SELECT $1::text, id FROM batch
          ON CONFLICT DO NOTHING RETURNING "OUTBOX_ID")
   INSERT INTO "TB_EVENT_STATS" ("TENANT_ID", "DIMENSION", "EVENT_TYPE", "DAY", "COUNT")
   SELECT b.tenant, b.dimension, b.event_type, (b.created_at AT TIME ZONE 'UTC')::date, count(*)
@@ -33,7 +33,7 @@ export const ANALYTICS_SQL = `
 
 export function createAnalyticsWriter(db: Database): BatchHandler {
   return async (events) => {
-    // A message twice in one batch is counted once: the first of it only.
+    // A message twice in one batch is counted once: the batch sent holds each message once.
     const seen = new Set<string>();
     const ids: string[] = [];
     const tenants: string[] = [];

@@ -118,8 +118,9 @@ describe.each(BACKENDS)("batched subscribers (%s)", (backend) => {
     // The marks and the counts in one statement: no transaction around it.
     expect(statements).toHaveLength(1);
     // Delivered again (a crash before the ack): nothing counted twice, only the new one counted.
+    // Twice in one batch too: counted once.
     const later = event("ITEM", "4", "ITEMCreated", {});
-    await write([created[0]!, updated, later]);
+    await write([created[0]!, updated, later, later]);
     const { rows } = await t.services.db.query<{ TENANT_ID: string; EVENT_TYPE: string; COUNT: number }>(
       `SELECT "TENANT_ID", "EVENT_TYPE", "COUNT"::int AS "COUNT" FROM "TB_EVENT_STATS"
         WHERE "DIMENSION" = 'ITEM' AND "DAY" = '2026-11-23' ORDER BY 1, 2`,
