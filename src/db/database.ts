@@ -171,7 +171,7 @@ export const NOTIFY_OWED_MS = 50;
  * comes within NOTIFY_OWED_MS, a statement of its own. A NOTIFY's payload names the items of every
  * commit it covers (src/db/notice.ts): its own transaction's and those folded into it.
  */
-function committedNotifier(notifyAlone: Queryable, tellLocal: (channel: string, payload: string) => void) {
+function committedNotifier(pool: pg.Pool, tellLocal: (channel: string, payload: string) => void) {
   interface Window {
     timer: NodeJS.Timeout;
     /** The items of the commits in the window: a NOTIFY naming them is owed once it ends. */
@@ -198,8 +198,7 @@ function committedNotifier(notifyAlone: Queryable, tellLocal: (channel: string, 
   };
   const send = (channel: string, items: NoticeItems | null) => {
     const payload = noticePayload(addNoticeItems(open(channel), items) ?? "all");
-    // The relays' poll covers a lost one.
-    notifyAlone.query("SELECT pg_notify($1, $2)", [channel, payload]).catch(() => {});
+    pool.query("SELECT pg_notify($1, $2)", [channel, payload]).catch(() => {}); // the relays' poll covers a lost one
   };
   function end(channel: string, w: Window) {
     if (w.owed) return send(channel, null); // no commit carried it
@@ -671,9 +670,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
   };
   const tell: StatementObserver = opts.onStatement ?? (() => {});
   const listening = listeningConnection(pool, (err) => onConnectionError(err, "listening"));
-  // A NOTIFY of its own is a statement of the pool's like any other (observed, refused while the
-  // watchdog holds the database down).
-  const notifier = committedNotifier(base, listening.tell);
+  const notifier = committedNotifier(pool, listening.tell);
   let closing: Promise<void> | null = null;
   return {
     kind: "postgres",

@@ -23,35 +23,18 @@ const REQUESTS = 100;
  * NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per request"); a connection's plan
  * mode switched when it serves another kind of statement than before (creates keep generic plans,
  * a session's look-up custom ones: a SET outside a transaction, a transaction of its own;
- * src/db/outgoing.ts), one to three per hundred creates here. Measured idle: reads 101–103,
- * creates 103–108 (PostgreSQL's statement log of such a run shows the creates, one SET and one
- * backend start, the rest in no statement); under CI's parallel test files GraphQL creates once
+ * src/db/outgoing.ts), one to three per hundred creates here. Measured idle: reads 101–106,
+ * creates 103–108 (PostgreSQL's statement log of an idle run of 100 GraphQL creates shows the
+ * creates, one SET and one backend start); under CI's parallel test files GraphQL creates once
  * counted 111.
  */
 const UPKEEP = 12;
-/**
- * Writes only: the NOTIFYs owed to commits folded into a window, each sent on its own when no
- * commit followed within NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per
- * request"): a period's, not a request's, and more of them the slower the requests come (on a
- * loaded machine, a request slower than NOTIFY_OWED_MS). Counted apart (the statements the service
- * sends, observed) and bounded on their own.
- */
-const OWED_NOTIFIES = 20;
 
-interface Measured {
-  transactions: number;
-  /** Statements `SELECT pg_notify` sent on their own during the measurement. */
-  notifies: number;
-}
-
-function expectOnePerRequest(counts: Record<string, Measured>) {
+function expectOnePerRequest(counts: Record<string, number>) {
   console.info(`transactions for ${REQUESTS} sequential requests: ${JSON.stringify(counts)}`);
-  for (const [kind, { transactions, notifies }] of Object.entries(counts)) {
-    const n = transactions - notifies;
-    const what = `${kind}: ${transactions} transactions (${notifies} owed NOTIFYs) for ${REQUESTS} requests`;
-    expect(n, what).toBeGreaterThanOrEqual(REQUESTS);
-    expect(n, what).toBeLessThanOrEqual(REQUESTS + UPKEEP);
-    expect(notifies, what).toBeLessThanOrEqual(OWED_NOTIFIES);
+  for (const [kind, n] of Object.entries(counts)) {
+    expect(n, `${kind}: ${n} transactions for ${REQUESTS} requests`).toBeGreaterThanOrEqual(REQUESTS);
+    expect(n, `${kind}: ${n} transactions for ${REQUESTS} requests`).toBeLessThanOrEqual(REQUESTS + UPKEEP);
   }
 }
 /** PostgreSQL's PGSTAT_IDLE_INTERVAL (10 s) and a second of margin. */
@@ -63,8 +46,6 @@ if (TEST_DATABASE_URL) {
     let token: string;
     let monitor: pg.Client;
     let database: string;
-    /** NOTIFYs sent on their own so far (told by the database handle). */
-    let notifiesAlone = 0;
 
     beforeAll(async () => {
       t = await createTestApp("postgres", {
@@ -74,9 +55,6 @@ if (TEST_DATABASE_URL) {
         // Totals are counted every time (a kept total would make a count no transaction at all:
         // test/read/totals-cache.test.ts), so what is measured is a read that reaches the database.
         env: { ...UNLIMITED_ENV, SESSION_CACHE_MS: "60000", COUNT_CACHE_MS: "0" },
-        onStatement: (text, how) => {
-          if (!how.pipelined && text.startsWith("SELECT pg_notify(")) notifiesAlone++;
-        },
       });
       if (t.services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
       database = new URL(t.services.db.connectionString).pathname.slice(1);
@@ -126,7 +104,7 @@ if (TEST_DATABASE_URL) {
     let baseline: number | null = null;
 
     /** Transactions of REQUESTS sequential requests (after one that warms caches and plans). */
-    async function perRequests(make: (i: number) => Request, status: number): Promise<Measured> {
+    async function perRequests(make: (i: number) => Request, status: number): Promise<number> {
       const send = async (r: Request) => {
         const res = await t.app.inject({
           method: r.method,
@@ -144,10 +122,9 @@ if (TEST_DATABASE_URL) {
         baseline = await settled();
       }
       const before = baseline;
-      const notifiesBefore = notifiesAlone;
       for (let i = 0; i < REQUESTS; i++) await send(make(i));
       baseline = await settled();
-      return { transactions: baseline - before, notifies: notifiesAlone - notifiesBefore };
+      return baseline - before;
     }
 
     const graphql = (query: string): Request => ({ method: "POST", url: "/graphql", payload: { query } });
@@ -173,7 +150,7 @@ if (TEST_DATABASE_URL) {
               ),
           ],
         ];
-        const counts: Record<string, Measured> = {};
+        const counts: Record<string, number> = {};
         for (const [name, make] of kinds) counts[name] = await perRequests(make, 200);
         expectOnePerRequest(counts);
       },
