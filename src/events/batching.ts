@@ -1,8 +1,9 @@
-// Subscribers that work in batches: the events a queue has handed out at once (its concurrency,
-// the AMQP prefetch) are processed together, one transaction and a few statements for all of
-// them instead of a transaction per event, so a burst of writes costs the subscribers a commit
-// per batch. Each event is still acknowledged on its own: when a batch fails, its events are
-// retried one by one, so only the event that fails is requeued (and, at last, dead-lettered).
+// Batches gathered from a queue that delivers messages one at a time (RabbitMQ's, whose prefetch
+// hands out up to `maxBatch` at once): they are processed together, so a burst of writes costs a
+// subscriber a statement or a transaction per batch instead of one per event. Each event is still
+// acknowledged on its own: when a batch fails, its events are retried one by one, so only the
+// event that fails is requeued (and, at last, dead-lettered). The in-process bus hands its batches
+// over itself (src/events/bus.ts, subscribeBatches).
 import type { BatchHandler, EventHandler, ReceivedEvent } from "./bus.ts";
 
 export type { BatchHandler } from "./bus.ts";

@@ -5,24 +5,18 @@
 import type { Logger } from "../logger.ts";
 import { recordPrefix } from "../media/keys.ts";
 import type { MediaStore } from "../media/store.ts";
+import { perDefinition } from "../metadata/per-definition.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
 import { removeOtherFiles } from "../resolvers/media.ts";
-import type { DimensionDef, FieldDef } from "../types.ts";
+import type { FieldDef } from "../types.ts";
 import { parseMessage, type ReceivedEvent } from "./bus.ts";
 
 export const MEDIA_GRACE_MS = 10 * 60 * 1000;
 
-/** Per dimension definition (one per metadata version): its MEDIA fields. */
-const mediaFieldsOf = new WeakMap<DimensionDef, readonly FieldDef[]>();
-
-function mediaFields(dim: DimensionDef): readonly FieldDef[] {
-  let fields = mediaFieldsOf.get(dim);
-  if (!fields) {
-    fields = dim.fields.filter((f) => f.dataType === "MEDIA");
-    mediaFieldsOf.set(dim, fields);
-  }
-  return fields;
-}
+/** A dimension's MEDIA fields (once per definition). */
+const mediaFields = perDefinition((dim): readonly FieldDef[] =>
+  dim.fields.filter((f) => f.dataType === "MEDIA"),
+);
 
 export function createMediaCollector(deps: {
   media: MediaStore;

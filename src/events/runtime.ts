@@ -13,8 +13,9 @@ import { createDeliveryWorker, type DeliveryWorker } from "./webhooks/delivery.t
 import { createWebhookDispatcher } from "./webhooks/dispatcher.ts";
 
 /**
- * Events a batched subscriber takes at once (its queue's concurrency, the AMQP prefetch): a burst
- * of writes costs each subscriber one transaction per batch, not one per event.
+ * Events a batched subscriber takes at once (bus.subscribeBatches: the in-process bus's batch, the
+ * AMQP prefetch): a burst of writes costs each subscriber a statement or a transaction per batch,
+ * not one per event.
  */
 const SUBSCRIBER_BATCH = 100;
 

@@ -3,6 +3,7 @@
 // and TEXT fields with the search flag (R) and no field weight: the fields every caller may
 // filter on already, so a search tells nobody more than a filter would. A row remembers the OUTBOX_ID it was built from: an older or
 // repeated message changes nothing (idempotent, and safe against reordering).
+import { perDefinition } from "../metadata/per-definition.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
 import type { Database, DimensionDef, FieldDef } from "../types.ts";
 import type { BatchHandler } from "./batching.ts";
@@ -12,22 +13,15 @@ import { PREPARED } from "./statements.ts";
 /** Longest text kept per record (the index is for finding records, not storing them). */
 const MAX_TEXT = 64 * 1024;
 
-/** Per dimension definition (one per metadata version): its searchable fields. */
-const searchable = new WeakMap<DimensionDef, readonly FieldDef[]>();
-
-export function searchableFields(dim: DimensionDef): readonly FieldDef[] {
-  let fields = searchable.get(dim);
-  if (!fields) {
-    fields = dim.fields.filter(
-      (f) =>
-        (f.dataType === "STRING" || f.dataType === "TEXT") &&
-        f.config.flags.has("R") &&
-        f.config.codUtente === null,
-    );
-    searchable.set(dim, fields);
-  }
-  return fields;
-}
+/** A dimension's searchable fields (once per definition). */
+export const searchableFields = perDefinition((dim): readonly FieldDef[] =>
+  dim.fields.filter(
+    (f) =>
+      (f.dataType === "STRING" || f.dataType === "TEXT") &&
+      f.config.flags.has("R") &&
+      f.config.codUtente === null,
+  ),
+);
 
 /**
  * A batch's changes to the index in one statement (atomic on its own: no transaction, one round

@@ -51,11 +51,6 @@ function spawnNode(argv: string[], env: Record<string, string>): Running {
   return { child, output: () => out, exited };
 }
 
-/**
- * The service exactly as `npm start` runs it (scripts/start.mjs: the bundle under plain node),
- * with the node flags of package.json's start script.
- */
-/** `npm start`'s command, with `nodeArgs` (e.g. --cpu-prof for a bench) before its script. */
 /** `npm start`'s command line (package.json): `node`, its flags, then the script. */
 export function startCommand(): string[] {
   const manifest = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
@@ -66,6 +61,11 @@ export function startCommand(): string[] {
   return argv;
 }
 
+/**
+ * The service exactly as `npm start` runs it (scripts/start.mjs: the bundle under plain node),
+ * with the node flags of package.json's start script and `nodeArgs` (e.g. --cpu-prof for a bench)
+ * before its script.
+ */
 export function spawnStart(env: Record<string, string>, nodeArgs: string[] = []): Running {
   const argv = startCommand();
   return spawnNode([...argv.slice(1, -1), ...nodeArgs, ...argv.slice(-1)], env);

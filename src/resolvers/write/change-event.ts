@@ -3,6 +3,7 @@ import { awaitAtCommit } from "../../db/deferred.ts";
 import { insertOutboxEvent } from "../../events/outbox.ts";
 import type { DimensionDef, RecordChange, WriteAction } from "../../types.ts";
 import { PayloadTooLargeError } from "../../errors.ts";
+import { perDefinition } from "../../metadata/per-definition.ts";
 import { CounterValue } from "./templates.ts";
 import { step, type WriteContext, type WriteLimits } from "./context.ts";
 
@@ -126,19 +127,13 @@ interface CreatedEventBound {
   fields: Map<string, { absent: number; jsonText: boolean }>;
 }
 
-/** What createdEventBytesBound needs of a dimension, worked out once per (immutable) definition. */
-const createdEventBounds = new WeakMap<DimensionDef, CreatedEventBound>();
-
-function createdEventBoundOf(dim: DimensionDef): CreatedEventBound {
-  let bound = createdEventBounds.get(dim);
-  if (!bound) {
-    bound = { absent: 2, fields: new Map() };
-    for (const f of dim.fields) {
-      const absent = f.isId && dim.idType === "INTEGER" ? BIGINT_DIGITS : 4;
-      bound.absent += Buffer.byteLength(JSON.stringify(f.code)) + 2 + absent;
-      bound.fields.set(f.code, { absent, jsonText: f.dataType === "JSON" || f.dataType === "MEDIA" });
-    }
-    createdEventBounds.set(dim, bound);
+/** What createdEventBytesBound needs of a dimension, worked out once per definition. */
+const createdEventBoundOf = perDefinition((dim): CreatedEventBound => {
+  const bound: CreatedEventBound = { absent: 2, fields: new Map() };
+  for (const f of dim.fields) {
+    const absent = f.isId && dim.idType === "INTEGER" ? BIGINT_DIGITS : 4;
+    bound.absent += Buffer.byteLength(JSON.stringify(f.code)) + 2 + absent;
+    bound.fields.set(f.code, { absent, jsonText: f.dataType === "JSON" || f.dataType === "MEDIA" });
   }
   return bound;
-}
+});

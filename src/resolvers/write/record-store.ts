@@ -16,6 +16,7 @@ import { CounterValue } from "./templates.ts";
 import { rowToRecord } from "./values.ts";
 import type { GroupedCreate } from "./create-groups.ts";
 import { codecOf } from "../../metadata/codecs.ts";
+import { perDefinition } from "../../metadata/per-definition.ts";
 import {
   outboxInsertFromSql,
   outboxNoticeItem,
@@ -233,22 +234,16 @@ const EVENT_ID_COLUMN = "$OUTBOX_ID";
  * Over the inserted row `ins`: the event payload's SQL (the record's JSON, field by field by its
  * codec) and the fields the statement answers. Once per dimension of a metadata version.
  */
-const eventSqlOf = new WeakMap<DimensionDef, { payload: string; returned: string }>();
-function eventSql(dim: DimensionDef): { payload: string; returned: string } {
-  let sql = eventSqlOf.get(dim);
-  if (!sql) {
-    const pairs = dim.fields.map(
-      (f) => `'${f.code.replaceAll("'", "''")}', ${codecOf(f.dataType).eventJson(`ins.${ident(f.code)}`)}`,
-    );
-    // jsonb_build_object takes at most 100 arguments: 50 fields a call.
-    const parts: string[] = [];
-    for (let i = 0; i < pairs.length; i += 50)
-      parts.push(`jsonb_build_object(${pairs.slice(i, i + 50).join(", ")})`);
-    sql = { payload: parts.join(" || "), returned: dim.fields.map((f) => `ins.${ident(f.code)}`).join(", ") };
-    eventSqlOf.set(dim, sql);
-  }
-  return sql;
-}
+const eventSql = perDefinition((dim): { payload: string; returned: string } => {
+  const pairs = dim.fields.map(
+    (f) => `'${f.code.replaceAll("'", "''")}', ${codecOf(f.dataType).eventJson(`ins.${ident(f.code)}`)}`,
+  );
+  // jsonb_build_object takes at most 100 arguments: 50 fields a call.
+  const parts: string[] = [];
+  for (let i = 0; i < pairs.length; i += 50)
+    parts.push(`jsonb_build_object(${pairs.slice(i, i + 50).join(", ")})`);
+  return { payload: parts.join(" || "), returned: dim.fields.map((f) => `ins.${ident(f.code)}`).join(", ") };
+});
 
 /**
  * The Created event of the rows a create's INSERT wrote, as the INSERT of their outbox rows reading
