@@ -35,6 +35,7 @@ import {
   BENCH_CREATE,
   BENCH_CREATE_MUTATION,
   BENCH_PATHS,
+  benchEnv,
   benchServiceEnv,
   forgetBenchCreates,
   openBenchServices,
@@ -179,12 +180,7 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
       // BENCH_NODE_OPTIONS: V8 settings of the Dimensio process (e.g. --max-semi-space-size=4).
       ...(process.env.BENCH_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_NODE_OPTIONS } : {}),
       // BENCH_ENV: more settings of the Dimensio process, e.g. EVENTS_GATHER_MS=20,LOG_LEVEL=info.
-      ...Object.fromEntries(
-        (process.env.BENCH_ENV ?? "")
-          .split(",")
-          .filter((kv) => kv.includes("="))
-          .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
-      ),
+      ...benchEnv(),
     },
     // BENCH_GC=1: V8 traces its collections, summed per measurement (gcSummary).
     process.env.BENCH_GC ? ["--trace-gc"] : [],

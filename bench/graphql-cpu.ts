@@ -8,7 +8,8 @@
 // gPage1000 a page of 1,000 customers (bench/isolation's heavy page), at BENCH_REQUESTS / 20; gW4
 // is W4's create of a customer as a GraphQL mutation, rW4 the same create over REST (201).
 // BENCH_WORKLOADS=gW1,gPage1000 runs only those; BENCH_GC=1 adds the garbage collector's time per
-// request (minor and other collections); BENCH_EVENTS=1 runs the creates' event side in the process.
+// request (minor and other collections); BENCH_EVENTS=1 runs the creates' event side in the process;
+// BENCH_ENV (K=V,K=V) adds settings of the service (e.g. EVENTS_GATHER_MS=50).
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/graphql-cpu.ts
 import type { InjectOptions } from "fastify";
@@ -20,6 +21,7 @@ import {
   BENCH_CREATE,
   BENCH_CREATE_MUTATION,
   BENCH_PATHS,
+  benchEnv,
   forgetBenchCreates,
   openBenchApp,
 } from "./seed.ts";
@@ -31,7 +33,7 @@ async function main() {
   const bench = await openBenchApp({
     customers: settings.customers,
     orders: settings.orders,
-    env: { LOG_LEVEL: "warn" },
+    env: { LOG_LEVEL: "warn", ...benchEnv() },
   });
   const { app } = bench;
   // BENCH_EVENTS=1: the creates' event side (relay, subscribers) runs in the process, as under

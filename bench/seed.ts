@@ -164,3 +164,13 @@ export async function openBenchApp(opts: {
   }
   return bench;
 }
+
+/** BENCH_ENV (K=V,K=V): settings of the Dimensio under test, e.g. EVENTS_GATHER_MS=50,LOG_LEVEL=info. */
+export function benchEnv(): Record<string, string> {
+  return Object.fromEntries(
+    (process.env.BENCH_ENV ?? "")
+      .split(",")
+      .filter((kv) => kv.includes("="))
+      .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+  );
+}

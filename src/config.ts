@@ -161,7 +161,7 @@ const envSchema = z.object({
     message: "must be between 1 and 10000",
   }),
   EVENTS_POLL_MS: nonNegativeInt(5000).refine((n) => n >= 10, { message: "must be at least 10" }),
-  EVENTS_GATHER_MS: nonNegativeInt(20).refine((n) => n <= 1000, { message: "must be at most 1000" }),
+  EVENTS_GATHER_MS: nonNegativeInt(50).refine((n) => n <= 1000, { message: "must be at most 1000" }),
   EVENTS_RETENTION_MS: nonNegativeInt(7 * 24 * 3600 * 1000),
   EVENTS_MAX_FAILURES: nonNegativeInt(5).refine((n) => n >= 1, { message: "must be at least 1" }),
   ROLE: optionalString

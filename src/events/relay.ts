@@ -4,8 +4,9 @@
 // - One relay publishes at a time: a batch is claimed by the relay that takes the turn (a
 //   transaction-scoped advisory lock), so several relays (processes) can run, each ready to take
 //   over, and rows go out in OUTBOX_ID order (the events of one record in order). A relay that
-//   finds the turn taken claims nothing: the holder claims again after every batch it published,
-//   and every commit wakes every relay, so no row waits for the poll. The claim locks no rows.
+//   finds the turn taken publishes nothing (the claim sent with its turn is dropped unread): the
+//   holder claims again after every batch it published, and every commit wakes every relay, so no
+//   row waits for the poll. The claim locks no rows.
 // - Woken by NOTIFY (sent by every transaction that writes an event, delivered on commit, to
 //   every process), with a slow poll as a safety net. The poll asks one cheap question (is any row
 //   unpublished?) and claims only when the answer is yes: an idle relay runs one statement per
@@ -157,10 +158,14 @@ export function createRelay(opts: RelayOptions): Relay {
     // Refused before the claim: no transaction is opened for a publish that cannot be confirmed.
     if (!bus.isConnected()) throw new BusUnavailableError();
     return inEventTransaction(db, async (tx) => {
-      const turn = await tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK], PREPARED);
-      if (turn.rows[0]?.held !== true) return 0;
-      const { rows } = await tx.query<ClaimedRow>(RELAY_CLAIM_SQL, [opts.batchSize], PREPARED);
-      if (rows.length === 0) return 0;
+      // The turn and the claim leave together (one round trip): the claim runs after the turn
+      // statement, so its snapshot follows the previous holder's commit; without the turn its rows
+      // are dropped unread.
+      const [turn, { rows }] = await Promise.all([
+        tx.query<{ held: boolean }>(RELAY_TURN_SQL, [RELAY_TURN_LOCK], PREPARED),
+        tx.query<ClaimedRow>(RELAY_CLAIM_SQL, [opts.batchSize], PREPARED),
+      ]);
+      if (turn.rows[0]?.held !== true || rows.length === 0) return 0;
       const events = rows.map(outboxRowToEvent);
       await bus.publish(events);
       opts.onPublished?.(events);

@@ -426,7 +426,7 @@ describe.each(SETUPS)("outbox relay ($name)", (setup) => {
     });
 
   if (setup.backend === "postgres")
-    it("a relay that finds the turn taken claims nothing; once it is free, the next commit's wake-up publishes", async () => {
+    it("a relay that finds the turn taken publishes nothing; once it is free, the next commit's wake-up publishes", async () => {
       const relay = await startRelay();
       const holder = new pg.Client({
         connectionString: (t.services.db as { connectionString: string }).connectionString,

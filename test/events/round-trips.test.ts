@@ -1,6 +1,6 @@
 // Round trips of the event side on PostgreSQL (issue 19, W4): statements go out pipelined, so a
 // statement whose answer nothing reads travels with the COMMIT behind it. The relay's batch is
-// three round trips (BEGIN with the turn, the claim, the mark with COMMIT); the analytics writer's
+// two round trips (BEGIN with the turn and the claim, the mark with COMMIT); the analytics writer's
 // and the search indexer's one statement each, no transaction, whatever the batch's size. Their
 // prepared statements are planned once per connection (generic plans, chosen for the event side's
 // statements and transactions only: the service's reads plan each execution; src/db/outgoing.ts).
@@ -65,7 +65,7 @@ if (TEST_DATABASE_URL)
       return rows.map((r) => ({ ...outboxRowToEvent(r), attempt: 1 }));
     }
 
-    it("a relay's batch: BEGIN with the turn, the claim, the mark with COMMIT", async () => {
+    it("a relay's batch: BEGIN with the turn and the claim, the mark with COMMIT: two round trips", async () => {
       await createCities("RT", 7);
       const relay = createRelay({
         db: t.services.db,
@@ -89,7 +89,7 @@ if (TEST_DATABASE_URL)
         'UPDATE "TB_ANAG_OUTBOX00" SET ',
         "COMMIT",
       ]);
-      expect(roundTrips(batch)).toBe(3);
+      expect(roundTrips(batch)).toBe(2);
       expect(
         await countOf(`SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`),
       ).toBe(0);
