@@ -113,7 +113,7 @@ export async function openBenchServices(env: Record<string, string> = {}): Promi
 }
 
 /** Without TEST_DATABASE_URL a bench stops with how to run it. */
-function requireBenchDatabase(): void {
+export function requireBenchDatabase(): void {
   if (TEST_DATABASE_URL) return;
   console.error(
     "Set TEST_DATABASE_URL to a PostgreSQL server (a scratch database is created and dropped), e.g.\n" +
