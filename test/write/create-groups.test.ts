@@ -288,6 +288,45 @@ if (TEST_DATABASE_URL)
       expect(rest(await snapshot(services))).toEqual(rest(before));
     });
 
+    it("creates of several shapes at once (other columns, a key looked up or not): each group one shape, each row its own values", async () => {
+      sent.length = 0;
+      // Shapes interleaved: a group may only hold creates whose statements are the same. EMAIL and
+      // NOTES are as many columns of text: mixed in one group, a value would land in the other's
+      // column without an error to fall back on. The order of a request's fields is not a shape.
+      const shapes: Array<(i: number) => Record<string, unknown>> = [
+        (i) => ({ NAME: `Mixed ${i}`, CODE: `M-${i}`, EMAIL: `m${i}@example.com` }),
+        (i) => ({ NAME: `Mixed ${i}`, CODE: `M-${i}`, NOTES: `note ${i}` }),
+        (i) => ({ CODE: `M-${i}`, EMAIL: `m${i}@example.com`, NAME: `Mixed ${i}` }),
+        (i) => ({ NAME: `Mixed ${i}`, CODE: `M-${i}`, CITY_ID: "MI" }),
+      ];
+      const data = Array.from({ length: 50 }, (_, i) => shapes[i % shapes.length]!(i));
+      const created = await Promise.all(data.map((d) => createOne(services, anna, "CUST", d)));
+      expect(groupStatements().length).toBeGreaterThan(0);
+      const { rows } = await services.db.query<{
+        CUST_ID: number;
+        NAME: string;
+        CODE: string;
+        CITY_ID: string | null;
+        EMAIL: string | null;
+        NOTES: string | null;
+      }>(
+        `SELECT "CUST_ID", "NAME", "CODE", "CITY_ID", "EMAIL", "NOTES"
+           FROM "TB_ANAG_CUST00" WHERE "NAME" LIKE 'Mixed %'`,
+      );
+      const stored = new Map(rows.map((r) => [r.NAME, r]));
+      expect(stored.size).toBe(50);
+      data.forEach((d, i) => {
+        expect(stored.get(`Mixed ${i}`)).toEqual({
+          CUST_ID: created[i]!.recordId,
+          NAME: `Mixed ${i}`,
+          CODE: `M-${i}`,
+          CITY_ID: d.CITY_ID ?? null,
+          EMAIL: d.EMAIL ?? null,
+          NOTES: d.NOTES ?? null,
+        });
+      });
+    });
+
     it("a duplicate id in a group: 409 for that create alone, the others written", async () => {
       sent.length = 0;
       const outcomes = await Promise.allSettled(

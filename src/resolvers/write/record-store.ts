@@ -327,36 +327,68 @@ export async function insertRowWithEvent(
   lookups: readonly KeyLookup[],
   channel: string,
 ): Promise<WrittenRow> {
-  const { counters, insert, params, param, failed } = insertStatement(w, dim, columns, lookups);
-  const { event, returned, keyError } = createdEventSql(w, dim, lookups, param);
   const notice = { channel, item: outboxNoticeItem(w.ctx.principal.tenantId, dim.code) };
+  // This create's own statement, built when it is sent alone or to map its failure: in a group,
+  // the group's statement builds each create's row instead (createdRows).
+  let own: { row: ReturnType<typeof insertStatement>; event: ReturnType<typeof createdEventSql> } | null =
+    null;
+  const ownStatement = () => {
+    if (!own) {
+      const row = insertStatement(w, dim, columns, lookups);
+      own = { row, event: createdEventSql(w, dim, lookups, row.param) };
+    }
+    return own;
+  };
   const alone = async (): Promise<WrittenRow> => {
+    const { row: insert, event } = ownStatement();
     const statement = (payload: string | null) =>
-      `WITH ${[...counters, `ins AS (${insert} RETURNING *)`, `ev AS (${event})`].join(",\n")}
-    SELECT ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
-    const row = (await w.tx.lastStatement!<Row>(notice, statement, params, createStatementOptions(w)))
+      `WITH ${[...insert.counters, `ins AS (${insert.insert} RETURNING *)`, `ev AS (${event.event})`].join(",\n")}
+    SELECT ${event.returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
+    const row = (await w.tx.lastStatement!<Row>(notice, statement, insert.params, createStatementOptions(w)))
       .rows[0]!;
     return { record: rowToRecord(dim, row), eventId: String(row[EVENT_ID_COLUMN]) };
   };
   try {
-    if (!w.creates || counters.length > 0) return await alone();
+    if (!w.creates || columns.some(([, v]) => v instanceof CounterValue)) return await alone();
     const create: GroupedRow = {
       alone,
       row: (paramsSoFar) => insertStatement(w, dim, columns, lookups, paramsSoFar),
       event: (param) => createdEventSql(w, dim, lookups, param),
       together: (items) => createdRows(w, dim, notice, channel, items),
     };
-    // Its shape: the tenant (the event row's), the table and columns, the VALUES and the event.
-    const written = await w.creates.write(`${w.ctx.principal.tenantId}\u0000${insert}\u0000${event}`, create);
+    const written = await w.creates.write(createShape(w, dim, columns, lookups), create);
     // Written by another create's statement, its own transaction still tells this process's
     // listeners (the relay, the totals cache) once it ends, before the create is answered.
     w.tx.notifyAfterCommit?.(notice.channel, notice.item);
     return written;
   } catch (err) {
-    const key = keyError(err);
+    const { row, event } = ownStatement();
+    const key = event.keyError(err);
     if (key) throw foreignKeyError(key);
-    return failed(err);
+    return row.failed(err);
   }
+}
+
+/**
+ * What makes two creates' statements one shape (create-groups.ts), without their text: the
+ * tenant (the event row's), the metadata version (the dimension's definition: its table, its
+ * event's payload SQL), the columns in order, and each key look-up's column, key, table and
+ * nullability. The INSERT's and the event's text are a function of these (insertStatement,
+ * createdEventSql, keyLookupSql: every value is a parameter, numbered in this order), so two
+ * creates of one shape have one statement text, and a group's rows line up with its first's
+ * column list.
+ */
+function createShape(
+  w: WriteContext,
+  dim: DimensionDef,
+  columns: ReadonlyArray<[string, unknown]>,
+  lookups: readonly KeyLookup[],
+): string {
+  let shape = `${w.ctx.principal.tenantId}\u0000${w.model.version}\u0000${dim.code}\u0000`;
+  for (const [column] of columns) shape += `${column}\u0001`;
+  for (const l of lookups)
+    shape += `\u0000${l.field.code}\u0001${l.key}\u0001${l.target.tableName}\u0001${l.field.nullable}`;
+  return shape;
 }
 
 /** A create in a group commit: its own statement, or its row in its group's statement. */
