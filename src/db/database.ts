@@ -699,7 +699,6 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       txOpts?: TransactionOptions,
     ): Promise<T> {
       watchdog?.check();
-      const client = await pool.connect();
       // A checked-out client has no listener of the pool's: a connection broken while this
       // transaction holds it (between statements, or under one) would be an unhandled 'error'
       // event. Its statements fail on their own; the client is then discarded, not reused.
@@ -708,8 +707,54 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         if (!broken) onConnectionError(err, "transaction");
         broken ??= err;
       };
-      client.on("error", onBroken);
-      inTransaction.add(client);
+      // The connection is taken from the pool by the transaction's first statement: a transaction
+      // that sends nothing (a create written by its group's statement, create-groups.ts) takes
+      // none. Statements given while it is being taken go out in their order once it is there.
+      let client: pg.PoolClient | null = null;
+      /** The connection's statements, once it is there. */
+      let raw: (Queryable & ScriptRunner) | null = null;
+      let connecting: Promise<pg.PoolClient> | null = null;
+      /** Why the pool gave no connection (its statements fail with it). */
+      let refused: { err: unknown } | null = null;
+      let waiting: Array<{ send: (c: pg.PoolClient) => void; fail: (err: unknown) => void }> = [];
+      const connection = (): Promise<pg.PoolClient> =>
+        (connecting ??= pool.connect().then(
+          (c) => {
+            client = c;
+            raw = pgQueryable(c);
+            c.on("error", onBroken);
+            inTransaction.add(c);
+            const due = waiting;
+            waiting = [];
+            for (const w of due) w.send(c);
+            return c;
+          },
+          (err: unknown) => {
+            refused = { err };
+            const due = waiting;
+            waiting = [];
+            for (const w of due) w.fail(err);
+            throw err;
+          },
+        ));
+      /** `send` on the transaction's connection: now when it is there, else once it is. */
+      const onConnection = <R>(send: (c: pg.PoolClient) => Promise<R>): Promise<R> => {
+        if (client) return send(client);
+        if (refused) return Promise.reject(refused.err);
+        return new Promise<R>((resolve, reject) => {
+          waiting.push({
+            send: (c) => {
+              try {
+                send(c).then(resolve, reject);
+              } catch (err) {
+                reject(err);
+              }
+            },
+            fail: reject,
+          });
+          connection().catch(() => {}); // the failure reaches `fail`
+        });
+      };
       const deferred = deferredWork();
       /** What the transaction changed, per channel to wake once it commits. */
       const notices = new Map<string, NoticeItems>();
@@ -754,10 +799,12 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             const payload = claimNotice(channel, items);
             if (payload === null) continue;
             tell("SELECT pg_notify($1, $2)", { pipelined: inFlight > 0 });
-            deferred.defer(track(client.query("SELECT pg_notify($1, $2)", [channel, payload])));
+            deferred.defer(
+              track(onConnection((c) => c.query("SELECT pg_notify($1, $2)", [channel, payload]))),
+            );
           }
           tell("COMMIT", { pipelined: inFlight > 0 });
-          committing = track(client.query("COMMIT"));
+          committing = track(onConnection((c) => c.query("COMMIT")));
           committing.catch(() => {});
           return committing;
         };
@@ -766,12 +813,15 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             throw new Error("The transaction has ended: nothing may follow its last statement.");
           if (opened) return;
           opened = true;
-          sends.begin(client, txOpts?.plan ?? "custom");
           tell("BEGIN", { pipelined: false });
-          begun = track(client.query("BEGIN"));
+          begun = track(
+            onConnection((c) => {
+              sends.begin(c, txOpts?.plan ?? "custom");
+              return c.query("BEGIN");
+            }),
+          );
           begun.catch(() => {});
         };
-        const raw = pgQueryable(client);
         const afterBegin = async <R>(sent: Promise<R>): Promise<R> => {
           if (begun) {
             const b = begun;
@@ -782,8 +832,11 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           return sent;
         };
         const tx: TxQueryable = {
-          query: (text, params, o) => afterBegin(track(raw.query(text, params, o))),
-          exec: (sql) => afterBegin(track(raw.exec(sql))),
+          query: (text, params, o) =>
+            afterBegin(
+              track(client ? raw!.query(text, params, o) : onConnection(() => raw!.query(text, params, o))),
+            ),
+          exec: (sql) => afterBegin(track(client ? raw!.exec(sql) : onConnection(() => raw!.exec(sql)))),
           defer: deferred.defer,
           notifyAfterCommit: notice,
         };
@@ -810,10 +863,10 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             const sql = text(payload === null ? null : `$${params.length + 1}`);
             tell(sql, { pipelined: false });
             // Nothing to send with it: out at once, not corked to the end of the turn.
-            inTransaction.delete(client);
+            inTransaction.delete(await connection());
             let res: QueryResult<R>;
             try {
-              res = await raw.query<R>(sql, payload === null ? params : [...params, payload], o);
+              res = await raw!.query<R>(sql, payload === null ? params : [...params, payload], o);
             } catch (err) {
               // The server refused the statement (an error with its SQLSTATE): a statement that is
               // its own transaction changed nothing, so the transaction is as it was before it and
@@ -849,7 +902,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       } catch (err) {
         if (!broken && opened && !alone && !committing) {
           tell("ROLLBACK", { pipelined: false });
-          await client.query("ROLLBACK").catch(() => {});
+          await onConnection((c) => c.query("ROLLBACK")).catch(() => {});
         }
         // A COMMIT sent behind a last statement that failed rolls back: answered before release.
         const sentCommit = committing as Promise<unknown> | null; // assigned in commit()
@@ -861,9 +914,14 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         if (alone === "committed") tellCommitted();
         throw err;
       } finally {
-        inTransaction.delete(client);
-        client.off("error", onBroken);
-        client.release(broken ?? undefined);
+        // A connection asked for (even one still on its way) goes back to the pool.
+        const asked = connecting as Promise<pg.PoolClient> | null; // assigned in connection()
+        const taken = asked ? await asked.catch(() => null) : null;
+        if (taken) {
+          inTransaction.delete(taken);
+          taken.off("error", onBroken);
+          taken.release(broken ?? undefined);
+        }
       }
     },
     listen: (channel, onPayload, opts) =>

@@ -131,6 +131,69 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("query timeout on %s", (
   });
 });
 
+// PostgreSQL only: a transaction takes its connection from the pool with its first statement.
+describe.each(BACKENDS.filter((b) => b === "postgres"))("connections of transactions on %s", (backend) => {
+  it("a transaction that sends nothing takes no connection; one that does takes it at its first statement and sends in order", async () => {
+    const db = await createTestDatabase(backend);
+    if (db.kind !== "postgres") throw new Error("expected PostgreSQL");
+    const one = openPostgres(db.connectionString, { max: 1, watchdogMs: 0 });
+    try {
+      if (one.kind !== "postgres") throw new Error("expected PostgreSQL");
+      await one.exec(`CREATE TABLE "lazy" ("n" INT)`);
+      // The pool's only connection, held by a transaction that waits.
+      let releaseHolder!: () => void;
+      const held = new Promise<void>((resolve) => {
+        releaseHolder = resolve;
+      });
+      let holding!: () => void;
+      const holds = new Promise<void>((resolve) => {
+        holding = resolve;
+      });
+      const holder = one.transaction(async (tx) => {
+        await tx.query(`INSERT INTO "lazy" VALUES (1)`);
+        holding();
+        await held;
+      });
+      await holds;
+      expect(one.pool.idleCount).toBe(0);
+      // Nothing to send: it ends at once, without waiting for the connection (a create written
+      // by its group's statement is such a transaction).
+      expect(
+        await within(
+          one.transaction(async () => 42),
+          1000,
+          "a transaction that sends nothing",
+        ),
+      ).toBe(42);
+      // Two statements given at once while the connection is taken elsewhere: once it is back,
+      // BEGIN and they go out in order, and the transaction commits.
+      const second = one.transaction(async (tx) => {
+        const inserted = tx.query(`INSERT INTO "lazy" VALUES (2)`);
+        const counted = tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM "lazy"`);
+        await inserted;
+        return (await counted).rows[0]!.n;
+      });
+      releaseHolder();
+      await holder;
+      expect(await second).toBe(2);
+      // A failing one rolls back what it sent.
+      await expect(
+        one.transaction(async (tx) => {
+          await tx.query(`INSERT INTO "lazy" VALUES (3)`);
+          throw new Error("changed its mind");
+        }),
+      ).rejects.toThrow("changed its mind");
+      expect((await one.query<{ n: number }>(`SELECT count(*)::int AS n FROM "lazy"`)).rows).toEqual([
+        { n: 2 },
+      ]);
+      expect(one.pool.idleCount).toBe(one.pool.totalCount);
+    } finally {
+      await one.close();
+      await db.close();
+    }
+  });
+});
+
 describe.each(BACKENDS.filter((b) => b === "postgres"))("LISTEN resilience on %s", (backend) => {
   let db: DatabaseHandle;
   beforeAll(async () => {
