@@ -324,6 +324,12 @@ function pgQueryable(client: pg.Pool | pg.PoolClient): Queryable & ScriptRunner 
   };
 }
 
+/** A transaction's connection and its statements, once the pool gave it. */
+interface Held {
+  client: pg.PoolClient;
+  raw: Queryable & ScriptRunner;
+}
+
 /** The longest wait between two attempts to re-establish a lost listening connection. */
 const MAX_RELISTEN_DELAY_MS = 5000;
 
@@ -710,24 +716,23 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       // The connection is taken from the pool by the transaction's first statement: a transaction
       // that sends nothing (a create written by its group's statement, create-groups.ts) takes
       // none. Statements given while it is being taken go out in their order once it is there.
-      let client: pg.PoolClient | null = null;
-      /** The connection's statements, once it is there. */
-      let raw: (Queryable & ScriptRunner) | null = null;
-      let connecting: Promise<pg.PoolClient> | null = null;
+      let held: Held | null = null;
+      let connecting: Promise<Held> | null = null;
       /** Why the pool gave no connection (its statements fail with it). */
       let refused: { err: unknown } | null = null;
-      let waiting: Array<{ send: (c: pg.PoolClient) => void; fail: (err: unknown) => void }> = [];
-      const connection = (): Promise<pg.PoolClient> =>
+      /** Statements given while the connection is on its way, in their order. */
+      let waiting: Array<{ send: (h: Held) => void; fail: (err: unknown) => void }> = [];
+      const connection = (): Promise<Held> =>
         (connecting ??= pool.connect().then(
-          (c) => {
-            client = c;
-            raw = pgQueryable(c);
-            c.on("error", onBroken);
-            inTransaction.add(c);
+          (client) => {
+            const h: Held = { client, raw: pgQueryable(client) };
+            held = h;
+            client.on("error", onBroken);
+            inTransaction.add(client);
             const due = waiting;
             waiting = [];
-            for (const w of due) w.send(c);
-            return c;
+            for (const w of due) w.send(h);
+            return h;
           },
           (err: unknown) => {
             refused = { err };
@@ -738,14 +743,14 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           },
         ));
       /** `send` on the transaction's connection: now when it is there, else once it is. */
-      const onConnection = <R>(send: (c: pg.PoolClient) => Promise<R>): Promise<R> => {
-        if (client) return send(client);
+      const onConnection = <R>(send: (h: Held) => Promise<R>): Promise<R> => {
+        if (held) return send(held);
         if (refused) return Promise.reject(refused.err);
         return new Promise<R>((resolve, reject) => {
           waiting.push({
-            send: (c) => {
+            send: (h) => {
               try {
-                send(c).then(resolve, reject);
+                send(h).then(resolve, reject);
               } catch (err) {
                 reject(err);
               }
@@ -800,11 +805,13 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             if (payload === null) continue;
             tell("SELECT pg_notify($1, $2)", { pipelined: inFlight > 0 });
             deferred.defer(
-              track(onConnection((c) => c.query("SELECT pg_notify($1, $2)", [channel, payload]))),
+              track(
+                onConnection(({ client }) => client.query("SELECT pg_notify($1, $2)", [channel, payload])),
+              ),
             );
           }
           tell("COMMIT", { pipelined: inFlight > 0 });
-          committing = track(onConnection((c) => c.query("COMMIT")));
+          committing = track(onConnection(({ client }) => client.query("COMMIT")));
           committing.catch(() => {});
           return committing;
         };
@@ -815,9 +822,9 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
           opened = true;
           tell("BEGIN", { pipelined: false });
           begun = track(
-            onConnection((c) => {
-              sends.begin(c, txOpts?.plan ?? "custom");
-              return c.query("BEGIN");
+            onConnection(({ client }) => {
+              sends.begin(client, txOpts?.plan ?? "custom");
+              return client.query("BEGIN");
             }),
           );
           begun.catch(() => {});
@@ -833,10 +840,8 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         };
         const tx: TxQueryable = {
           query: (text, params, o) =>
-            afterBegin(
-              track(client ? raw!.query(text, params, o) : onConnection(() => raw!.query(text, params, o))),
-            ),
-          exec: (sql) => afterBegin(track(client ? raw!.exec(sql) : onConnection(() => raw!.exec(sql)))),
+            afterBegin(track(onConnection(({ raw }) => raw.query(text, params, o)))),
+          exec: (sql) => afterBegin(track(onConnection(({ raw }) => raw.exec(sql)))),
           defer: deferred.defer,
           notifyAfterCommit: notice,
         };
@@ -863,10 +868,11 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
             const sql = text(payload === null ? null : `$${params.length + 1}`);
             tell(sql, { pipelined: false });
             // Nothing to send with it: out at once, not corked to the end of the turn.
-            inTransaction.delete(await connection());
+            const { client, raw } = await connection();
+            inTransaction.delete(client);
             let res: QueryResult<R>;
             try {
-              res = await raw!.query<R>(sql, payload === null ? params : [...params, payload], o);
+              res = await raw.query<R>(sql, payload === null ? params : [...params, payload], o);
             } catch (err) {
               // The server refused the statement (an error with its SQLSTATE): a statement that is
               // its own transaction changed nothing, so the transaction is as it was before it and
@@ -902,7 +908,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
       } catch (err) {
         if (!broken && opened && !alone && !committing) {
           tell("ROLLBACK", { pipelined: false });
-          await onConnection((c) => c.query("ROLLBACK")).catch(() => {});
+          await onConnection(({ client }) => client.query("ROLLBACK")).catch(() => {});
         }
         // A COMMIT sent behind a last statement that failed rolls back: answered before release.
         const sentCommit = committing as Promise<unknown> | null; // assigned in commit()
@@ -915,12 +921,12 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         throw err;
       } finally {
         // A connection asked for (even one still on its way) goes back to the pool.
-        const asked = connecting as Promise<pg.PoolClient> | null; // assigned in connection()
+        const asked = connecting as Promise<Held> | null; // assigned in connection()
         const taken = asked ? await asked.catch(() => null) : null;
         if (taken) {
-          inTransaction.delete(taken);
-          taken.off("error", onBroken);
-          taken.release(broken ?? undefined);
+          inTransaction.delete(taken.client);
+          taken.client.off("error", onBroken);
+          taken.client.release(broken ?? undefined);
         }
       }
     },

@@ -60,7 +60,8 @@ export function foreignKeyLookups(
 /**
  * The SQL expression that yields the key when it names a live record of the caller's tenant, and
  * NULL otherwise: a create's INSERT and an update's UPDATE store it in place of the value, so the
- * look-up costs no statement of its own.
+ * look-up costs no statement of its own. Its text depends on the look-up's key and table only (a
+ * create group's key names them: createShape in record-store.ts).
  */
 export function keyLookupSql(w: WriteContext, lookup: KeyLookup, param: (v: unknown) => string): string {
   const key = ident(lookup.key);

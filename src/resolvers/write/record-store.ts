@@ -150,7 +150,8 @@ function checkLookedUp(row: Row, lookups: readonly KeyLookup[]): void {
  * The parts of a create's INSERT: its template counters (one CTE each: the counter row stays
  * locked until COMMIT, from here on only; the value its text around the number), the INSERT
  * without RETURNING (and apart: its `into` and its VALUES `row`), its parameters (appended to
- * `paramsSoFar`), and how a failure of it maps to an API error.
+ * `paramsSoFar`), and how a failure of it maps to an API error. Its text depends only on what
+ * createShape names (a create group's key): what else it comes to depend on goes there too.
  */
 function insertStatement(
   w: WriteContext,
@@ -250,7 +251,8 @@ const eventSql = perDefinition((dim): { payload: string; returned: string } => {
  * them as `ins` (parameters through `param`), the record id's SQL over `ins`, the fields answered,
  * and how a failure of the statement maps to an API error: the i-th nullable key looked up nulls
  * the i-th of the event's NOT NULL columns (REQUIRED_OUTBOX_COLUMNS) when the look-up found
- * nothing, so the column a NOT NULL failure names tells the key (insertRowWithEvent).
+ * nothing, so the column a NOT NULL failure names tells the key (insertRowWithEvent). Like
+ * insertStatement's, its text depends only on what createShape names.
  */
 function createdEventSql(
   w: WriteContext,
