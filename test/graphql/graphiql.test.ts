@@ -1,18 +1,18 @@
-// GraphiQL in a real browser (Debian's chromium driven by playwright-core): the page is served
+// GraphiQL in a real browser (a headless Chromium driven by playwright-core: the one that the
+// @sparticuz/chromium package ships, or Debian's; test/helpers/chromium.ts): the page is served
 // from the project's own files without a token, a token pasted in its Headers tab is sent as the
 // Authorization header, and a query typed into it returns data. A screenshot is kept under
-// test-output/ (not committed). `.ci/run` installs chromium when the machine lacks it.
-import { existsSync } from "node:fs";
+// test-output/ (not committed).
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Browser, chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
+import { chromiumToLaunch } from "../helpers/chromium.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { NO_RATE_LIMITS } from "../write/http.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
 const OUTPUT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../test-output");
 
 describe("GraphiQL in headless Chromium", () => {
@@ -21,18 +21,15 @@ describe("GraphiQL in headless Chromium", () => {
   let base: string;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(
-        `${CHROMIUM} is missing: install Debian's chromium package (apt-get install chromium).`,
-      );
-    }
+    const chromiumBinary = await chromiumToLaunch();
     t = await createTestApp("pglite", { fixture: "sample", env: NO_RATE_LIMITS });
     await t.app.listen({ port: 0, host: "127.0.0.1" });
     const address = t.app.server.address();
     if (!address || typeof address === "string") throw new Error("no port");
     base = `http://127.0.0.1:${address.port}`;
     browser = await chromium.launch({
-      executablePath: CHROMIUM,
+      executablePath: chromiumBinary.executablePath,
+      env: chromiumBinary.env,
       args: [
         "--headless",
         "--no-sandbox",
