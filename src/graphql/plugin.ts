@@ -18,7 +18,6 @@ import { createSchemaCache } from "../schema/cache.ts";
 import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
 import { type Admission, createSubscriptionGuard } from "./subscription-guard.ts";
 import { createFastPath, executeFast } from "./fast-path.ts";
-import { createTenantGate } from "./tenant-gate.ts";
 import {
   checkComplexity,
   MAX_SOURCE_NESTING,
@@ -157,7 +156,10 @@ function guarded(
   return iterator;
 }
 
-export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, auth, heavy }) => {
+export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
+  app,
+  { services, auth, heavy, readGate },
+) => {
   // What fails before GraphQL runs (no or a bad token, a spent rate limit, a body that is not
   // JSON) answers with its REST status in GraphQL's error shape.
   app.setErrorHandler((err, request, reply) => {
@@ -184,10 +186,6 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     },
   };
 
-  // The embedded database runs one statement at a time: a tenant gains nothing from more in flight.
-  const gate = createTenantGate(
-    services.config.graphql.tenantStatements || (services.db.kind === "pglite" ? 1 : 4),
-  );
   // Live subscriptions: capped, and ended when their session, token or grants no longer hold.
   const guard = createSubscriptionGuard({
     db: services.db,
@@ -286,7 +284,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
     let view = tenantServices.get(tenantId);
     if (!view) {
       view = Object.assign(Object.create(services) as typeof services, {
-        readDb: gate.queryable(services.readDb, tenantId),
+        readDb: readGate.queryable(services.readDb, tenantId),
       });
       tenantServices.set(tenantId, view);
     }

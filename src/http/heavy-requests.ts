@@ -1,13 +1,15 @@
 // Heavy requests take turns per tenant (issue 18 §3: "a cheap GET of another tenant under 100 ms
 // p99" while one tenant sends the heaviest requests the limits let through). A request whose
-// estimated size — the values it may answer: a GraphQL operation's node estimate
-// (src/graphql/complexity.ts), a REST page's rows × fields — reaches `thresholdValues` runs in its
+// estimated size — the values it may answer or read: a GraphQL operation's node estimate
+// (src/graphql/complexity.ts), a REST list's page, offset, sort and grouping work
+// (src/rest/read-estimate.ts) — reaches `thresholdValues` runs in its
 // tenant's lane: at most `perTenant` such requests of one tenant at a time in this process, the
 // others wait in order (a client that goes away leaves the queue), and past `maxWaiting` waiting
 // the request is refused with 429 and Retry-After. Measured (docs/benchmarks.md, isolation): four
 // concurrent heavy requests of one tenant keep the event loop busy enough to hold another tenant's
 // cheap GET for hundreds of milliseconds; one at a time, it waits for one of their steps at most.
-// Cheap requests never enter a lane.
+// Cheap requests never enter a lane; every read's statements, cheap or heavy, also pass the
+// tenant's read gate (src/ratelimit/tenant-gate.ts).
 import type { FastifyReply } from "fastify";
 import { Gauge, type Registry } from "prom-client";
 import { createTenantLanes, type TenantLanes } from "../ratelimit/tenant-lanes.ts";

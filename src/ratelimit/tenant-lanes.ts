@@ -1,8 +1,8 @@
 // One lane per tenant in this process: at most `limit` holders at a time, the others wait in
 // order of arrival, and other tenants' holders are never behind them. Two things pass through
-// lanes (issue 18 §3): a tenant's GraphQL read statements (src/graphql/tenant-gate.ts) and a
-// tenant's heavy requests (src/http/heavy-requests.ts), so a burst of one tenant's work costs that
-// tenant latency, not everyone's.
+// lanes (issue 18 §3, issue 35 §4): a tenant's read statements, REST's and GraphQL's
+// (src/ratelimit/tenant-gate.ts), and a tenant's heavy requests (src/http/heavy-requests.ts), so a
+// burst of one tenant's work costs that tenant latency, not everyone's.
 import { RateLimitError } from "../errors.ts";
 
 export interface TenantLanes {

@@ -3,7 +3,9 @@
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { BadRequestError } from "../errors.ts";
 import { contextOf } from "../http/protected.ts";
+import type { ReadDeps } from "../resolvers/read/context.ts";
 import { getDocument, getOnTheFlyDocument } from "../resolvers/read/documents.ts";
+import type { RequestContext } from "../types.ts";
 import type { RouteDeps } from "./deps.ts";
 
 function flag(value: unknown, name: string): boolean {
@@ -12,13 +14,14 @@ function flag(value: unknown, name: string): boolean {
   throw new BadRequestError("INVALID_PARAMETER", `${name} must be true or false.`, { field: name });
 }
 
-export const documentRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
-  const deps = {
-    db: services.readDb,
+export const documentRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, readGate }) => {
+  // A document's statements pass its caller's tenant's read gate (src/ratelimit/tenant-gate.ts).
+  const depsOf = (caller: RequestContext): ReadDeps => ({
+    db: readGate.queryable(services.readDb, caller.principal.tenantId),
     metadata: services.metadata,
     countBound: services.config.countExactLimit,
     totals: services.totals,
-  };
+  });
 
   app.get<{ Params: { name: string; key: string } }>("/api/v4/document/:name/:key", async (request) => {
     const query = request.query as Record<string, unknown>;
@@ -31,9 +34,10 @@ export const documentRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
         });
       }
     }
+    const caller = contextOf(request);
     return getDocument(
-      deps,
-      contextOf(request),
+      depsOf(caller),
+      caller,
       request.params.name,
       request.params.key,
       params,
@@ -41,7 +45,8 @@ export const documentRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     );
   });
 
-  app.post("/api/v4/document", async (request: FastifyRequest) =>
-    getOnTheFlyDocument(deps, contextOf(request), request.body),
-  );
+  app.post("/api/v4/document", async (request: FastifyRequest) => {
+    const caller = contextOf(request);
+    return getOnTheFlyDocument(depsOf(caller), caller, request.body);
+  });
 };

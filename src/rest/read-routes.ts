@@ -7,6 +7,7 @@ import {
   parseRecordParams,
   type QueryParams,
 } from "../query/rest-params.ts";
+import { parseSortExpression } from "../query/sort-syntax.ts";
 import type { ListQuery } from "../query/types.ts";
 import {
   countRecords,
@@ -21,6 +22,7 @@ import {
 import { contextOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 import { describeFilter } from "./filters-applied.ts";
+import { estimateListValues } from "./read-estimate.ts";
 import { createReadSerializers } from "./response/serializers.ts";
 
 type DimParams = { Params: { dim: string } };
@@ -31,24 +33,25 @@ function jsonBody(reply: FastifyReply, body: string): string {
   return body;
 }
 
-/** A page's size as the heavy-request lanes weigh it: rows × fields, times the relations expanded. */
-function pageValues(rc: ReadContext, dimCode: string, q: ListQuery): number {
-  const fields = q.fields?.length ?? rc.model.dimensions.get(dimCode)?.fields.length ?? 1;
-  return q.numRows * Math.max(1, fields) * (1 + q.expand.length);
-}
-
-export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, heavy }) => {
+export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, heavy, readGate }) => {
   const serializers = createReadSerializers();
-  const readContext = (request: FastifyRequest): ReadContext =>
-    createReadContext(
+  // Every statement of a read passes its caller's tenant's gate (src/ratelimit/tenant-gate.ts):
+  // one tenant's many requests cannot hold the database against another's.
+  const readContext = (request: FastifyRequest): ReadContext => {
+    const caller = contextOf(request);
+    return createReadContext(
       {
-        db: services.readDb,
+        db: readGate.queryable(services.readDb, caller.principal.tenantId),
         metadata: services.metadata,
         countBound: services.config.countExactLimit,
         totals: services.totals,
       },
-      contextOf(request),
+      caller,
     );
+  };
+  /** What the heavy-request lanes weigh a list at (src/rest/read-estimate.ts). */
+  const listValues = (rc: ReadContext, dimCode: string, q: ListQuery): number =>
+    estimateListValues(q, rc.model.dimensions.get(dimCode), services.config.countExactLimit);
   const query = (request: FastifyRequest) => request.query as QueryParams;
 
   // Foreign-key lookups (spec 4.4): a bare array of {key field, display field}.
@@ -59,7 +62,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   app.get<DimParams>("/api/v4/core/:dim", async (request, reply) => {
     const rc = readContext(request);
     const params = parseListParams(query(request));
-    const values = pageValues(rc, request.params.dim, params);
+    const values = listValues(rc, request.params.dim, params);
     return heavy.run(rc.request.principal.tenantId, values, reply, async () => {
       const result = await listRecords(rc, request.params.dim, params);
       return jsonBody(reply, serializers.list(rc.model.version, result));
@@ -86,7 +89,10 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     async (request, reply) => {
       const rc = readContext(request);
       const params = parseListParams(query(request));
-      const values = pageValues(rc, request.params.dim, params);
+      // Weighed in the named sort's order (an unknown sort is the resolver's 404).
+      const named = rc.model.dimensions.get(request.params.dim)?.sorts.get(request.params.sortKey);
+      const ordered = named ? { ...params, sort: parseSortExpression(named.expr) } : params;
+      const values = listValues(rc, request.params.dim, ordered);
       return heavy.run(rc.request.principal.tenantId, values, reply, async () => {
         const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
         return jsonBody(reply, serializers.list(rc.model.version, result));

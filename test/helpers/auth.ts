@@ -7,6 +7,7 @@ import type { FastifyInstance } from "fastify";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { type AuthOptions, createAuth } from "../../src/auth/service.ts";
 import { createHeavyRequests } from "../../src/http/heavy-requests.ts";
+import { createTenantGate } from "../../src/ratelimit/tenant-gate.ts";
 import { buildHttpServer } from "../../src/http/server.ts";
 import { authRoutes } from "../../src/rest/auth-routes.ts";
 import type { Services } from "../../src/services.ts";
@@ -95,6 +96,7 @@ export async function buildAuthApp(
     services,
     auth,
     heavy: createHeavyRequests(services.config.heavyRequests),
+    readGate: createTenantGate(1),
   });
   await app.ready();
   return app;
