@@ -6,6 +6,7 @@
 // nobody cannot reach the installed ones, e.g. a project under /root).
 import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 import { chown, cp, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import os from "node:os";
@@ -25,7 +26,7 @@ export interface EmbeddedPostgres {
   log(): string;
   /** Stops the server (fast shutdown: open sessions are ended) and deletes its directory. */
   stop(): Promise<void>;
-  /** For a process that is exiting: SIGQUIT to the server (immediate shutdown), directory left. */
+  /** For a process that is exiting: SIGQUIT to the server (immediate shutdown), directory deleted. */
   killNow(): void;
 }
 
@@ -272,6 +273,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions = {}):
       },
       killNow() {
         if (child.exitCode === null && child.signalCode === null) child.kill("SIGQUIT");
+        rmSync(dir, { recursive: true, force: true });
       },
     };
   } catch (err) {

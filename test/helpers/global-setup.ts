@@ -9,7 +9,15 @@ import { type EmbeddedPostgres, startEmbeddedPostgres } from "./embedded-postgre
 export default async function setup(): Promise<(() => Promise<void>) | undefined> {
   if (process.env.TEST_DATABASE_URL || process.env.TEST_EMBEDDED_POSTGRES === "off") return undefined;
   const started = Date.now();
-  const server: EmbeddedPostgres = await startEmbeddedPostgres();
+  let server: EmbeddedPostgres;
+  try {
+    server = await startEmbeddedPostgres();
+  } catch (err) {
+    throw new Error(
+      "the tests' own PostgreSQL did not start (set TEST_DATABASE_URL to a server of yours, or " +
+        `TEST_EMBEDDED_POSTGRES=off for PGlite only): ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
   // Vitest ends on SIGINT/SIGTERM through process.exit: the server must not outlive it.
   const onExit = () => server.killNow();
   process.once("exit", onExit);
