@@ -151,6 +151,8 @@ const envSchema = z.object({
   MEDIA_MAX_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
+  MEDIA_UPLOADS_PER_USER: nonNegativeInt(4).refine((n) => n >= 1, { message: "must be at least 1" }),
+  MEDIA_UPLOADS_PER_TENANT: nonNegativeInt(16).refine((n) => n >= 1, { message: "must be at least 1" }),
   MEDIA_ALLOWED_TYPES: optionalString.transform((v) =>
     (v ?? "image/png,image/jpeg,image/webp,image/gif,application/pdf")
       .split(",")
@@ -291,7 +293,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     webhookConcurrencyPerTenant: e.WEBHOOK_CONCURRENCY_PER_TENANT,
     webhookMaxPerTenant: e.WEBHOOK_MAX_PER_TENANT,
     dbAnalyzeIntervalMs: e.DB_ANALYZE_INTERVAL_MS,
-    media: { maxBytes: e.MEDIA_MAX_BYTES, allowedTypes: e.MEDIA_ALLOWED_TYPES },
+    media: {
+      maxBytes: e.MEDIA_MAX_BYTES,
+      allowedTypes: e.MEDIA_ALLOWED_TYPES,
+      uploadsPerUser: e.MEDIA_UPLOADS_PER_USER,
+      uploadsPerTenant: e.MEDIA_UPLOADS_PER_TENANT,
+    },
     events: {
       batchSize: e.EVENTS_BATCH_SIZE,
       pollMs: e.EVENTS_POLL_MS,

@@ -64,7 +64,7 @@ export interface Config {
   /** How often the embedded database's planner statistics are refreshed (ANALYZE); 0: never. */
   dbAnalyzeIntervalMs: number;
   /** Uploads: the largest file, and the content types (sniffed from the bytes) accepted. */
-  media: { maxBytes: number; allowedTypes: string[] };
+  media: { maxBytes: number; allowedTypes: string[]; uploadsPerUser: number; uploadsPerTenant: number };
   events: {
     /** Outbox rows the relay claims and publishes per transaction (the most it holds in memory). */
     batchSize: number;

@@ -1,13 +1,14 @@
 // Media (spec 4.5, decisions.md §13): upload a file into a MEDIA field, download it (or a size of
-// an image), and public downloads. The bytes stream to and from the store (a whole file in memory
-// only when its part came before the parts naming its record); the field is written through the
-// write pipeline (audited, evented) and read through the read resolvers (grants, D flag, tenant).
+// an image), and public downloads. The bytes stream to and from the store, never held whole in
+// memory; the field is written through the write pipeline (audited, evented) and read through the
+// read resolvers (grants, D flag, tenant).
 //
-// An upload's parts may come in any order (the specification lists the file first). The file is
-// staged only once the upload is authorized for the record and field the form names (a file sent
-// before those parts waits in memory meanwhile: src/rest/media-routes.ts): it streams to a staging
-// key while its type is read from its first bytes and its size counted; once the form is read, the
-// write authorizes it again and the staged file moves into place.
+// An upload's parts naming its record (dimension, record_id, field) come before its file: a file
+// sent before them is refused unread (400, src/rest/media-routes.ts; issue 35 §5). The file is
+// staged only once the upload is authorized for the record and field the form names: it streams to
+// a staging key while its type is read from its first bytes and its size counted (413 at
+// MEDIA_MAX_BYTES); once the form is read, the write authorizes it again and the staged file moves
+// into place.
 import { Readable, Transform, type TransformCallback } from "node:stream";
 import { fileTypeFromBuffer } from "file-type";
 import type { Metadata } from "sharp";
@@ -138,6 +139,9 @@ export async function stageUpload(deps: MediaDeps, tenantId: string, file: Reada
   const key = stagingKey(tenantId);
   const inspector = new Inspector(maxBytes);
   file.on("error", (err) => inspector.destroy(err));
+  // Past the limit (or any failure of the inspection), nothing more of the file is read: the part
+  // destroyed, the multipart parser stops taking in the request body (the answer closes it).
+  inspector.once("error", () => file.destroy());
   // The file part of @fastify/multipart reports its own limit as `truncated`.
   const piped = file.pipe(inspector);
   let size: number;

@@ -1,11 +1,13 @@
-// Media over HTTP (spec 4.5, decisions.md §13): multipart uploads streamed to storage, downloads
+// Media over HTTP (spec 4.5, decisions.md §13): multipart uploads (the parts naming the record
+// before the file, at most MEDIA_UPLOADS_PER_USER / _PER_TENANT at once) streamed to storage, downloads
 // streamed back with Content-Type, Content-Length, ETag, Cache-Control, If-None-Match and Range.
 // The resolvers (src/resolvers/media.ts) decide everything else.
 import multipart from "@fastify/multipart";
-import { Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { BadRequestError, PayloadTooLargeError, ValidationError } from "../errors.ts";
+import { BadRequestError, ValidationError } from "../errors.ts";
 import { contextOf } from "../http/protected.ts";
+import { createUploadSlots } from "../media/upload-slots.ts";
 import {
   attachUpload,
   authorizeUpload,
@@ -27,28 +29,24 @@ export const MEDIA_CSP = "default-src 'none'; sandbox";
 
 const FORM_FIELDS = new Set(["dimension", "record_id", "field", "public"]);
 
-/**
- * A file part that came before the parts naming its record, read into memory (at most `maxBytes`,
- * 413 beyond, as a JSON body of BODY_LIMIT_BYTES is): nothing is stored before the upload is
- * authorized for that record and field (decisions.md, "Media keys").
- */
-async function holdFile(file: Readable & { truncated?: boolean }, maxBytes: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of file) chunks.push(chunk as Buffer);
-  const held = Buffer.concat(chunks);
-  if (file.truncated || held.length > maxBytes)
-    throw new PayloadTooLargeError(`The file is larger than ${maxBytes} bytes.`, { max_bytes: maxBytes });
-  return held;
-}
-
 function flag(value: string | undefined): boolean {
   if (value === undefined || value === "" || value === "false" || value === "0") return false;
   if (value === "true" || value === "1") return true;
   throw new BadRequestError("INVALID_PARAMETER", "public must be true or false.", { field: "public" });
 }
 
+/**
+ * A file part that is not read: destroyed, so busboy stops parsing and nothing more of the body is
+ * taken in (the answer then closes the connection: see `upload`).
+ */
+function refusePart(file: Readable): void {
+  file.destroy();
+}
+
 export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
-  const { maxBytes } = services.config.media;
+  const { maxBytes, uploadsPerUser, uploadsPerTenant } = services.config.media;
+  // Uploads under way in this process, per user and per tenant (429 past either cap).
+  const slots = createUploadSlots({ perUser: uploadsPerUser, perTenant: uploadsPerTenant });
   await app.register(multipart, {
     // One file per request; its own limit is checked while streaming (413), this one stops the parser.
     limits: { files: 1, fields: 10, fieldSize: 1000, parts: 12, fileSize: maxBytes + 1, headerPairs: 50 },
@@ -56,14 +54,10 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
 
   async function upload(request: FastifyRequest, reply: FastifyReply, pathDim: string | null) {
     const caller = contextOf(request);
-    if (!request.isMultipart()) {
-      throw new BadRequestError(
-        "INVALID_REQUEST",
-        "Send the file as multipart/form-data (parts file, dimension, record_id, field).",
-      );
-    }
+    let release = () => {};
     const fields: Record<string, string> = {};
-    // The parts that name the record: all of them are checked before a byte is stored.
+    // The parts that name the record: all of them come, and are checked, before the file's first
+    // byte is read; the file then streams to the store's staging (never held in memory).
     const naming = pathDim ? ["record_id", "field"] : ["dimension", "record_id", "field"];
     const target = () => ({
       dim: pathDim ?? fields.dimension,
@@ -71,28 +65,41 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       field: fields.field,
     });
     let staged: StagedFile | null = null;
-    // A file sent before those parts (the order the specification lists them in), held until then.
-    let held: Buffer | null = null;
     try {
+      if (!request.isMultipart()) {
+        throw new BadRequestError(
+          "INVALID_REQUEST",
+          "Send the file as multipart/form-data (parts dimension, record_id, field, then file).",
+        );
+      }
+      // Refused past a cap before a byte of the body is read.
+      release = slots.take(caller.principal.userId, caller.principal.tenantId);
       for await (const part of request.parts()) {
         if (part.type === "file") {
-          if (part.fieldname !== "file" || staged || held) {
-            part.file.resume();
+          if (part.fieldname !== "file" || staged) {
+            refusePart(part.file);
             throw new BadRequestError("INVALID_REQUEST", "Send exactly one file, in the part named file.", {
               field: "file",
             });
           }
           // Refused before its bytes are read: the rights the parts so far allow to check (the
-          // grant to update on the source at least).
+          // grant to update on the source at least; the dimension, field and record they name).
           try {
             await authorizeUpload(services, caller, target());
           } catch (err) {
-            part.file.resume();
+            refusePart(part.file);
             throw err;
           }
-          if (naming.every((name) => fields[name]))
-            staged = await stageUpload(services, caller.principal.tenantId, part.file);
-          else held = await holdFile(part.file, maxBytes);
+          const missing = naming.filter((name) => !fields[name]);
+          if (missing.length > 0) {
+            refusePart(part.file);
+            throw new BadRequestError(
+              "INVALID_REQUEST",
+              `Send the parts ${naming.join(", ")} before the part file (missing before it: ${missing.join(", ")}).`,
+              { field: missing[0], details: { missing } },
+            );
+          }
+          staged = await stageUpload(services, caller.principal.tenantId, part.file);
         } else if (FORM_FIELDS.has(part.fieldname)) {
           // Once: a name sent again after the file would point the checked upload elsewhere.
           if (fields[part.fieldname] !== undefined)
@@ -106,23 +113,15 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
           fields[part.fieldname] = String(part.value);
         }
       }
-      if (!staged && !held)
+      if (!staged) {
+        for (const name of naming) {
+          if (!fields[name])
+            throw new ValidationError("MISSING_PARAMETER", `The part ${name} is required.`, { field: name });
+        }
         throw new ValidationError("MISSING_PARAMETER", "The part file is required.", { field: "file" });
-      const dim = pathDim ?? fields.dimension;
-      for (const [name, value] of [
-        ["dimension", dim],
-        ["record_id", fields.record_id],
-        ["field", fields.field],
-      ] as const) {
-        if (!value)
-          throw new ValidationError("MISSING_PARAMETER", `The part ${name} is required.`, { field: name });
       }
-      if (held) {
-        await authorizeUpload(services, caller, target());
-        staged = await stageUpload(services, caller.principal.tenantId, Readable.from([held]));
-      }
-      const { value, eventId } = await attachUpload(services, caller, staged!, {
-        dim: dim!,
+      const { value, eventId } = await attachUpload(services, caller, staged, {
+        dim: (pathDim ?? fields.dimension)!,
         recordId: fields.record_id!,
         field: fields.field!,
         public: flag(fields.public),
@@ -138,7 +137,13 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         public: value.public,
         event_id: eventId,
       };
+    } catch (err) {
+      // Refused before the body is read to its end (past a cap, a file out of order or too large,
+      // a right missing): the answer closes the connection rather than reading the rest of it.
+      if (!request.raw.complete) reply.header("connection", "close");
+      throw err;
     } finally {
+      release();
       if (staged) await services.media.delete([staged.key]).catch(() => {});
     }
   }

@@ -133,10 +133,10 @@ describe.each(SETUPS)("gateway and backends as processes", ({ redis }) => {
       .png()
       .toBuffer();
     const fd = new FormData();
-    fd.append("file", new Blob([new Uint8Array(image)], { type: "image/png" }), "g.png");
     fd.append("dimension", "PROD");
     fd.append("record_id", "P0001");
     fd.append("field", "IMAGE");
+    fd.append("file", new Blob([new Uint8Array(image)], { type: "image/png" }), "g.png");
     const upload = await fetch(`${gw}/api/v4/media/upload?source=catalog-1`, {
       method: "POST",
       headers: auth,

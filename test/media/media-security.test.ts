@@ -286,7 +286,7 @@ describe.each(STORES)("media security ($name)", (store) => {
   };
   const emptyDirsLeft = async () => (store.s3 ? [] : (await walk(path.join(app.dataDir, "media"))).emptyDirs);
 
-  it("an upload the caller may make on the source but not to that record or field stores nothing, in either order of the parts", async () => {
+  it("an upload the caller may make on the source but not to that record or field stores nothing; a file before the parts naming it is refused unread", async () => {
     const big = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(3 * 1024 * 1024)]);
     const file: [string, FormPart] = ["file", { bytes: big, name: "b.pdf" }];
     const refused: Array<{ naming: Array<[string, FormPart]>; url?: string; status: number; code: string }> =
@@ -324,9 +324,11 @@ describe.each(STORES)("media security ($name)", (store) => {
         [file, ...naming],
         [...naming, file],
       ]) {
-        const order = parts[0]![0] === "file" ? "file first" : "file last";
+        const fileFirst = parts[0]![0] === "file";
+        const order = fileFirst ? "file first" : "file last";
         const { res, body, seen } = await watchingTheStore(() => app.upload("anna", form(parts), url));
-        expect([res.status, body.code], order).toEqual([status, code]);
+        // The file before the parts naming its record is refused as such, whatever they name.
+        expect([res.status, body.code], order).toEqual(fileFirst ? [400, "INVALID_REQUEST"] : [status, code]);
         expect(seen, order).toEqual([]);
         expect(await emptyDirsLeft(), order).toEqual([]);
       }
@@ -346,20 +348,34 @@ describe.each(STORES)("media security ($name)", (store) => {
     );
     expect([twice.res.status, twice.body.code]).toEqual([400, "INVALID_REQUEST"]);
     expect(await allObjects()).not.toContain(expect.stringMatching(/^staging\//));
-    // The order the specification lists the parts in still uploads.
+    // A file before the parts naming its record (issue 35 §5): 400, the answer names what was
+    // missing before it, and nothing is stored, not even a staged file.
     const image = await png(24, 24);
-    const fileFirst = await app.upload(
-      "anna",
-      form([
-        ["file", { bytes: image, name: "p.png" }],
-        ["dimension", "PROD"],
-        ["record_id", "P0002"],
-        ["field", "IMAGE"],
-      ]),
+    const before = await stored("P0002");
+    const fileFirst = await watchingTheStore(() =>
+      app.upload(
+        "anna",
+        form([
+          ["dimension", "PROD"],
+          ["file", { bytes: image, name: "p.png" }],
+          ["record_id", "P0002"],
+          ["field", "IMAGE"],
+        ]),
+      ),
     );
-    expect(fileFirst.status).toBe(201);
-    const back = await app.get("anna", "/api/v4/media/PROD/P0002/IMAGE?source=catalog-1");
-    expect(Buffer.from(await back.arrayBuffer())).toEqual(image);
+    expect(fileFirst.res.status).toBe(400);
+    expect(fileFirst.body).toMatchObject({
+      error: "BadRequest",
+      code: "INVALID_REQUEST",
+      status: 400,
+      field: "record_id",
+      details: { missing: ["record_id", "field"] },
+    });
+    expect(fileFirst.body.message).toBe(
+      "Send the parts dimension, record_id, field before the part file (missing before it: record_id, field).",
+    );
+    expect(fileFirst.seen).toEqual([]);
+    expect(await stored("P0002")).toEqual(before);
   });
 
   it("a read-only user's upload is 403 before a byte is stored, whatever the order of the parts", async () => {

@@ -66,15 +66,15 @@ describe.each(STORES)("media ($name)", (store) => {
     await app?.close();
   });
 
-  it("uploads (file part first), downloads byte for byte, and makes each size once with the right pixels", async () => {
+  it("uploads, downloads byte for byte, and makes each size once with the right pixels", async () => {
     const image = await png(800, 400);
     const res = await app.upload(
       "anna",
       form({
-        file: { bytes: image, name: "bolt.png", type: "image/png" },
         dimension: "PROD",
         record_id: "P0001",
         field: "IMAGE",
+        file: { bytes: image, name: "bolt.png", type: "image/png" },
       }),
     );
     expect(res.status).toBe(201);

@@ -232,10 +232,10 @@ if (TEST_REDIS_URL) {
 /** A multipart body with the file and the record it goes to. */
 function uploadForm(image: Buffer, record: string) {
   const fd = new FormData();
-  fd.append("file", new Blob([new Uint8Array(image)], { type: "image/png" }), "p.png");
   fd.append("dimension", "PROD");
   fd.append("record_id", record);
   fd.append("field", "IMAGE");
+  fd.append("file", new Blob([new Uint8Array(image)], { type: "image/png" }), "p.png");
   return fd;
 }
 

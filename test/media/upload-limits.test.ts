@@ -1,0 +1,211 @@
+// Uploads bounded in memory, number and time (issue 35 §5): a file part sent before the parts that
+// name its record is refused unread; a file past MEDIA_MAX_BYTES is refused at the limit, without
+// the rest of the body being read; uploads under way are capped per user and per tenant (429 with
+// Retry-After), and a stalled one is ended by REQUEST_TIMEOUT_MS, giving its slot back.
+// The uploads here are written by hand on a TCP socket, so that one can stop half way.
+import { randomBytes } from "node:crypto";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../events/support.ts";
+import { form, type MediaApp, png, startMediaApp } from "./media-setup.ts";
+
+const MB = 1024 * 1024;
+
+interface RawUpload {
+  /** Resolves to the answer's status line, headers and body once the server has closed. */
+  answer: Promise<{ status: number; headers: Record<string, string>; body: Record<string, unknown> }>;
+  /** Bytes of the body written to the socket so far. */
+  written(): number;
+  /** Writes `n` more bytes of file content (waiting on drain), stopping once an answer came. */
+  sendFile(n: number): Promise<void>;
+  /** The socket's end (the server closed it). */
+  closed: Promise<void>;
+}
+
+/**
+ * A multipart upload on a raw socket: the request head and the given form parts, then a file part's
+ * header; its content is sent by `sendFile`, and the body never ends unless `finish` says so.
+ */
+function rawUpload(
+  app: MediaApp,
+  token: { authorization: string },
+  parts: Array<[string, string] | "file">,
+): RawUpload {
+  const url = new URL(app.base);
+  const boundary = `----dimensio${randomBytes(8).toString("hex")}`;
+  let head = "";
+  for (const part of parts) {
+    if (part === "file")
+      head +=
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="f.pdf"\r\n` +
+        "Content-Type: application/pdf\r\n\r\n%PDF-1.4\n";
+    else head += `--${boundary}\r\nContent-Disposition: form-data; name="${part[0]}"\r\n\r\n${part[1]}\r\n`;
+  }
+  const socket = net.connect(Number(url.port), url.hostname);
+  socket.on("error", () => {});
+  // A declared length far beyond what is sent: the server cannot take the body for finished.
+  socket.write(
+    "POST /api/v4/media/upload?source=catalog-1 HTTP/1.1\r\n" +
+      `Host: ${url.host}\r\nAuthorization: ${token.authorization}\r\n` +
+      `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${1024 * MB}\r\n\r\n`,
+  );
+  let written = 0;
+  const body = Buffer.from(head);
+  socket.write(body);
+  written += body.length;
+  let received = Buffer.alloc(0);
+  let answered = false;
+  const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+  socket.on("data", (chunk: Buffer) => {
+    answered = true;
+    received = Buffer.concat([received, chunk]);
+  });
+  const answer = closed.then(() => {
+    const text = received.toString("utf8");
+    const [headText = "", bodyText = ""] = text.split("\r\n\r\n");
+    const [statusLine = "", ...lines] = headText.split("\r\n");
+    const headers: Record<string, string> = {};
+    for (const line of lines) {
+      const i = line.indexOf(":");
+      headers[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim();
+    }
+    return {
+      status: Number(statusLine.split(" ")[1]),
+      headers,
+      body: bodyText ? (JSON.parse(bodyText) as Record<string, unknown>) : {},
+    };
+  });
+  const chunk = randomBytes(64 * 1024);
+  return {
+    answer,
+    closed,
+    written: () => written,
+    async sendFile(n) {
+      let left = n;
+      while (left > 0 && !answered && !socket.destroyed) {
+        const piece = chunk.subarray(0, Math.min(chunk.length, left));
+        left -= piece.length;
+        written += piece.length;
+        if (!socket.write(piece))
+          await new Promise<void>((resolve) => {
+            const done = () => {
+              socket.off("drain", done);
+              socket.off("close", done);
+              socket.off("data", done);
+              resolve();
+            };
+            socket.on("drain", done);
+            socket.on("close", done);
+            socket.on("data", done);
+          });
+      }
+    },
+  };
+}
+
+const NAMING: Array<[string, string]> = [
+  ["dimension", "PROD"],
+  ["record_id", "P0003"],
+  ["field", "IMAGE"],
+];
+
+describe("uploads bounded in memory", () => {
+  let app: MediaApp;
+  beforeAll(async () => {
+    app = await startMediaApp({ maxBytes: 1 * MB, users: ["anna"] });
+  });
+  afterAll(() => app?.close());
+
+  it("a 50 MB file past MEDIA_MAX_BYTES (1 MB) is refused at the limit: 413, the rest of the body not read, the connection closed", async () => {
+    const upload = rawUpload(app, app.auth("anna"), [...NAMING, "file"]);
+    await upload.sendFile(50 * MB);
+    const { status, headers, body } = await upload.answer;
+    expect(status).toBe(413);
+    expect(body).toMatchObject({ code: "PAYLOAD_TOO_LARGE", status: 413, details: { max_bytes: MB } });
+    expect(headers.connection).toBe("close");
+    // The answer came after about 1 MB: what the socket buffers held beyond it is all that was sent.
+    expect(upload.written()).toBeGreaterThan(MB);
+    expect(upload.written()).toBeLessThan(20 * MB);
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+  });
+
+  it("a 50 MB file before the parts naming its record is refused unread: 400, nothing stored, the connection closed", async () => {
+    const upload = rawUpload(app, app.auth("anna"), [["dimension", "PROD"], "file"]);
+    await upload.sendFile(50 * MB);
+    const { status, headers, body } = await upload.answer;
+    expect(status).toBe(400);
+    expect(body).toMatchObject({
+      code: "INVALID_REQUEST",
+      field: "record_id",
+      details: { missing: ["record_id", "field"] },
+      message:
+        "Send the parts dimension, record_id, field before the part file (missing before it: record_id, field).",
+    });
+    expect(headers.connection).toBe("close");
+    expect(upload.written()).toBeLessThan(20 * MB);
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+    const record = await (await app.get("anna", "/api/v4/core/PROD/P0003?source=catalog-1")).json();
+    expect(record.data.IMAGE ?? null).toBeNull();
+  });
+});
+
+describe("uploads capped per user and per tenant, and bounded in time", () => {
+  let app: MediaApp;
+  beforeAll(async () => {
+    app = await startMediaApp({
+      maxBytes: 4 * MB,
+      users: ["anna", "marco", "greta"],
+      env: { MEDIA_UPLOADS_PER_USER: "1", MEDIA_UPLOADS_PER_TENANT: "1", REQUEST_TIMEOUT_MS: "2000" },
+    });
+  });
+  afterAll(() => app?.close());
+
+  it("while a stalled upload holds the slots: 429 for the user and the tenant, another tenant goes on; the stall ends with a 408 and the slots come back", async () => {
+    const stalled = rawUpload(app, app.auth("anna"), [...NAMING, "file"]);
+    await stalled.sendFile(100 * 1024);
+    // The stalled upload is under way: its file streams to staging.
+    await eventually(async () => (await app.t.services.media.list("staging/")).length === 1, {
+      what: "the stalled upload's staged file",
+    });
+    const image = await png(16, 16);
+    const parts = () =>
+      form([
+        ["dimension", "PROD"],
+        ["record_id", "P0001"],
+        ["field", "IMAGE"],
+        ["file", { bytes: image, name: "p.png" }],
+      ]);
+    const sameUser = await app.upload("anna", parts());
+    expect(sameUser.status).toBe(429);
+    expect(sameUser.headers.get("retry-after")).toBe("1");
+    expect(await sameUser.json()).toMatchObject({
+      error: "RateLimitExceeded",
+      code: "TOO_MANY_UPLOADS",
+      status: 429,
+      retry_after: 1,
+      details: { max_per_user: 1 },
+    });
+    const sameTenant = await app.upload("marco", parts());
+    expect(sameTenant.status).toBe(429);
+    expect(await sameTenant.json()).toMatchObject({
+      code: "TOO_MANY_UPLOADS",
+      details: { max_per_tenant: 1 },
+    });
+    // Another tenant's upload is not held back by acme's (P0001 is not globex's record: 404).
+    const otherTenant = await app.upload("greta", parts());
+    expect([otherTenant.status, ((await otherTenant.json()) as { code: string }).code]).toEqual([
+      404,
+      "RECORD_NOT_FOUND",
+    ]);
+
+    // REQUEST_TIMEOUT_MS ends the stalled upload: 408, its staged file removed, its slot given back.
+    const { status, body } = await stalled.answer;
+    expect(status).toBe(408);
+    expect(body).toMatchObject({ status: 408 });
+    await eventually(async () => (await app.t.services.media.list("staging/")).length === 0, {
+      what: "the stalled upload's staged file removed",
+    });
+    const after = await app.upload("anna", parts());
+    expect(after.status).toBe(201);
+  }, 30_000);
+});
