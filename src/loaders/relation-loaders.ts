@@ -1,5 +1,6 @@
 // Per-request DataLoaders for embedded relations: every key asked for in the same tick (all rows of
-// a page, or every GraphQL parent of a field) is loaded with one query per relation and field set.
+// a page, or every GraphQL parent of a field) is loaded with one query per relation and field set,
+// a reverse relation's at most its plan's limit per key.
 import DataLoader from "dataloader";
 import { compileRelationBatch } from "../query/compile.ts";
 import type { ExpandPlan } from "../query/types.ts";
@@ -8,12 +9,15 @@ import type { Queryable } from "../types.ts";
 export type Row = Record<string, unknown>;
 
 export interface RelationLoaders {
-  /** The target rows whose key equals `key` (ordered by the target's id); [] when none. */
+  /**
+   * The target rows whose key equals `key` (ordered by the target's id), at most `expand.limit`
+   * of them; [] when none.
+   */
   load(expand: ExpandPlan, key: string | number): Promise<Row[]>;
 }
 
 function loaderKey(e: ExpandPlan): string {
-  return `${e.target.code}.${e.targetKey.code}|${e.columns.map((f) => f.code).join(",")}`;
+  return `${e.target.code}.${e.targetKey.code}|${e.limit}|${e.columns.map((f) => f.code).join(",")}`;
 }
 
 /** `prepare`: the statement namespace (the metadata version), see QueryOptions. */

@@ -319,7 +319,6 @@ export function relationColumns(e: ExpandPlan): FieldDef[] {
   return e.target.fields.filter((f) => need.has(f));
 }
 
-/** One query for every key of a relation in a request (the DataLoader batch). */
 /**
  * One page per parent key in one statement (GraphQL reverse relations with their own where,
  * order and limit): the plan's rows whose `partition` field is one of `keys`, numbered per key in
@@ -348,6 +347,12 @@ export function compilePartitionedPages(
   return { text, params: p.values };
 }
 
+/**
+ * One query for every key of a relation in a request (the DataLoader batch), in the target's id
+ * order. A reverse relation's rows are cut to `e.limit` per key (issue 35 §5): numbered per key in
+ * id order, the statement returns the first `limit` of each, so a parent with thousands of children
+ * costs what its page does.
+ */
 export function compileRelationBatch(
   e: ExpandPlan,
   tenantId: string,
@@ -355,11 +360,25 @@ export function compileRelationBatch(
 ): CompiledQuery {
   const p = new Params();
   const id = e.target.fieldsByCode.get(e.target.idField)!;
+  const columns = selectList(relationColumns(e));
+  const where = `WHERE t.${ident(TENANT_COLUMN)} = ${p.add(tenantId)} AND t."TREC" <> 'C' AND ${column(e.targetKey)} = ANY(${p.add(keys)})`;
+  if (e.direction === "forward") {
+    const text = [
+      `SELECT ${columns}`,
+      `FROM ${ident(e.target.tableName)} AS t`,
+      where,
+      `ORDER BY ${column(id)} ASC`,
+    ];
+    return { text: text.join("\n"), params: p.values };
+  }
   const text = [
-    `SELECT ${selectList(relationColumns(e))}`,
+    `SELECT ${columns} FROM (`,
+    `SELECT ${columns},`,
+    `       row_number() OVER (PARTITION BY ${column(e.targetKey)} ORDER BY ${column(id)} ASC) AS "__rn"`,
     `FROM ${ident(e.target.tableName)} AS t`,
-    `WHERE t.${ident(TENANT_COLUMN)} = ${p.add(tenantId)} AND t."TREC" <> 'C' AND ${column(e.targetKey)} = ANY(${p.add(keys)})`,
+    where,
+    `) AS t WHERE t."__rn" <= ${p.add(e.limit)}`,
     `ORDER BY ${column(id)} ASC`,
-  ].join("\n");
-  return { text, params: p.values };
+  ];
+  return { text: text.join("\n"), params: p.values };
 }

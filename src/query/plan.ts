@@ -14,6 +14,7 @@ import {
 } from "./errors.ts";
 import {
   type AggregateSpec,
+  DEFAULT_RELATION_ROWS,
   type ExpandFields,
   type ExpandPlan,
   type FilterExpr,
@@ -255,9 +256,21 @@ export function planExpand(
       parentKey,
       targetKey,
       columns: only(view.fields(target).withFlag("L"), fieldsOf?.get(name)),
+      limit: relationRowsPerParent(dim, name),
     });
   }
   return out;
+}
+
+/**
+ * The most records relation `name` of `dim` embeds per parent ($expand, a GraphQL relation field
+ * without `limit`): 1 forward, DEFAULT_RELATION_ROWS reverse; 0 for a name that is no relation.
+ * What the read estimates count an expanded relation at.
+ */
+export function relationRowsPerParent(dim: DimensionDef, name: string): number {
+  const named = dim.relationsByName.get(name);
+  if (!named) return 0;
+  return named.direction === "reverse" ? DEFAULT_RELATION_ROWS : 1;
 }
 
 /** `fields` narrowed to `codes` (a GraphQL selection's), in their order; all of them without. */

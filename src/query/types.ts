@@ -129,6 +129,12 @@ export type ExpandFields = ReadonlyMap<string, ReadonlySet<string>>;
 
 export const DEFAULT_NUM_ROWS = 100;
 export const MAX_NUM_ROWS = 1000;
+/**
+ * The most records a to-many (reverse) relation embeds per parent (issue 35 §5): REST `$expand`
+ * always, GraphQL without a `limit` argument. GraphQL's `limit` goes up to MAX_RELATION_ROWS.
+ */
+export const DEFAULT_RELATION_ROWS = DEFAULT_NUM_ROWS;
+export const MAX_RELATION_ROWS = MAX_NUM_ROWS;
 export const MAX_FILTER_DEPTH = 5;
 export const MAX_FILTER_CONDITIONS = 20;
 export const MAX_FILTER_LENGTH = 2000;
@@ -209,6 +215,11 @@ export interface ExpandPlan {
   readonly targetKey: FieldDef;
   /** The target's fields returned (L for this caller). */
   readonly columns: readonly FieldDef[];
+  /**
+   * The most target records embedded per parent, the first by the target's id: 1 for a forward
+   * relation, DEFAULT_RELATION_ROWS for a reverse one.
+   */
+  readonly limit: number;
 }
 
 /** What a count counts: a dimension of a tenant (a count reads that table alone, for it). */

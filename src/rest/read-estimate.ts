@@ -5,12 +5,14 @@
 // show in the page's size, so they are counted here; a request whose estimate reaches the threshold
 // takes turns in its tenant's lane.
 import { tableIndexes } from "../ddl/sync.ts";
+import { relationRowsPerParent } from "../query/plan.ts";
 import type { ListQuery, SortSpec } from "../query/types.ts";
 import type { DimensionDef } from "../types.ts";
 
 /**
  * The values a list read (`GET /api/v4/core/{dim}`, `/sort/{key}`) reads and answers:
- * - the page: rows × fields answered × (1 + relations expanded);
+ * - the page: rows × fields answered × (1 + records expanded per row: 1 a forward relation,
+ *   DEFAULT_RELATION_ROWS a reverse one);
  * - the rows `$offset` skips: read and projected like the page's, then dropped (offset × fields);
  * - an order no index gives (its first key neither the id nor an indexed or foreign-key field):
  *   the database reads every matching row and sorts it on its keys (`scanRows` × sort keys);
@@ -33,7 +35,12 @@ export function estimateListValues(
     return rows * columns + scans * scanRows * columns;
   }
   const fields = Math.max(1, query.fields?.length ?? dim?.fields.length ?? 1);
-  const page = query.numRows * fields * (1 + query.expand.length);
+  // Each relation expanded: its records per parent (a reverse relation's bound, issue 35 §5).
+  const related = query.expand.reduce(
+    (n, name) => n + (dim ? Math.max(1, relationRowsPerParent(dim, name)) : 1),
+    0,
+  );
+  const page = query.numRows * fields * (1 + related);
   const skipped = query.offset * fields;
   const sorted = dim && !orderFromIndex(dim, query.sort) ? scanRows * query.sort.length : 0;
   return page + skipped + sorted;
