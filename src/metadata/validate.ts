@@ -16,6 +16,19 @@ import { parseTemplate, TemplateSyntaxError } from "./template.ts";
 
 const DIM_CODE_MAX = 30;
 
+/**
+ * Whether `code` is a member every plain object inherits (constructor, toString, valueOf,
+ * hasOwnProperty, __proto__, ...). Codes become keys of records, bodies and values: a field named
+ * `constructor` would read as Object.prototype.constructor wherever a body omits it. Codes are
+ * case-sensitive, as JavaScript's names are: CONSTRUCTOR is another name.
+ */
+export function isInheritedName(code: string): boolean {
+  return Object.hasOwn(Object.prototype, code);
+}
+
+const inheritedNameMessage = (code: string, what: string) =>
+  `"${code}" is the name of an Object.prototype member, which every JSON object inherits; choose another ${what}`;
+
 function splitCodes(list: string | null | undefined): string[] {
   return (list ?? "")
     .split(",")
@@ -83,6 +96,8 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
         `${p}.COD_DIM`,
         `"${d.COD_DIM}" is not a valid code (letters, digits, underscore; up to ${DIM_CODE_MAX})`,
       );
+    } else if (isInheritedName(d.COD_DIM)) {
+      reserved(`${p}.COD_DIM`, inheritedNameMessage(d.COD_DIM, "code"));
     } else if (
       METADATA_DIMENSIONS.has(d.COD_DIM) ||
       d.COD_DIM.toLowerCase() === "vars" ||
@@ -123,7 +138,9 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     const indexedType = normalizeDataType(v.DATA_TYPE);
     if (v.INDEXED === true && (indexedType === "TEXT" || indexedType === "JSON" || indexedType === "MEDIA"))
       add(`${p}.INDEXED`, `${indexedType} fields cannot be INDEXED (values may exceed an index entry)`);
-    if (typeof v.COD_VAR === "string" && RESERVED_COLUMNS.has(v.COD_VAR.toUpperCase()))
+    if (isValidIdentifier(v.COD_VAR) && isInheritedName(v.COD_VAR))
+      reserved(`${p}.COD_VAR`, inheritedNameMessage(v.COD_VAR, "code"));
+    else if (typeof v.COD_VAR === "string" && RESERVED_COLUMNS.has(v.COD_VAR.toUpperCase()))
       reserved(`${p}.COD_VAR`, `"${v.COD_VAR}" is a system field (audit or tenant) and cannot be declared`);
     else if (SYSTEM_COLUMNS.has(v.COD_VAR))
       reserved(
@@ -222,6 +239,8 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     }
     if (o.REL_NAME != null && !isValidIdentifier(o.REL_NAME))
       add(`${p}.REL_NAME`, `"${o.REL_NAME}" is not a valid name`);
+    else if (o.REL_NAME != null && isInheritedName(o.REL_NAME))
+      reserved(`${p}.REL_NAME`, inheritedNameMessage(o.REL_NAME, "REL_NAME"));
     const key = `${o.COD_DIM}/${o.COD_VAR}`;
     if (objectKeys.has(key)) add(`${p}.COD_VAR`, `two TB_OBJECT rows for ${key}`);
     objectKeys.add(key);

@@ -45,6 +45,12 @@ const FUNCTIONS: Record<string, FilterOperator> = {
 /** Room for MAX_FILTER_DEPTH operators each written with redundant parentheses; beyond it, refused. */
 const MAX_NESTING = MAX_FILTER_DEPTH * 2 + 1;
 
+/** A word's entry in one of the tables above; an Object.prototype name (constructor) is none. */
+function named(table: Record<string, FilterOperator>, word: unknown): FilterOperator | undefined {
+  const key = String(word).toLowerCase();
+  return Object.hasOwn(table, key) ? table[key] : undefined;
+}
+
 const RESERVED = new Set(["and", "or", "not", "true", "false", "null", ...Object.keys(COMPARISONS)]);
 
 class Parser {
@@ -131,11 +137,11 @@ class Parser {
     if (t.kind !== "word" || RESERVED.has(String(t.value).toLowerCase())) {
       throw filterSyntaxError(t.text, t.position, "a field name, a function or '('");
     }
-    const fn = FUNCTIONS[String(t.value).toLowerCase()];
+    const fn = named(FUNCTIONS, t.value);
     if (fn && this.tokens[this.index + 1]?.kind === "lparen") return this.parseFunction(fn);
     this.advance();
     const opToken = this.peek();
-    const op = opToken.kind === "word" ? COMPARISONS[String(opToken.value).toLowerCase()] : undefined;
+    const op = opToken.kind === "word" ? named(COMPARISONS, opToken.value) : undefined;
     if (!op) throw filterSyntaxError(opToken.text, opToken.position, "a comparison (eq, ne, gt, ge, lt, le)");
     this.advance();
     return this.condition(String(t.value), op, this.parseLiteral());

@@ -103,4 +103,12 @@ describe("$filter parser", () => {
     expect(failure(deep)).toMatchObject({ code: "FILTER_TOO_COMPLEX" });
     expect(failure(`${"not ".repeat(12)}A eq 1`)).toMatchObject({ code: "FILTER_TOO_COMPLEX" });
   });
+
+  it("an Object.prototype name is no comparison and no function (a 400, not an operator read off the prototype)", () => {
+    for (const name of ["constructor", "toString", "valueOf", "hasOwnProperty", "__proto__"]) {
+      expect(failure(`NAME ${name} 'x'`), name).toMatchObject({ status: 400, code: "INVALID_FILTER" });
+      const fn = failure(`${name}(NAME, 'x')`);
+      expect(fn.status, name).toBe(400);
+    }
+  });
 });

@@ -16,8 +16,11 @@ import {
   FIXED_TYPE_NAMES,
   GENERATED_SUFFIXES,
 } from "../../src/schema/names.ts";
+import { bumpMetadataVersion, upsertMetadataRows } from "../../src/metadata/store.ts";
+import { validateMetadata } from "../../src/metadata/validate.ts";
 import { printFixtureSchema } from "../../src/schema/print.ts";
 import { BACKENDS, createTestApp, SAMPLE_FIXTURE, type TestApp } from "../helpers/env.ts";
+import { bearer, loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "./http.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -132,3 +135,175 @@ describe.each(BACKENDS)("reserved names in metadata writes (%s)", (backend) => {
     expect(JSON.stringify(a.body.errors)).toContain("CUST_batch_create");
   });
 });
+
+/** Every name a plain object inherits from Object.prototype (constructor, toString, __proto__, ...). */
+const PROTOTYPE_NAMES = Object.getOwnPropertyNames(Object.prototype);
+
+describe("names a plain object inherits, in fixtures", () => {
+  it("a relation name or dimension code like an Object.prototype member is a RESERVED_NAME problem", async () => {
+    const fixture = JSON.parse(await readFile(SAMPLE_FIXTURE, "utf8"));
+    expect(validateMetadata(fixture)).toEqual([]);
+    fixture.TB_OBJECT[0].REL_NAME = "toString";
+    fixture.TB_VAR[1].COD_VAR = "hasOwnProperty";
+    const problems = validateMetadata(fixture);
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ path: "TB_OBJECT[0].REL_NAME", code: "RESERVED_NAME" }),
+        expect.objectContaining({ path: "TB_VAR[1].COD_VAR", code: "RESERVED_NAME" }),
+      ]),
+    );
+  });
+});
+
+describe.each(BACKENDS)("names a plain object inherits (%s)", (backend) => {
+  let t: TestApp;
+  let anna: Client;
+  const Q = "?source=erp";
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "sample", env: NO_RATE_LIMITS });
+    anna = await clientFor(t.app, "anna");
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("a field or dimension named like an Object.prototype member is 400 RESERVED_NAME", async () => {
+    expect(PROTOTYPE_NAMES).toEqual(
+      expect.arrayContaining(["constructor", "toString", "valueOf", "__proto__"]),
+    );
+    const v0 = t.services.metadata.current().version;
+    for (const name of PROTOTYPE_NAMES) {
+      const field = await anna.post(`/api/v4/core/VAR${Q}`, {
+        data: { COD_DIM: "CUST", NUM_VAR: 50, COD_VAR: name, DATA_TYPE: "STRING", LENGTH: 10 },
+      });
+      expect(field.status, name).toBe(400);
+      // __proto__ and __defineGetter__ are no valid codes anyway (a leading double underscore).
+      if (name.startsWith("__")) continue;
+      expect(field.body, name).toMatchObject({
+        code: "RESERVED_NAME",
+        errors: [
+          expect.objectContaining({ field: expect.stringContaining("COD_VAR"), code: "RESERVED_NAME" }),
+        ],
+      });
+      expect(field.body.errors[0].message, name).toContain("Object.prototype");
+      const dim = await anna.post(`/api/v4/core/DIM${Q}`, {
+        data: { COD_DIM: name, TABLE_NAME: "TB_PROTO_NAME", ID_FIELD: "P_ID" },
+        fields: [{ NUM_VAR: 1, COD_VAR: "P_ID", DATA_TYPE: "INTEGER" }],
+      });
+      expect(dim.status, name).toBe(400);
+      expect(dim.body.code, name).toBe("RESERVED_NAME");
+    }
+    expect(t.services.metadata.current().version).toBe(v0);
+    // The create that omits such a field is the one it used to break: it still works.
+    const created = await anna.post(`/api/v4/core/CUST${Q}`, { data: { NAME: "Proto-free" } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    // Codes are case-sensitive, as JavaScript's names are: CONSTRUCTOR is another name.
+    const upper = await anna.post(`/api/v4/core/VAR${Q}`, {
+      data: { COD_DIM: "CUST", NUM_VAR: 51, COD_VAR: "CONSTRUCTOR", DATA_TYPE: "STRING", LENGTH: 10 },
+    });
+    expect(upper.status, JSON.stringify(upper.body)).toBe(201);
+  });
+
+  it("a create or update whose data names Object.prototype members is 400 INVALID_FIELD; nothing is polluted", async () => {
+    for (const name of ["constructor", "toString", "valueOf", "hasOwnProperty"]) {
+      const res = await anna.post(`/api/v4/core/CUST${Q}`, { data: { NAME: "P", [name]: "x" } });
+      expect(res.status, name).toBe(400);
+      expect(res.body, name).toMatchObject({ code: "INVALID_FIELD", field: name });
+    }
+    // A raw `__proto__` member (JSON.parse keeps it as an own key) is refused, not merged.
+    const raw = await t.app.inject({
+      method: "POST",
+      url: `/api/v4/core/CUST${Q}`,
+      headers: { ...(await bearerOf(t, "anna")), "content-type": "application/json" },
+      payload:
+        '{"data":{"NAME":"P","__proto__":{"INTERNAL":"polluted","isAdmin":true},"constructor":{"x":1}}}',
+    });
+    expect(raw.statusCode, raw.body).toBe(400);
+    expect(["INVALID_FIELD", "INVALID_JSON"]).toContain(raw.json().code);
+    expect(({} as Record<string, unknown>).isAdmin).toBeUndefined();
+    expect(({} as Record<string, unknown>).INTERNAL).toBeUndefined();
+    // GraphQL: a create's input object takes no such member either (not a 500).
+    const gql = await t.app.inject({
+      method: "POST",
+      url: "/graphql",
+      headers: { ...(await bearerOf(t, "anna")), "content-type": "application/json" },
+      payload: JSON.stringify({
+        query: `mutation { CUST_create(source: "erp", data: { NAME: "G", constructor: "x" }) { record { CUST_ID } } }`,
+      }),
+    });
+    expect(gql.statusCode).toBeLessThan(500);
+    expect(JSON.stringify(gql.json().errors)).toContain("constructor");
+  });
+});
+
+describe.each(BACKENDS)("fields named like Object.prototype members already stored (%s)", (backend) => {
+  let t: TestApp;
+  let anna: Client;
+  const Q = "?source=erp";
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "sample", env: NO_RATE_LIMITS });
+    anna = await clientFor(t.app, "anna");
+    // Metadata written before the rule above: the rows and columns straight into the database.
+    const names = ["constructor", "valueOf", "toString"];
+    await t.services.db.transaction(async (tx) => {
+      await upsertMetadataRows(tx, {
+        TB_VAR: names.map((name, i) => ({
+          COD_DIM: "CUST",
+          NUM_VAR: 60 + i,
+          COD_VAR: name,
+          DESC_VAR: name,
+          DATA_TYPE: "STRING",
+          LENGTH: 20,
+          NULLABLE: true,
+          TIPO_CAMPO: null,
+          TIPO_VAR: null,
+        })) as never,
+        TB_COST: names.map((name, i) => ({
+          COD_DIM: "CUST",
+          NUM_COST: 60 + i,
+          COD_VAR: name,
+          COD_ON_OFF: "LDRNM",
+          REQUIRED: false,
+        })) as never,
+      });
+      for (const name of names)
+        await tx.query(`ALTER TABLE "TB_ANAG_CUST00" ADD COLUMN "${name}" varchar(20)`);
+      await bumpMetadataVersion(tx);
+    });
+    await t.services.metadata.refresh(true);
+    expect(t.services.metadata.current().dimensions.get("CUST")!.fieldsByCode.has("constructor")).toBe(true);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("a create or update that omits them reads no inherited value: stored as null", async () => {
+    const created = await anna.post(`/api/v4/core/CUST${Q}`, { data: { NAME: "Omits them" } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.data?.CUST_ID ?? created.body.CUST_ID ?? created.body.record?.CUST_ID;
+    expect(id).toBeDefined();
+    const { rows } = await t.services.db.query<Record<string, unknown>>(
+      `SELECT "constructor", "valueOf", "toString" FROM "TB_ANAG_CUST00" WHERE "CUST_ID" = $1`,
+      [id],
+    );
+    expect(rows).toEqual([{ constructor: null, valueOf: null, toString: null }]);
+    const given = await anna.post(`/api/v4/core/CUST${Q}`, { data: { NAME: "Gives one", valueOf: "v" } });
+    expect(given.status, JSON.stringify(given.body)).toBe(201);
+    const patched = await anna.patch(`/api/v4/core/CUST/${id}${Q}`, { data: { NAME: "Renamed" } });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    const put = await anna.put(`/api/v4/core/CUST/${id}${Q}`, { data: { NAME: "Put", toString: "t" } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const after = await t.services.db.query<Record<string, unknown>>(
+      `SELECT "NAME", "constructor", "valueOf", "toString" FROM "TB_ANAG_CUST00" WHERE "CUST_ID" = $1`,
+      [id],
+    );
+    expect(after.rows).toEqual([{ NAME: "Put", constructor: null, valueOf: null, toString: "t" }]);
+  });
+});
+
+async function bearerOf(t: TestApp, user: "anna"): Promise<Record<string, string>> {
+  const { username, password } = SAMPLE_USERS[user];
+  return bearer(await loginAs(t.app, username, password));
+}

@@ -20,7 +20,7 @@ import { foreignKeyLookups, type KeyLookup } from "./foreign-keys.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { insertRow, insertRowWithEvent, keysCheckedInStatement, recordExists } from "./record-store.ts";
 import { CounterValue, renderParts, renderTemplate, templateParts } from "./templates.ts";
-import { checkRequired, isBlank, toColumnValue } from "./values.ts";
+import { bodyValue, checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
 
 /** A template's text as a value of the field's type (the types step then checks it). */
 function templateValue(field: FieldDef, text: string): unknown {
@@ -117,7 +117,7 @@ function idRequired(w: WriteContext, dim: DimensionDef): boolean {
 function childLists(dim: DimensionDef, body: Record<string, unknown>) {
   const lists: Array<{ code: string; items: Record<string, unknown>[] }> = [];
   for (const code of dim.insertCascade) {
-    const list = body[code];
+    const list = bodyValue(body, code);
     if (list === undefined || list === null) continue;
     if (!Array.isArray(list)) {
       throw new ValidationError("INVALID_FIELD_VALUE", `${code} must be an array of records.`, {
@@ -179,9 +179,10 @@ export async function createRecord(
   body: Record<string, unknown>,
   parentLink?: { relation: Relation; value: unknown },
 ): Promise<WriteResult> {
-  const values: Record<string, unknown> = {};
+  const values = fieldValues();
   for (const f of dim.fields) {
-    if (!f.system && body[f.code] !== undefined) values[f.code] = body[f.code];
+    const value = f.system ? undefined : bodyValue(body, f.code);
+    if (value !== undefined) values[f.code] = value;
   }
   if (parentLink) values[parentLink.relation.fromField] = parentLink.value;
 
@@ -199,7 +200,7 @@ export async function createRecord(
   checkMediaValues(w, dim, dim.fields, values);
   const columns: Array<[string, unknown]> = [];
   for (const f of dim.fields) {
-    if (!f.system && f.code in values) {
+    if (!f.system && Object.hasOwn(values, f.code)) {
       const value = values[f.code];
       if (value instanceof CounterValue) {
         // Its shortest text must fit; a counter grown past the field is refused by the INSERT.

@@ -86,5 +86,5 @@ export function putClearedFields(
   body: Record<string, unknown>,
 ): FieldDef[] {
   const modifiable = flagRule(w, dim, "M");
-  return dim.fields.filter((f) => !f.system && !f.isId && !(f.code in body) && modifiable(f));
+  return dim.fields.filter((f) => !f.system && !f.isId && !Object.hasOwn(body, f.code) && modifiable(f));
 }

@@ -6,6 +6,7 @@ import type { Services } from "../../services.ts";
 import type { Access, DimensionDef, MetadataModel, RequestContext } from "../../types.ts";
 import type { RequestBudget, StepHook, WriteContext } from "./context.ts";
 import { step, writeLimits } from "./context.ts";
+import { bodyValue } from "./values.ts";
 
 /**
  * What a write needs; `budget` when the request is several writes (a GraphQL operation): they
@@ -115,7 +116,7 @@ export function recordsInCreate(model: MetadataModel, dimCode: string, body: unk
   if (!dim || depth > 8 || body === null || typeof body !== "object" || Array.isArray(body)) return 1;
   let count = 1;
   for (const code of dim.insertCascade) {
-    const list = (body as Record<string, unknown>)[code];
+    const list = bodyValue(body as Record<string, unknown>, code);
     if (!Array.isArray(list)) continue;
     for (const item of list) count += recordsInCreate(model, code, item, depth + 1);
   }

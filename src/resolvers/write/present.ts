@@ -14,7 +14,7 @@ export function presentRecord(
   const rules = accessView(ctx, model).fields(dim);
   const out: Record<string, unknown> = {};
   for (const f of dim.fields) {
-    if (!(f.code in record)) continue;
+    if (!Object.hasOwn(record, f.code)) continue;
     if (f.isId || f.system || rules.allows(f, "D")) out[f.code] = record[f.code];
   }
   return out;
@@ -56,7 +56,7 @@ export function presentDeleted(model: MetadataModel, result: WriteResult): Recor
   if (!dim) return {};
   const out: Record<string, unknown> = {};
   for (const f of dim.fields) {
-    if ((f.isId || f.system) && f.code in result.record) out[f.code] = result.record[f.code];
+    if ((f.isId || f.system) && Object.hasOwn(result.record, f.code)) out[f.code] = result.record[f.code];
   }
   return out;
 }

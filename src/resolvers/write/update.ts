@@ -9,7 +9,7 @@ import { foreignKeyLookups } from "./foreign-keys.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { currentTrec, requireState, type Trec, updateTransition } from "./state.ts";
-import { checkRequired, isBlank, toColumnValue } from "./values.ts";
+import { checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
 
 export type UpdateMode = "put" | "patch";
 
@@ -34,7 +34,7 @@ export async function updateRecord(
   const from = currentTrec(current);
   const to = updateTransition(from, mode, body.TREC);
   const cleared = mode === "put" ? putClearedFields(w, dim, body) : [];
-  const values: Row = {};
+  const values: Row = fieldValues();
   for (const f of changed) values[f.code] = body[f.code];
   for (const f of cleared) values[f.code] = null;
   const touched: FieldDef[] = [...changed, ...cleared];

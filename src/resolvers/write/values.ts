@@ -13,6 +13,20 @@ export function toColumnValue(field: FieldDef, value: unknown, fieldMaxBytes: nu
   return codecOf(field.dataType).toColumn(field, value, fieldMaxBytes);
 }
 
+/**
+ * A record's values being written, keyed by field code: an object without a prototype, so that a
+ * field the body leaves out reads as undefined whatever its code (never Object.prototype's
+ * constructor or toString), and any code is an own member when set.
+ */
+export function fieldValues(): Record<string, unknown> {
+  return Object.create(null) as Record<string, unknown>;
+}
+
+/** Member `key` of a request body (JSON), or undefined: never one every object inherits. */
+export function bodyValue(body: Record<string, unknown>, key: string): unknown {
+  return Object.hasOwn(body, key) ? body[key] : undefined;
+}
+
 export function isBlank(v: unknown): boolean {
   return v === undefined || v === null || v === "";
 }
@@ -50,7 +64,7 @@ export function checkRequired(
 export function rowToRecord(dim: DimensionDef, row: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const f of dim.fields) {
-    if (f.code in row) out[f.code] = row[f.code];
+    if (Object.hasOwn(row, f.code)) out[f.code] = row[f.code];
   }
   return out;
 }
