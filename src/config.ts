@@ -208,6 +208,10 @@ const envSchema = z.object({
   GRAPHQL_MAX_ALIASES: nonNegativeInt(100),
   GRAPHQL_MAX_NODES: nonNegativeInt(100_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   GRAPHQL_TENANT_STATEMENTS: nonNegativeInt(0),
+  GRAPHQL_MAX_DOCUMENT_BYTES: nonNegativeInt(65_536).refine((n) => n >= 1024 && n <= 1_048_576, {
+    message: "must be between 1024 and 1048576",
+  }),
+  GRAPHQL_DOCUMENT_CACHE_BYTES: nonNegativeInt(16_777_216),
   HEAVY_REQUEST_VALUES: nonNegativeInt(5_000),
   TENANT_HEAVY_REQUESTS: nonNegativeInt(1).refine((n) => n >= 1, { message: "must be at least 1" }),
   TENANT_HEAVY_WAITING: nonNegativeInt(32),
@@ -335,6 +339,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxAliases: e.GRAPHQL_MAX_ALIASES,
       maxNodes: e.GRAPHQL_MAX_NODES,
       tenantStatements: e.GRAPHQL_TENANT_STATEMENTS,
+      maxDocumentBytes: e.GRAPHQL_MAX_DOCUMENT_BYTES,
+      documentCacheBytes: e.GRAPHQL_DOCUMENT_CACHE_BYTES,
     },
     heavyRequests: {
       thresholdValues: e.HEAVY_REQUEST_VALUES,

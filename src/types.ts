@@ -133,6 +133,10 @@ export interface Config {
      * the embedded database (it runs one statement at a time anyway), four on PostgreSQL.
      */
     tenantStatements: number;
+    /** The longest GraphQL document (query text) accepted, in bytes: 413 beyond (data goes in variables). */
+    maxDocumentBytes: number;
+    /** Bytes of parsed documents a process keeps, keyed by the hash of their text. */
+    documentCacheBytes: number;
   };
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
   subscriptions: { maxPerUser: number; maxPerProcess: number };

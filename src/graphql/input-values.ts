@@ -1,7 +1,7 @@
 // GraphQL input values as the JSON a REST body would be: what the write resolvers take.
 
 /**
- * `value` as plain JSON data. graphql-js and graphql-jit give input objects without a prototype;
+ * `value` as plain JSON data. graphql-js gives input objects without a prototype;
  * the write pipeline takes objects as JSON.parse makes them. Copied, not round-tripped through a
  * JSON string (a string and a parse per mutation field): objects and arrays are rebuilt, a field
  * whose value is undefined is left out and an undefined array item becomes null (as

@@ -26,6 +26,13 @@ import type { DataType, DimensionDef, FieldDef, MetadataModel, Relation } from "
 import { codecOf, type GraphQLScalarName } from "../metadata/codecs.ts";
 import { DateScalar, Decimal, Int64, JSONScalar, Timestamp } from "./scalars.ts";
 
+/** What a Mutation field writes (its `extensions.writes`): a create, a batch create, one record, a core batch. */
+export type WriteKind =
+  | { kind: "create"; dim: string }
+  | { kind: "batch_create"; dim: string }
+  | { kind: "one"; dim: string }
+  | { kind: "core_batch" };
+
 /** What each generated field does; src/graphql/resolve.ts implements it over the shared resolvers. */
 export interface SchemaResolvers<C> {
   list(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
@@ -394,34 +401,49 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
         event_id: { type: GraphQLString },
       },
     });
+    // `extensions.writes` says what a field writes: the operation's whole write budget is checked
+    // from it before its first write (src/graphql/write-budget.ts).
     const mutation = (
       args: GraphQLFieldConfigArgumentMap,
       resolve: GraphQLFieldResolver<unknown, C>,
+      writes: WriteKind,
       out: GraphQLOutputType = nn(result),
-    ): GraphQLFieldConfig<unknown, C> => ({ type: out, args: { ...contextArgs, ...args }, resolve });
+    ): GraphQLFieldConfig<unknown, C> => ({
+      type: out,
+      args: { ...contextArgs, ...args },
+      resolve,
+      extensions: { writes },
+    });
+    const one: WriteKind = { kind: "one", dim: dim.code };
     mutationFields[`${dim.code}_create`] = mutation(
       { data: { type: nn(createInputs.get(dim.code)!) } },
       resolvers.create(dim),
+      { kind: "create", dim: dim.code },
     );
     mutationFields[`${dim.code}_update`] = mutation(
       { id: { type: nn(GraphQLID) }, data: { type: nn(updateInput) } },
       resolvers.update(dim, "put"),
+      one,
     );
     mutationFields[`${dim.code}_patch`] = mutation(
       { id: { type: nn(GraphQLID) }, data: { type: nn(updateInput) } },
       resolvers.update(dim, "patch"),
+      one,
     );
     mutationFields[`${dim.code}_delete`] = mutation(
       { id: { type: nn(GraphQLID) }, force: { type: GraphQLBoolean, defaultValue: false } },
       resolvers.remove(dim),
+      one,
     );
     mutationFields[`${dim.code}_command`] = mutation(
       { name: { type: nn(GraphQLString) }, id: { type: nn(GraphQLID) }, data: { type: JSONScalar } },
       resolvers.command(dim),
+      one,
     );
     mutationFields[`${dim.code}_batch_create`] = mutation(
       { data: { type: nn(list(nn(createInputs.get(dim.code)!))) } },
       resolvers.batchCreate(dim),
+      { kind: "batch_create", dim: dim.code },
       nn(BatchResult),
     );
   }
@@ -430,6 +452,7 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
     description: "POST /api/v4/core/batch: every operation or none.",
     args: { operations: { type: nn(list(nn(BatchOperation))) } },
     resolve: resolvers.batch(),
+    extensions: { writes: { kind: "core_batch" } satisfies WriteKind },
   };
 
   if (dims.length) {

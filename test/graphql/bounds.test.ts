@@ -39,6 +39,8 @@ describe("GraphQL request bounds", () => {
         MAX_BATCH_SIZE: String(MAX_BATCH_SIZE),
         REQUEST_EVENTS_MAX_BYTES: String(EVENTS_MAX_BYTES),
         GRAPHQL_TENANT_STATEMENTS: "3",
+        // The complexity limits measured on documents past the default document limit.
+        GRAPHQL_MAX_DOCUMENT_BYTES: "1048576",
       },
     });
     anna = graphqlClient(t.app, await loginAs(t.app, "anna", SAMPLE_USERS.anna.password));
@@ -174,7 +176,7 @@ describe("GraphQL request bounds", () => {
       code: "QUERY_TOO_COMPLEX",
       details: { cost: 15_000, max_cost: 1000 },
     });
-    const tokens = await within(2000, () => anna(`{ ${"__typename ".repeat(250_000)} }`));
+    const tokens = await within(2000, () => anna(`{ ${"__typename ".repeat(50_000)} }`));
     expect(tokens.body.errors[0].extensions).toMatchObject({
       code: "QUERY_TOO_COMPLEX",
       details: { max_tokens: 20_000 },
@@ -244,39 +246,48 @@ describe("GraphQL request bounds", () => {
     expect(mostInFlight).toBe(3);
   });
 
-  it("aliased mutations share the request's record bound: nothing beyond MAX_BATCH_SIZE is written", async () => {
+  it("aliased mutations over the request's record bound are refused whole: nothing is written", async () => {
     const before = await custRows();
     const creates = Array.from(
       { length: 8 },
       (_, i) => `c${i}: CUST_create(source: "anag-1", data: { NAME: "Alias ${i}" }) { event_id }`,
     ).join(" ");
     const res = await anna(`mutation { ${creates} }`);
-    // The sixth is refused; a mutation field is non-null, so the operation stops there.
+    expect(res.body.data).toBeNull();
     expect(res.body.errors).toHaveLength(1);
-    expect(res.body.errors[0]).toMatchObject({
-      path: ["c5"],
-      extensions: {
-        code: "PAYLOAD_TOO_LARGE",
-        status: 413,
-        details: { max_batch_size: MAX_BATCH_SIZE, count: MAX_BATCH_SIZE + 1 },
-      },
+    expect(res.body.errors[0].extensions).toMatchObject({
+      code: "PAYLOAD_TOO_LARGE",
+      status: 413,
+      details: { max_batch_size: MAX_BATCH_SIZE, count: 8 },
     });
-    expect(await custRows()).toBe(before + MAX_BATCH_SIZE);
+    expect(res.body.errors[0].message).toContain("Nothing was written");
+    expect(await custRows()).toBe(before);
 
-    // Batches count their items: 3 + 3 is over 5, the second batch writes nothing.
-    const batch = `data: [{ NAME: "B1" }, { NAME: "B2" }, { NAME: "B3" }]`;
+    // Batches count their items, through fragments and variables too: 3 + 3 is over 5.
     const batches = await anna(
-      `mutation { a: CUST_batch_create(source: "anag-1", ${batch}) { success } b: CUST_batch_create(source: "anag-1", ${batch}) { success } }`,
+      `mutation ($items: [CUST_create_input!]!) { a: CUST_batch_create(source: "anag-1", data: $items) { success } ...B }
+       fragment B on Mutation { b: CUST_batch_create(source: "anag-1", data: $items) { success } }`,
+      { items: [{ NAME: "B1" }, { NAME: "B2" }, { NAME: "B3" }] },
     );
     expect(batches.body.errors).toHaveLength(1);
-    expect(batches.body.errors[0]).toMatchObject({
-      path: ["b"],
-      extensions: { code: "PAYLOAD_TOO_LARGE", details: { max_batch_size: 5, count: 6 } },
+    expect(batches.body.errors[0].extensions).toMatchObject({
+      code: "PAYLOAD_TOO_LARGE",
+      details: { max_batch_size: 5, count: 6 },
     });
-    expect(await custRows()).toBe(before + MAX_BATCH_SIZE + 3);
+    expect(await custRows()).toBe(before);
+
+    // Within the bound, every field writes; a field skipped by @skip counts nothing.
+    const fits = await anna(
+      `mutation ($no: Boolean!) { a: CUST_create(source: "anag-1", data: { NAME: "Fits 1" }) { event_id }
+         b: CUST_batch_create(source: "anag-1", data: [{ NAME: "Fits 2" }, { NAME: "Fits 3" }, { NAME: "Fits 4" }, { NAME: "Fits 5" }]) { success }
+         c: CUST_create(source: "anag-1", data: { NAME: "Skipped" }) @skip(if: $no) { event_id } }`,
+      { no: true },
+    );
+    expect(fits.body.errors).toBeUndefined();
+    expect(await custRows()).toBe(before + 5);
   });
 
-  it("aliased mutations share the request's event bytes", async () => {
+  it("aliased mutations over the request's event bytes are refused whole: nothing is written", async () => {
     const before = await custRows();
     const notes = "x".repeat(20_000);
     const creates = Array.from(
@@ -285,17 +296,29 @@ describe("GraphQL request bounds", () => {
         `c${i}: CUST_create(source: "anag-1", data: { NAME: "Events ${i}", NOTES: $notes }) { event_id }`,
     ).join(" ");
     const res = await anna(`mutation ($notes: String) { ${creates} }`, { notes });
-    // 3 × 20 KB fit in 64 KiB; the fourth does not (and the operation stops there).
+    // 5 × 20 KB of values cannot fit in 64 KiB of events: refused before the first write.
+    expect(res.body.data).toBeNull();
     expect(res.body.errors).toHaveLength(1);
-    expect(res.body.errors[0]).toMatchObject({
-      path: ["c3"],
-      extensions: { code: "PAYLOAD_TOO_LARGE", details: { max_event_bytes: EVENTS_MAX_BYTES } },
+    expect(res.body.errors[0].extensions).toMatchObject({
+      code: "PAYLOAD_TOO_LARGE",
+      details: { max_event_bytes: EVENTS_MAX_BYTES },
     });
-    expect(await custRows()).toBe(before + 3);
-    const { rows } = await t.services.db.query<{ n: number }>(
-      `SELECT coalesce(sum(octet_length("PAYLOAD"::text)), 0)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PAYLOAD"::text LIKE '%Events %'`,
+    expect(await custRows()).toBe(before);
+  });
+
+  it("a mutation stopped after its first fields committed names them", async () => {
+    const before = await custRows();
+    // The second create is refused by the pipeline (an unknown field) after the first committed.
+    const res = await anna(
+      `mutation { first: CUST_create(source: "anag-1", data: { NAME: "Committed" }) { event_id }
+         second: CUST_update(source: "anag-1", id: "999999", data: { NAME: "Nope" }) { event_id }
+         third: CUST_create(source: "anag-1", data: { NAME: "Never" }) { event_id } }`,
     );
-    expect(rows[0]!.n).toBeLessThanOrEqual(EVENTS_MAX_BYTES);
+    expect(res.body.data).toBeNull();
+    expect(res.body.errors).toHaveLength(1);
+    expect(res.body.errors[0].path).toEqual(["second"]);
+    expect(res.body.errors[0].extensions.committed).toEqual(["first"]);
+    expect(await custRows()).toBe(before + 1);
   });
 });
 

@@ -1,12 +1,9 @@
-// The fast path of a plain GraphQL POST (src/graphql/fast-path.ts): it is taken only by a JSON POST
-// of a query or mutation already known valid, and it answers each request byte for byte as yoga
-// does (status, content type, body: data, masked errors, refusals), the operation counted once.
+// The plain GraphQL POST transport (src/graphql/plain-post.ts): it takes only a JSON POST of a
+// query or mutation, and it answers each request byte for byte as yoga does (status, content type,
+// body: data, masked errors, refusals), the operation counted once: both run the one chain.
 import type { FastifyRequest } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createValueEstimate } from "../../src/graphql/complexity.ts";
-import { createFastPath } from "../../src/graphql/fast-path.ts";
-import { graphqlResolvers } from "../../src/graphql/resolve.ts";
-import { createSchemaCache } from "../../src/schema/cache.ts";
+import { plainRequest } from "../../src/graphql/plain-post.ts";
 import { bearer, loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { NO_RATE_LIMITS } from "../write/http.ts";
@@ -14,7 +11,7 @@ import { NO_RATE_LIMITS } from "../write/http.ts";
 /** The Accept headers the fast path serves (none, any, JSON, GraphQL's response media type). */
 const ACCEPTS = [undefined, "*/*", "application/json", "application/graphql-response+json"];
 
-describe("GraphQL fast path", () => {
+describe("GraphQL plain POST transport", () => {
   let t: TestApp;
   let tokens: Record<string, string>;
 
@@ -129,9 +126,7 @@ describe("GraphQL fast path", () => {
     expect([0, 4 * ACCEPTS.length]).toContain(executed - before);
   });
 
-  it("is taken only by a JSON POST of a valid query or mutation", () => {
-    const schema = createSchemaCache(t.services.metadata, graphqlResolvers()).current();
-    const fast = createFastPath(t.services.config.graphql, createValueEstimate());
+  it("takes only a JSON POST of query, variables and operationName", () => {
     const request = (
       over: Partial<Record<string, unknown>> = {},
       body: unknown = { query: "{ __typename }" },
@@ -143,41 +138,30 @@ describe("GraphQL fast path", () => {
         body,
         ...over,
       }) as unknown as FastifyRequest;
-    expect(fast.operationOf(request(), schema)?.operation).toBe("query");
+    expect(plainRequest(request())?.query).toBe("{ __typename }");
     for (const accept of ACCEPTS) {
       const headers = { "content-type": "application/json", ...(accept === undefined ? {} : { accept }) };
-      expect(fast.operationOf(request({ headers }), schema)?.operation).toBe("query");
+      expect(plainRequest(request({ headers }))?.mediaType).toBe(
+        accept === "application/graphql-response+json" ? accept : "application/json",
+      );
     }
     const headers = {
       accept: "application/graphql-response+json, application/json",
       "content-type": "application/json",
     };
-    expect(fast.operationOf(request({ headers }), schema)).toBeNull();
+    expect(plainRequest(request({ headers }))).toBeNull();
+    expect(plainRequest(request({ method: "GET" }))).toBeNull();
+    expect(plainRequest(request({ url: "/graphql?x=1" }))).toBeNull();
     expect(
-      fast.operationOf(
-        request({}, { query: `mutation { CUST_delete(source: "anag-1", id: "1") { message } }` }),
-        schema,
-      )?.operation,
-    ).toBe("mutation");
-    expect(fast.operationOf(request({ method: "GET" }), schema)).toBeNull();
-    expect(fast.operationOf(request({ url: "/graphql?x=1" }), schema)).toBeNull();
-    expect(
-      fast.operationOf(
-        request({ headers: { accept: "text/event-stream", "content-type": "application/json" } }),
-        schema,
-      ),
+      plainRequest(request({ headers: { accept: "text/event-stream", "content-type": "application/json" } })),
     ).toBeNull();
     expect(
-      fast.operationOf(
-        request({ headers: { accept: "application/json", "content-type": "text/plain" } }),
-        schema,
-      ),
+      plainRequest(request({ headers: { accept: "application/json", "content-type": "text/plain" } })),
     ).toBeNull();
-    expect(fast.operationOf(request({}, [{ query: "{ __typename }" }]), schema)).toBeNull();
-    expect(fast.operationOf(request({}, { query: "{ __typename }", extensions: {} }), schema)).toBeNull();
-    expect(fast.operationOf(request({}, { query: "{ __typename }", variables: [1] }), schema)).toBeNull();
-    expect(fast.operationOf(request({}, { query: "subscription { __typename }" }), schema)).toBeNull();
-    expect(fast.operationOf(request({}, { query: "{ nope }" }), schema)).toBeNull();
-    expect(fast.operationOf(request({}, { query: "{ __typename" }), schema)).toBeNull();
+    expect(plainRequest(request({}, [{ query: "{ __typename }" }]))).toBeNull();
+    expect(plainRequest(request({}, { query: "{ __typename }", extensions: {} }))).toBeNull();
+    expect(plainRequest(request({}, { query: "{ __typename }", variables: [1] }))).toBeNull();
+    expect(plainRequest(request({}, { query: 1 }))).toBeNull();
+    expect(plainRequest(request({}, { query: "{ a }", operationName: 2 }))).toBeNull();
   });
 });

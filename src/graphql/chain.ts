@@ -1,0 +1,268 @@
+// The one chain of rules every GraphQL operation passes, whatever carries it (issue 35 §7): yoga's
+// HTTP and SSE transport and the plain POST transport (src/graphql/plain-post.ts) run these same
+// envelop plugins, made once per route. In order:
+//   1. the document limit (GRAPHQL_MAX_DOCUMENT_BYTES: 413 before anything reads the text);
+//   2. parsed documents by the hash of their text (src/graphql/document-cache.ts);
+//   3. the source nesting and token limits while parsing, the cost and depth limits before
+//      graphql-js validates (src/graphql/complexity.ts), validation results kept per document;
+//   4. the operation counted (metrics);
+//   5. live subscriptions admitted and ended (src/graphql/subscription-guard.ts);
+//   6. a mutation's whole write budget checked before its first write (src/graphql/write-budget.ts);
+//   7. heavy operations in their tenant's lane (src/http/heavy-requests.ts);
+//   8. errors masked by one function (src/graphql/errors.ts), and a mutation stopped by an error
+//      names the fields it committed before it.
+// Authentication is not here: the caller is authenticated once per HTTP request, in the protected
+// scope's hook, and handed in the context. Nothing in a request becomes code: operations run on
+// graphql-js's interpreter (docs/decisions.md, "No compiled GraphQL execution").
+import { type Plugin, useMaskedErrors } from "@envelop/core";
+import {
+  type DocumentNode,
+  type ExecutionResult,
+  type FragmentDefinitionNode,
+  type GraphQLSchema,
+  GraphQLError,
+  getOperationAST,
+  Kind,
+} from "graphql";
+import type { FastifyReply } from "fastify";
+import type { HeavyRequests } from "../http/heavy-requests.ts";
+import { MAX_JSON_DEPTH } from "../json-depth.ts";
+import type { Metrics } from "../observability/metrics.ts";
+import type { Config, MetadataModel } from "../types.ts";
+import {
+  checkComplexity,
+  MAX_SOURCE_NESTING,
+  MAX_TOKENS,
+  sourceNesting,
+  tooComplex,
+  type ValueEstimate,
+} from "./complexity.ts";
+import type { DocumentCache } from "./document-cache.ts";
+import { asGraphQLError } from "./errors.ts";
+import { guarded, stopSignal } from "./guarded-stream.ts";
+import type { GraphQLContext } from "./resolve.ts";
+import type { SubscriptionGuard } from "./subscription-guard.ts";
+import { checkPlannedWrites, plannedWrites, rootFieldKeys } from "./write-budget.ts";
+
+/** What the chain needs of an operation's context beyond the resolvers' GraphQLContext. */
+export interface ChainContext extends GraphQLContext {
+  /** The HTTP reply the operation answers (a client that goes away leaves its tenant's lane). */
+  reply: FastifyReply;
+  /** The expiry (epoch seconds) of the bearer token the caller was authenticated with. */
+  tokenExpiresAt: number | null;
+}
+
+export interface ChainDeps {
+  limits: Config["graphql"];
+  writeLimits: { maxBatchSize: number; requestEventsMaxBytes: number };
+  model: () => MetadataModel;
+  documents: DocumentCache;
+  estimate: ValueEstimate;
+  heavy: HeavyRequests;
+  guard: SubscriptionGuard;
+  metrics: Pick<Metrics, "graphqlOperations">;
+  maskError: (error: unknown) => Error;
+}
+
+/** 413 for a document longer than the limit: data belongs in variables, which have their own. */
+export function documentTooLarge(bytes: number, max: number): GraphQLError {
+  return new GraphQLError(
+    `The GraphQL document is ${bytes} bytes; at most ${max} are accepted. Pass values as variables.`,
+    {
+      extensions: {
+        code: "DOCUMENT_TOO_LARGE",
+        status: 413,
+        details: { max_document_bytes: max, document_bytes: bytes },
+        http: { status: 413 },
+      },
+    },
+  );
+}
+
+function operationOf(document: DocumentNode, operationName: string | null | undefined) {
+  return getOperationAST(document, operationName ?? undefined);
+}
+
+export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
+  const { limits } = deps;
+
+  const limitDocument: Plugin<ChainContext> = {
+    onParse({ params }) {
+      const text = typeof params.source === "string" ? params.source : params.source.body;
+      // Characters first: no byte count of a text far over the limit.
+      if (text.length > limits.maxDocumentBytes || Buffer.byteLength(text) > limits.maxDocumentBytes)
+        throw documentTooLarge(Buffer.byteLength(text), limits.maxDocumentBytes);
+    },
+  };
+
+  const cacheDocuments: Plugin<ChainContext> = {
+    onParse({ params, setParsedDocument }) {
+      const text = typeof params.source === "string" ? params.source : params.source.body;
+      const known = deps.documents.get(text);
+      if (known) {
+        setParsedDocument(known);
+        return;
+      }
+      return ({ result }) => {
+        if (result && !(result instanceof Error)) deps.documents.set(text, result as DocumentNode);
+      };
+    },
+    onValidate({ params, setResult }) {
+      const known = deps.documents.validated(params.schema, params.documentAST);
+      if (known) {
+        setResult(known);
+        return;
+      }
+      return ({ result }) => {
+        deps.documents.setValidated(params.schema, params.documentAST, result as readonly GraphQLError[]);
+      };
+    },
+  };
+
+  // Before graphql-js validates (some of its rules are quadratic in repeated fields): a document
+  // over MAX_TOKENS is not parsed further, an operation over a limit is not validated further.
+  const tooDeep = () =>
+    tooComplex("The document nests selections or values too deeply to be read.", {
+      max_depth: limits.maxDepth,
+      max_input_depth: MAX_JSON_DEPTH,
+      max_nesting: MAX_SOURCE_NESTING,
+    });
+  const limitComplexity: Plugin<ChainContext> = {
+    onParse({ parseFn, setParseFn }) {
+      setParseFn((source, options) => {
+        const body = typeof source === "string" ? source : source.body;
+        if (sourceNesting(body) > MAX_SOURCE_NESTING) throw tooDeep();
+        try {
+          return parseFn(source, { ...options, maxTokens: MAX_TOKENS });
+        } catch (err) {
+          if (err instanceof GraphQLError && /\d+ tokens\. Parsing aborted/.test(err.message)) {
+            throw tooComplex(`The document has more than ${MAX_TOKENS} tokens.`, { max_tokens: MAX_TOKENS });
+          }
+          // graphql-js parses recursively: selections or values nested thousands deep overflow it.
+          if (err instanceof RangeError) throw tooDeep();
+          throw err;
+        }
+      });
+    },
+    onValidate({ params, setResult }) {
+      let refused: GraphQLError | null;
+      try {
+        refused = checkComplexity(params.schema, params.documentAST, limits);
+      } catch (err) {
+        if (!(err instanceof RangeError)) throw err;
+        refused = tooDeep();
+      }
+      if (refused) setResult([refused]);
+    },
+  };
+
+  const countOperations: Plugin<ChainContext> = {
+    onExecute({ args }) {
+      const operation = operationOf(args.document, args.operationName);
+      deps.metrics.graphqlOperations.inc({ operation: operation?.operation ?? "unknown" });
+    },
+  };
+
+  // Live subscriptions: capped, and ended when their session, token or grants no longer hold.
+  const guardSubscriptions: Plugin<ChainContext> = {
+    async onSubscribe({ args, setResultAndStopExecution }) {
+      const ctx = args.contextValue;
+      const stop = stopSignal();
+      let admission: Awaited<ReturnType<SubscriptionGuard["admit"]>>;
+      try {
+        admission = await deps.guard.admit(ctx.caller.principal, ctx.tokenExpiresAt, stop.end);
+      } catch (err) {
+        setResultAndStopExecution({ errors: [asGraphQLError(err)] });
+        return;
+      }
+      return {
+        onSubscribeResult({ result, setResult }) {
+          if (Symbol.asyncIterator in result) setResult(guarded(result, stop, admission.release));
+          else admission.release();
+        },
+      };
+    },
+  };
+
+  const checkWriteBudget: Plugin<ChainContext> = {
+    onExecute({ args, setResultAndStopExecution }) {
+      const planned = plannedWrites(
+        args.schema as GraphQLSchema,
+        deps.model(),
+        args.document,
+        args.operationName,
+        args.variableValues as Record<string, unknown> | undefined,
+      );
+      if (!planned) return;
+      try {
+        checkPlannedWrites(planned, deps.writeLimits);
+      } catch (err) {
+        setResultAndStopExecution({ data: null, errors: [asGraphQLError(err)] });
+      }
+    },
+  };
+
+  // Heavy operations take turns per tenant; cheap ones pass at once.
+  const takeTurns: Plugin<ChainContext> = {
+    async onExecute({ args, setResultAndStopExecution }) {
+      const ctx = args.contextValue;
+      const values = deps.estimate(args.schema as GraphQLSchema, args.document, args.operationName);
+      let leave: () => void;
+      try {
+        leave = await deps.heavy.enter(ctx.caller.principal.tenantId, values, ctx.reply);
+      } catch (err) {
+        setResultAndStopExecution({ errors: [asGraphQLError(err)] });
+        return;
+      }
+      return { onExecuteDone: () => leave() };
+    },
+  };
+
+  // A mutation whose field failed non-null answers `data: null`; the fields before it committed
+  // (mutation fields run one after another, and a failure stops the rest): the error names them.
+  const reportCommitted: Plugin<ChainContext> = {
+    onExecute({ args }) {
+      const operation = operationOf(args.document, args.operationName);
+      if (operation?.operation !== "mutation") return;
+      return {
+        onExecuteDone({ result, setResult }) {
+          const r = result as ExecutionResult;
+          if (!r || Symbol.asyncIterator in r || r.data !== null || r.errors?.length !== 1) return;
+          const failed = r.errors[0]!;
+          const key = failed.path?.[0];
+          if (key === undefined) return;
+          const fragments = new Map<string, FragmentDefinitionNode>();
+          for (const d of args.document.definitions)
+            if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
+          const keys = rootFieldKeys(operation, fragments, args.variableValues ?? {});
+          const committed = keys.slice(0, Math.max(0, keys.indexOf(String(key))));
+          if (!committed.length) return;
+          setResult({
+            ...r,
+            errors: [
+              new GraphQLError(failed.message, {
+                nodes: failed.nodes,
+                source: failed.source,
+                positions: failed.positions,
+                path: failed.path,
+                extensions: { ...failed.extensions, committed },
+              }),
+            ],
+          });
+        },
+      };
+    },
+  };
+
+  return [
+    limitDocument,
+    cacheDocuments,
+    limitComplexity,
+    countOperations,
+    guardSubscriptions,
+    checkWriteBudget,
+    takeTurns,
+    useMaskedErrors({ maskError: (error) => deps.maskError(error) }),
+    reportCommitted,
+  ];
+}

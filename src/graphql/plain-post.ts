@@ -1,0 +1,146 @@
+// The plain GraphQL POST, answered without graphql-yoga's HTTP layer (issue 19; issue 35 §7): a
+// JSON body of query, variables and operationName, answered as application/json (or
+// application/graphql-response+json), whose document is a query or a mutation that parses and
+// validates. It runs the same envelop chain and engine as yoga (src/graphql/chain.ts; graphql-js's
+// parser and validation, @graphql-tools/executor's interpreter); its status and body are those yoga's regular result processor makes (the
+// equivalence test, test/graphql/plain-post.test.ts, compares them byte for byte). Everything else
+// (GET, other media types, subscriptions, a document refused before it runs) is left to yoga,
+// which answers it through the same chain.
+import { envelop, type Plugin, useEngine } from "@envelop/core";
+import { normalizedExecutor } from "@graphql-tools/executor";
+import type { FastifyRequest } from "fastify";
+import {
+  type DocumentNode,
+  type ExecutionResult,
+  type GraphQLSchema,
+  getOperationAST,
+  parse,
+  specifiedRules,
+  validate,
+} from "graphql";
+
+type MediaType = "application/json" | "application/graphql-response+json";
+
+export interface PlainReply {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  operation: "query" | "mutation";
+}
+
+const BODY_KEYS = new Set(["query", "variables", "operationName"]);
+
+/** The Accept headers served here, each with the media type yoga answers it with. */
+const ANSWERED_AS = new Map<string | undefined, MediaType>([
+  [undefined, "application/json"],
+  ["*/*", "application/json"],
+  ["application/json", "application/json"],
+  ["application/graphql-response+json", "application/graphql-response+json"],
+]);
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The parts of a plain POST: its media type and body; null if yoga must answer the request. */
+export function plainRequest(request: FastifyRequest): {
+  mediaType: MediaType;
+  query: string;
+  variables: Record<string, unknown> | undefined;
+  operationName: string | undefined;
+} | null {
+  if (request.method !== "POST" || request.url.includes("?")) return null;
+  const mediaType = ANSWERED_AS.get(request.headers.accept);
+  if (!mediaType) return null;
+  const type = request.headers["content-type"];
+  if (type === undefined || type.split(";")[0]!.trim().toLowerCase() !== "application/json") return null;
+  const body = request.body;
+  if (!isPlainObject(body)) return null;
+  for (const key in body) if (!BODY_KEYS.has(key)) return null;
+  const { query, variables, operationName } = body;
+  if (typeof query !== "string") return null;
+  if (variables !== undefined && variables !== null && !isPlainObject(variables)) return null;
+  if (operationName !== undefined && operationName !== null && typeof operationName !== "string") return null;
+  return {
+    mediaType,
+    query,
+    variables: variables ?? undefined,
+    operationName: operationName ?? undefined,
+  };
+}
+
+/** The response yoga's regular result processor makes of `result`. */
+function replyOf(result: ExecutionResult, mediaType: MediaType): Omit<PlainReply, "operation"> {
+  const headers: Record<string, string> = { "content-type": `${mediaType}; charset=utf-8` };
+  if (!result.errors?.length) return { status: 200, headers, body: JSON.stringify(result) };
+  let status = 0;
+  let unexpected = false;
+  const errors = result.errors.map((error) => {
+    const json = error.toJSON();
+    const http = error.extensions?.http as
+      | { status?: number; headers?: Record<string, string>; spec?: boolean }
+      | undefined;
+    if (http) {
+      if (http.headers) Object.assign(headers, http.headers);
+      if (!(http.spec && mediaType === "application/json") && http.status && http.status > status)
+        status = http.status;
+    } else if (error.extensions?.unexpected) {
+      unexpected = true;
+    }
+    // As yoga's serializer: the internal extensions are not sent.
+    if (json.extensions && ("http" in json.extensions || "unexpected" in json.extensions)) {
+      const { http: _http, unexpected: _unexpected, ...extensions } = json.extensions;
+      (json as { extensions?: unknown }).extensions = Object.keys(extensions).length ? extensions : undefined;
+    }
+    return json;
+  });
+  if (!status) status = unexpected && !("data" in result) ? 500 : 200;
+  // As graphql-js orders them: the errors, then the data.
+  return { status, headers, body: JSON.stringify({ errors, data: result.data }) };
+}
+
+export type PlainPost = (
+  request: FastifyRequest,
+  schema: GraphQLSchema,
+  contextValue: object,
+) => Promise<PlainReply | null>;
+
+/** The plain POST transport over `chain`; null for a request yoga must answer. */
+export function createPlainPost(chain: Plugin[]): PlainPost {
+  const getEnveloped = envelop({
+    // yoga's engine (graphql-js's parser and validation, @graphql-tools/executor's interpreter):
+    // the same answers both ways.
+    plugins: [
+      useEngine({
+        parse,
+        validate,
+        execute: normalizedExecutor,
+        subscribe: normalizedExecutor,
+        specifiedRules,
+      }),
+      ...chain,
+    ],
+  });
+  return async (request, schema, contextValue) => {
+    const plain = plainRequest(request);
+    if (!plain) return null;
+    const run = getEnveloped(contextValue);
+    let document: DocumentNode;
+    try {
+      document = run.parse(plain.query);
+    } catch {
+      return null; // yoga reads it again (from the cache's miss) and answers with the error
+    }
+    if (run.validate(schema, document).length) return null;
+    const operation = getOperationAST(document, plain.operationName);
+    if (!operation || operation.operation === "subscription") return null;
+    const result = (await run.execute({
+      schema,
+      document,
+      contextValue,
+      variableValues: plain.variables,
+      operationName: plain.operationName,
+    })) as ExecutionResult;
+    return { ...replyOf(result, plain.mediaType), operation: operation.operation };
+  };
+}
