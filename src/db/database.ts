@@ -12,7 +12,7 @@ import { type DescribedQueryConfig, DescribedOnceQuery } from "./described-query
 import { answeredByServer } from "./errors.ts";
 import { outgoing } from "./outgoing.ts";
 import { addNoticeItems, type NoticeItems, noticeItemsOf, noticePayload } from "./notice.ts";
-import { createWatchdog, DEFAULT_WATCHDOG_MS, type Watchdog } from "./watchdog.ts";
+import { createWatchdog, DEFAULT_WATCHDOG_MS, type ProbeAttempt, type Watchdog } from "./watchdog.ts";
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -598,26 +598,26 @@ function refusedOnly(err: unknown): boolean {
 }
 
 /**
- * The watchdog's probe: `SELECT 1` on a connection of its own (the pool's may all be stuck),
- * given up after `boundMs`.
+ * The watchdog's probe: `SELECT 1` on a connection of its own (the pool's may all be stuck). The
+ * watchdog times it (its connection, then its answer from when the statement is sent) and gives it
+ * up through `attempt.signal`: no timer of its own, which a lagging event loop would fire early.
  */
-async function probeFresh(connectionString: string, boundMs: number): Promise<void> {
+async function probeFresh(connectionString: string, attempt: ProbeAttempt): Promise<void> {
   const client = new pg.Client({
     connectionString,
     application_name: "dimensio-watchdog",
-    connectionTimeoutMillis: boundMs,
-    query_timeout: boundMs,
   } as pg.ClientConfig);
   client.on("error", () => {}); // the probe's outcome is its promise
-  const giveUp = setTimeout(
-    () => (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy(),
-    boundMs,
-  );
+  const giveUp = () =>
+    (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+  attempt.signal.addEventListener("abort", giveUp, { once: true });
   try {
     await client.connect();
-    await client.query("SELECT 1");
+    const answer = client.query("SELECT 1");
+    attempt.sent();
+    await answer;
   } finally {
-    clearTimeout(giveUp);
+    attempt.signal.removeEventListener("abort", giveUp);
     client.end().catch(() => {});
   }
 }
@@ -658,7 +658,7 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
     watchdogMs > 0
       ? createWatchdog({
           boundMs: watchdogMs,
-          probe: (boundMs) => probeFresh(connectionString, boundMs),
+          probe: (attempt) => probeFresh(connectionString, attempt),
           onDown: (reason) => opts.onWatchdog?.({ state: "down", reason }),
           onUp: () => opts.onWatchdog?.({ state: "up" }),
         })
