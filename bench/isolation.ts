@@ -11,11 +11,20 @@
 //   npx tsx bench/isolation.ts                       # embedded database only
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/isolation.ts
 //
-// BENCH_DB (pglite,postgres), HEAVY_WORKERS (4), BASELINE_SECONDS (10), LOAD_SECONDS (30);
-// HEAVY_KINDS (comma-separated parts of the kinds' names) sends only those kinds; SERVER_NODE_ARGS
-// (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") passes V8 flags to the service, SERVER_ENV
-// ("NAME=value,…") settings.
-// Exit code 1 when the p99 under load is 100 ms or more, or a cheap GET failed.
+// The REST attack of issue 35 §4 — requests just under HEAVY_REQUEST_VALUES, many at once: pages
+// of 4,000 values, $offset=6000 with a two-field sort, a $group — is left out of the default mix;
+// HEAVY_KINDS selects it (its kinds' names start with "REST attack"):
+//
+//   HEAVY_KINDS="rest attack" HEAVY_WORKERS=32 CUSTOMERS=8000 \
+//     TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/isolation.ts
+//
+// BENCH_DB (pglite,postgres), HEAVY_WORKERS (4), BASELINE_SECONDS (10), LOAD_SECONDS (30),
+// CUSTOMERS (tenant A's, 2,000); HEAVY_KINDS (comma-separated parts of the kinds' names) sends only
+// those kinds; SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") passes V8 flags to the
+// service, SERVER_ENV ("NAME=value,…") settings.
+// Exit code 1 when a cheap GET failed or the p99 under load is at or over the bound: 100 ms on
+// PostgreSQL, 250 ms on the embedded database (issue 35 §4; PGlite runs statements on the
+// service's own thread).
 import { execFileSync } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -28,7 +37,11 @@ import { openBenchServices } from "./seed.ts";
 const HEAVY_WORKERS = Number(process.env.HEAVY_WORKERS ?? 4);
 const BASELINE_SECONDS = Number(process.env.BASELINE_SECONDS ?? 10);
 const LOAD_SECONDS = Number(process.env.LOAD_SECONDS ?? 30);
-const CUSTOMERS = 2_000;
+const CUSTOMERS = Number(process.env.CUSTOMERS ?? 2_000);
+/** The cheap GET's p99 under load must stay under this (ms). */
+const P99_BOUND_MS = { pglite: 250, postgres: 100 } as const;
+/** Kinds sent only when HEAVY_KINDS names them. */
+const REST_ATTACK = "REST attack";
 const ROOT = path.resolve(import.meta.dirname, "..");
 
 function percentile(sorted: number[], p: number): number {
@@ -61,6 +74,12 @@ function heavyKinds(base: string): Array<[string, (token: string) => [string, Re
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: JSON.stringify({ query }),
       },
+    ];
+  const rest =
+    (query: string) =>
+    (token: string): [string, RequestInit] => [
+      `${base}/api/v4/core/CUST?source=anag-1&${query}`,
+      { headers: { authorization: `Bearer ${token}` } },
     ];
   const counts = Array.from(
     { length: 100 },
@@ -96,6 +115,10 @@ function heavyKinds(base: string): Array<[string, (token: string) => [string, Re
         { headers: { authorization: `Bearer ${token}` } },
       ],
     ],
+    // Issue 35 §4: each just under HEAVY_REQUEST_VALUES by rows × fields, many at once.
+    [`${REST_ATTACK}: page of 4,000 values`, rest("$num_rows=250")], // 250 rows × 16 fields
+    [`${REST_ATTACK}: $offset=6000, two-field sort`, rest("$offset=6000&sort=CREDIT_LIMIT,CODE")],
+    [`${REST_ATTACK}: $group`, rest("$group=CITY_ID&aggregate=COUNT,SUM(CREDIT_LIMIT)")],
     ["refused: 150×150 aliased introspection", gql(`{ ${introspection} }`)],
     [
       "refused: 40 doubling fragments",
@@ -188,8 +211,8 @@ async function run(backend: "pglite" | "postgres") {
 
     // Warm-up: every kind once (GraphiQL-free; the schema and plans cached).
     const only = process.env.HEAVY_KINDS?.split(",").map((k) => k.trim().toLowerCase());
-    const kinds = heavyKinds(base).filter(
-      ([name]) => !only || only.some((k) => name.toLowerCase().includes(k)),
+    const kinds = heavyKinds(base).filter(([name]) =>
+      only ? only.some((k) => name.toLowerCase().includes(k)) : !name.startsWith(REST_ATTACK),
     );
     for (const [, make] of kinds) {
       const [url, init] = make(anna);
@@ -253,7 +276,7 @@ async function main() {
       `${backend}: tenant B's GET p50/p95/p99/max ${r.baseline.p50}/${r.baseline.p95}/${r.baseline.p99}/${r.baseline.max} ms alone (${r.baseline.n}), ` +
         `${r.underLoad.p50}/${r.underLoad.p95}/${r.underLoad.p99}/${r.underLoad.max} ms under tenant A's heavy load (${r.underLoad.n})`,
     );
-    if (r.underLoad.p99 >= 100 || r.cheapErrors > 0) failed = true;
+    if (r.underLoad.p99 >= P99_BOUND_MS[backend] || r.cheapErrors > 0) failed = true;
   }
   process.exit(failed ? 1 : 0);
 }

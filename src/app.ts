@@ -4,7 +4,7 @@ import type { FastifyInstance } from "fastify";
 import { ConfigError } from "./config.ts";
 import { createReadinessCheck } from "./db/readiness.ts";
 import { createHeavyRequests } from "./http/heavy-requests.ts";
-import { createTenantGate, defaultTenantStatements } from "./ratelimit/tenant-gate.ts";
+import { createTenantGate, gateBounds } from "./ratelimit/tenant-gate.ts";
 import { buildHttpServer } from "./http/server.ts";
 import { createAuth } from "./auth/service.ts";
 import { authRoutes } from "./rest/auth-routes.ts";
@@ -82,10 +82,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     auth,
     heavy: createHeavyRequests(services.config.heavyRequests, services.metrics.registry),
     // One gate for every read statement of a tenant, REST's and GraphQL's (issue 35 §4).
-    readGate: createTenantGate(
-      services.config.graphql.tenantStatements || defaultTenantStatements(services.db.kind),
-      services.metrics.registry,
-    ),
+    readGate: createTenantGate({
+      ...gateBounds(services.db.kind, services.config.graphql.tenantStatements),
+      registry: services.metrics.registry,
+    }),
   };
   // Every response carries X-RateLimit-* headers (spec 8): authenticated calls show the user's
   // window, login and refresh theirs, refused tokens the IP window they spend; any other answer

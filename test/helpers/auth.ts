@@ -96,7 +96,7 @@ export async function buildAuthApp(
     services,
     auth,
     heavy: createHeavyRequests(services.config.heavyRequests),
-    readGate: createTenantGate(1),
+    readGate: createTenantGate({ perTenant: 1 }),
   });
   await app.ready();
   return app;
