@@ -1,7 +1,8 @@
 // Login (credentials or token exchange) and refresh: the three phases of spec 5.2 end in one
 // TB_ANAG_SESSIONS00 row, an access token naming it, and a refresh token.
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { AuthenticationError } from "../errors.ts";
+import { AuthenticationError, PermissionDeniedError, ValidationError } from "../errors.ts";
+import { storableText } from "../metadata/data-types.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Grant } from "../types.ts";
 import { type AuthDeps, idleDeadline } from "./deps.ts";
@@ -63,6 +64,23 @@ async function consumeLogin(
   if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
 }
 
+/**
+ * A login may name only the user's own unit (spec decisions.md §17): its `centro_dett` becomes the
+ * session's scope value ({centro_dett} in templates, the row scope), so another unit is 403, not a
+ * value that silently replaces the user's. Naming none takes the user's.
+ */
+function checkOwnCentroDett(user: UserRecord, asked: string | null): void {
+  if (asked === null || asked === user.centroDett) return;
+  if (!storableText(asked))
+    throw new ValidationError("INVALID_FIELD_VALUE", "centro_dett is not text a unit can be named with.", {
+      field: "centro_dett",
+    });
+  throw new PermissionDeniedError(
+    `centro_dett ${JSON.stringify(asked)} is not this user's unit; log in with the user's own (or none).`,
+    { field: "centro_dett", details: { reason: "centro_dett_not_own", centro_dett: asked } },
+  );
+}
+
 /** Token exchange: an RS256 token of JWT_PUBLIC_KEYS whose sub (or user_id) names an active user. */
 async function userOfExternalToken(deps: AuthDeps, accessToken: string, tenantId: string | null) {
   const { claims } = await deps.tokens.verifyExternal(accessToken);
@@ -76,6 +94,7 @@ async function userOfExternalToken(deps: AuthDeps, accessToken: string, tenantId
 }
 
 async function openSession(deps: AuthDeps, user: UserRecord, input: LoginContext): Promise<LoginResult> {
+  checkOwnCentroDett(user, input.centroDett);
   const now = deps.clock();
   const grants = await loadUserGrants(deps.db, user.userId);
   const profile = buildProfile(deps.metadata.current(), user, grants, {

@@ -99,7 +99,10 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
       { type: "string", default: source },
       true,
     );
-    const centerDett = param("center_dett", "Field-visibility context (TB_COST.CENTER_DETT).");
+    const centerDett = param(
+      "center_dett",
+      "The form the caller shows: its TB_COST.CENTER_DETT rows (flags, required, templates) apply in place of the default rows; the user's centro_dett by default. The caller's choice: any value is accepted, so these rows are presentation, never an access boundary (peso and grants apply in every form), and it never changes the row scope.",
+    );
     const dataBody = (suffix: string) => ({
       required: true,
       content: {

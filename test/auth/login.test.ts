@@ -129,6 +129,76 @@ describe.each(BACKENDS)("login (%s)", (backend) => {
     expect(new Date(row!.EXPIRES_AT as string).getTime()).toBe(clock().getTime() + 3600_000);
   });
 
+  it("a login naming a centro_dett that is not the user's own is 403, no session; the user's own or none is 200", async () => {
+    const sessions = async () =>
+      Number(
+        (
+          await t.services.db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "TB_ANAG_SESSIONS00" WHERE "USER_ID" = 'lucia'`,
+          )
+        ).rows[0]!.n,
+      );
+    const before = await sessions();
+    for (const other of ["HQ", "mi01", "NOWHERE"]) {
+      const res = await post("/auth/login", {
+        username: "lucia",
+        password: "lucia-secret-3",
+        centro_dett: other,
+      });
+      expect(res.statusCode, other).toBe(403);
+      expect(res.json(), other).toMatchObject({
+        code: "INSUFFICIENT_PERMISSIONS",
+        status: 403,
+        field: "centro_dett",
+        details: { reason: "centro_dett_not_own", centro_dett: other },
+      });
+    }
+    // A wrong password says nothing about the unit: 401 as ever.
+    const wrong = await post("/auth/login", { username: "lucia", password: "nope", centro_dett: "HQ" });
+    expect(wrong.statusCode).toBe(401);
+    expect(await sessions()).toBe(before);
+    // Token exchange: the same rule.
+    const external = await signRs256(
+      keys.privateKey,
+      { sub: "lucia", tenant_id: "acme" },
+      { now: epoch(clock()) },
+    );
+    const exchanged = await post("/auth/login", { access_token: external, centro_dett: "HQ" });
+    expect(exchanged.statusCode).toBe(403);
+    for (const own of [{ centro_dett: "MI01" }, {}]) {
+      const res = await post("/auth/login", { username: "lucia", password: "lucia-secret-3", ...own });
+      expect(res.statusCode, JSON.stringify(own)).toBe(200);
+      expect(res.json().data.user.centro_dett).toBe("MI01");
+      expect(decodeJwt(res.json().data.access_token).centro_dett).toBe("MI01");
+    }
+  });
+
+  it("a request's center_dett is the caller's choice of form: any value is taken, the session's unit stays", async () => {
+    const res = await post("/auth/login", { username: "lucia", password: "lucia-secret-3" });
+    const token = res.json().data.access_token as string;
+    const headers = { authorization: `Bearer ${token}` };
+    for (const form of ["nuovo", "HQ", "anything"]) {
+      const fields = await t.app.inject({
+        method: "GET",
+        url: `/api/v4/core/CUST/fields?source=anag-1&center_dett=${form}`,
+        headers,
+      });
+      expect(fields.statusCode, form).toBe(200);
+      const salesRep = fields.json().data.find((f: { cod_var: string }) => f.cod_var === "SALES_REP");
+      // 'nuovo' has TB_COST rows of its own; any other value has none and takes the default rows.
+      expect(salesRep.cod_on_off, form).toBe(form === "nuovo" ? "LDRNM" : "LDRM");
+    }
+    // Presentation only: peso still hides what it hides in every form, and the session keeps its unit.
+    const nuovo = await t.app.inject({
+      method: "GET",
+      url: "/api/v4/core/CUST/fields?source=anag-1&center_dett=nuovo",
+      headers,
+    });
+    expect(nuovo.json().data.map((f: { cod_var: string }) => f.cod_var)).not.toContain("CREDIT_LIMIT");
+    const session = await sessionRow(decodeJwt(token).sessionId as string);
+    expect(session!.CONTEXT).toMatchObject({ centro_dett: "MI01" });
+  });
+
   it("the sample fixture's users log in with the grants the fixture gives them", async () => {
     for (const name of ["anna", "marco", "lucia", "greta"] as const) {
       const u = SAMPLE_USERS[name];
