@@ -219,6 +219,9 @@ const envSchema = z.object({
   SUBSCRIPTIONS_MAX_PER_PROCESS: nonNegativeInt(2000).refine((n) => n >= 1, {
     message: "must be at least 1",
   }),
+  SUBSCRIPTIONS_MAX_PER_TENANT: nonNegativeInt(500).refine((n) => n >= 1, {
+    message: "must be at least 1",
+  }),
   FIELD_MAX_BYTES: nonNegativeInt(1024 * 1024).refine((n) => n >= 1, { message: "must be at least 1" }),
   REQUEST_EVENTS_MAX_BYTES: nonNegativeInt(16 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
@@ -350,6 +353,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     subscriptions: {
       maxPerUser: e.SUBSCRIPTIONS_MAX_PER_USER,
       maxPerProcess: e.SUBSCRIPTIONS_MAX_PER_PROCESS,
+      maxPerTenant: e.SUBSCRIPTIONS_MAX_PER_TENANT,
     },
     countExactLimit: e.COUNT_EXACT_LIMIT,
     countCacheMs: e.COUNT_CACHE_MS,

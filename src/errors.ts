@@ -195,17 +195,19 @@ export function internalErrorBody(requestId?: string): ErrorBody {
   };
 }
 
-/** GraphQL subscriptions (src/graphql/subscription-guard.ts): a cap per user or per process. */
+/** GraphQL subscriptions (src/graphql/subscription-guard.ts): a cap per user, tenant or process. */
 export class TooManySubscriptionsError extends ApiError {
-  constructor(scope: "user" | "process", max: number) {
+  constructor(scope: "user" | "tenant" | "process", max: number) {
     super(
       429,
       "TOO_MANY_SUBSCRIPTIONS",
       "RateLimitExceeded",
       scope === "user"
         ? `A user holds at most ${max} live subscriptions here; end one first.`
-        : `This server holds at most ${max} live subscriptions; try again later.`,
-      { details: scope === "user" ? { max_per_user: max } : { max_per_process: max } },
+        : scope === "tenant"
+          ? `A tenant holds at most ${max} live subscriptions here; end one first.`
+          : `This server holds at most ${max} live subscriptions; try again later.`,
+      { details: { [`max_per_${scope}`]: max } },
     );
   }
 }

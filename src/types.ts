@@ -139,7 +139,7 @@ export interface Config {
     documentCacheBytes: number;
   };
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
-  subscriptions: { maxPerUser: number; maxPerProcess: number };
+  subscriptions: { maxPerUser: number; maxPerProcess: number; maxPerTenant: number };
   /** Heavy requests per tenant (src/http/heavy-requests.ts). */
   heavyRequests: { thresholdValues: number; perTenant: number; maxWaiting: number };
   /** meta.total is exact up to this many matching records, the planner's estimate beyond. */

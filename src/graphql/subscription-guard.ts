@@ -1,5 +1,6 @@
-// The live GraphQL subscriptions of this process (issue 18 §3): capped per user and per process,
-// and each ended when what authorized it no longer holds: its session ended (logout, a
+// The live GraphQL subscriptions of this process (issue 18 §3): capped per user, per tenant (a
+// share of the process's cap, so that one tenant cannot take every place: issue 35 §6) and per
+// process, and each ended when what authorized it no longer holds: its session ended (logout, a
 // deactivated user), its access token expired, or the user's grants or peso changed. The
 // database announces every such change on "dimensio_sessions" (migrations 0006 and 0008, as for the
 // session cache); a notice re-reads the sessions it concerns, and a slow safety-net poll covers a
@@ -18,7 +19,7 @@ import type { Database, Principal } from "../types.ts";
 export interface GuardDeps {
   db: Database;
   clock: () => Date;
-  limits: { maxPerUser: number; maxPerProcess: number };
+  limits: { maxPerUser: number; maxPerProcess: number; maxPerTenant?: number };
   onError?: (err: unknown) => void;
   /** The safety-net re-check of every live subscription (the notices do the work). */
   pollMs?: number;
@@ -45,6 +46,8 @@ export interface SubscriptionGuard {
   admit(principal: Principal, expiresAt: number | null, end: (err: ApiError) => void): Promise<Admission>;
   /** Live subscriptions: in all, and of one user. */
   count(userId?: string): number;
+  /** Live subscriptions of one tenant. */
+  countOfTenant(tenantId: string): number;
   stop(): Promise<void>;
 }
 
@@ -54,6 +57,12 @@ const key = (s: Pick<StoredSession, "currentGrants" | "currentPeso">) =>
 export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
   const live = new Set<Live>();
   const perUser = new Map<string, number>();
+  const perTenant = new Map<string, number>();
+  const add = (counts: Map<string, number>, key: string, by: 1 | -1) => {
+    const n = (counts.get(key) ?? 0) + by;
+    if (n > 0) counts.set(key, n);
+    else counts.delete(key);
+  };
   let unlisten: Promise<() => Promise<void>> | null = null;
   let poll: NodeJS.Timeout | null = null;
   let stopped = false;
@@ -61,9 +70,8 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
   function forget(sub: Live) {
     if (!live.delete(sub)) return;
     if (sub.timer) clearTimeout(sub.timer);
-    const n = (perUser.get(sub.principal.userId) ?? 1) - 1;
-    if (n > 0) perUser.set(sub.principal.userId, n);
-    else perUser.delete(sub.principal.userId);
+    add(perUser, sub.principal.userId, -1);
+    add(perTenant, sub.principal.tenantId, -1);
     if (live.size === 0 && poll) {
       clearInterval(poll);
       poll = null;
@@ -135,12 +143,16 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
     async admit(principal, expiresAt, end) {
       if (stopped) throw new TooManySubscriptionsError("process", 0);
       const { maxPerUser, maxPerProcess } = deps.limits;
+      const maxPerTenant = deps.limits.maxPerTenant ?? maxPerProcess;
       if ((perUser.get(principal.userId) ?? 0) >= maxPerUser)
         throw new TooManySubscriptionsError("user", maxPerUser);
+      if ((perTenant.get(principal.tenantId) ?? 0) >= maxPerTenant)
+        throw new TooManySubscriptionsError("tenant", maxPerTenant);
       if (live.size >= maxPerProcess) throw new TooManySubscriptionsError("process", maxPerProcess);
       const sub: Live = { principal, baseline: null, timer: null, end };
       live.add(sub);
-      perUser.set(principal.userId, (perUser.get(principal.userId) ?? 0) + 1);
+      add(perUser, principal.userId, 1);
+      add(perTenant, principal.tenantId, 1);
       try {
         await listening();
         // What authorized it, read after the watch began: a change from here on is noticed.
@@ -177,6 +189,9 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
     },
     count(userId) {
       return userId === undefined ? live.size : (perUser.get(userId) ?? 0);
+    },
+    countOfTenant(tenantId) {
+      return perTenant.get(tenantId) ?? 0;
     },
     async stop() {
       stopped = true;

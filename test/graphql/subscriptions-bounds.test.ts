@@ -135,6 +135,61 @@ describe.each(BACKENDS)("GraphQL subscription bounds (%s)", (backend) => {
   });
 });
 
+describe.each(BACKENDS)("GraphQL subscriptions: a tenant's share of the process (%s)", (backend) => {
+  let t: TestApp;
+  let base: string;
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, {
+      fixture: "sample",
+      env: {
+        ...NO_RATE_LIMITS,
+        EVENTS_POLL_MS: "60000",
+        SUBSCRIPTIONS_MAX_PER_USER: "2",
+        SUBSCRIPTIONS_MAX_PER_TENANT: "3",
+        SUBSCRIPTIONS_MAX_PER_PROCESS: "10",
+      },
+    });
+    base = await listen(t);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("a tenant holds at most SUBSCRIPTIONS_MAX_PER_TENANT; another tenant still subscribes", async () => {
+    const anna = await login(t, "anna");
+    const marco = await login(t, "marco");
+    const lucia = await login(t, "lucia");
+    const greta = await login(t, "greta");
+    // acme: anna twice, marco once: the tenant's three places.
+    const held = [
+      await subscribe(base, anna, CITY),
+      await subscribe(base, anna, CITY),
+      await subscribe(base, marco, CUST),
+    ];
+    const refused = await subscribe(base, lucia, CUST);
+    await endsWith(refused, "TOO_MANY_SUBSCRIPTIONS");
+    expect(refused.events[0]!.data.errors[0].extensions).toMatchObject({
+      status: 429,
+      details: { max_per_tenant: 3 },
+    });
+    // globex is not held back by acme's share.
+    const other = await subscribe(base, greta, CITY);
+    const otherRefused = await other.waitFor(1, 300).then(
+      () => true,
+      () => false,
+    );
+    expect(otherRefused).toBe(false);
+    expect([...held, other].map((s) => [s.status, s.isClosed(), s.events.length])).toEqual([
+      [200, false, 0],
+      [200, false, 0],
+      [200, false, 0],
+      [200, false, 0],
+    ]);
+    for (const s of [...held, other]) await s.close();
+  });
+});
+
 describe("GraphQL subscriptions end when their token expires", () => {
   let t: TestApp;
   let base: string;
