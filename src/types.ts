@@ -374,6 +374,8 @@ export interface DimensionDef {
 export interface MenuNode {
   readonly code: string;
   readonly nleft: number;
+  /** TB_DIM.INDEXES: the fields of each composite index, in order (TENANT_ID before, the id after). */
+  readonly compositeIndexes: ReadonlyArray<readonly string[]>;
   readonly nright: number;
   readonly description: string | null;
   readonly dim: string | null;
@@ -412,6 +414,7 @@ export interface MetadataRows {
     COD_DIM: string;
     NUM_VAR: number;
     COD_VAR: string;
+    INDEXES?: string | null;
     DESC_VAR?: string | null;
     DATA_TYPE: string;
     LENGTH?: number | null;

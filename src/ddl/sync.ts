@@ -108,6 +108,42 @@ export function tableIndexes(dim: DimensionDef): Array<{ name: string; columns: 
   }));
 }
 
+function shortHash(text: string, length: number): string {
+  return createHash("sha1").update(text).digest("hex").slice(0, length);
+}
+
+/**
+ * The start of every composite index name of `table` (TB_DIM.INDEXES): `<table>__cx_`, a long
+ * table's name cut and hashed. No field index name starts so (codes start with a letter), so the
+ * sync recognises the composite indexes it made by this prefix.
+ */
+export function compositeIndexPrefix(table: string): string {
+  const base = table.length <= 40 ? table : `${table.slice(0, 31)}_${shortHash(table, 8)}`;
+  return `${base}__cx_`;
+}
+
+/**
+ * The name of a composite index on (TENANT_ID, …`fields`, id): the prefix, the fields and the id
+ * (cut to fit 63 bytes), and a hash of the exact column list, so that two lists never share a name
+ * (`A_B,C` and `A,B_C` read alike).
+ */
+export function compositeIndexName(table: string, fields: readonly string[], idField: string): string {
+  const columns = [...fields, idField];
+  const prefix = compositeIndexPrefix(table);
+  const room = 63 - prefix.length - "_12345678_idx".length;
+  return `${prefix}${columns.join("_").slice(0, room)}_${shortHash(columns.join(","), 8)}_idx`;
+}
+
+/** The composite indexes TB_DIM.INDEXES declares: (TENANT_ID, fields…, id) each. */
+export function declaredIndexes(dim: DimensionDef): Array<{ name: string; columns: string[] }> {
+  const byName = new Map<string, { name: string; columns: string[] }>();
+  for (const fields of dim.compositeIndexes) {
+    const name = compositeIndexName(dim.tableName, fields, dim.idField);
+    byName.set(name, { name, columns: [TENANT_COLUMN, ...fields, dim.idField] });
+  }
+  return [...byName.values()];
+}
+
 /** The name of the sync's index on a field: `<table>_<field>_<id>_idx` (shortened like all names). */
 export function fieldIndexName(table: string, field: string, idField: string): string {
   return indexName(table, `${field}_${idField}`);
@@ -129,7 +165,7 @@ export function createTableSql(dim: DimensionDef): string[] {
   const pk = `CONSTRAINT ${ident(primaryKeyName(dim.tableName))} PRIMARY KEY (${ident(TENANT_COLUMN)}, ${ident(dim.idField)})`;
   return [
     `CREATE TABLE ${ident(dim.tableName)} (\n  ${[...cols, pk].join(",\n  ")}\n)`,
-    ...tableIndexes(dim).map((ix) =>
+    ...[...tableIndexes(dim), ...declaredIndexes(dim)].map((ix) =>
       indexBuildSql(
         { kind: "create", name: ix.name, table: dim.tableName, columns: ix.columns },
         { concurrently: false },
@@ -153,6 +189,11 @@ export interface AlterOptions {
   previous?: DimensionDef;
   /** The table's primary key as it is (null: none); left out, the key is not compared. */
   primaryKey?: ExistingPrimaryKey | null;
+  /**
+   * Indexes of the table that are not valid (a CREATE INDEX CONCURRENTLY that failed and was not
+   * cleaned up): one the metadata wants is dropped and built again.
+   */
+  invalidIndexes?: ReadonlySet<string>;
 }
 
 export interface TableData {
@@ -327,12 +368,41 @@ export async function planAlter(
     }
   }
   const indexBuilds: IndexBuild[] = [];
-  for (const ix of wantedIndexes) {
-    if (existingIndexes.has(ix.name)) continue;
+  const declared = declaredIndexes(dim);
+  const invalid = opts.invalidIndexes ?? new Set<string>();
+  for (const ix of [...wantedIndexes, ...declared]) {
+    if (existingIndexes.has(ix.name) && !invalid.has(ix.name)) continue;
+    if (invalid.has(ix.name)) indexBuilds.push({ kind: "drop", name: ix.name });
     indexBuilds.push({ kind: "create", name: ix.name, table: dim.tableName, columns: ix.columns });
   }
   indexBuilds.push(...superseded);
+  indexBuilds.push(...undeclaredIndexDrops(dim, existingIndexes, opts.previous));
   return { table: dim.tableName, statements, indexBuilds, problems };
+}
+
+/**
+ * The composite indexes the sync made on the table (by their prefix, under the table's name or its
+ * name before a rename) that TB_DIM.INDEXES no longer declares. Field indexes and indexes made by
+ * hand under other names are left alone.
+ */
+function undeclaredIndexDrops(
+  dim: DimensionDef,
+  existingIndexes: ReadonlySet<string>,
+  previous: DimensionDef | undefined,
+): IndexBuild[] {
+  const prefixes = [dim.tableName, ...(previous ? [previous.tableName] : [])].map(compositeIndexPrefix);
+  const keep = new Set(declaredIndexes(dim).map((ix) => ix.name));
+  for (const d of [dim, ...(previous ? [previous] : [])]) {
+    for (const f of d.fields) {
+      for (const table of [dim.tableName, d.tableName]) {
+        for (const name of fieldIndexNames(table, f.code, d.idField)) keep.add(name);
+      }
+    }
+  }
+  return [...existingIndexes]
+    .filter((name) => prefixes.some((p) => name.startsWith(p)) && name.endsWith("_idx") && !keep.has(name))
+    .sort()
+    .map((name) => ({ kind: "drop", name }));
 }
 
 const FAMILY: Record<string, string> = {
@@ -436,12 +506,24 @@ async function readPrimaryKey(tx: Queryable, table: string): Promise<ExistingPri
   return { name: res.rows[0]!.conname, columns: res.rows.map((r) => r.column_name) };
 }
 
-async function readIndexNames(tx: Queryable, table: string): Promise<Set<string>> {
-  const res = await tx.query<{ indexname: string }>(
-    "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1",
+/** The table's indexes by name, and those of them that are not valid (a failed concurrent build). */
+async function readIndexNames(
+  tx: Queryable,
+  table: string,
+): Promise<{ all: Set<string>; invalid: Set<string> }> {
+  const res = await tx.query<{ indexname: string; valid: boolean }>(
+    `SELECT ic.relname AS indexname, i.indisvalid AS valid
+       FROM pg_index i
+       JOIN pg_class ic ON ic.oid = i.indexrelid
+       JOIN pg_class t ON t.oid = i.indrelid
+       JOIN pg_namespace n ON n.oid = t.relnamespace
+      WHERE n.nspname = current_schema() AND t.relname = $1`,
     [table],
   );
-  return new Set(res.rows.map((r) => r.indexname));
+  return {
+    all: new Set(res.rows.map((r) => r.indexname)),
+    invalid: new Set(res.rows.filter((r) => !r.valid).map((r) => r.indexname)),
+  };
 }
 
 /** Questions about the rows of an existing table. */
@@ -556,7 +638,11 @@ async function planTable(
     }
     source = prev.tableName;
   } else if (target === undefined) {
-    const claims = [dim.tableName, primaryKeyName(dim.tableName), ...tableIndexes(dim).map((ix) => ix.name)];
+    const claims = [
+      dim.tableName,
+      primaryKeyName(dim.tableName),
+      ...[...tableIndexes(dim), ...declaredIndexes(dim)].map((ix) => ix.name),
+    ];
     return { statements: createTableSql(dim), indexBuilds: [], problems: [], create: true, claims };
   }
   return planExistingTable(tx, dim, prev, source, knowsPrevious);
@@ -577,7 +663,8 @@ async function planExistingTable(
       `${dim.tableName} is an existing table that is not a dimension table: choose another TABLE_NAME`,
     );
   }
-  let indexes = await readIndexNames(tx, source);
+  const found = await readIndexNames(tx, source);
+  let indexes = found.all;
   let pk = await readPrimaryKey(tx, source);
   const pre: string[] = [];
   const claims: string[] = [];
@@ -591,8 +678,10 @@ async function planExistingTable(
   const plan = await planAlter(dim, existing, indexes, tableData(tx, source), {
     ...(prev ? { previous: prev } : {}),
     primaryKey: pk,
+    invalidIndexes: found.invalid,
   });
-  for (const ix of tableIndexes(dim)) if (!indexes.has(ix.name)) claims.push(ix.name);
+  for (const ix of [...tableIndexes(dim), ...declaredIndexes(dim)])
+    if (!indexes.has(ix.name)) claims.push(ix.name);
   const keyMoves = !pk || !sameColumns(pk.columns, [TENANT_COLUMN, dim.idField]);
   if (keyMoves && pk?.name !== primaryKeyName(dim.tableName)) claims.push(primaryKeyName(dim.tableName));
   return {

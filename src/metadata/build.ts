@@ -14,6 +14,7 @@ import type {
   SortDef,
 } from "../types.ts";
 import { createViewCache } from "../auth/view-cache.ts";
+import { parseCompositeIndexes } from "./composite-indexes.ts";
 import { AUDIT_FIELDS, DEFAULT_DECIMALS, normalizeDataType, parseFlags } from "./data-types.ts";
 
 type CostRow = MetadataRows["TB_COST"][number];
@@ -190,6 +191,7 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
         reverseRelations: Object.freeze(reverse),
         relationsByName: relationsByName(forward, reverse),
         sorts,
+        compositeIndexes: Object.freeze(parseCompositeIndexes(d.INDEXES).map((f) => Object.freeze(f))),
       } satisfies DimensionDef),
     );
   }

@@ -4,6 +4,7 @@ import { isValidIdentifier } from "../db/sql.ts";
 import type { MetadataRows, Problem } from "../types.ts";
 import { graphqlNameProblems } from "../schema/names.ts";
 import { resolveRelations } from "./build.ts";
+import { compositeIndexProblems } from "./composite-indexes.ts";
 import {
   AUDIT_FIELDS,
   FIXED_TABLES,
@@ -47,6 +48,7 @@ const MAX_LENGTHS: { [T in keyof MetadataRows]: Record<string, number> } = {
     INSERT_CASCADE: 500,
     UPDATE_CASCADE: 500,
     AUDIT_STYLE: 10,
+    INDEXES: 1000,
   },
   TB_VAR: { COD_DIM: 30, COD_VAR: 60, DESC_VAR: 200, DATA_TYPE: 20, TIPO_CAMPO: 20, TIPO_VAR: 30 },
   TB_COST: {
@@ -259,6 +261,9 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
       );
     }
   }
+
+  // TB_DIM.INDEXES names fields of its dimension that can be indexed.
+  for (const p of compositeIndexProblems(rows)) add(p.path, p.message);
 
   // The GraphQL schema uses the codes verbatim: they may not collide with its generated names.
   for (const p of graphqlNameProblems(rows)) add(p.path, p.message, p.code);

@@ -60,13 +60,19 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       INSERT_CASCADE: "C",
       UPDATE_CASCADE: "D",
       AUDIT_STYLE: "CREATED",
+      INDEXES: "A,B;C,D",
     };
     await services.prisma.tbDim.create({ data });
     expect(await services.prisma.tbDim.findUnique({ where: { COD_DIM: "PX" } })).toEqual(data);
     const defaults = await services.prisma.tbDim.create({
       data: { COD_DIM: "PY", TABLE_NAME: "TB_PY00", ID_FIELD: "PY_ID" },
     });
-    expect(defaults).toMatchObject({ AUDIT_STYLE: "TREC", DESC_DIM: null, CASCADE_DELETE: null });
+    expect(defaults).toMatchObject({
+      AUDIT_STYLE: "TREC",
+      DESC_DIM: null,
+      CASCADE_DELETE: null,
+      INDEXES: null,
+    });
   });
 
   it("TbVar", async () => {
