@@ -4,13 +4,14 @@
 // brotli-compressed in its bin/), then Debian's /usr/bin/chromium. The package's files are unpacked
 // once per version into node_modules/.cache/ (about 220 MB, 5-10 s), through a staging directory
 // renamed into place, so that runs started together never see half a browser.
-import { spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { createReadStream, createWriteStream, existsSync } from "node:fs";
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
+import { promisify } from "node:util";
 import { createBrotliDecompress } from "node:zlib";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -53,18 +54,14 @@ async function unbrotli(from: string, to: string, mode: number): Promise<void> {
 
 async function untarBrotli(from: string, dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
-  const tar = spawn("tar", ["-x", "-f", "-", "-C", dir], { stdio: ["pipe", "ignore", "pipe"] });
-  let stderr = "";
-  tar.stderr.on("data", (c: Buffer) => {
-    stderr += c.toString();
-  });
-  const exited = new Promise<number | null>((resolve, reject) => {
-    tar.once("error", reject);
-    tar.once("close", resolve);
-  });
-  await pipeline(createReadStream(from), createBrotliDecompress(), tar.stdin);
-  const code = await exited;
-  if (code !== 0) throw new Error(`tar could not unpack ${from}: ${stderr}`);
+  // Through a file: GNU tar may close its input at the archive's end, before the zero padding.
+  const archive = `${dir}.${path.basename(from, ".br")}`;
+  await unbrotli(from, archive, 0o644);
+  try {
+    await promisify(execFile)("tar", ["-x", "-f", archive, "-C", dir]);
+  } finally {
+    await rm(archive, { force: true });
+  }
 }
 
 function xmlText(s: string): string {
