@@ -181,6 +181,7 @@ const envSchema = z.object({
   GATEWAY_SECRET: optionalString,
   TRUST_PROXY: trustProxy,
   BACKEND_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 10, { message: "must be at least 10" }),
+  PUBLIC_URL: url(["http:", "https:"]).transform((v) => (v === null ? null : v.replace(/\/+$/, ""))),
   CORS_ORIGINS: optionalString.transform((v) =>
     v === null || v === "*" ? (true as const) : v.split(",").map((s) => s.trim()),
   ),
@@ -326,6 +327,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       backendTimeoutMs: e.BACKEND_TIMEOUT_MS,
     },
     corsOrigins: e.CORS_ORIGINS,
+    publicUrl: e.PUBLIC_URL,
     trustProxy: e.TRUST_PROXY,
     loadDemoData: e.DEMO_DATA,
     maxBatchSize: e.MAX_BATCH_SIZE,

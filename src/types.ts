@@ -92,6 +92,11 @@ export interface Config {
   };
   corsOrigins: string[] | true;
   /**
+   * The service's public base URL (PUBLIC_URL, no trailing slash): OpenAPI's `servers`. Null: a
+   * relative server ("/"), never one made of the request's Host header.
+   */
+  publicUrl: string | null;
+  /**
    * Peers whose X-Forwarded-For names the client (Fastify's trustProxy): false (none), a number
    * of proxies in front, or their addresses/CIDRs.
    */
@@ -374,8 +379,6 @@ export interface DimensionDef {
 export interface MenuNode {
   readonly code: string;
   readonly nleft: number;
-  /** TB_DIM.INDEXES: the fields of each composite index, in order (TENANT_ID before, the id after). */
-  readonly compositeIndexes: ReadonlyArray<readonly string[]>;
   readonly nright: number;
   readonly description: string | null;
   readonly dim: string | null;
@@ -414,7 +417,6 @@ export interface MetadataRows {
     COD_DIM: string;
     NUM_VAR: number;
     COD_VAR: string;
-    INDEXES?: string | null;
     DESC_VAR?: string | null;
     DATA_TYPE: string;
     LENGTH?: number | null;

@@ -77,7 +77,37 @@ export function mapError(err: unknown, requestId?: string): MappedError {
   return { status: 500, body: internalErrorBody(requestId) };
 }
 
+/** Errors of a connection the client closed: its request body cut off, its socket reset or gone. */
+const ABORT_CODES: ReadonlySet<string> = new Set([
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ERR_STREAM_PREMATURE_CLOSE",
+  "ERR_STREAM_DESTROYED",
+]);
+
+/**
+ * Whether `err` is the client's own going away: an abort-like error while the request's socket is
+ * closed. (A database connection reset while the client still waits is no such thing: 503.)
+ */
+export function clientAborted(err: unknown, request: FastifyRequest): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  const socket = request.raw.socket as Socket | null | undefined;
+  const gone = !socket || socket.destroyed || request.raw.aborted === true;
+  return gone && typeof code === "string" && ABORT_CODES.has(code);
+}
+
 export function errorHandler(err: unknown, request: FastifyRequest, reply: FastifyReply) {
+  if (clientAborted(err, request)) {
+    // Nothing went wrong here, and nobody reads the answer: info, not error (issue 35 §6).
+    request.log.info({ code: (err as { code: string }).code }, "client closed the request");
+    return reply.status(400).send({
+      error: "BadRequest",
+      message: "The client closed the request before it was complete.",
+      code: "REQUEST_ABORTED",
+      status: 400,
+    } satisfies ErrorBody);
+  }
   const mapped = mapError(err, request.id);
   if (mapped.status >= 500) request.log.error({ err }, "request failed");
   else request.log.info({ code: mapped.body.code, status: mapped.status }, "request refused");

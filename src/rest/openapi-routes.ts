@@ -5,20 +5,25 @@
 import { createRequire } from "node:module";
 import path from "node:path";
 import fastifyStatic from "@fastify/static";
-import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { FastifyPluginAsync } from "fastify";
 import { contextOf } from "../http/protected.ts";
 import { buildOpenApi } from "../openapi/build.ts";
 import type { RouteDeps } from "./deps.ts";
 
 const ASSETS = "/api/v4/docs/assets/";
 
-function serverUrl(request: FastifyRequest): string {
-  return `${request.protocol}://${request.host}`;
+/**
+ * The document's server: PUBLIC_URL, or "/" (relative to where the document was fetched). Never the
+ * request's Host header, which any client sets (a document cached or shared would send its reader's
+ * token to whatever host the first caller named).
+ */
+function serverUrl(publicUrl: string | null): string {
+  return publicUrl ?? "/";
 }
 
 export const openApiRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
   app.get("/api/v4/openapi.json", async (request) =>
-    buildOpenApi(services.metadata.current(), contextOf(request), serverUrl(request)),
+    buildOpenApi(services.metadata.current(), contextOf(request), serverUrl(services.config.publicUrl)),
   );
 };
 

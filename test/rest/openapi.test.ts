@@ -4,6 +4,7 @@
 // the project's own files, without a token.
 import { compileErrors, validate } from "@readme/openapi-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bearer, loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
 
@@ -74,5 +75,39 @@ describe("OpenAPI of the sample fixture", () => {
     expect(css.statusCode).toBe(200);
     const outside = await t.app.inject({ method: "GET", url: "/api/v4/docs/assets/package.json" });
     expect(outside.statusCode).toBe(404);
+  });
+});
+
+describe("OpenAPI servers", () => {
+  it("without PUBLIC_URL the server is relative ('/'), whatever Host the request names", async () => {
+    const t = await createTestApp("pglite", { fixture: "sample", env: NO_RATE_LIMITS });
+    try {
+      const token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+      const res = await t.app.inject({
+        method: "GET",
+        url: "/api/v4/openapi.json",
+        headers: { ...bearer(token), host: "attacker.example", "x-forwarded-host": "attacker.example" },
+      });
+      expect(res.statusCode).toBe(200);
+      expect(res.json().servers).toEqual([{ url: "/" }]);
+      expect(res.body).not.toContain("attacker.example");
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("with PUBLIC_URL the server is that URL (no trailing slash)", async () => {
+    const t = await createTestApp("pglite", {
+      fixture: "sample",
+      env: { ...NO_RATE_LIMITS, PUBLIC_URL: "https://api.example.com/dimensio/" },
+    });
+    try {
+      const anna = await clientFor(t.app, "anna");
+      const doc = (await anna.get("/api/v4/openapi.json")).body;
+      expect(doc.servers).toEqual([{ url: "https://api.example.com/dimensio" }]);
+      expect((await validate(structuredClone(doc))).valid).toBe(true);
+    } finally {
+      await t.close();
+    }
   });
 });
