@@ -49,10 +49,12 @@ export function estimateListValues(
 /**
  * Whether an index of `dim` yields rows in `sort`'s order (the first key's; ties on it are few and
  * sorted incrementally): no sort (the id's order), or a first key that is the id or leads one of
- * the sync's field indexes (TENANT_ID, field, id: src/ddl/sync.ts, tableIndexes).
+ * the sync's field indexes (TENANT_ID, field, id: src/ddl/sync.ts, tableIndexes) or one of the
+ * composite indexes TB_DIM.INDEXES declares (TENANT_ID, fields…, id).
  */
 function orderFromIndex(dim: DimensionDef, sort: readonly SortSpec[]): boolean {
   const first = sort[0]?.field;
   if (first === undefined || first === dim.idField) return true;
+  if (dim.compositeIndexes.some((fields) => fields[0] === first)) return true;
   return tableIndexes(dim).some((index) => index.columns[1] === first);
 }

@@ -57,6 +57,11 @@ describe("estimateListValues", () => {
     expect(values({ sort: "CREDIT_LIMIT,CODE" })).toBe(page + 2 * SCAN_ROWS);
     expect(values({ $order: "CODE DESC, NAME" })).toBe(page + 2 * SCAN_ROWS);
     expect(values({ sort: "CREDIT_LIMIT,CODE" })).toBeGreaterThanOrEqual(HEAVY);
+    // A composite index (TB_DIM.INDEXES) leading with the first key gives the order too.
+    const withComposite: DimensionDef = { ...cust, compositeIndexes: [["VIP", "CREDIT_LIMIT"]] };
+    const order = (sort: string) => estimateListValues(parseListParams({ sort }), withComposite, SCAN_ROWS);
+    expect(order("VIP,CREDIT_LIMIT")).toBe(page);
+    expect(order("CREDIT_LIMIT")).toBe(page + SCAN_ROWS);
     // The request: a two-field sort 6,000 rows down.
     expect(values({ sort: "CREDIT_LIMIT,CODE", $offset: "6000" })).toBe(page + 6000 * F + 2 * SCAN_ROWS);
   });
