@@ -2,7 +2,7 @@
 // DDL sync makes each declared composite index on (TENANT_ID, fields…, id), drops the ones no
 // longer declared, rebuilds one left invalid, and a list filtered by one field and sorted by
 // another reads it; invalid declarations are 400 and change nothing.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { compositeIndexName, compositeIndexPrefix, fieldIndexName, syncTables } from "../../src/ddl/sync.ts";
 import { buildModel } from "../../src/metadata/build.ts";
 import { parseCompositeIndexes } from "../../src/metadata/composite-indexes.ts";
@@ -182,6 +182,25 @@ describe.each(BACKENDS)("TB_DIM.INDEXES through metadata writes (%s)", (backend)
     expect([...(await indexesOf(t.services.db, TABLE)).keys()].sort()).toEqual([...before.keys()].sort());
   });
 
+  if (backend === "postgres") {
+    it("on PostgreSQL an index is built and dropped CONCURRENTLY, after the metadata write's commit", async () => {
+      const name = compositeIndexName(TABLE, ["CITY_ID", "EMAIL"], "CUST_ID");
+      const spy = vi.spyOn(t.services.db, "query");
+      try {
+        expect((await setIndexes("VIP,CREDIT_LIMIT;CITY_ID,EMAIL")).status).toBe(200);
+        expect((await setIndexes("VIP,CREDIT_LIMIT")).status).toBe(200);
+        const sent = spy.mock.calls.map((c) => String(c[0])).filter((q) => q.includes(name));
+        expect(sent).toEqual([
+          `CREATE INDEX CONCURRENTLY IF NOT EXISTS "${name}" ON "${TABLE}" ("TENANT_ID", "CITY_ID", "EMAIL", "CUST_ID")`,
+          `DROP INDEX CONCURRENTLY IF EXISTS "${name}"`,
+        ]);
+      } finally {
+        spy.mockRestore();
+      }
+      expect((await indexesOf(t.services.db, TABLE)).has(name)).toBe(false);
+    });
+  }
+
   it("clearing INDEXES drops every composite index", async () => {
     const res = await setIndexes(null);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -251,5 +270,24 @@ describe.each(BACKENDS)("TB_DIM.INDEXES in the sync's own transaction (%s)", (ba
     const after = [...(await indexesOf(db, "TB_CX01")).keys()];
     expect(after).toContain(ba("TB_CX01"));
     expect(after.filter((n) => n.startsWith(compositeIndexPrefix("TB_CX00")))).toEqual([]);
+  });
+});
+
+describe.each(BACKENDS)("TB_DIM.INDEXES in a fixture (%s)", (backend) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "demo", env: NO_RATE_LIMITS });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("importing the demo fixture builds ITEM's declared index (SUPP_ID,NAME)", async () => {
+    const name = compositeIndexName("TB_ANAG_ITEM00", ["SUPP_ID", "NAME"], "ITEM_ID");
+    expect((await indexesOf(t.services.db, "TB_ANAG_ITEM00")).get(name)).toEqual({
+      name,
+      columns: ["TENANT_ID", "SUPP_ID", "NAME", "ITEM_ID"],
+      valid: true,
+    });
   });
 });
