@@ -15,6 +15,7 @@ import { mediaRoutes } from "./rest/media-routes.ts";
 import { openApiPageRoutes, openApiRoutes } from "./rest/openapi-routes.ts";
 import { webhookRoutes } from "./rest/webhook-routes.ts";
 import { writeRoutes } from "./rest/write-routes.ts";
+import { graphiqlFileRoutes } from "./graphql/graphiql-page.ts";
 import { graphqlRoutes } from "./graphql/plugin.ts";
 import { protectedScope } from "./http/protected.ts";
 import { requireGatewaySecret } from "./gateway/secret.ts";
@@ -100,6 +101,9 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
   await app.register(authRoutes, deps);
   await app.register(openApiPageRoutes);
+  await app.register(graphiqlFileRoutes, {
+    spendAnonymous: (request, reply) => auth.spendAnonymous(request, reply),
+  });
   // Everything but login, refresh and the health checks needs a caller: one preHandler builds it.
   await app.register(
     protectedScope(auth, async (scope) => {

@@ -17,7 +17,7 @@ import { type ChainContext, graphqlChain } from "./chain.ts";
 import { createValueEstimate } from "./complexity.ts";
 import { createDocumentCache } from "./document-cache.ts";
 import { createMaskError } from "./errors.ts";
-import { chooseEncoding, graphiqlAsset, notModified } from "./graphiql-page.ts";
+import { graphiqlAsset, sendGraphiQLPage } from "./graphiql-page.ts";
 import { tokenExpiry } from "./guarded-stream.ts";
 import { createPlainPost } from "./plain-post.ts";
 import type { GraphQLContext } from "./resolve.ts";
@@ -160,22 +160,11 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
       config: { public: wantsGraphiQL },
       handler: async (request, reply) => {
         if (wantsGraphiQL(request)) {
-          // GraphiQL from the package's bundled assets (no CDN), without a token: the page's
-          // Headers tab holds the Authorization header it sends. A visit spends the client's
-          // anonymous window like any request without a token.
+          // GraphiQL's small page, without a token (its Headers tab holds the Authorization header
+          // it sends); its scripts and styles are immutable files (src/graphql/graphiql-page.ts).
+          // A visit spends the client's anonymous window like any request without a token.
           await auth.spendAnonymous(request, reply);
-          const page = await graphiql();
-          reply
-            .header("etag", page.etag)
-            .header("cache-control", "no-cache")
-            .header("vary", "Accept-Encoding")
-            .header("content-security-policy", page.csp)
-            .header("x-content-type-options", "nosniff")
-            .header("referrer-policy", "no-referrer");
-          if (notModified(request.headers["if-none-match"], page.etag)) return reply.status(304).send();
-          const encoding = chooseEncoding(request.headers["accept-encoding"]);
-          if (encoding !== "identity") reply.header("content-encoding", encoding);
-          return reply.type("text/html; charset=utf-8").send(page[encoding]);
+          return sendGraphiQLPage(request, reply, await graphiql());
         }
         const caller = callerOf(request);
         const context: ServerContext & ChainContext = {
