@@ -37,8 +37,10 @@ export interface TablePlan {
   table: string;
   statements: string[];
   /**
-   * After `statements`: the CREATE INDEX of each index the table lacks, then the DROP INDEX of each
-   * index one of those replaces. With `deferIndexes` they wait for after the caller's commit.
+   * After `statements`: the CREATE INDEX of each index the table lacks (preceded by the DROP INDEX
+   * of an invalid one under its name), then the DROP INDEX of each index one of those replaces and
+   * of each composite index no longer declared. With `deferIndexes` they wait for after the caller's
+   * commit.
    */
   indexBuilds: IndexBuild[];
   problems: Problem[];
