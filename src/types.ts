@@ -374,6 +374,8 @@ export interface DimensionDef {
   /** Both kinds by the name they have here (a forward name wins over a reverse one). */
   readonly relationsByName: ReadonlyMap<string, NamedRelation>;
   readonly sorts: ReadonlyMap<string, SortDef>;
+  /** TB_DIM.INDEXES: the fields of each composite index, in order (TENANT_ID before, the id after). */
+  readonly compositeIndexes: ReadonlyArray<readonly string[]>;
 }
 
 export interface MenuNode {
@@ -412,6 +414,7 @@ export interface MetadataRows {
     INSERT_CASCADE?: string | null;
     UPDATE_CASCADE?: string | null;
     AUDIT_STYLE?: string | null;
+    INDEXES?: string | null;
   }>;
   TB_VAR: Array<{
     COD_DIM: string;
