@@ -8,7 +8,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { LRUCache } from "lru-cache";
 import type { YogaServerInstance } from "graphql-yoga";
 import { bearerToken } from "../auth/request-input.ts";
-import { mapError } from "../http/error-handler.ts";
+import { clientAborted, errorHandler, mapError } from "../http/error-handler.ts";
 import { callerOf } from "../http/protected.ts";
 import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
@@ -61,6 +61,8 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
   // What fails before GraphQL runs (no or a bad token, a spent rate limit, a body that is not
   // JSON) answers with its REST status in GraphQL's error shape.
   app.setErrorHandler((err, request, reply) => {
+    // A client that went away: nobody reads the answer, nothing went wrong (issue 35 §6).
+    if (clientAborted(err, request)) return errorHandler(err, request, reply);
     const mapped = mapError(err, request.id);
     if (mapped.status >= 500) request.log.error({ err }, "GraphQL request failed");
     if (mapped.headers) reply.headers(mapped.headers);

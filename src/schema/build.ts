@@ -220,7 +220,8 @@ const contextArgs: GraphQLFieldConfigArgumentMap = {
   source: { type: nn(GraphQLString), description: "The security area (TB_MENU node) of the request." },
   center_dett: {
     type: GraphQLString,
-    description: "The field visibility context; the user's own by default.",
+    description:
+      "The form (TB_COST context) whose field visibility applies; the user's own by default. Presentation only: it never widens what the caller's grants and row scope allow (docs/decisions.md).",
   },
 };
 

@@ -9,6 +9,7 @@ import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { buildHttpServer } from "../../src/http/server.ts";
+import { createTestApp, type TestApp } from "../helpers/env.ts";
 
 interface LogLine {
   level: number;
@@ -82,5 +83,54 @@ describe("client aborts in the log", () => {
     expect(res.statusCode).toBe(503);
     const line = await logged((l) => l.msg === "request failed");
     expect(line).toMatchObject({ level: 50, err: { code: "ECONNRESET" } });
+  });
+});
+
+describe("client aborts on the GraphQL routes", () => {
+  let t: TestApp;
+  const lines: LogLine[] = [];
+  let wake: () => void = () => {};
+
+  beforeAll(async () => {
+    const destination = new Writable({
+      write(chunk, _encoding, done) {
+        for (const text of String(chunk).split("\n")) if (text) lines.push(JSON.parse(text) as LogLine);
+        wake();
+        done();
+      },
+    });
+    t = await createTestApp("pglite", { logger: pino({ level: "info" }, destination) });
+    await t.app.listen({ host: "127.0.0.1", port: 0 });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /** Resolves with the first log line that `ok` accepts. */
+  async function logged(ok: (l: LogLine) => boolean): Promise<LogLine> {
+    for (;;) {
+      const seen = lines.find(ok);
+      if (seen) return seen;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+    }
+  }
+
+  it("a GraphQL body cut off by the client is an info line, no error line", async () => {
+    const port = (t.app.server.address() as net.AddressInfo).port;
+    const socket = net.connect(port, "127.0.0.1");
+    socket.on("error", () => {});
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.write(
+      'POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"query":',
+    );
+    await logged((l) => l.msg === "incoming request");
+    socket.destroy();
+    const line = await logged(
+      (l) => l.msg === "client closed the request" || l.msg === "GraphQL request failed",
+    );
+    expect(line).toMatchObject({ level: 30, msg: "client closed the request", code: "ECONNRESET" });
+    expect(lines.filter((l) => l.level >= 50)).toEqual([]);
   });
 });

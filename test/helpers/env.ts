@@ -86,6 +86,8 @@ export interface TestEnvOptions {
   fixture?: "sample" | "demo" | Record<string, unknown>;
   env?: Record<string, string>;
   clock?: () => Date;
+  /** The service's logger (silent when absent): tests that read the log pass their own. */
+  logger?: Services["logger"];
   /** Told every statement the service sends (see OpenOptions.onStatement). */
   onStatement?: StatementObserver;
   /** PostgreSQL: the service's connections go through this local port (see TestDatabaseOptions). */
@@ -119,7 +121,7 @@ export async function createTestServices(backend: Backend, opts: TestEnvOptions 
   });
   const services = await openServices(config, {
     db,
-    logger: createLogger("silent"),
+    logger: opts.logger ?? createLogger("silent"),
     ...(opts.clock ? { clock: opts.clock } : {}),
   });
   if (opts.fixture) {
