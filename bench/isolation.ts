@@ -18,6 +18,13 @@
 //   HEAVY_KINDS="rest attack" HEAVY_WORKERS=32 CUSTOMERS=8000 \
 //     TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/isolation.ts
 //
+// The hostile GraphQL soak of issue 35 (nonce documents, comments near the document limit, 9.5 MB
+// documents, graphql-jit's markers; bench/hostile-kinds.ts) for five minutes, with the service's RSS
+// after the first minute against the end:
+//
+//   HEAVY_KINDS=hostile LOAD_SECONDS=300 HEAVY_WORKERS=8 \
+//     TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/isolation.ts
+//
 // BENCH_DB (pglite,postgres), HEAVY_WORKERS (4), BASELINE_SECONDS (10), LOAD_SECONDS (30),
 // CUSTOMERS (tenant A's, 2,000); HEAVY_KINDS (comma-separated parts of the kinds' names) sends only
 // those kinds; SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") passes V8 flags to the
@@ -26,12 +33,14 @@
 // PostgreSQL, 250 ms on the embedded database (issue 35 §4; PGlite runs statements on the
 // service's own thread).
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { loginOverHttp, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { TEST_DATABASE_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
 import { freePort, spawnStart, waitReady } from "../test/helpers/process.ts";
+import { hostileGraphqlKinds } from "./hostile-kinds.ts";
 import { openBenchServices } from "./seed.ts";
 
 const HEAVY_WORKERS = Number(process.env.HEAVY_WORKERS ?? 4);
@@ -42,7 +51,15 @@ const CUSTOMERS = Number(process.env.CUSTOMERS ?? 2_000);
 const P99_BOUND_MS = { pglite: 250, postgres: 100 } as const;
 /** Kinds sent only when HEAVY_KINDS names them. */
 const REST_ATTACK = "REST attack";
+const HOSTILE = "hostile GraphQL";
 const ROOT = path.resolve(import.meta.dirname, "..");
+
+function rssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("VmRSS:"));
+  return Math.round(Number(line?.split(/\s+/)[1] ?? 0) / 1024);
+}
 
 function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return Number.NaN;
@@ -119,6 +136,8 @@ function heavyKinds(base: string): Array<[string, (token: string) => [string, Re
     [`${REST_ATTACK}: page of 4,000 values`, rest("$num_rows=250")], // 250 rows × 16 fields
     [`${REST_ATTACK}: $offset=6000, two-field sort`, rest("$offset=6000&sort=CREDIT_LIMIT,CODE")],
     [`${REST_ATTACK}: $group`, rest("$group=CITY_ID&aggregate=COUNT,SUM(CREDIT_LIMIT)")],
+    // Issue 35 §1–§3 (HEAVY_KINDS=hostile): nonce documents, long comments, 9.5 MB documents, markers.
+    ...hostileGraphqlKinds(base),
     ["refused: 150×150 aliased introspection", gql(`{ ${introspection} }`)],
     [
       "refused: 40 doubling fragments",
@@ -212,7 +231,9 @@ async function run(backend: "pglite" | "postgres") {
     // Warm-up: every kind once (GraphiQL-free; the schema and plans cached).
     const only = process.env.HEAVY_KINDS?.split(",").map((k) => k.trim().toLowerCase());
     const kinds = heavyKinds(base).filter(([name]) =>
-      only ? only.some((k) => name.toLowerCase().includes(k)) : !name.startsWith(REST_ATTACK),
+      only
+        ? only.some((k) => name.toLowerCase().includes(k))
+        : !name.startsWith(REST_ATTACK) && !name.startsWith(HOSTILE),
     );
     for (const [, make] of kinds) {
       const [url, init] = make(anna);
@@ -242,7 +263,11 @@ async function run(backend: "pglite" | "postgres") {
         entry.statuses.set(outcome, (entry.statuses.get(outcome) ?? 0) + 1);
       }
     });
+    // The service's RSS every 5 s under the load: flat, or growing with what requests leave behind.
+    const rss: number[] = [];
+    const sampler = setInterval(() => rss.push(rssMb(running.child.pid!)), 5_000);
     const loaded = await probe(LOAD_SECONDS);
+    clearInterval(sampler);
     stop = true;
     await Promise.all(workers);
 
@@ -251,6 +276,8 @@ async function run(backend: "pglite" | "postgres") {
       baseline: summary(baseline),
       underLoad: summary(loaded),
       cheapErrors,
+      // RSS (MB) after the first minute of load (or the first sample), at the end, and the highest.
+      rssMb: { afterFirstMinute: rss[Math.min(11, rss.length - 1)], end: rss.at(-1), max: Math.max(...rss) },
       heavy: Object.fromEntries(
         [...heavy].map(([name, e]) => [name, { ...summary(e.ms), answers: Object.fromEntries(e.statuses) }]),
       ),
@@ -274,7 +301,8 @@ async function main() {
     console.log(JSON.stringify(r, null, 2));
     console.log(
       `${backend}: tenant B's GET p50/p95/p99/max ${r.baseline.p50}/${r.baseline.p95}/${r.baseline.p99}/${r.baseline.max} ms alone (${r.baseline.n}), ` +
-        `${r.underLoad.p50}/${r.underLoad.p95}/${r.underLoad.p99}/${r.underLoad.max} ms under tenant A's heavy load (${r.underLoad.n})`,
+        `${r.underLoad.p50}/${r.underLoad.p95}/${r.underLoad.p99}/${r.underLoad.max} ms under tenant A's heavy load (${r.underLoad.n}); ` +
+        `RSS ${r.rssMb.afterFirstMinute} MB after the first minute, ${r.rssMb.end} MB at the end (max ${r.rssMb.max})`,
     );
     if (r.underLoad.p99 >= P99_BOUND_MS[backend] || r.cheapErrors > 0) failed = true;
   }

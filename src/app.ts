@@ -106,16 +106,20 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
   });
   // Everything but login, refresh and the health checks needs a caller: one preHandler builds it.
   await app.register(
-    protectedScope(auth, async (scope) => {
-      await scope.register(metadataRoutes, deps);
-      await scope.register(readRoutes, deps);
-      await scope.register(writeRoutes, deps);
-      await scope.register(webhookRoutes, deps);
-      await scope.register(documentRoutes, deps);
-      await scope.register(mediaRoutes, deps);
-      await scope.register(openApiRoutes, deps);
-      await scope.register(graphqlRoutes, deps);
-    }),
+    protectedScope(
+      auth,
+      async (scope) => {
+        await scope.register(metadataRoutes, deps);
+        await scope.register(readRoutes, deps);
+        await scope.register(writeRoutes, deps);
+        await scope.register(webhookRoutes, deps);
+        await scope.register(documentRoutes, deps);
+        await scope.register(mediaRoutes, deps);
+        await scope.register(openApiRoutes, deps);
+        await scope.register(graphqlRoutes, deps);
+      },
+      { heavy: deps.heavy, bodyBytes: services.config.heavyRequests.bodyBytes },
+    ),
   );
   return app;
 }

@@ -216,6 +216,7 @@ const envSchema = z.object({
   HEAVY_REQUEST_VALUES: nonNegativeInt(5_000),
   TENANT_HEAVY_REQUESTS: nonNegativeInt(1).refine((n) => n >= 1, { message: "must be at least 1" }),
   TENANT_HEAVY_WAITING: nonNegativeInt(32),
+  HEAVY_BODY_BYTES: nonNegativeInt(262_144),
   SUBSCRIPTIONS_MAX_PER_USER: nonNegativeInt(20).refine((n) => n >= 1, { message: "must be at least 1" }),
   SUBSCRIPTIONS_MAX_PER_PROCESS: nonNegativeInt(2000).refine((n) => n >= 1, {
     message: "must be at least 1",
@@ -351,6 +352,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       thresholdValues: e.HEAVY_REQUEST_VALUES,
       perTenant: e.TENANT_HEAVY_REQUESTS,
       maxWaiting: e.TENANT_HEAVY_WAITING,
+      bodyBytes: e.HEAVY_BODY_BYTES,
     },
     subscriptions: {
       maxPerUser: e.SUBSCRIPTIONS_MAX_PER_USER,

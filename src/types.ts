@@ -145,8 +145,11 @@ export interface Config {
   };
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
   subscriptions: { maxPerUser: number; maxPerProcess: number; maxPerTenant: number };
-  /** Heavy requests per tenant (src/http/heavy-requests.ts). */
-  heavyRequests: { thresholdValues: number; perTenant: number; maxWaiting: number };
+  /**
+   * Heavy requests per tenant (src/http/heavy-requests.ts); `bodyBytes`: a body this large (or of
+   * unknown length) is read and parsed in the tenant's lane (0: never).
+   */
+  heavyRequests: { thresholdValues: number; perTenant: number; maxWaiting: number; bodyBytes: number };
   /** meta.total is exact up to this many matching records, the planner's estimate beyond. */
   countExactLimit: number;
   /** How long a process keeps a total it counted, at most (forgotten at once on any write); 0: none. */

@@ -58,17 +58,29 @@ export function createHeavyRequests(options: HeavyRequestOptions, registry?: Reg
   }
 
   const light = () => {};
+  // A request holds at most one turn: a request that took its turn for its large body
+  // (heavyBodies) runs its heavy work in that same turn, and never waits for itself.
+  const holding = new WeakSet<FastifyReply>();
 
   async function enter(tenantId: string, values: number, reply: FastifyReply): Promise<() => void> {
-    if (options.thresholdValues <= 0 || values < options.thresholdValues) return light;
+    if (options.thresholdValues <= 0 || values < options.thresholdValues || holding.has(reply)) return light;
     const gone = new AbortController();
     const onClose = () => gone.abort(new Error("the client closed the connection while waiting"));
     reply.raw.once("close", onClose);
+    let leave: () => void;
     try {
-      return await lanes.enter(tenantId, gone.signal);
+      leave = await lanes.enter(tenantId, gone.signal);
     } finally {
       reply.raw.off("close", onClose);
     }
+    holding.add(reply);
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      holding.delete(reply);
+      leave();
+    };
   }
 
   return {

@@ -4,6 +4,7 @@
 // requests with `config.public` (GraphiQL's page on GET /graphql).
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from "fastify";
 import type { Auth } from "../auth/service.ts";
+import type { HeavyRequests } from "./heavy-requests.ts";
 import { BadRequestError } from "../errors.ts";
 import { type Caller, inScope, type RequestContext } from "../types.ts";
 
@@ -61,15 +62,49 @@ function contextParam(request: FastifyRequest, queryName: string, bodyName = que
   return null;
 }
 
+/**
+ * Whether `request`'s body is large enough to be read in its tenant's lane: `bodyBytes` or more
+ * announced, or a length not announced; a body that is streamed, not parsed whole (multipart
+ * uploads, bounded on their own), never is.
+ */
+export function isLargeBody(request: FastifyRequest, bodyBytes: number): boolean {
+  if (bodyBytes <= 0) return false;
+  const type = request.headers["content-type"] ?? "";
+  if (type.toLowerCase().startsWith("multipart/")) return false;
+  const length = request.headers["content-length"];
+  if (length !== undefined) return Number(length) >= bodyBytes;
+  return request.headers["transfer-encoding"] !== undefined;
+}
+
 export function protectedScope(
   auth: Auth,
   register: (scope: FastifyInstance) => Promise<void>,
+  heavyBodies?: { heavy: HeavyRequests; bodyBytes: number },
 ): FastifyPluginAsync {
   return async (scope) => {
     scope.decorateRequest("caller", null);
-    scope.addHook("preHandler", async (request, reply) => {
+    const isPublic = (request: FastifyRequest) => {
       const open = request.routeOptions.config.public;
-      if (open === true || (typeof open === "function" && open(request))) return;
+      return open === true || (typeof open === "function" && open(request));
+    };
+    if (heavyBodies) {
+      // A large body is read and parsed (JSON.parse of megabytes holds the event loop) only in its
+      // tenant's lane: one tenant's large bodies take turns, the others' requests go on meanwhile
+      // (issue 35 §3–§4). Its caller is authenticated first, before a byte of the body is read.
+      scope.addHook("preParsing", async (request, reply, payload) => {
+        if (!isLargeBody(request, heavyBodies.bodyBytes) || isPublic(request)) return payload;
+        request.caller = await auth.authenticate(request, reply);
+        const leave = await heavyBodies.heavy.enter(
+          request.caller.principal.tenantId,
+          Number.POSITIVE_INFINITY,
+          reply,
+        );
+        reply.raw.once("close", leave);
+        return payload;
+      });
+    }
+    scope.addHook("preHandler", async (request, reply) => {
+      if (request.caller || isPublic(request)) return;
       request.caller = await auth.authenticate(request, reply);
     });
     await register(scope);
