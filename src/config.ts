@@ -213,6 +213,9 @@ const envSchema = z.object({
     message: "must be between 1024 and 1048576",
   }),
   GRAPHQL_DOCUMENT_CACHE_BYTES: nonNegativeInt(16_777_216),
+  GRAPHQL_MAX_BODY_BYTES: nonNegativeInt(2_097_152).refine((n) => n >= 65_536, {
+    message: "must be at least 65536",
+  }),
   HEAVY_REQUEST_VALUES: nonNegativeInt(5_000),
   TENANT_HEAVY_REQUESTS: nonNegativeInt(1).refine((n) => n >= 1, { message: "must be at least 1" }),
   TENANT_HEAVY_WAITING: nonNegativeInt(32),
@@ -347,6 +350,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       tenantStatements: e.GRAPHQL_TENANT_STATEMENTS,
       maxDocumentBytes: e.GRAPHQL_MAX_DOCUMENT_BYTES,
       documentCacheBytes: e.GRAPHQL_DOCUMENT_CACHE_BYTES,
+      maxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,
     },
     heavyRequests: {
       thresholdValues: e.HEAVY_REQUEST_VALUES,

@@ -142,6 +142,8 @@ export interface Config {
     maxDocumentBytes: number;
     /** Bytes of parsed documents a process keeps, keyed by the hash of their text. */
     documentCacheBytes: number;
+    /** The largest body of a GraphQL request (document and variables): 413 beyond, unread. */
+    maxBodyBytes: number;
   };
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
   subscriptions: { maxPerUser: number; maxPerProcess: number; maxPerTenant: number };

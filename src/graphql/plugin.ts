@@ -158,6 +158,9 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     app.route({
       url: endpoint,
       method: ["GET", "POST"],
+      // A document is at most 64 KiB; variables carry the data, up to this (a larger body is
+      // refused from its Content-Length, unread: REST batches and imports take more).
+      bodyLimit: Math.min(services.config.graphql.maxBodyBytes, services.config.bodyLimitBytes),
       // GraphiQL's page needs no token; every GraphQL request does (the protected scope's hook).
       config: { public: wantsGraphiQL },
       handler: async (request, reply) => {

@@ -191,6 +191,17 @@ describe("hostile GraphQL documents", () => {
     });
   });
 
+  it("a body over GRAPHQL_MAX_BODY_BYTES is refused with 413 from its length, unread", async () => {
+    const max = t.services.config.graphql.maxBodyBytes;
+    const query = `{ __typename } # ${"x".repeat(max)}`;
+    const res = await post("lucia", { query });
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body).errors[0].extensions).toMatchObject({
+      code: "PAYLOAD_TOO_LARGE",
+      status: 413,
+    });
+  });
+
   it("nonce documents with a recursive input variable are answered, each as any other", async () => {
     // graphql-jit compiled each distinct text for seconds (recursive *_where coercion).
     for (let i = 0; i < 20; i++) {
