@@ -227,6 +227,11 @@ const envSchema = z.object({
   SUBSCRIPTIONS_MAX_PER_TENANT: nonNegativeInt(500).refine((n) => n >= 1, {
     message: "must be at least 1",
   }),
+  WS_MAX_BUFFERED_BYTES: nonNegativeInt(1_048_576).refine((n) => n >= 1024, {
+    message: "must be at least 1024",
+  }),
+  WS_KEEPALIVE_MS: nonNegativeInt(12_000),
+  WS_MAX_SOCKETS_PER_USER: nonNegativeInt(20).refine((n) => n >= 1, { message: "must be at least 1" }),
   FIELD_MAX_BYTES: nonNegativeInt(1024 * 1024).refine((n) => n >= 1, { message: "must be at least 1" }),
   REQUEST_EVENTS_MAX_BYTES: nonNegativeInt(16 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
@@ -362,6 +367,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxPerUser: e.SUBSCRIPTIONS_MAX_PER_USER,
       maxPerProcess: e.SUBSCRIPTIONS_MAX_PER_PROCESS,
       maxPerTenant: e.SUBSCRIPTIONS_MAX_PER_TENANT,
+    },
+    webSocket: {
+      maxBufferedBytes: e.WS_MAX_BUFFERED_BYTES,
+      keepAliveMs: e.WS_KEEPALIVE_MS,
+      maxSocketsPerUser: e.WS_MAX_SOCKETS_PER_USER,
     },
     countExactLimit: e.COUNT_EXACT_LIMIT,
     countCacheMs: e.COUNT_CACHE_MS,

@@ -4,7 +4,11 @@ import type { FastifyRequest } from "fastify";
 import { AuthenticationError } from "../errors.ts";
 
 export function bearerToken(request: FastifyRequest): string {
-  const header = request.headers.authorization;
+  return bearerOf(request.headers.authorization);
+}
+
+/** The token of an Authorization header's value (an HTTP header, or a WebSocket's connection_init). */
+export function bearerOf(header: string | undefined): string {
   if (header === undefined || header.trim() === "") {
     throw new AuthenticationError(
       "TOKEN_MISSING",

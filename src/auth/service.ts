@@ -13,6 +13,7 @@ import { loadPublicKeys, loadSigningSecret } from "./keys.ts";
 import { type LoginRequest, type LoginResult, login, type RefreshResult, refresh } from "./login.ts";
 import { createSessionCache } from "./session-cache.ts";
 import {
+  authenticateBearer,
   authenticateRequest,
   endSession,
   spendUserWindows,
@@ -40,6 +41,15 @@ export interface Auth {
     request: FastifyRequest,
     opts?: { allowIdle?: boolean; reply?: FastifyReply },
   ): Promise<VerifiedSession>;
+  /**
+   * An Authorization value without an HTTP request (GraphQL over WebSocket): as authenticate, the
+   * refusal spending `clientAddress`'s window; the caller and its token's expiry (epoch seconds).
+   */
+  authenticateBearer(
+    authorization: string | undefined,
+    clientAddress: string,
+    requestId: string,
+  ): Promise<{ caller: Caller; expiresAt: number | null }>;
   /** Login limits (per IP and username) apply first; their X-RateLimit-* headers go on `reply`. */
   login(input: LoginRequest, request: FastifyRequest, reply: FastifyReply): Promise<LoginResult>;
   /** Counts against the IP's login limit too. */
@@ -96,7 +106,7 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
   };
   /** A refused token spends the caller's IP window: a flood of bad tokens meets a 429. */
   async function spendingOnRefusal<T>(
-    request: FastifyRequest,
+    request: Pick<FastifyRequest, "clientAddress">,
     reply: FastifyReply | null,
     fn: () => Promise<T>,
   ) {
@@ -115,6 +125,8 @@ export async function createAuth(services: Services, overrides: Partial<AuthOpti
   return {
     authenticate: (request, reply) =>
       spendingOnRefusal(request, reply, () => authenticateRequest(deps, request, reply)),
+    authenticateBearer: (authorization, clientAddress, requestId) =>
+      spendingOnRefusal({ clientAddress }, null, () => authenticateBearer(deps, authorization, requestId)),
     verify: (request, opts) =>
       spendingOnRefusal(request, opts?.reply ?? null, async () => {
         const verified = await verifySession(deps, request, opts);

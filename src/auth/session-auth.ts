@@ -6,7 +6,7 @@ import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Caller, Grant, Principal } from "../types.ts";
 import { type AuthDeps, idleDeadline } from "./deps.ts";
 import { buildProfile, grantsHash } from "./profile.ts";
-import { bearerToken } from "./request-input.ts";
+import { bearerOf, bearerToken } from "./request-input.ts";
 import {
   deleteSession,
   findSession,
@@ -144,11 +144,11 @@ function unchangedGrants(session: StoredSession): Grant[] | null {
 export async function spendUserWindows(
   deps: AuthDeps,
   session: StoredSession,
-  reply: FastifyReply,
+  reply: FastifyReply | null,
 ): Promise<void> {
   const decision = await deps.limits.request(session.userId, session.tenantId);
   if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests");
-  if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
+  if (decision.shown && reply) reply.headers(rateLimitHeaders(decision.shown));
 }
 
 /** The caller of a verified session, with grants and peso as they stand now (no HTTP). */
@@ -209,4 +209,22 @@ export async function authenticateRequest(
   const renewed = renewToken(deps, verified, reply);
   if (renewed) await renewed;
   return { principal, requestId: request.id, now: deps.clock };
+}
+
+/**
+ * An Authorization value without HTTP (a WebSocket's connection_init, or each of its operations):
+ * verifyBearer, the user's and tenant's rate-limit windows, the activity mark; no renewal (there
+ * is no response header to carry it). The caller and its token's expiry (epoch seconds).
+ */
+export async function authenticateBearer(
+  deps: AuthDeps,
+  authorization: string | undefined,
+  requestId: string,
+): Promise<{ caller: Caller; expiresAt: number | null }> {
+  const verified = await verifyBearer(deps, bearerOf(authorization));
+  await spendUserWindows(deps, verified.session, null);
+  const principal = await principalOf(deps, verified.session);
+  const touched = markActivity(deps, verified.session);
+  if (touched) await touched;
+  return { caller: { principal, requestId, now: deps.clock }, expiresAt: verified.token.claims.exp ?? null };
 }

@@ -23,6 +23,7 @@ import { createPlainPost } from "./plain-post.ts";
 import type { GraphQLContext } from "./resolve.ts";
 import { graphqlResolvers } from "./resolve.ts";
 import { createSubscriptionGuard } from "./subscription-guard.ts";
+import { attachGraphQLWebSocket } from "./websocket.ts";
 
 export const GRAPHQL_PATHS = ["/graphql", "/api/v4/graphql"] as const;
 
@@ -113,6 +114,29 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     }
     return view;
   };
+
+  // GraphQL over WebSocket on the same paths, through the same chain (src/graphql/websocket.ts).
+  const webSocket = attachGraphQLWebSocket({
+    server: app.server,
+    paths: GRAPHQL_PATHS,
+    chain,
+    schema: () => schemas.current(),
+    authenticate: (authorization, address, requestId) =>
+      auth.authenticateBearer(authorization, address, requestId),
+    context: (caller, tokenExpiresAt, reply) => ({
+      reply,
+      caller,
+      tokenExpiresAt,
+      services: servicesOf(caller.principal.tenantId),
+      readContexts: new Map(),
+      pageLoaders: new Map(),
+      writeBudget: requestBudget(services.config),
+    }),
+    limits: { ...services.config.webSocket, maxMessageBytes: services.config.graphql.maxBodyBytes },
+    clock: services.clock,
+    onError: (err) => services.logger.warn({ err }, "GraphQL WebSocket failed"),
+  });
+  app.addHook("preClose", async () => webSocket.close());
 
   for (const endpoint of GRAPHQL_PATHS) {
     // graphql-yoga carries what the plain POST leaves (GET, subscriptions, a document refused

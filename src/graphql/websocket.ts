@@ -1,0 +1,323 @@
+// GraphQL over WebSocket (decisions.md §21; issue 38 §1): the `graphql-transport-ws` protocol of the
+// `graphql-ws` library on the GraphQL paths, for queries, mutations and subscriptions. Every
+// operation runs through the one chain of rules (src/graphql/chain.ts) with yoga's engine, as the
+// plain POST does: the same limits, costs, write budget, lanes, masking and subscription guard.
+//   - Authentication: `connection_init`'s payload `{authorization: "Bearer …"}`, else the upgrade
+//     request's Authorization header, verified as an HTTP request's token is (src/auth); every
+//     operation verifies it again and spends the user's and tenant's rate-limit windows, as an
+//     HTTP request does. A missing, bad or ended token closes the socket with 4401; so do logout,
+//     expiry (a timer at the token's `exp`) and a live subscription ended by either.
+//   - Sockets per user: WS_MAX_SOCKETS_PER_USER; one more is closed with 4429.
+//   - Backpressure: a socket whose unsent bytes pass WS_MAX_BUFFERED_BYTES when a result is due is
+//     closed with 1013 (try again later), the result not queued: a client that does not read
+//     costs at most that much memory.
+//   - Heartbeats: a ping every WS_KEEPALIVE_MS; a socket without a pong by the next is terminated.
+// A refused operation (limits, costs, budget, caps) answers the protocol's `error` (before it runs)
+// or `next` message with the errors in the same shape, codes and extensions as over HTTP.
+import { EventEmitter } from "node:events";
+import type { IncomingMessage, Server } from "node:http";
+import type { Duplex } from "node:stream";
+import { envelop, type Plugin, useEngine } from "@envelop/core";
+import { normalizedExecutor } from "@graphql-tools/executor";
+import type { FastifyReply } from "fastify";
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type FormattedExecutionResult,
+  GraphQLError,
+  type GraphQLSchema,
+  parse,
+  specifiedRules,
+  validate,
+} from "graphql";
+import type { Context } from "graphql-ws";
+import { type Extra, useServer } from "graphql-ws/use/ws";
+import { type WebSocket, WebSocketServer } from "ws";
+import { AuthenticationError, RateLimitError } from "../errors.ts";
+import type { Caller } from "../types.ts";
+import type { ChainContext } from "./chain.ts";
+import { asGraphQLError } from "./errors.ts";
+
+/** Close codes of this transport (besides the protocol's own, 44xx of graphql-ws). */
+export const WS_CLOSE = {
+  /** No, a bad, an expired or an ended token (logout, a deactivated user). */
+  unauthorized: 4401,
+  /** More sockets of this user than WS_MAX_SOCKETS_PER_USER, or the rate limit spent. */
+  tooMany: 4429,
+  /** The client does not read its results fast enough (WS_MAX_BUFFERED_BYTES unsent). */
+  tooSlow: 1013,
+  /** The server shuts down. */
+  goingAway: 1001,
+} as const;
+
+export interface WebSocketDeps {
+  /** The HTTP server whose upgrades to `paths` are taken. */
+  server: Server;
+  paths: readonly string[];
+  chain: Plugin<ChainContext>[];
+  schema: () => GraphQLSchema;
+  /** An Authorization value as a caller (src/auth/service.ts authenticateBearer). */
+  authenticate: (
+    authorization: string | undefined,
+    clientAddress: string,
+    requestId: string,
+  ) => Promise<{ caller: Caller; expiresAt: number | null }>;
+  /** An operation's context, as the HTTP routes make it. */
+  context: (caller: Caller, tokenExpiresAt: number | null, reply: FastifyReply) => ChainContext;
+  limits: {
+    maxBufferedBytes: number;
+    keepAliveMs: number;
+    maxSocketsPerUser: number;
+    maxMessageBytes: number;
+  };
+  clock: () => Date;
+  onError?: (err: unknown) => void;
+}
+
+export interface GraphQLWebSocket {
+  /** Open sockets (tests, metrics). */
+  sockets(): number;
+  /** Closes every socket (1001) and stops taking upgrades. */
+  close(): Promise<void>;
+}
+
+interface Connection {
+  authorization: string | undefined;
+  userId: string | null;
+  expiryTimer: NodeJS.Timeout | null;
+  /** Per operation id: what the heavy lanes watch to notice the operation is gone. */
+  operations: Map<string, EventEmitter>;
+}
+
+type WsContext = Context<Record<string, unknown> | undefined, Extra>;
+
+/** The error as HTTP serializes it: without the transport-internal extensions (yoga's rule). */
+function asSent(error: GraphQLError): GraphQLError {
+  const ext = error.extensions;
+  if (!ext || !("http" in ext || "unexpected" in ext)) return error;
+  const { http: _http, unexpected: _unexpected, ...extensions } = ext;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions,
+  });
+}
+
+/** A close reason is at most 123 bytes. */
+function reason(text: string): string {
+  return Buffer.byteLength(text) <= 123 ? text : `${Buffer.from(text).subarray(0, 120).toString()}...`;
+}
+
+const AUTH_CODE = /^(TOKEN_|SESSION_)/;
+
+function pathOf(request: IncomingMessage): string {
+  const url = request.url ?? "/";
+  const end = url.indexOf("?");
+  const path = end === -1 ? url : url.slice(0, end);
+  return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
+}
+
+export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
+  const { limits } = deps;
+  const getEnveloped = envelop({
+    plugins: [
+      useEngine({
+        parse,
+        validate,
+        execute: normalizedExecutor,
+        subscribe: normalizedExecutor,
+        specifiedRules,
+      }),
+      ...deps.chain,
+    ],
+  });
+  type Run = ReturnType<typeof getEnveloped>;
+  const runs = new WeakMap<object, Run>();
+  const connections = new WeakMap<WebSocket, Connection>();
+  const perUser = new Map<string, number>();
+  let operationCount = 0;
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxMessageBytes });
+
+  const connectionOf = (socket: WebSocket): Connection => {
+    let c = connections.get(socket);
+    if (!c) {
+      c = { authorization: undefined, userId: null, expiryTimer: null, operations: new Map() };
+      connections.set(socket, c);
+    }
+    return c;
+  };
+
+  const clientAddress = (ctx: WsContext) => ctx.extra.request.socket.remoteAddress ?? "";
+
+  /** Closes the socket with the code a refusal of authentication or rate limits means. */
+  function refuse(socket: WebSocket, err: unknown): boolean {
+    if (err instanceof AuthenticationError) {
+      socket.close(WS_CLOSE.unauthorized, reason(err.message));
+      return true;
+    }
+    if (err instanceof RateLimitError) {
+      socket.close(WS_CLOSE.tooMany, reason(err.message));
+      return true;
+    }
+    return false;
+  }
+
+  const disposable = useServer<Record<string, unknown> | undefined, Record<PropertyKey, never>>(
+    {
+      schema: () => deps.schema(),
+      async onConnect(ctx) {
+        const socket = ctx.extra.socket;
+        const connection = connectionOf(socket);
+        const given = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
+        connection.authorization =
+          typeof given === "string" ? given : ctx.extra.request.headers.authorization;
+        try {
+          const { caller, expiresAt } = await deps.authenticate(
+            connection.authorization,
+            clientAddress(ctx),
+            `ws-${++operationCount}`,
+          );
+          const userId = caller.principal.userId;
+          if ((perUser.get(userId) ?? 0) >= limits.maxSocketsPerUser) {
+            socket.close(
+              WS_CLOSE.tooMany,
+              `This user has ${limits.maxSocketsPerUser} GraphQL sockets open already.`,
+            );
+            return false;
+          }
+          perUser.set(userId, (perUser.get(userId) ?? 0) + 1);
+          connection.userId = userId;
+          if (expiresAt !== null) {
+            const arm = () => {
+              const ms = expiresAt * 1000 - deps.clock().getTime();
+              if (ms > 0) {
+                connection.expiryTimer = setTimeout(arm, Math.min(ms, 2 ** 31 - 1));
+                connection.expiryTimer.unref();
+                return;
+              }
+              socket.close(WS_CLOSE.unauthorized, "The token of this connection has expired.");
+            };
+            arm();
+          }
+          return true;
+        } catch (err) {
+          if (!refuse(socket, err)) {
+            deps.onError?.(err);
+            socket.close(1011, "Authentication failed.");
+          }
+          return false;
+        }
+      },
+      async onSubscribe(ctx, id, payload) {
+        const socket = ctx.extra.socket;
+        const connection = connectionOf(socket);
+        // Each operation is a request: its token still holds, it spends the rate-limit windows.
+        let authenticated: { caller: Caller; expiresAt: number | null };
+        try {
+          authenticated = await deps.authenticate(
+            connection.authorization,
+            clientAddress(ctx),
+            `ws-${++operationCount}`,
+          );
+        } catch (err) {
+          if (refuse(socket, err)) return [];
+          return [asSent(asGraphQLError(err))];
+        }
+        // What the heavy lanes watch: 'close' when the operation or its socket ends.
+        const gone = new EventEmitter();
+        connection.operations.set(id, gone);
+        const reply = { raw: gone } as unknown as FastifyReply;
+        const contextValue = deps.context(authenticated.caller, authenticated.expiresAt, reply);
+        const run = getEnveloped(contextValue);
+        const schema = deps.schema();
+        let document: DocumentNode;
+        try {
+          document = run.parse(payload.query);
+        } catch (err) {
+          return [asSent(asGraphQLError(err))];
+        }
+        const errors = run.validate(schema, document);
+        if (errors.length) return errors.map(asSent);
+        runs.set(contextValue, run);
+        return {
+          schema,
+          document,
+          operationName: payload.operationName ?? undefined,
+          variableValues: payload.variables ?? undefined,
+          contextValue,
+        } satisfies ExecutionArgs;
+      },
+      execute: (args) => runs.get(args.contextValue as object)!.execute(args) as never,
+      subscribe: (args) => runs.get(args.contextValue as object)!.subscribe(args) as never,
+      onNext(ctx, _id, _payload, _args, result) {
+        const socket = ctx.extra.socket;
+        if (socket.bufferedAmount > limits.maxBufferedBytes) {
+          socket.close(WS_CLOSE.tooSlow, "The client does not read its results fast enough.");
+          return;
+        }
+        const errors = result.errors?.map((e) => asSent(e instanceof GraphQLError ? e : asGraphQLError(e)));
+        const ended = errors?.find((e) => AUTH_CODE.test(String(e.extensions?.code ?? "")));
+        // A subscription ended by logout or expiry: its error goes out, then the socket closes.
+        if (ended) setImmediate(() => socket.close(WS_CLOSE.unauthorized, reason(ended.message)));
+        const formatted = { ...result, errors: errors?.map((e) => e.toJSON()) } as FormattedExecutionResult;
+        if (!formatted.errors) delete formatted.errors;
+        return formatted;
+      },
+      onComplete(ctx, id) {
+        const connection = connectionOf(ctx.extra.socket);
+        const gone = connection.operations.get(id);
+        connection.operations.delete(id);
+        gone?.emit("close");
+      },
+      onClose(ctx) {
+        const connection = connectionOf(ctx.extra.socket);
+        if (connection.expiryTimer) clearTimeout(connection.expiryTimer);
+        for (const gone of connection.operations.values()) gone.emit("close");
+        connection.operations.clear();
+        if (connection.userId !== null) {
+          const n = (perUser.get(connection.userId) ?? 1) - 1;
+          if (n > 0) perUser.set(connection.userId, n);
+          else perUser.delete(connection.userId);
+          connection.userId = null;
+        }
+      },
+    },
+    wss,
+    limits.keepAliveMs > 0 ? limits.keepAliveMs : Number.POSITIVE_INFINITY,
+  );
+
+  const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (!deps.paths.includes(pathOf(request))) {
+      // Another listener may take it; alone, the upgrade is refused.
+      if (deps.server.listenerCount("upgrade") === 1) {
+        socket.end("HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      }
+      return;
+    }
+    wss.handleUpgrade(request, socket, head, (ws) => wss.emit("connection", ws, request));
+  };
+  deps.server.on("upgrade", onUpgrade);
+
+  return {
+    sockets: () => wss.clients.size,
+    async close() {
+      deps.server.off("upgrade", onUpgrade);
+      const open = [...wss.clients];
+      const closed = Promise.all(
+        open.map((s) => new Promise<void>((resolve) => s.once("close", () => resolve()))),
+      );
+      for (const s of open) s.close(WS_CLOSE.goingAway, "The server is shutting down.");
+      // A client that does not answer the close handshake is cut after a second.
+      const cut = setTimeout(() => {
+        for (const s of open) s.terminate();
+      }, 1000);
+      await closed;
+      clearTimeout(cut);
+      await disposable.dispose();
+    },
+  };
+}

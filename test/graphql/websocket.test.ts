@@ -1,0 +1,260 @@
+// GraphQL over WebSocket (decisions.md §21; issue 38 §1) with the real `graphql-ws` client against a
+// listening server on loopback: queries, mutations and subscriptions through the same chain as
+// HTTP (same answers, same refusals), authentication in connection_init (4401), logout closing a
+// live subscription's socket (4401), the write budget, the caps per user.
+import type { AddressInfo } from "node:net";
+import { type Client, createClient, type ExecutionResult } from "graphql-ws";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
+import { bearer, loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
+import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
+import { eventually } from "../events/support.ts";
+import { client, NO_RATE_LIMITS } from "../write/http.ts";
+import { graphqlClient } from "./helpers.ts";
+
+const MAX_BATCH_SIZE = 5;
+
+/** What the client's `closed` event carries (a ws CloseEvent). */
+interface CloseEvent {
+  code: number;
+  reason: string;
+}
+
+interface Operation {
+  results: ExecutionResult[];
+  /** Resolves when the operation completes or fails: the error (GraphQL errors or a close), or null. */
+  done: Promise<unknown>;
+  dispose: () => void;
+}
+
+interface Socket {
+  client: Client;
+  /** The close event of the socket, once it closed. */
+  closed: Promise<CloseEvent>;
+  run(query: string, variables?: Record<string, unknown>): Operation;
+}
+
+describe.each(BACKENDS)("GraphQL over WebSocket (%s)", (backend) => {
+  let t: TestApp;
+  let url: string;
+  let runtime: EventRuntime;
+  const tokens: Record<string, string> = {};
+  const open: Socket[] = [];
+
+  function connect(authorization: string | undefined): Socket {
+    let onClosed: (e: CloseEvent) => void = () => {};
+    const closed = new Promise<CloseEvent>((resolve) => {
+      onClosed = resolve;
+    });
+    const c = createClient({
+      url,
+      webSocketImpl: WebSocket,
+      lazy: false,
+      retryAttempts: 0,
+      onNonLazyError: () => {},
+      connectionParams: authorization === undefined ? undefined : { authorization },
+      on: { closed: (e) => onClosed(e as CloseEvent) },
+    });
+    const socket: Socket = {
+      client: c,
+      closed,
+      run(query, variables) {
+        const results: ExecutionResult[] = [];
+        let dispose: () => void = () => {};
+        const done = new Promise<unknown>((resolve) => {
+          dispose = c.subscribe(
+            { query, variables },
+            {
+              next: (r) => results.push(r as ExecutionResult),
+              error: (err) => resolve(err),
+              complete: () => resolve(null),
+            },
+          );
+        });
+        return { results, done, dispose };
+      },
+    };
+    open.push(socket);
+    return socket;
+  }
+
+  const once = async (socket: Socket, query: string, variables?: Record<string, unknown>) => {
+    const op = socket.run(query, variables);
+    const error = await op.done;
+    return { results: op.results, error };
+  };
+
+  /** Creates cities until `op` has received an event (it is live once one arrives). */
+  async function untilLive(op: Operation, token: string, prefix: string) {
+    let n = 0;
+    await eventually(
+      async () => {
+        if (op.results.length) return true;
+        const res = await client(t.app, token).post("/api/v4/core/CITY?source=anag-3", {
+          data: { CITY_ID: `${prefix}${++n}`, NAME: `City ${n}`, COUNTRY: "IT" },
+        });
+        expect(res.status).toBe(201);
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        return op.results.length > 0;
+      },
+      { what: "the subscription's first event" },
+    );
+  }
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, {
+      fixture: "sample",
+      env: {
+        ...NO_RATE_LIMITS,
+        EVENTS_POLL_MS: "60000",
+        MAX_BATCH_SIZE: String(MAX_BATCH_SIZE),
+        SUBSCRIPTIONS_MAX_PER_USER: "2",
+        WS_MAX_SOCKETS_PER_USER: "3",
+      },
+    });
+    await t.app.listen({ host: "127.0.0.1", port: 0 });
+    url = `ws://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/graphql`;
+    for (const user of ["anna", "greta", "lucia"] as const) {
+      tokens[user] = await loginAs(t.app, SAMPLE_USERS[user].username, SAMPLE_USERS[user].password);
+    }
+    runtime = await startEventRuntime(t.services, { relay: true });
+    await eventually(
+      async () => {
+        const { rows } = await t.services.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00" WHERE "PUBLISHED_AT" IS NULL`,
+        );
+        return rows[0]!.n === 0;
+      },
+      { what: "the fixture's events published" },
+    );
+  });
+  afterAll(async () => {
+    for (const s of open) await s.client.dispose();
+    await runtime?.stop();
+    await t?.close();
+  });
+
+  it("a query answers as POST /graphql does; a mutation writes", async () => {
+    const ws = connect(`Bearer ${tokens.anna}`);
+    const query = `{ CUST(source: "anag-1", limit: 5) { data { CUST_ID NAME } meta { total } } }`;
+    const viaWs = await once(ws, query);
+    const viaHttp = await graphqlClient(t.app, tokens.anna!)(query);
+    expect(viaWs.error).toBeNull();
+    expect(viaWs.results).toEqual([viaHttp.body]);
+    expect(viaHttp.body.data.CUST.data.length).toBeGreaterThan(0);
+
+    const created = await once(
+      ws,
+      `mutation { CUST_create(source: "anag-1", data: { NAME: "Via socket" }) { event_id } }`,
+    );
+    expect(created.error).toBeNull();
+    expect(created.results[0]!.errors).toBeUndefined();
+    const { rows } = await t.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "TB_ANAG_CUST00" WHERE "NAME" = 'Via socket'`,
+    );
+    expect(rows[0]!.n).toBe(1);
+    await ws.client.dispose();
+  });
+
+  it("a subscription receives its tenant's events", async () => {
+    const ws = connect(`Bearer ${tokens.greta}`);
+    const op = ws.run(`subscription { CITY_events(source: "anag-3") { event_type dimension record_id } }`);
+    await untilLive(op, tokens.greta!, "WG");
+    expect(op.results[0]!.data).toEqual({
+      CITY_events: {
+        event_type: "CITYCreated",
+        dimension: "CITY",
+        record_id: expect.stringMatching(/^WG\d+$/),
+      },
+    });
+    op.dispose();
+    await ws.client.dispose();
+  });
+
+  it("no token or a bad one closes the socket with 4401", async () => {
+    const bad = connect("Bearer not-a-token");
+    expect((await bad.closed).code).toBe(4401);
+    const none = connect(undefined);
+    const closed = await none.closed;
+    expect(closed.code).toBe(4401);
+    expect(closed.reason).toContain("bearer token is required");
+  });
+
+  it("logout closes the socket of a live subscription with 4401, after the subscription's error", async () => {
+    const token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    const ws = connect(`Bearer ${token}`);
+    const op = ws.run(`subscription { CITY_events(source: "anag-3") { record_id } }`);
+    await untilLive(op, tokens.anna!, "WL");
+    const out = await t.app.inject({ method: "POST", url: "/auth/logout", headers: bearer(token) });
+    expect(out.statusCode).toBeLessThan(300);
+    const closed = await ws.closed;
+    expect(closed.code).toBe(4401);
+    const last = op.results.at(-1)!;
+    expect(last.errors?.[0]?.extensions?.code).toBe("TOKEN_INVALID");
+  });
+
+  it("documents over the limits are refused with the same error as over HTTP", async () => {
+    const ws = connect(`Bearer ${tokens.lucia}`);
+    const inner = Array.from({ length: 40 }, (_, j) => `f${j}: fields { name }`).join(" ");
+    const complex = `{ ${Array.from({ length: 40 }, (_, i) => `t${i}: __type(name: "Mutation") { ${inner} }`).join(" ")} }`;
+    const large = `{ __typename ${"a: __typename ".repeat(6000)}}`;
+    for (const [document, code] of [
+      [complex, "QUERY_TOO_COMPLEX"],
+      [large, "DOCUMENT_TOO_LARGE"],
+    ] as const) {
+      const viaHttp = await graphqlClient(t.app, tokens.lucia!)(document);
+      const viaWs = await once(ws, document);
+      expect(viaWs.results).toEqual([]);
+      expect(viaWs.error).toEqual(viaHttp.body.errors);
+      expect((viaWs.error as { extensions: { code: string } }[])[0]!.extensions.code).toBe(code);
+    }
+    await ws.client.dispose();
+  });
+
+  it("a mutation over the write budget is refused whole: nothing is written", async () => {
+    const ws = connect(`Bearer ${tokens.anna}`);
+    const creates = Array.from(
+      { length: 8 },
+      (_, i) => `c${i}: CUST_create(source: "anag-1", data: { NAME: "Socket alias ${i}" }) { event_id }`,
+    ).join(" ");
+    const res = await once(ws, `mutation { ${creates} }`);
+    expect(res.results).toHaveLength(1);
+    expect(res.results[0]!.data).toBeNull();
+    expect(res.results[0]!.errors?.[0]?.extensions).toMatchObject({
+      code: "PAYLOAD_TOO_LARGE",
+      status: 413,
+      details: { max_batch_size: MAX_BATCH_SIZE, count: 8 },
+    });
+    const { rows } = await t.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "TB_ANAG_CUST00" WHERE "NAME" LIKE 'Socket alias %'`,
+    );
+    expect(rows[0]!.n).toBe(0);
+    await ws.client.dispose();
+  });
+
+  it("a user's subscriptions and sockets are capped", async () => {
+    // marco: a user no other test connects with, so that only this test's sockets count.
+    const token = await loginAs(t.app, SAMPLE_USERS.marco.username, SAMPLE_USERS.marco.password);
+    const sub = `subscription { CUST_events(source: "anag-1") { record_id } }`;
+    const ws = connect(`Bearer ${token}`);
+    const ops = [ws.run(sub), ws.run(sub), ws.run(sub)];
+    // One of the three (in whichever order they were admitted) is refused, the others stay live.
+    const refused = await Promise.race(ops.map((op, i) => op.done.then(() => i)));
+    expect(ops[refused]!.results[0]!.errors?.[0]?.extensions).toMatchObject({
+      code: "TOO_MANY_SUBSCRIPTIONS",
+      status: 429,
+    });
+    for (const op of ops) op.dispose();
+
+    // WS_MAX_SOCKETS_PER_USER (3): the fourth socket of one user is closed with 4429.
+    const more = [ws, connect(`Bearer ${token}`), connect(`Bearer ${token}`)];
+    for (const s of more.slice(1)) {
+      const res = await once(s, "{ __typename }");
+      expect(res).toEqual({ results: [{ data: { __typename: "Query" } }], error: null });
+    }
+    const fourth = connect(`Bearer ${token}`);
+    expect((await fourth.closed).code).toBe(4429);
+    for (const s of more) await s.client.dispose();
+  });
+});
