@@ -233,9 +233,12 @@ function fieldDef(parent: GraphQLCompositeType | null, name: string): GraphQLFie
   return null;
 }
 
-/** A `limit` argument's size: a literal as given, a variable as its default or the largest page. */
+/**
+ * A `limit` (or keyset `first`) argument's size: a literal as given, a variable as its default or
+ * the largest page.
+ */
 function limitOf(node: FieldNode, defaults: Map<string, ValueNode>): number | null {
-  const arg = node.arguments?.find((a) => a.name.value === "limit");
+  const arg = node.arguments?.find((a) => a.name.value === "limit" || a.name.value === "first");
   if (!arg) return null;
   let value: ValueNode | undefined = arg.value;
   if (value.kind === Kind.VARIABLE) value = defaults.get(value.name.value);

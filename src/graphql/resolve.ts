@@ -47,7 +47,9 @@ import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
 import type { SchemaResolvers } from "../schema/build.ts";
 import type { Services } from "../services.ts";
-import { type Caller, type DimensionDef, inScope, type RequestContext } from "../types.ts";
+import { type Caller, type Config, type DimensionDef, inScope, type RequestContext } from "../types.ts";
+import { loadSigningSecret } from "../auth/keys.ts";
+import { type CursorCodec, type CursorScope, cursorCodec } from "./cursor.ts";
 import { plain } from "./input-values.ts";
 import { lookahead, type SelectedField, under } from "./lookahead.ts";
 
@@ -309,6 +311,9 @@ interface ListArgs extends ContextArgs {
   sort?: string | null;
   limit?: number | null;
   offset?: number | null;
+  /** Keyset paging (root list fields only): the page size, and the cursor the page follows. */
+  first?: number | null;
+  after?: string | null;
   cond_trec?: string[] | null;
   force_list_cost?: string[] | null;
   search?: string | null;
@@ -318,7 +323,7 @@ const MAX_SEARCH_LENGTH = 200;
 
 /** A paging argument: a whole number from 0 to `max`, named as the query gave it. */
 function pagingArg(
-  name: "limit" | "offset",
+  name: "limit" | "offset" | "first",
   value: number | null | undefined,
   fallback: number,
   max: number,
@@ -383,16 +388,59 @@ function listQuery(
 ): ListQuery {
   const where = whereToFilter(args.where);
   const filter = filterArg(args.filter);
+  const given = (v: unknown) => v !== undefined && v !== null;
+  if (given(args.first) && given(args.limit))
+    throw invalidParameter("first", "first and limit cannot be used together; first pages by cursor.");
+  if ((given(args.first) || given(args.after)) && given(args.offset))
+    throw invalidParameter(
+      "offset",
+      "offset cannot be used with first or after; after says where the page starts.",
+    );
   return emptyListQuery({
     filter: filter && where ? { kind: "and", items: [filter, where] } : (filter ?? where),
     sort: [...orderToSort(args.order_by), ...(args.sort ? parseSortExpression(args.sort) : [])],
-    numRows: pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
+    numRows: given(args.first)
+      ? pagingArg("first", args.first, DEFAULT_NUM_ROWS, MAX_NUM_ROWS)
+      : pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
     offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
     condTrec: condTrecArg(args.cond_trec),
     forceListCost: args.force_list_cost ?? [],
     search: searchArg(args.search),
     ...read,
   });
+}
+
+// ---------------------------------------------------------------- keyset cursors
+
+/**
+ * The cursor codec of a deployment: its key derived from the token signing secret, loaded once
+ * per configuration (the file DATA_DIR/jwt-secret is read at most once).
+ */
+const cursorCodecs = new WeakMap<Config, Promise<CursorCodec>>();
+
+function cursorCodecFor(ctx: GraphQLContext): Promise<CursorCodec> {
+  const config = ctx.services.config;
+  let codec = cursorCodecs.get(config);
+  if (!codec) {
+    codec = loadSigningSecret(config).then(cursorCodec);
+    cursorCodecs.set(config, codec);
+  }
+  return codec;
+}
+
+/** What a list's cursors are bound to: the list, its sort and rows, and the caller. */
+function cursorScope(rc: ReadContext, dim: DimensionDef, query: ListQuery): CursorScope {
+  return {
+    dim: dim.code,
+    source: rc.request.source,
+    centerDett: rc.request.centerDett,
+    tenantId: rc.request.principal.tenantId,
+    userId: rc.request.principal.userId,
+    sort: query.sort,
+    filter: query.filter,
+    search: query.search,
+    condTrec: query.condTrec,
+  };
 }
 
 // ---------------------------------------------------------------- errors
@@ -425,19 +473,29 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       const selection = lookahead(info);
       const data = under(selection, "data");
       const relations = relationLevel(ctx, rc, current, data);
-      const withTotal = under(selection, "meta").some((f) => f.name === "total");
+      const metaFields = under(selection, "meta");
+      const withTotal = metaFields.some((f) => f.name === "total");
+      const query = listQuery(args, {
+        withTotal,
+        selectionFields: fieldsRead(current, data),
+        expand: relations.map((r) => r.name),
+        expandFields: expandFieldsOf(relations),
+      });
+      const byCursor = args.first !== undefined && args.first !== null;
+      const wantsCursor = metaFields.some((f) => f.name === "end_cursor");
+      const hasAfter = args.after !== undefined && args.after !== null;
+      const codec = hasAfter || wantsCursor ? await cursorCodecFor(ctx) : null;
+      const scope = cursorScope(rc, current, query);
+      const after = hasAfter ? codec!.decode(scope, args.after!) : null;
       const result = await listRecords(
         rc,
         dim.code,
-        listQuery(args, {
-          withTotal,
-          selectionFields: fieldsRead(current, data),
-          expand: relations.map((r) => r.name),
-          expandFields: expandFieldsOf(relations),
-        }),
+        byCursor || hasAfter ? { ...query, keyset: { after } } : query,
       );
       await attachRelationTree(rc, relations, result.data);
-      return { data: result.data, meta: result.meta };
+      const endKey = result.kind === "records" ? result.endKey : null;
+      const end_cursor = codec && endKey ? codec.encode(scope, endKey) : null;
+      return { data: result.data, meta: wantsCursor ? { ...result.meta, end_cursor } : result.meta };
     },
 
     byId: (dim) => async (_root, args: ContextArgs & { id: string }, ctx, info) => {

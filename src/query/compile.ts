@@ -123,6 +123,54 @@ function direction(dir: "asc" | "desc", nullable: boolean): string {
   return dir === "desc" ? (nullable ? "DESC NULLS LAST" : "DESC") : "ASC";
 }
 
+/**
+ * The keyset predicate of a cursor page (decisions §21): the rows after `plan.keyset.after` in the
+ * ORDER BY's own order, as ` AND (…)`, or "" without one. NULL sorts last in both directions
+ * (direction() above), so for one key "after x" is `col > x` (asc) or `col < x` (desc), or the
+ * column NULL when it may be; nothing is after a NULL but more NULLs, which the next keys order.
+ * The keys expand to the OR-chain (k1 after) OR (k1 = x1 AND k2 after) OR …, the id last; when
+ * every key is NOT NULL and sorted one way, one row comparison `(k1, …, id) > (x1, …, id0)` says
+ * the same and an index on the keys serves it. A leading bound on the first key (NOT NULL) helps
+ * the planner to a range scan whatever the rest.
+ */
+function keysetPredicate(plan: RecordsPlan, p: Params): string {
+  const values = plan.keyset?.after;
+  if (!values) return "";
+  const keys = plan.sort.map((s, i) => ({ col: column(s.field), s, value: values[i] }));
+  const uniform = keys.every((k) => !k.s.field.nullable && k.s.direction === keys[0]!.s.direction);
+  if (uniform) {
+    const op = keys[0]!.s.direction === "asc" ? ">" : "<";
+    const params = keys.map((k) => p.add(k.value));
+    if (keys.length === 1) return ` AND ${keys[0]!.col} ${op} ${params[0]}`;
+    return ` AND (${keys.map((k) => k.col).join(", ")}) ${op} (${params.join(", ")})`;
+  }
+  const placeholders = keys.map((k) => (k.value === null ? null : p.add(k.value)));
+  const after = (i: number): string | null => {
+    const k = keys[i]!;
+    const x = placeholders[i];
+    if (x === null) return null;
+    const beyond = `${k.col} ${k.s.direction === "asc" ? ">" : "<"} ${x}`;
+    return k.s.field.nullable ? `(${beyond} OR ${k.col} IS NULL)` : beyond;
+  };
+  const equal = (i: number) => {
+    const x = placeholders[i];
+    return x === null ? `${keys[i]!.col} IS NULL` : `${keys[i]!.col} = ${x}`;
+  };
+  const terms: string[] = [];
+  for (let i = 0; i < keys.length; i++) {
+    const beyond = after(i);
+    if (beyond === null) continue;
+    const prefix = keys.slice(0, i).map((_, j) => equal(j));
+    terms.push(prefix.length ? `(${[...prefix, beyond].join(" AND ")})` : beyond);
+  }
+  // The id is last and never NULL, so at least its term is there.
+  const chain = `(${terms.join(" OR ")})`;
+  const first = keys[0]!;
+  const lead = placeholders[0];
+  if (first.s.field.nullable || lead === null || lead === undefined) return ` AND ${chain}`;
+  return ` AND ${first.col} ${first.s.direction === "asc" ? ">=" : "<="} ${lead} AND ${chain}`;
+}
+
 function orderBy(plan: RecordsPlan, alias: string): string {
   return plan.sort
     .map((s) => `${alias}.${ident(s.field.code)} ${direction(s.direction, s.field.nullable)}`)
@@ -189,6 +237,7 @@ export function compileRecordsPage(
   const scope = opts.scope ?? compileScope(plan);
   const p = after(scope);
   const { from } = scope;
+  const keyset = keysetPredicate(plan, p);
   const limit = p.add(plan.limit);
   const offset = p.add(plan.offset);
   // Bounded (decisions §11): counting stops one past the bound; the resolver then asks the planner.
@@ -197,15 +246,19 @@ export function compileRecordsPage(
     countBound === null
       ? `(SELECT count(*) ${from})`
       : `(SELECT count(*) FROM (SELECT 1 ${from}\nLIMIT ${p.add(countBound + 1)}) AS b)`;
+  // A cursor page cannot tell the total from its rows (the rows before the cursor are not in it):
+  // the whole filtered set is always counted.
+  const total = plan.keyset
+    ? `${count} AS "__total", p.*${embedded.columns}`
+    : `CASE WHEN n."n" < ${limit} AND (n."n" > 0 OR ${offset} = 0) THEN ${offset} + n."n"\nELSE ${count} END AS "__total", p.*${embedded.columns}`;
   const text = [
     `WITH p AS (`,
     `SELECT ${selectList(plan.selected)}`,
-    from,
+    `${from}${keyset}`,
     `ORDER BY ${orderBy(plan, "t")}`,
     `LIMIT ${limit} OFFSET ${offset}`,
     `), n AS (SELECT count(*) AS "n" FROM p)`,
-    `SELECT CASE WHEN n."n" < ${limit} AND (n."n" > 0 OR ${offset} = 0) THEN ${offset} + n."n"`,
-    `ELSE ${count} END AS "__total", p.*${embedded.columns}`,
+    `SELECT ${total}`,
     `FROM n LEFT JOIN p ON true${embedded.joins}`,
     `ORDER BY ${orderBy(plan, "p")}`,
   ].join("\n");
@@ -225,7 +278,7 @@ export function compileRecordsSelect(
 ): CompiledQuery {
   const scope = opts.scope ?? compileScope(plan);
   const p = after(scope);
-  const lines = [`SELECT ${selectList(plan.selected)}`, scope.from];
+  const lines = [`SELECT ${selectList(plan.selected)}`, `${scope.from}${keysetPredicate(plan, p)}`];
   if (plan.sort.length) lines.push(`ORDER BY ${orderBy(plan, "t")}`);
   if (paging) lines.push(`LIMIT ${p.add(plan.limit)} OFFSET ${p.add(plan.offset)}`);
   if (!opts.embed || !plan.expand.some(joinsInPage)) return { text: lines.join("\n"), params: p.values };

@@ -54,3 +54,8 @@ export function fieldNotReadable(name: string, dim: string): ApiError {
 export function invalidFieldValue(field: string, message: string): ApiError {
   return new ValidationError("INVALID_FIELD_VALUE", `${field}: ${message}`, { field });
 }
+
+/** A GraphQL `after` cursor that this list, sort, filter and caller did not issue, or a forged one. */
+export function invalidCursor(message: string): ApiError {
+  return new BadRequestError("INVALID_CURSOR", message, { field: "after" });
+}

@@ -9,6 +9,7 @@ import {
   fieldNotReadable,
   fieldNotSearchable,
   filterTooComplex,
+  invalidCursor,
   invalidParameter,
   unknownField,
 } from "./errors.ts";
@@ -18,6 +19,7 @@ import {
   type ExpandFields,
   type ExpandPlan,
   type FilterExpr,
+  type FilterLiteral,
   type GroupSortKey,
   type GroupsPlan,
   type ListPlan,
@@ -310,6 +312,33 @@ function selectedColumns(
   return dim.fields.filter((f) => need.has(f));
 }
 
+/**
+ * A verified cursor's values as the keyset of `sort`: one per sort key (the id last), each cast by
+ * its field's codec as a filter value is, null only where the field may be null. The cursor's
+ * signature already binds it to this sort; a count or value that still does not fit is refused.
+ */
+function planKeyset(
+  sort: readonly PlannedSort[],
+  keyset: NonNullable<ListQuery["keyset"]>,
+): NonNullable<RecordsPlan["keyset"]> {
+  if (keyset.after === null) return { after: null };
+  const values = keyset.after;
+  if (values.length !== sort.length) throw invalidCursor("The cursor does not fit this list's sort.");
+  const after = sort.map((s, i) => {
+    const v: FilterLiteral | undefined = values[i];
+    if (v === null || v === undefined) {
+      if (v === null && s.field.nullable) return null;
+      throw invalidCursor("The cursor does not fit this list's sort.");
+    }
+    try {
+      return castScalar(s.field, v);
+    } catch {
+      throw invalidCursor("The cursor holds a value its sort field cannot have.");
+    }
+  });
+  return { after };
+}
+
 /** An embedded relation replaces a field of the same name in the record. */
 function withoutExpanded(columns: FieldDef[], expand: readonly ExpandPlan[]): FieldDef[] {
   const names = new Set(expand.map((e) => e.name));
@@ -349,6 +378,7 @@ export function planRecords(
     limit: query.numRows,
     offset: query.offset,
     expand,
+    ...(query.keyset ? { keyset: planKeyset(sort, query.keyset) } : {}),
   };
 }
 

@@ -107,6 +107,13 @@ export interface ListQuery {
    * the read context's count bound and the planner's estimate beyond it (`total_estimated`).
    */
   readonly exactCount: boolean;
+  /**
+   * GraphQL keyset paging (`first`/`after`, decisions §21): present when the client pages by
+   * cursor. `after` holds the sort keys' values of the row the page follows (the id last), as the
+   * verified cursor carried them, or null for the first page. The page then has no offset and
+   * tells has_more from one extra row.
+   */
+  readonly keyset?: { readonly after: readonly FilterLiteral[] | null };
 }
 
 /** What a single-record read can ask for. */
@@ -246,6 +253,11 @@ export interface RecordsPlan extends PlanScope {
   readonly limit: number;
   readonly offset: number;
   readonly expand: readonly ExpandPlan[];
+  /**
+   * Keyset paging: `after` holds one value per sort key (cast by its field's codec; null only for
+   * a nullable field), or null for the first page. The page is the rows after it in the sort.
+   */
+  readonly keyset?: { readonly after: readonly unknown[] | null };
 }
 
 export interface PlannedAggregate {

@@ -88,6 +88,11 @@ const PageMeta = new GraphQLObjectType({
     offset: { type: nn(GraphQLInt) },
     has_more: { type: nn(GraphQLBoolean) },
     total_estimated: { type: GraphQLBoolean, description: "true when total is the planner's estimate." },
+    end_cursor: {
+      type: GraphQLString,
+      description:
+        "The cursor of the page's last row (null for an empty page): pass it as `after` for the next page of the same list.",
+    },
   },
 });
 
@@ -347,6 +352,14 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
       args: {
         ...contextArgs,
         ...listArgs(dim),
+        first: {
+          type: GraphQLInt,
+          description: "Keyset paging: the page size (as limit, which it replaces), with after.",
+        },
+        after: {
+          type: GraphQLString,
+          description: "Keyset paging: a meta.end_cursor of this list; the page holds the rows after it.",
+        },
         ...trecArgs,
         force_list_cost: { type: list(nn(GraphQLString)) },
       },

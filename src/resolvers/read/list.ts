@@ -93,10 +93,35 @@ function debugOf(q: CompiledQuery, wanted: boolean) {
   return wanted ? { debug: { sql: q.text, params: q.params } } : {};
 }
 
+/**
+ * A cursor page (decisions §21): the rows after the keyset, one more than asked telling has_more
+ * (pageWithoutTotal does so already); the total, when wanted, is the whole filtered set's.
+ */
+async function keysetPage(rc: ReadContext, plan: RecordsPlan, query: ListQuery) {
+  if (!query.withTotal) return pageWithoutTotal(rc, plan);
+  const {
+    q,
+    page: rows,
+    listMeta,
+  } = await pageWithTotal(rc, { ...plan, limit: plan.limit + 1 }, query.exactCount, query.debug);
+  const page = rows.slice(0, plan.limit);
+  const has_more = rows.length > plan.limit;
+  return { q, page, listMeta: { ...listMeta, num_rows: plan.limit, offset: 0, has_more } };
+}
+
+/** The values of the planned sort keys in the page's last row (null for an empty page). */
+function endKeyOf(plan: RecordsPlan, page: readonly Row[]): unknown[] | null {
+  const last = page.at(-1);
+  return last ? plan.sort.map((s) => last[s.field.code] ?? null) : null;
+}
+
 async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQuery): Promise<ListResult> {
-  const { q, page, listMeta } = query.withTotal
-    ? await pageWithTotal(rc, plan, query.exactCount, query.debug)
-    : await pageWithoutTotal(rc, plan);
+  const { q, page, listMeta } = plan.keyset
+    ? await keysetPage(rc, plan, query)
+    : query.withTotal
+      ? await pageWithTotal(rc, plan, query.exactCount, query.debug)
+      : await pageWithoutTotal(rc, plan);
+  const endKey = endKeyOf(plan, page);
   const data = toRecords(page, plan.columns);
   // Forward relations came with the page's statement; the others cost one query each.
   const loading = attachExpansions(rc, plan.expand, page, data, { joined: true });
@@ -106,6 +131,7 @@ async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQ
     data,
     meta: listMeta,
     shape: { dim: plan.dim.code, fields: plan.columns, expand: expandShapes(plan.expand) },
+    endKey,
     ...debugOf(q, query.debug),
   };
 }

@@ -38,7 +38,18 @@ export interface ListMeta {
 }
 
 export type ListResult =
-  | { kind: "records"; data: DataRecord[]; meta: ListMeta; shape: RecordShape; debug?: DebugInfo }
+  | {
+      kind: "records";
+      data: DataRecord[];
+      meta: ListMeta;
+      shape: RecordShape;
+      debug?: DebugInfo;
+      /**
+       * The sort keys' values of the page's last row (one per planned sort key, the id last), as
+       * read; null for an empty page. What a GraphQL end_cursor encodes (decisions §21).
+       */
+      endKey?: readonly unknown[] | null;
+    }
   | { kind: "groups"; data: DataRecord[]; meta: ListMeta; shape: GroupShape; debug?: DebugInfo };
 
 export interface RecordResult {
