@@ -1,5 +1,6 @@
 // Types shared across modules. Everything that crosses a module boundary is declared here.
 import type { ViewCache } from "./auth/view-cache.ts";
+import type { CompiledRule } from "./metadata/validation-rules.ts";
 
 // ---------------------------------------------------------------- configuration
 
@@ -297,6 +298,8 @@ export interface FieldConfig {
   readonly valueTemp: string | null;
   /** Field weight: visible to users whose peso is <= this value; null = everyone. */
   readonly codUtente: number | null;
+  /** TB_COST.VALIDATION: the value rules of create and update (issue 39 §3); null: none. */
+  readonly validation: CompiledRule | null;
 }
 
 export interface FieldDef {
@@ -447,6 +450,8 @@ export interface MetadataRows {
     VALUE_TEMP?: string | null;
     COD_UTENTE?: number | null;
     CENTER_DETT?: string | null;
+    /** Value rules, an object or its JSON text (src/metadata/validation-rules.ts). */
+    VALIDATION?: unknown;
   }>;
   TB_OBJECT: Array<{
     COD_DIM: string;

@@ -2,6 +2,7 @@
 // configurations, relations with names (decisions.md §2), sorts, menu and documents.
 import type {
   AuditStyle,
+  DataType,
   DimensionDef,
   DocumentDef,
   FieldConfig,
@@ -16,10 +17,11 @@ import type {
 import { createViewCache } from "../auth/view-cache.ts";
 import { parseCompositeIndexes } from "./composite-indexes.ts";
 import { AUDIT_FIELDS, DEFAULT_DECIMALS, normalizeDataType, parseFlags } from "./data-types.ts";
+import { compileRule, parseValidationRule } from "./validation-rules.ts";
 
 type CostRow = MetadataRows["TB_COST"][number];
 
-function configFromCost(c: CostRow): FieldConfig {
+function configFromCost(c: CostRow, dataType: DataType): FieldConfig {
   const codOnOff = (c.COD_ON_OFF ?? "").toUpperCase();
   return Object.freeze({
     numCost: c.NUM_COST,
@@ -30,6 +32,8 @@ function configFromCost(c: CostRow): FieldConfig {
     groupName: c.GROUP_NAME ?? null,
     valueTemp: c.VALUE_TEMP ?? null,
     codUtente: c.COD_UTENTE ?? null,
+    // Validated when written (validate.ts): a rule that does not parse here is none.
+    validation: compileRule(parseValidationRule(c.VALIDATION, dataType).rule),
   });
 }
 
@@ -44,6 +48,7 @@ function defaultConfig(codOnOff: string): FieldConfig {
     groupName: null,
     valueTemp: null,
     codUtente: null,
+    validation: null,
   });
 }
 
@@ -112,7 +117,7 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
         const idDefault = dataType === "INTEGER" ? "LDR" : "LDRN";
         const contextConfigs = new Map<string, FieldConfig>();
         for (const c of costs)
-          if (c.CENTER_DETT != null) contextConfigs.set(c.CENTER_DETT, configFromCost(c));
+          if (c.CENTER_DETT != null) contextConfigs.set(c.CENTER_DETT, configFromCost(c, dataType));
         const fkKind = v.TIPO_CAMPO === "AC" || v.TIPO_CAMPO === "VARS" ? v.TIPO_CAMPO : null;
         return Object.freeze({
           dim: d.COD_DIM,
@@ -130,7 +135,7 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
           targetDim: v.TIPO_VAR ?? null,
           isId,
           system: false,
-          config: base ? configFromCost(base) : defaultConfig(isId ? idDefault : "LDRNM"),
+          config: base ? configFromCost(base, dataType) : defaultConfig(isId ? idDefault : "LDRNM"),
           contextConfigs,
         } satisfies FieldDef);
       });

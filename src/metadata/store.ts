@@ -46,7 +46,7 @@ export async function bumpMetadataVersion(tx: Queryable): Promise<number> {
 }
 
 /** JSON columns: sent as text, stored as JSONB. */
-const JSON_COLUMNS: ReadonlySet<string> = new Set(["DEFINITION"]);
+const JSON_COLUMNS: ReadonlySet<string> = new Set(["DEFINITION", "VALIDATION"]);
 
 const DEFAULTS: Record<string, unknown> = {
   AUDIT_STYLE: "TREC",
@@ -75,7 +75,9 @@ export async function upsertMetadataRows(tx: Queryable, rows: Partial<MetadataRo
     for (const row of list) {
       const values = spec.columns.map((c) => {
         const v = row[c] === undefined ? (DEFAULTS[c] ?? null) : row[c];
-        return JSON_COLUMNS.has(c) && v !== null ? JSON.stringify(v) : v;
+        if (!JSON_COLUMNS.has(c) || v === null) return v;
+        // JSON text (TB_COST.VALIDATION may be given so; validated as JSON before) is stored as is.
+        return typeof v === "string" ? v : JSON.stringify(v);
       });
       const res = await tx.query(sql, values);
       changed += res.rowCount;

@@ -14,6 +14,7 @@ import {
   SYSTEM_COLUMNS,
 } from "./data-types.ts";
 import { parseTemplate, TemplateSyntaxError } from "./template.ts";
+import { parseValidationRule } from "./validation-rules.ts";
 
 const DIM_CODE_MAX = 30;
 
@@ -211,6 +212,11 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     costContexts.add(ctxKey);
     if (c.COD_ON_OFF != null && !/^[LDNMR]*$/i.test(c.COD_ON_OFF))
       add(`${p}.COD_ON_OFF`, `"${c.COD_ON_OFF}" has letters other than L, D, N, M, R`);
+    const costVar = vars.get(c.COD_DIM)?.get(c.COD_VAR);
+    const costType =
+      costVar && typeof costVar.DATA_TYPE === "string" ? normalizeDataType(costVar.DATA_TYPE) : null;
+    for (const problem of parseValidationRule(c.VALIDATION, costType).problems)
+      add(`${p}.VALIDATION`, problem);
     if (c.COD_UTENTE != null && (!Number.isInteger(c.COD_UTENTE) || c.COD_UTENTE < 0))
       add(`${p}.COD_UTENTE`, "must be a whole number (a peso level)");
     if (c.VALUE_TEMP) {

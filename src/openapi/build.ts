@@ -3,7 +3,9 @@
 // the fields the caller's grants and peso show (L for lists, D for a record, N for create, M for
 // update), the parameters of the REST v4 routes, and the standard error body.
 import { accessView } from "../auth/access-view.ts";
+import { fieldConfig } from "../metadata/build.ts";
 import { codecOf } from "../metadata/codecs.ts";
+import type { ValidationRule } from "../metadata/validation-rules.ts";
 import type { DataType, FieldDef, MetadataModel, RequestContext } from "../types.ts";
 
 type Schema = Record<string, unknown>;
@@ -13,10 +15,30 @@ export function valueSchema(type: DataType): Schema {
   return codecOf(type).openApiSchema;
 }
 
-function objectOf(fields: readonly FieldDef[]): Schema {
+/**
+ * A field's TB_COST.VALIDATION rule in the caller's form as JSON Schema keywords: the pattern as
+ * matched, against the whole value.
+ */
+export function ruleSchema(rule: ValidationRule | undefined): Schema {
+  if (!rule) return {};
+  const out: Schema = {};
+  if (rule.pattern !== undefined) out.pattern = `^(?:${rule.pattern})$`;
+  if (rule.min !== undefined) out.minimum = rule.min;
+  if (rule.max !== undefined) out.maximum = rule.max;
+  if (rule.min_length !== undefined) out.minLength = rule.min_length;
+  if (rule.max_length !== undefined) out.maxLength = rule.max_length;
+  if (rule.values !== undefined) out.enum = [...rule.values, null];
+  return out;
+}
+
+function objectOf(fields: readonly FieldDef[], centerDett: string | null = null, rules = false): Schema {
   const properties: Schema = {};
   for (const f of fields) {
-    properties[f.code] = { ...valueSchema(f.dataType), ...(f.description ? { title: f.description } : {}) };
+    properties[f.code] = {
+      ...valueSchema(f.dataType),
+      ...(f.description ? { title: f.description } : {}),
+      ...(rules ? ruleSchema(fieldConfig(f, centerDett).validation?.rule) : {}),
+    };
   }
   return { type: "object", properties };
 }
@@ -89,9 +111,15 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
     const ref = (suffix: string) => ({ $ref: `#/components/schemas/${dim.code}${suffix}` });
     schemas[dim.code] = objectOf(fields.withFlag("D"));
     schemas[`${dim.code}_list_item`] = objectOf(fields.withFlag("L"));
-    schemas[`${dim.code}_create`] = objectOf(fields.withFlag("N").filter((f) => !f.system));
+    schemas[`${dim.code}_create`] = objectOf(
+      fields.withFlag("N").filter((f) => !f.system),
+      request.centerDett ?? null,
+      true,
+    );
     schemas[`${dim.code}_update`] = objectOf(
       fields.withFlag("M").filter((f) => !f.system || f.code === "TREC"),
+      request.centerDett ?? null,
+      true,
     );
     const sourceParam = param(
       "source",

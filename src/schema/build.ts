@@ -24,6 +24,7 @@ import {
 } from "graphql";
 import type { DataType, DimensionDef, FieldDef, MetadataModel, Relation } from "../types.ts";
 import { codecOf, type GraphQLScalarName } from "../metadata/codecs.ts";
+import { graphqlEnumValues } from "../metadata/validation-rules.ts";
 import { DateScalar, Decimal, Int64, JSONScalar, Timestamp } from "./scalars.ts";
 
 /** What a Mutation field writes (its `extensions.writes`): a create, a batch create, one record, a core batch. */
@@ -237,6 +238,23 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
   const whereTypes = new Map<string, GraphQLInputObjectType>();
   const orderTypes = new Map<string, GraphQLInputObjectType>();
   const createInputs = new Map<string, GraphQLInputObjectType>();
+  // A field whose TB_COST.VALIDATION lists its values takes them as a GraphQL enum (one type for
+  // create and update inputs); other fields keep their scalar.
+  const fieldEnums = new Map<FieldDef, GraphQLEnumType>();
+  const inputTypeOf = (f: FieldDef): GraphQLInputType => {
+    const values = graphqlEnumValues(f);
+    if (!values) return scalarOf(f.dataType);
+    let type = fieldEnums.get(f);
+    if (!type) {
+      type = new GraphQLEnumType({
+        name: `${f.dim}_${f.code}_enum`,
+        description: `The values TB_COST.VALIDATION allows for ${f.dim}.${f.code}.`,
+        values: Object.fromEntries(values.map((v) => [v, { value: v }])),
+      });
+      fieldEnums.set(f, type);
+    }
+    return type;
+  };
 
   const listArgs = (dim: DimensionDef): GraphQLFieldConfigArgumentMap => ({
     where: { type: whereTypes.get(dim.code)! },
@@ -317,7 +335,7 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
         name: `${dim.code}_create_input`,
         fields: () => {
           const fields: GraphQLInputFieldConfigMap = {};
-          for (const f of dim.fields) if (!f.system) fields[f.code] = { type: scalarOf(f.dataType) };
+          for (const f of dim.fields) if (!f.system) fields[f.code] = { type: inputTypeOf(f) };
           for (const child of dim.insertCascade) {
             const input = createInputs.get(child);
             if (input) fields[child] = { type: list(nn(input)) };
@@ -403,7 +421,7 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
       fields: () => {
         const fields: GraphQLInputFieldConfigMap = {};
         for (const f of dim.fields)
-          if (!f.system || f.code === "TREC") fields[f.code] = { type: scalarOf(f.dataType) };
+          if (!f.system || f.code === "TREC") fields[f.code] = { type: inputTypeOf(f) };
         return fields;
       },
     });

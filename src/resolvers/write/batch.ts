@@ -60,7 +60,11 @@ async function eachInSavepoint(
         index,
         id: idOf(item),
         status: "failed",
-        error: err.field === undefined ? error : { ...error, field: err.field },
+        error: {
+          ...error,
+          ...(err.field === undefined ? {} : { field: err.field }),
+          ...(err.details === undefined ? {} : { details: err.details }),
+        },
       });
     }
   }

@@ -20,7 +20,7 @@ import { foreignKeyLookups, type KeyLookup } from "./foreign-keys.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { insertRow, insertRowWithEvent, keysCheckedInStatement, recordExists } from "./record-store.ts";
 import { CounterValue, renderParts, renderTemplate, templateParts } from "./templates.ts";
-import { bodyValue, checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
+import { bodyValue, checkFieldRules, checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
 
 /** A template's text as a value of the field's type (the types step then checks it). */
 function templateValue(field: FieldDef, text: string): unknown {
@@ -209,6 +209,7 @@ export async function createRecord(
       } else columns.push([f.code, toColumnValue(f, value, w.limits.fieldMaxBytes)]);
     }
   }
+  checkFieldRules(dim, dim.fields, values, w.ctx.centerDett);
 
   await step(w, "required");
   checkRequired(

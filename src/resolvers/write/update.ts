@@ -9,7 +9,7 @@ import { foreignKeyLookups } from "./foreign-keys.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { currentTrec, requireState, type Trec, updateTransition } from "./state.ts";
-import { checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
+import { checkFieldRules, checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
 
 export type UpdateMode = "put" | "patch";
 
@@ -45,6 +45,8 @@ export async function updateRecord(
     f.code,
     toColumnValue(f, values[f.code], w.limits.fieldMaxBytes),
   ]);
+
+  checkFieldRules(dim, touched, values, w.ctx.centerDett);
 
   await step(w, "required");
   checkRequired(dim, touched, values, w.ctx.centerDett);

@@ -1,6 +1,7 @@
 import { ValidationError } from "../../errors.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import { fieldConfig } from "../../metadata/build.ts";
+import { ruleViolation } from "../../metadata/validation-rules.ts";
 import type { DimensionDef, FieldDef } from "../../types.ts";
 
 /**
@@ -25,6 +26,32 @@ export function fieldValues(): Record<string, unknown> {
 /** Member `key` of a request body (JSON), or undefined: never one every object inherits. */
 export function bodyValue(body: Record<string, unknown>, key: string): unknown {
   return Object.hasOwn(body, key) ? body[key] : undefined;
+}
+
+/**
+ * 400 INVALID_FIELD_VALUE when a value of `fields` in `values` breaks its field's TB_COST.VALIDATION
+ * rule in the caller's context (`centerDett`: the context's row, else the field's base row, as for
+ * REQUIRED). Blank values are left to checkRequired; a generated counter is the template's. Every
+ * write path (REST, GraphQL, batches, commands, imports) creates and updates through here.
+ */
+export function checkFieldRules(
+  dim: DimensionDef,
+  fields: readonly FieldDef[],
+  values: Record<string, unknown>,
+  centerDett: string | null,
+): void {
+  for (const f of fields) {
+    const rule = fieldConfig(f, centerDett).validation;
+    const value = values[f.code];
+    if (!rule || isBlank(value) || (typeof value !== "string" && typeof value !== "number")) continue;
+    const violation = ruleViolation(rule, value);
+    if (violation) {
+      throw new ValidationError("INVALID_FIELD_VALUE", `${dim.code}.${f.code} ${violation.message}.`, {
+        field: f.code,
+        details: { rule: violation.rule, expected: violation.expected },
+      });
+    }
+  }
 }
 
 export function isBlank(v: unknown): boolean {

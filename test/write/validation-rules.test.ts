@@ -1,0 +1,212 @@
+// TB_COST.VALIDATION (issue 39 §3): value rules checked on create and update over REST, GraphQL
+// and batches (400 INVALID_FIELD_VALUE naming the field and the rule), a GraphQL enum for a list
+// of values, the rules in OpenAPI, invalid rules refused when the metadata is written, and
+// patterns that could backtrack catastrophically refused.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  compileRule,
+  MAX_PATTERN_VALUE_LENGTH,
+  parseValidationRule,
+  patternProblem,
+  ruleViolation,
+} from "../../src/metadata/validation-rules.ts";
+import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
+import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
+import { graphqlClient } from "../graphql/helpers.ts";
+import { type Client, client, NO_RATE_LIMITS } from "./http.ts";
+
+const Q = "?source=erp";
+
+describe.each(BACKENDS)("validation rules (%s)", (backend) => {
+  let t: TestApp;
+  let anna: Client;
+  let gql: ReturnType<typeof graphqlClient>;
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: "sample", env: NO_RATE_LIMITS });
+    const token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    anna = client(t.app, token);
+    gql = graphqlClient(t.app, token);
+    const rules: Array<[string, number, unknown]> = [
+      ["CUST", 3, { min_length: 2, max_length: 40, pattern: "[A-Z][A-Za-z ]*" }],
+      // Given as JSON text, as a form may send it.
+      ["CUST", 9, '{"min": 0, "max": 100}'],
+      ["CITY", 3, { values: ["IT", "FR", "DE"] }],
+    ];
+    for (const [dim, num, rule] of rules) {
+      const res = await anna.patch(`/api/v4/core/COST/${dim}/${num}${Q}`, { data: { VALIDATION: rule } });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+    }
+    // RISK_SCORE may be sent on create and update in the sample only with N and M.
+    const flags = await anna.patch(`/api/v4/core/COST/CUST/9${Q}`, { data: { COD_ON_OFF: "LDRNM" } });
+    expect(flags.status).toBe(200);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  const createCust = (data: Record<string, unknown>) =>
+    anna.post("/api/v4/core/CUST?source=anag-1", { data });
+
+  it("REST create: each rule refused with 400 INVALID_FIELD_VALUE, field and rule; valid values stored", async () => {
+    const cases: Array<[Record<string, unknown>, string, string, unknown]> = [
+      [{ NAME: "A" }, "NAME", "min_length", 2],
+      [{ NAME: `A${"b".repeat(40)}` }, "NAME", "max_length", 40],
+      [{ NAME: "lower case" }, "NAME", "pattern", "[A-Z][A-Za-z ]*"],
+      [{ NAME: "Ok", RISK_SCORE: -1 }, "RISK_SCORE", "min", 0],
+      [{ NAME: "Ok", RISK_SCORE: 101 }, "RISK_SCORE", "max", 100],
+    ];
+    for (const [data, field, rule, expected] of cases) {
+      const res = await createCust(data);
+      expect(res.status, JSON.stringify(res.body)).toBe(400);
+      expect(res.body).toMatchObject({ code: "INVALID_FIELD_VALUE", field, details: { rule, expected } });
+      expect(res.body.message).toContain(`CUST.${field}`);
+    }
+    const city = await anna.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: "VR1", NAME: "Nowhere", COUNTRY: "US" },
+    });
+    expect(city.status).toBe(400);
+    expect(city.body).toMatchObject({
+      code: "INVALID_FIELD_VALUE",
+      field: "COUNTRY",
+      details: { rule: "values", expected: ["IT", "FR", "DE"] },
+    });
+
+    const ok = await createCust({ NAME: "Valid Name", RISK_SCORE: 100 });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201);
+    expect(ok.body.data).toMatchObject({ NAME: "Valid Name", RISK_SCORE: 100 });
+    const okCity = await anna.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: "VR2", NAME: "Verona", COUNTRY: "IT" },
+    });
+    expect(okCity.status).toBe(201);
+  });
+
+  it("REST update (PATCH): a changed value is checked, a valid one stored", async () => {
+    const created = await createCust({ NAME: "Update Me", RISK_SCORE: 5 });
+    expect(created.status).toBe(201);
+    const id = created.body.data.CUST_ID;
+    const bad = await anna.patch(`/api/v4/core/CUST/${id}?source=anag-1`, { data: { RISK_SCORE: 500 } });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({
+      code: "INVALID_FIELD_VALUE",
+      field: "RISK_SCORE",
+      details: { rule: "max", expected: 100 },
+    });
+    const badName = await anna.patch(`/api/v4/core/CUST/${id}?source=anag-1`, { data: { NAME: "x" } });
+    expect(badName.body).toMatchObject({ code: "INVALID_FIELD_VALUE", details: { rule: "min_length" } });
+    const good = await anna.patch(`/api/v4/core/CUST/${id}?source=anag-1`, { data: { RISK_SCORE: 50 } });
+    expect(good.status).toBe(200);
+    const stored = await anna.get(`/api/v4/core/CUST/${id}?source=anag-1`);
+    expect(stored.body.data).toMatchObject({ NAME: "Update Me", RISK_SCORE: 50 });
+  });
+
+  it("batch create: a record breaking a rule fails alone, with the rule in its result", async () => {
+    const res = await anna.post("/api/v4/core/CUST/batch?source=anag-1", {
+      data: [{ NAME: "Batch Good" }, { NAME: "bad" }, { NAME: "Batch Score", RISK_SCORE: 1000 }],
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ success: 1, failed: 2 });
+    const [a, b, c] = res.body.results;
+    expect(a).toMatchObject({ index: 0, status: "created" });
+    expect(b).toMatchObject({
+      index: 1,
+      status: "failed",
+      error: { code: "INVALID_FIELD_VALUE", field: "NAME", status: 400, details: { rule: "pattern" } },
+    });
+    expect(c).toMatchObject({
+      index: 2,
+      status: "failed",
+      error: { code: "INVALID_FIELD_VALUE", field: "RISK_SCORE", details: { rule: "max" } },
+    });
+  });
+
+  it("GraphQL: the values are an enum of the create and update inputs; other rules checked by the write", async () => {
+    const schema = await gql(
+      `{ create: __type(name: "CITY_create_input") { inputFields { name type { kind name } } }
+         update: __type(name: "CITY_update_input") { inputFields { name type { kind name } } }
+         enum: __type(name: "CITY_COUNTRY_enum") { enumValues { name } } }`,
+    );
+    expect(schema.status).toBe(200);
+    const country = (which: "create" | "update") =>
+      schema.body.data[which].inputFields.find((f: { name: string }) => f.name === "COUNTRY");
+    expect(country("create").type).toEqual({ kind: "ENUM", name: "CITY_COUNTRY_enum" });
+    expect(country("update").type).toEqual({ kind: "ENUM", name: "CITY_COUNTRY_enum" });
+    expect(schema.body.data.enum.enumValues.map((v: { name: string }) => v.name)).toEqual(["IT", "FR", "DE"]);
+
+    const refusedByGraphQL = await gql(
+      `mutation { CITY_create(source: "anag-3", data: { CITY_ID: "GQ1", NAME: "Paris", COUNTRY: US }) { event_id } }`,
+    );
+    expect(refusedByGraphQL.body.errors?.[0]?.message).toMatch(/CITY_COUNTRY_enum/);
+    expect(refusedByGraphQL.body.data ?? null).toBeNull();
+    const created = await gql(
+      `mutation { CITY_create(source: "anag-3", data: { CITY_ID: "GQ2", NAME: "Paris", COUNTRY: FR }) { data { COUNTRY } } }`,
+    );
+    expect(created.body.errors).toBeUndefined();
+    expect(created.body.data.CITY_create.data).toEqual({ COUNTRY: "FR" });
+
+    const refusedByRule = await gql(
+      `mutation { CUST_create(source: "anag-1", data: { NAME: "no capital" }) { event_id } }`,
+    );
+    expect(refusedByRule.body.errors[0].extensions).toMatchObject({
+      code: "INVALID_FIELD_VALUE",
+      field: "NAME",
+      details: { rule: "pattern" },
+    });
+  });
+
+  it("OpenAPI shows the rules in the create and update schemas", async () => {
+    const res = await anna.get("/api/v4/openapi.json");
+    expect(res.status).toBe(200);
+    const schemas = res.body.components.schemas;
+    expect(schemas.CUST_create.properties.NAME).toMatchObject({
+      minLength: 2,
+      maxLength: 40,
+      pattern: "^(?:[A-Z][A-Za-z ]*)$",
+    });
+    expect(schemas.CUST_update.properties.RISK_SCORE).toMatchObject({ minimum: 0, maximum: 100 });
+    expect(schemas.CITY_create.properties.COUNTRY.enum).toEqual(["IT", "FR", "DE", null]);
+  });
+
+  it("an invalid rule is refused when the metadata is written, naming the problem", async () => {
+    const cases: Array<[unknown, RegExp]> = [
+      ["{not json", /not valid JSON/],
+      [{ minimum: 1 }, /unknown rule "minimum"/],
+      [{ min: 5, max: 1 }, /min \(5\) is greater than max \(1\)/],
+      [{ pattern: "[a-" }, /not a valid regular expression/],
+      [{ values: [] }, /values must be a non-empty list/],
+      [{ values: "IT" }, /values must be a non-empty list/],
+      [{ min: 1 }, /min applies to INTEGER and DECIMAL fields, not STRING/],
+      [{ pattern: "(a+)+$" }, /catastrophic backtracking/],
+    ];
+    for (const [rule, message] of cases) {
+      const res = await anna.patch(`/api/v4/core/COST/CITY/2${Q}`, { data: { VALIDATION: rule } });
+      expect(res.status, JSON.stringify(rule)).toBe(400);
+      expect(res.body).toMatchObject({ code: "INVALID_METADATA" });
+      expect(res.body.errors[0].field).toMatch(/^TB_COST\[\d+\]\.VALIDATION$/);
+      expect(res.body.errors.map((e: { message: string }) => e.message).join("; ")).toMatch(message);
+    }
+    // Nothing was written: a CITY name is still free.
+    const city = await anna.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: "VR3", NAME: "aaaa", COUNTRY: "DE" },
+    });
+    expect(city.status).toBe(201);
+  });
+});
+
+describe("pattern safety", () => {
+  it("refuses patterns that backtrack catastrophically, accepts ordinary ones", () => {
+    for (const p of ["(a+)+$", "(a*)*", "(a|aa)+", "(?:x+y?)+", "(a)\\1", "(?=a)a", "a*a*a*a*"])
+      expect(patternProblem(p), p).not.toBeNull();
+    for (const p of ["[A-Z]{2}[0-9]{5}", "[^@\\s]+@[^@\\s]+\\.[^@\\s]+", "(ab)+", "\\(\\d+\\)", "IT|FR"])
+      expect(patternProblem(p), p).toBeNull();
+  });
+
+  it("a value longer than the bound is refused by a pattern rule without being matched", () => {
+    const compiled = compileRule(parseValidationRule({ pattern: "a+" }, "STRING").rule)!;
+    expect(ruleViolation(compiled, "a".repeat(MAX_PATTERN_VALUE_LENGTH))).toBeNull();
+    expect(ruleViolation(compiled, "a".repeat(MAX_PATTERN_VALUE_LENGTH + 1))).toMatchObject({
+      rule: "pattern",
+      message: expect.stringContaining(`longer than ${MAX_PATTERN_VALUE_LENGTH}`),
+    });
+  });
+});
