@@ -8,9 +8,11 @@
 //     HTTP request does. A missing, bad or ended token closes the socket with 4401; so do logout,
 //     expiry (a timer at the token's `exp`) and a live subscription ended by either.
 //   - Sockets per user: WS_MAX_SOCKETS_PER_USER; one more is closed with 4429.
-//   - Backpressure: a socket whose unsent bytes pass WS_MAX_BUFFERED_BYTES when a result is due is
-//     closed with 1013 (try again later), the result not queued: a client that does not read
-//     costs at most that much memory.
+//   - Backpressure: graphql-ws sends an operation's next result once its last one is written, so a
+//     client that does not read holds each of its operations at one unsent result (and the event
+//     source's pending events are bounded: SUBSCRIPTION_OVERFLOW). A socket whose unsent bytes pass
+//     WS_MAX_BUFFERED_BYTES when a result is due (many operations on one socket) is closed with
+//     1013 (try again later), that result not queued.
 //   - Heartbeats: a ping every WS_KEEPALIVE_MS; a socket without a pong by the next is terminated.
 // A refused operation (limits, costs, budget, caps) answers the protocol's `error` (before it runs)
 // or `next` message with the errors in the same shape, codes and extensions as over HTTP.
@@ -77,6 +79,8 @@ export interface WebSocketDeps {
 export interface GraphQLWebSocket {
   /** Open sockets (tests, metrics). */
   sockets(): number;
+  /** Sockets closed for not reading their results (tests, metrics). */
+  dropped(): number;
   /** Closes every socket (1001) and stops taking upgrades. */
   close(): Promise<void>;
 }
@@ -139,6 +143,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const connections = new WeakMap<WebSocket, Connection>();
   const perUser = new Map<string, number>();
   let operationCount = 0;
+  let dropped = 0;
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxMessageBytes });
 
@@ -256,6 +261,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
       onNext(ctx, _id, _payload, _args, result) {
         const socket = ctx.extra.socket;
         if (socket.bufferedAmount > limits.maxBufferedBytes) {
+          if (socket.readyState === socket.OPEN) dropped++;
           socket.close(WS_CLOSE.tooSlow, "The client does not read its results fast enough.");
           return;
         }
@@ -304,6 +310,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
 
   return {
     sockets: () => wss.clients.size,
+    dropped: () => dropped,
     async close() {
       deps.server.off("upgrade", onUpgrade);
       const open = [...wss.clients];
