@@ -258,3 +258,37 @@ describe.each(BACKENDS)("GraphQL over WebSocket (%s)", (backend) => {
     for (const s of more) await s.client.dispose();
   });
 });
+
+describe("GraphQL over WebSocket: token expiry", () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await createTestApp("pglite", {
+      fixture: "sample",
+      env: { ...NO_RATE_LIMITS, ACCESS_TOKEN_ACTIVE_S: "1", ACCESS_TOKEN_RENEWABLE_S: "2" },
+    });
+    await t.app.listen({ host: "127.0.0.1", port: 0 });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("a socket closes with 4401 at its token's expiry, with no operation running", async () => {
+    const token = await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
+    const port = (t.app.server.address() as AddressInfo).port;
+    const closed = new Promise<CloseEvent>((resolve) => {
+      createClient({
+        url: `ws://127.0.0.1:${port}/graphql`,
+        webSocketImpl: WebSocket,
+        lazy: false,
+        retryAttempts: 0,
+        onNonLazyError: () => {},
+        connectionParams: { authorization: `Bearer ${token}` },
+        on: { closed: (e) => resolve(e as CloseEvent) },
+      });
+    });
+    const event = await closed;
+    expect(event.code).toBe(4401);
+    expect(event.reason).toContain("expired");
+  });
+});
