@@ -8,7 +8,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { LRUCache } from "lru-cache";
 import type { YogaServerInstance } from "graphql-yoga";
 import { bearerToken } from "../auth/request-input.ts";
-import { clientAborted, errorHandler, mapError } from "../http/error-handler.ts";
+import { clientAborted, closeIfUnread, errorHandler, mapError } from "../http/error-handler.ts";
 import { callerOf } from "../http/protected.ts";
 import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
@@ -65,6 +65,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     // A client that went away: nobody reads the answer, nothing went wrong (issue 35 §6).
     if (clientAborted(err, request)) return errorHandler(err, request, reply);
     const mapped = mapError(err, request.id);
+    closeIfUnread(err, reply);
     if (mapped.status >= 500) request.log.error({ err }, "GraphQL request failed");
     if (mapped.headers) reply.headers(mapped.headers);
     const { error: _type, message, code, status, ...extras } = mapped.body;

@@ -97,6 +97,15 @@ export function clientAborted(err: unknown, request: FastifyRequest): boolean {
   return gone && typeof code === "string" && ABORT_CODES.has(code);
 }
 
+/**
+ * A body refused from its length before it was read: the connection closes after the answer, so
+ * the client stops sending it (keeping the connection would read and drop the whole body).
+ */
+export function closeIfUnread(err: unknown, reply: FastifyReply): void {
+  if ((err as { code?: unknown } | null)?.code === "FST_ERR_CTP_BODY_TOO_LARGE")
+    reply.header("connection", "close");
+}
+
 export function errorHandler(err: unknown, request: FastifyRequest, reply: FastifyReply) {
   if (clientAborted(err, request)) {
     // Nothing went wrong here, and nobody reads the answer: info, not error (issue 35 §6).
@@ -109,6 +118,7 @@ export function errorHandler(err: unknown, request: FastifyRequest, reply: Fasti
     } satisfies ErrorBody);
   }
   const mapped = mapError(err, request.id);
+  closeIfUnread(err, reply);
   if (mapped.status >= 500) request.log.error({ err }, "request failed");
   else request.log.info({ code: mapped.body.code, status: mapped.status }, "request refused");
   if (mapped.headers) reply.headers(mapped.headers);
