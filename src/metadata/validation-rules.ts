@@ -6,7 +6,8 @@
 // They run on the backtracking engine, so they are made safe by bounds (docs/decisions.md,
 // "Validation rules"): a pattern is refused when it has a quantified group holding a quantifier or
 // an alternation (`(a+)+`, `(a|ab)*`), a backreference or a lookaround, more than
-// MAX_PATTERN_QUANTIFIERS quantifiers or more than MAX_PATTERN_LENGTH characters; and a value
+// MAX_PATTERN_QUANTIFIERS variable quantifiers (so at worst quadratic: `a*a*`) or more than
+// MAX_PATTERN_LENGTH characters; and a value
 // longer than MAX_PATTERN_VALUE_LENGTH characters is refused by the rule without being matched.
 import type { DataType } from "../types.ts";
 
@@ -30,7 +31,7 @@ export const RULE_NAMES: readonly RuleName[] = [
   "values",
 ];
 export const MAX_PATTERN_LENGTH = 200;
-export const MAX_PATTERN_QUANTIFIERS = 3;
+export const MAX_PATTERN_QUANTIFIERS = 2;
 export const MAX_PATTERN_VALUE_LENGTH = 500;
 const MAX_VALUES = 1000;
 
@@ -87,15 +88,19 @@ export function patternProblem(pattern: string): string | null {
       ch === "?" ||
       (ch === "{" && /^\{\d+(,\d*)?\}/.test(pattern.slice(i)))
     ) {
+      // An exact count ({3}) leaves the engine no choice; any other quantifier is a variable one.
+      const exact = ch === "{" && /^\{\d+\}/.test(pattern.slice(i));
       if (ch === "{") i = pattern.indexOf("}", i);
       if (pattern[i + 1] === "?") i += 1; // lazy
       if (!last) continue;
       if (last.group && last.risky)
         return "pattern has a quantified group holding a quantifier or an alternation (catastrophic backtracking)";
-      quantifiers += 1;
-      if (quantifiers > MAX_PATTERN_QUANTIFIERS)
-        return `pattern has more than ${MAX_PATTERN_QUANTIFIERS} quantifiers`;
-      markRisky();
+      if (!exact) {
+        quantifiers += 1;
+        if (quantifiers > MAX_PATTERN_QUANTIFIERS)
+          return `pattern has more than ${MAX_PATTERN_QUANTIFIERS} variable quantifiers (*, +, ?, {n,m}); exact counts ({n}) are free`;
+        markRisky();
+      }
       last = null;
     } else {
       last = { group: false, risky: false };
