@@ -113,6 +113,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       VALUE_TEMP: "{seq:PX:4}",
       COD_UTENTE: 2,
       CENTER_DETT: "nuovo",
+      VALIDATION: { min: 0, max: 1000 },
     };
     await services.prisma.tbCost.create({ data });
     expect(
@@ -121,7 +122,13 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       }),
     ).toEqual(data);
     const d = await services.prisma.tbCost.create({ data: { COD_DIM: "PX", NUM_COST: 8, COD_VAR: "B" } });
-    expect(d).toMatchObject({ COD_ON_OFF: "", REQUIRED: false, CENTER_DETT: null, COD_UTENTE: null });
+    expect(d).toMatchObject({
+      COD_ON_OFF: "",
+      REQUIRED: false,
+      CENTER_DETT: null,
+      COD_UTENTE: null,
+      VALIDATION: null,
+    });
   });
 
   it("TbObject", async () => {
