@@ -3,6 +3,7 @@
 import net from "node:net";
 import path from "node:path";
 import { z } from "zod";
+import { readTrustedDocuments } from "./graphql/persisted.ts";
 import type { Config, Role } from "./types.ts";
 
 export class ConfigError extends Error {
@@ -216,6 +217,10 @@ const envSchema = z.object({
   GRAPHQL_MAX_BODY_BYTES: nonNegativeInt(2_097_152).refine((n) => n >= 65_536, {
     message: "must be at least 65536",
   }),
+  GRAPHQL_PERSISTED_MAX_PER_TENANT: nonNegativeInt(1000),
+  GRAPHQL_PERSISTED_MAX_BYTES_PER_TENANT: nonNegativeInt(4_194_304),
+  GRAPHQL_TRUSTED_DOCUMENTS: optionalString,
+  GRAPHQL_TRUSTED_ONLY: bool(false),
   HEAVY_REQUEST_VALUES: nonNegativeInt(5_000),
   TENANT_HEAVY_REQUESTS: nonNegativeInt(1).refine((n) => n >= 1, { message: "must be at least 1" }),
   TENANT_HEAVY_WAITING: nonNegativeInt(32),
@@ -251,6 +256,11 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
   const apiRoles = ["gateway", "read", "write", "auth"];
   if (apiRoles.includes(role) && !given("GATEWAY_SECRET"))
     problems.push("GATEWAY_SECRET: required when ROLE is gateway, read, write or auth");
+  if (
+    ["1", "true", "yes", "on"].includes((env.GRAPHQL_TRUSTED_ONLY ?? "").trim().toLowerCase()) &&
+    !given("GRAPHQL_TRUSTED_DOCUMENTS")
+  )
+    problems.push("GRAPHQL_TRUSTED_DOCUMENTS: required when GRAPHQL_TRUSTED_ONLY=true");
   if (given("S3_ENDPOINT") && !given("S3_BUCKET"))
     problems.push("S3_BUCKET: required when S3_ENDPOINT is set");
   return problems;
@@ -260,6 +270,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const parsed = envSchema.safeParse(env);
   const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
   problems.push(...crossProblems(env));
+  // The trusted documents are read here, at start-up: a bad file stops it, naming the variable.
+  let trustedDocuments: Map<string, string> | null = null;
+  if (parsed.success && parsed.data.GRAPHQL_TRUSTED_DOCUMENTS !== null) {
+    try {
+      trustedDocuments = readTrustedDocuments(parsed.data.GRAPHQL_TRUSTED_DOCUMENTS);
+    } catch (err) {
+      problems.push(`GRAPHQL_TRUSTED_DOCUMENTS: ${(err as Error).message}`);
+    }
+  }
   if (!parsed.success || problems.length) throw new ConfigError(problems);
   const e = parsed.data;
 
@@ -356,6 +375,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxDocumentBytes: e.GRAPHQL_MAX_DOCUMENT_BYTES,
       documentCacheBytes: e.GRAPHQL_DOCUMENT_CACHE_BYTES,
       maxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,
+      persisted: {
+        maxPerTenant: e.GRAPHQL_PERSISTED_MAX_PER_TENANT,
+        maxBytesPerTenant: e.GRAPHQL_PERSISTED_MAX_BYTES_PER_TENANT,
+        trustedDocuments,
+        trustedOnly: e.GRAPHQL_TRUSTED_ONLY,
+      },
     },
     heavyRequests: {
       thresholdValues: e.HEAVY_REQUEST_VALUES,

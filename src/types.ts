@@ -145,6 +145,14 @@ export interface Config {
     documentCacheBytes: number;
     /** The largest body of a GraphQL request (document and variables): 413 beyond, unread. */
     maxBodyBytes: number;
+    /** Persisted operations (src/graphql/persisted.ts): registrations' bounds, trusted documents. */
+    persisted: {
+      maxPerTenant: number;
+      maxBytesPerTenant: number;
+      /** GRAPHQL_TRUSTED_DOCUMENTS read at start-up: documents by the hex SHA-256 of their text. */
+      trustedDocuments: ReadonlyMap<string, string> | null;
+      trustedOnly: boolean;
+    };
   };
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
   subscriptions: { maxPerUser: number; maxPerProcess: number; maxPerTenant: number };

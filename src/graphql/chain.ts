@@ -60,7 +60,7 @@ export interface ChainDeps {
   estimate: ValueEstimate;
   heavy: HeavyRequests;
   guard: SubscriptionGuard;
-  metrics: Pick<Metrics, "graphqlOperations">;
+  metrics: Pick<Metrics, "graphqlOperations" | "graphqlDocumentsParsed">;
   maskError: (error: unknown) => Error;
 }
 
@@ -103,6 +103,7 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
         setParsedDocument(known);
         return;
       }
+      deps.metrics.graphqlDocumentsParsed.inc();
       return ({ result }) => {
         if (result && !(result instanceof Error)) deps.documents.set(text, result as DocumentNode);
       };

@@ -5,7 +5,9 @@
 // parser and validation, @graphql-tools/executor's interpreter); its status and body are those yoga's regular result processor makes (the
 // equivalence test, test/graphql/plain-post.test.ts, compares them byte for byte). Everything else
 // (GET, other media types, subscriptions, a document refused before it runs) is left to yoga,
-// which answers it through the same chain.
+// which answers it through the same chain. A body may carry `extensions.persistedQuery` (persisted
+// operations, src/graphql/persisted.ts): its document is resolved here, by the module yoga's side
+// uses too, before the chain runs it.
 import { envelop, type Plugin, useEngine } from "@envelop/core";
 import { normalizedExecutor } from "@graphql-tools/executor";
 import type { FastifyRequest } from "fastify";
@@ -18,6 +20,7 @@ import {
   specifiedRules,
   validate,
 } from "graphql";
+import type { PersistedOperations, TenantScoped } from "./persisted.ts";
 
 type MediaType = "application/json" | "application/graphql-response+json";
 
@@ -25,10 +28,11 @@ export interface PlainReply {
   status: number;
   headers: Record<string, string>;
   body: string;
-  operation: "query" | "mutation";
+  /** The operation run; null for a refused persisted operation. */
+  operation: "query" | "mutation" | null;
 }
 
-const BODY_KEYS = new Set(["query", "variables", "operationName"]);
+const BODY_KEYS = new Set(["query", "variables", "operationName", "extensions"]);
 
 /** The Accept headers served here, each with the media type yoga answers it with. */
 const ANSWERED_AS = new Map<string | undefined, MediaType>([
@@ -45,7 +49,9 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 /** The parts of a plain POST: its media type and body; null if yoga must answer the request. */
 export function plainRequest(request: FastifyRequest): {
   mediaType: MediaType;
-  query: string;
+  /** The document text; undefined when the body names a persisted operation by its hash alone. */
+  query: string | undefined;
+  extensions: { persistedQuery: unknown } | undefined;
   variables: Record<string, unknown> | undefined;
   operationName: string | undefined;
 } | null {
@@ -57,13 +63,19 @@ export function plainRequest(request: FastifyRequest): {
   const body = request.body;
   if (!isPlainObject(body)) return null;
   for (const key in body) if (!BODY_KEYS.has(key)) return null;
-  const { query, variables, operationName } = body;
-  if (typeof query !== "string") return null;
+  const { query, variables, operationName, extensions } = body;
+  // Of extensions, only a persisted operation's are taken here (yoga takes any other).
+  if (extensions !== undefined) {
+    if (!isPlainObject(extensions) || extensions.persistedQuery === undefined) return null;
+    for (const key in extensions) if (key !== "persistedQuery") return null;
+  }
+  if (typeof query !== "string" && (extensions === undefined || query !== undefined)) return null;
   if (variables !== undefined && variables !== null && !isPlainObject(variables)) return null;
   if (operationName !== undefined && operationName !== null && typeof operationName !== "string") return null;
   return {
     mediaType,
-    query,
+    query: query as string | undefined,
+    extensions: extensions as { persistedQuery: unknown } | undefined,
     variables: variables ?? undefined,
     operationName: operationName ?? undefined,
   };
@@ -102,11 +114,14 @@ function replyOf(result: ExecutionResult, mediaType: MediaType): Omit<PlainReply
 export type PlainPost = (
   request: FastifyRequest,
   schema: GraphQLSchema,
-  contextValue: object,
+  contextValue: TenantScoped,
 ) => Promise<PlainReply | null>;
 
-/** The plain POST transport over `chain`; null for a request yoga must answer. */
-export function createPlainPost(chain: Plugin[]): PlainPost {
+/**
+ * The plain POST transport over `chain`; null for a request yoga must answer. `persisted` resolves
+ * persisted operations (the same resolution yoga's side runs).
+ */
+export function createPlainPost(chain: Plugin[], persisted: PersistedOperations): PlainPost {
   const getEnveloped = envelop({
     // yoga's engine (graphql-js's parser and validation, @graphql-tools/executor's interpreter):
     // the same answers both ways.
@@ -124,10 +139,13 @@ export function createPlainPost(chain: Plugin[]): PlainPost {
   return async (request, schema, contextValue) => {
     const plain = plainRequest(request);
     if (!plain) return null;
+    const resolved = persisted.resolve(contextValue.caller.principal.tenantId, plain.query, plain.extensions);
+    if (resolved.error) return { ...replyOf({ errors: [resolved.error] }, plain.mediaType), operation: null };
+    if (resolved.query === undefined) return null; // yoga answers a body without a document
     const run = getEnveloped(contextValue);
     let document: DocumentNode;
     try {
-      document = run.parse(plain.query);
+      document = run.parse(resolved.query);
     } catch {
       return null; // yoga reads it again (from the cache's miss) and answers with the error
     }

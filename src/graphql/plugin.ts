@@ -19,6 +19,7 @@ import { createDocumentCache } from "./document-cache.ts";
 import { createMaskError } from "./errors.ts";
 import { graphiqlAsset, sendGraphiQLPage } from "./graphiql-page.ts";
 import { tokenExpiry } from "./guarded-stream.ts";
+import { createPersistedOperations, persistedParams } from "./persisted.ts";
 import { createPlainPost } from "./plain-post.ts";
 import type { GraphQLContext } from "./resolve.ts";
 import { graphqlResolvers } from "./resolve.ts";
@@ -99,7 +100,10 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     metrics: services.metrics,
     maskError,
   });
-  const plainPost = createPlainPost(chain as never);
+  // Persisted operations (src/graphql/persisted.ts): resolved to their document by both
+  // transports, before the chain, by the same function.
+  const persisted = createPersistedOperations(services.config.graphql.persisted);
+  const plainPost = createPlainPost(chain as never, persisted);
 
   // Reads pass the caller's tenant's gate: one operation cannot hold the database. The services
   // a tenant's operations see are made once per tenant, not per request (the gate keeps its lanes
@@ -158,7 +162,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
             parserAndValidationCache: false,
             // The chain masks execution's errors; yoga masks those of its own transport by the same function.
             maskedErrors: { maskError },
-            plugins: chain as never[],
+            plugins: [persistedParams(persisted), ...chain] as never[],
           }),
         )
         .catch((err: unknown) => {

@@ -15,6 +15,8 @@ export interface Metrics {
   publishLatency: Histogram;
   webhookDeliveries: Counter<"status">;
   graphqlOperations: Counter<"operation">;
+  /** GraphQL documents parsed (the chain's document cache missed them): a known or persisted one is not. */
+  graphqlDocumentsParsed: Counter;
   /** Rate-limit decisions made in memory because Redis did not answer, by window. */
   rateLimitFallbacks: Counter<"window">;
   /** Reads the primary served because the read replica (DATABASE_READ_URL) was unreachable. */
@@ -70,6 +72,11 @@ export function createMetrics(opts: { db: DatabaseHandle | null; role: string })
       name: "dimensio_graphql_operations_total",
       help: "GraphQL operations executed, by type.",
       labelNames: ["operation"],
+      registers: [registry],
+    }),
+    graphqlDocumentsParsed: new Counter({
+      name: "dimensio_graphql_documents_parsed_total",
+      help: "GraphQL documents parsed: requests whose document the parsed-document cache did not hold.",
       registers: [registry],
     }),
     rateLimitFallbacks: new Counter({
