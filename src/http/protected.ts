@@ -91,16 +91,22 @@ export function protectedScope(
       // A large body is read and parsed (JSON.parse of megabytes holds the event loop) only in its
       // tenant's lane: one tenant's large bodies take turns, the others' requests go on meanwhile
       // (issue 35 §3–§4). Its caller is authenticated first, before a byte of the body is read.
-      scope.addHook("preParsing", async (request, reply, payload) => {
-        if (!isLargeBody(request, heavyBodies.bodyBytes) || isPublic(request)) return payload;
-        request.caller = await auth.authenticate(request, reply);
-        const leave = await heavyBodies.heavy.enter(
-          request.caller.principal.tenantId,
-          Number.POSITIVE_INFINITY,
-          reply,
-        );
-        reply.raw.once("close", leave);
-        return payload;
+      // A callback hook: the usual request (no large body) passes without a promise made.
+      scope.addHook("preParsing", (request, reply, payload, done) => {
+        if (!isLargeBody(request, heavyBodies.bodyBytes) || isPublic(request)) return done(null, payload);
+        auth
+          .authenticate(request, reply)
+          .then(async (caller) => {
+            request.caller = caller;
+            const leave = await heavyBodies.heavy.enter(
+              caller.principal.tenantId,
+              Number.POSITIVE_INFINITY,
+              reply,
+            );
+            reply.raw.once("close", leave);
+            done(null, payload);
+          })
+          .catch((err: Error) => done(err));
       });
     }
     scope.addHook("preHandler", async (request, reply) => {

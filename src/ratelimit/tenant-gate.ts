@@ -91,14 +91,25 @@ function createFairTurns(total: number) {
     }
   }
 
+  function holder(): () => void {
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      release();
+    };
+  }
+
   return {
+    /** A turn if one is free now and nobody waits (its end), else null. */
+    tryEnter(tenantId: string): (() => void) | null {
+      if (running >= total || waiting.size > 0 || handOver) return null;
+      running++;
+      lastServed = tenantId;
+      return holder();
+    },
     enter(tenantId: string): Promise<() => void> {
-      let held = true;
-      const leave = () => {
-        if (!held) return;
-        held = false;
-        release();
-      };
+      const leave = holder();
       if (running < total && waiting.size === 0 && !handOver) {
         running++;
         lastServed = tenantId;
@@ -134,21 +145,46 @@ export function createTenantGate(options: TenantGateOptions): TenantGate {
   }
   return {
     queryable(db, tenantId) {
-      return {
-        query: async (text, params, opts) => {
-          const leave = await lanes.enter(tenantId);
+      const waitThenQuery: Queryable["query"] = async (text, params, opts) => {
+        const leave = await lanes.enter(tenantId);
+        try {
+          if (!turns) return await db.query(text, params, opts);
+          const endTurn = await turns.enter(tenantId);
           try {
-            if (!turns) return await db.query(text, params, opts);
-            const endTurn = await turns.enter(tenantId);
-            try {
-              return await db.query(text, params, opts);
-            } finally {
-              endTurn();
-            }
+            return await db.query(text, params, opts);
           } finally {
-            leave();
+            endTurn();
           }
-        },
+        } finally {
+          leave();
+        }
+      };
+      return {
+        // A place free now: the statement goes at once, with no promise of the gate's own
+        // (promises per request are bounded: test/query/statements-per-request.test.ts).
+        query: ((text, params, opts) => {
+          const leave = lanes.tryEnter(tenantId);
+          if (!leave) return waitThenQuery(text, params, opts);
+          const endTurn = turns ? turns.tryEnter(tenantId) : null;
+          if (turns && !endTurn) {
+            leave();
+            return waitThenQuery(text, params, opts);
+          }
+          const done = () => {
+            endTurn?.();
+            leave();
+          };
+          return db.query(text, params, opts).then(
+            (result) => {
+              done();
+              return result;
+            },
+            (err: unknown) => {
+              done();
+              throw err;
+            },
+          );
+        }) as Queryable["query"],
       };
     },
     state: (tenantId) => lanes.state(tenantId),

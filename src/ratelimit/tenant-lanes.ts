@@ -12,6 +12,8 @@ export interface TenantLanes {
    * `signal` aborts leaves the queue (its promise rejects with the signal's reason).
    */
   enter(tenantId: string, signal?: AbortSignal): Promise<() => void>;
+  /** A place in `tenantId`'s lane if one is free now (its give-back function), else null. */
+  tryEnter(tenantId: string): (() => void) | null;
   /** Holders and waiters of a tenant's lane (tests, metrics). */
   state(tenantId: string): { running: number; waiting: number };
   /** Holders and waiters of every lane together (metrics). */
@@ -54,6 +56,16 @@ export function createTenantLanes(options: TenantLanesOptions): TenantLanes {
   }
 
   return {
+    tryEnter(tenantId) {
+      let lane = lanes.get(tenantId);
+      if (!lane) {
+        lane = { running: 0, waiting: [] };
+        lanes.set(tenantId, lane);
+      }
+      if (lane.running >= limit) return null;
+      lane.running++;
+      return releaser(tenantId, lane);
+    },
     enter(tenantId, signal) {
       let lane = lanes.get(tenantId);
       if (!lane) {

@@ -11,9 +11,13 @@ import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
 
 /**
  * Promises per request at most (measured 43 and 47 on PostgreSQL, 112 and 116 on PGlite, whose
- * queries make more of their own). Before this round: 65 and 71, 134 and 140.
+ * queries make more of their own). Before this round: 65 and 71, 134 and 140. Since issue 35 §4
+ * every read statement passes its tenant's gate: on PostgreSQL at no promise of its own when a place
+ * is free (src/ratelimit/tenant-gate.ts); on PGlite a finished statement hands the one turn over on
+ * the event loop's next turn (so another tenant's request is read first), and a request's next
+ * statement then waits for it: about 128 per request.
  */
-const BOUND = { postgres: 55, pglite: 125 } as const;
+const BOUND = { postgres: 55, pglite: 132 } as const;
 
 describe.each(BACKENDS)("statements per read (%s)", (backend) => {
   const sent: string[] = [];
