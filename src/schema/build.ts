@@ -239,15 +239,20 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
   const orderTypes = new Map<string, GraphQLInputObjectType>();
   const createInputs = new Map<string, GraphQLInputObjectType>();
   // A field whose TB_COST.VALIDATION lists its values takes them as a GraphQL enum (one type for
-  // create and update inputs); other fields keep their scalar.
+  // create and update inputs); other fields keep their scalar, as does one whose enum's name is
+  // taken (a dimension's code, or another field's enum: A_B.C and A.B_C).
   const fieldEnums = new Map<FieldDef, GraphQLEnumType>();
+  const enumNames = new Set<string>();
   const inputTypeOf = (f: FieldDef): GraphQLInputType => {
     const values = graphqlEnumValues(f);
     if (!values) return scalarOf(f.dataType);
     let type = fieldEnums.get(f);
     if (!type) {
+      const name = `${f.dim}_${f.code}_enum`;
+      if (enumNames.has(name) || model.dimensions.has(name)) return scalarOf(f.dataType);
+      enumNames.add(name);
       type = new GraphQLEnumType({
-        name: `${f.dim}_${f.code}_enum`,
+        name,
         description: `The values TB_COST.VALIDATION allows for ${f.dim}.${f.code}.`,
         values: Object.fromEntries(values.map((v) => [v, { value: v }])),
       });

@@ -13,6 +13,7 @@ import {
   ruleViolation,
 } from "../../src/metadata/validation-rules.ts";
 import { updateOne } from "../../src/resolvers/write/operations.ts";
+import { printFixtureSchema } from "../../src/schema/print.ts";
 import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
 import { graphqlClient } from "../graphql/helpers.ts";
@@ -294,5 +295,66 @@ describe("pattern safety", () => {
       rule: "pattern",
       message: expect.stringContaining(`longer than ${MAX_PATTERN_VALUE_LENGTH}`),
     });
+  });
+});
+
+describe("GraphQL enums of validation rules", () => {
+  const dim = (code: string) => ({ COD_DIM: code, TABLE_NAME: `TB_${code}`, ID_FIELD: "ID" });
+  const field = (d: string, code: string, n: number) => ({
+    COD_DIM: d,
+    NUM_VAR: n,
+    COD_VAR: code,
+    DATA_TYPE: code === "N" ? "INTEGER" : "STRING",
+    LENGTH: 10,
+  });
+  const cost = (d: string, v: string, n: number, values: unknown[], CENTER_DETT?: string) => ({
+    COD_DIM: d,
+    NUM_COST: n,
+    COD_VAR: v,
+    COD_ON_OFF: "LDRNM",
+    VALIDATION: { values },
+    ...(CENTER_DETT ? { CENTER_DETT } : {}),
+  });
+  const sdl = printFixtureSchema({
+    TB_DIM: [dim("A_B"), dim("A"), dim("P")],
+    TB_VAR: [
+      field("A_B", "ID", 1),
+      field("A_B", "C", 2),
+      field("A", "ID", 1),
+      field("A", "B_C", 2),
+      field("P", "ID", 1),
+      field("P", "N", 2),
+      field("P", "DASH", 3),
+      field("P", "CTX", 4),
+      field("P", "SAME", 5),
+    ],
+    TB_COST: [
+      cost("A_B", "C", 1, ["X", "Y"]),
+      cost("A", "B_C", 1, ["X", "Y"]),
+      cost("P", "N", 1, [1, 2]),
+      cost("P", "DASH", 2, ["A-1", "B-2"]),
+      cost("P", "CTX", 3, ["ON", "OFF"]),
+      cost("P", "CTX", 4, ["ON", "OFF", "AUTO"], "form"),
+      cost("P", "SAME", 5, ["ON", "OFF"]),
+      cost("P", "SAME", 6, ["ON", "OFF"], "form"),
+    ],
+  });
+  const inputField = (type: string, name: string) => {
+    const body = sdl.split(`input ${type} {`)[1]!.split("}")[0]!;
+    return body.match(new RegExp(`\\n\\s*${name}: (\\w+)`))?.[1];
+  };
+
+  it("one enum per name: of two fields whose enums share a name, the second keeps its scalar", () => {
+    expect(sdl.match(/^enum A_B_C_enum \{/gm)).toHaveLength(1);
+    const types = [inputField("A_create_input", "B_C"), inputField("A_B_create_input", "C")].sort();
+    expect(types).toEqual(["A_B_C_enum", "String"]);
+  });
+
+  it("numbers, values that are not GraphQL names and contexts with other lists keep the scalar", () => {
+    expect(inputField("P_create_input", "N")).toBe("Int64");
+    expect(inputField("P_create_input", "DASH")).toBe("String");
+    expect(inputField("P_create_input", "CTX")).toBe("String");
+    expect(inputField("P_create_input", "SAME")).toBe("P_SAME_enum");
+    expect(inputField("P_update_input", "SAME")).toBe("P_SAME_enum");
   });
 });
