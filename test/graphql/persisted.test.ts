@@ -18,6 +18,7 @@ type Transport = (typeof TRANSPORTS)[number];
 
 interface Answer {
   status: number;
+  type: string | undefined;
   body: string;
 }
 
@@ -40,7 +41,11 @@ async function send(
       url: `/graphql?${params}`,
       headers: { ...bearer(token), accept: "application/json" },
     });
-    return { status: res.statusCode, body: res.body };
+    return {
+      status: res.statusCode,
+      type: res.headers["content-type"] as string | undefined,
+      body: res.body,
+    };
   }
   const res = await t.app.inject({
     method: "POST",
@@ -48,10 +53,10 @@ async function send(
     headers: { ...bearer(token), "content-type": "application/json", accept: "application/json" },
     payload: { query: request.query, variables: request.variables, extensions },
   });
-  return { status: res.statusCode, body: res.body };
+  return { status: res.statusCode, type: res.headers["content-type"] as string | undefined, body: res.body };
 }
 
-/** The same request over every transport: their answers, which must be one. */
+/** The same request over every transport: their answers (status, content type, body), which must be one. */
 async function everyWay(
   t: TestApp,
   token: string,
