@@ -612,6 +612,8 @@ export interface BatchItemError {
   message: string;
   status: number;
   field?: string;
+  /** The error's details (INVALID_FIELD_VALUE: the rule broken and what it expects). */
+  details?: Record<string, unknown>;
 }
 
 export interface BatchItemResult {
