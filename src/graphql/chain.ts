@@ -14,7 +14,8 @@
 // Authentication is not here: the caller is authenticated once per HTTP request, in the protected
 // scope's hook, and handed in the context. Nothing in a request becomes code: operations run on
 // graphql-js's interpreter (docs/decisions.md, "No compiled GraphQL execution").
-import { type Plugin, useMaskedErrors } from "@envelop/core";
+import { envelop, type Plugin, useEngine, useMaskedErrors } from "@envelop/core";
+import { normalizedExecutor } from "@graphql-tools/executor";
 import {
   type DocumentNode,
   type ExecutionResult,
@@ -23,6 +24,9 @@ import {
   GraphQLError,
   getOperationAST,
   Kind,
+  parse,
+  specifiedRules,
+  validate,
 } from "graphql";
 import type { FastifyReply } from "fastify";
 import type { HeavyRequests } from "../http/heavy-requests.ts";
@@ -81,6 +85,26 @@ export function documentTooLarge(bytes: number, max: number): GraphQLError {
 
 function operationOf(document: DocumentNode, operationName: string | null | undefined) {
   return getOperationAST(document, operationName ?? undefined);
+}
+
+/**
+ * The chain on yoga's engine (graphql-js's parser and validation, @graphql-tools/executor's
+ * interpreter), for transports that run operations without yoga (plain POST, WebSocket): the same
+ * answers as yoga gives.
+ */
+export function envelopChain<C extends object>(chain: Plugin<C>[]) {
+  return envelop({
+    plugins: [
+      useEngine({
+        parse,
+        validate,
+        execute: normalizedExecutor,
+        subscribe: normalizedExecutor,
+        specifiedRules,
+      }),
+      ...chain,
+    ],
+  });
 }
 
 export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {

@@ -8,18 +8,10 @@
 // which answers it through the same chain. A body may carry `extensions.persistedQuery` (persisted
 // operations, src/graphql/persisted.ts): its document is resolved here, by the module yoga's side
 // uses too, before the chain runs it.
-import { envelop, type Plugin, useEngine } from "@envelop/core";
-import { normalizedExecutor } from "@graphql-tools/executor";
+import type { Plugin } from "@envelop/core";
 import type { FastifyRequest } from "fastify";
-import {
-  type DocumentNode,
-  type ExecutionResult,
-  type GraphQLSchema,
-  getOperationAST,
-  parse,
-  specifiedRules,
-  validate,
-} from "graphql";
+import { type DocumentNode, type ExecutionResult, type GraphQLSchema, getOperationAST } from "graphql";
+import { envelopChain } from "./chain.ts";
 import type { PersistedOperations, TenantScoped } from "./persisted.ts";
 
 type MediaType = "application/json" | "application/graphql-response+json";
@@ -122,20 +114,7 @@ export type PlainPost = (
  * persisted operations (the same resolution yoga's side runs).
  */
 export function createPlainPost(chain: Plugin[], persisted: PersistedOperations): PlainPost {
-  const getEnveloped = envelop({
-    // yoga's engine (graphql-js's parser and validation, @graphql-tools/executor's interpreter):
-    // the same answers both ways.
-    plugins: [
-      useEngine({
-        parse,
-        validate,
-        execute: normalizedExecutor,
-        subscribe: normalizedExecutor,
-        specifiedRules,
-      }),
-      ...chain,
-    ],
-  });
+  const getEnveloped = envelopChain(chain);
   return async (request, schema, contextValue) => {
     const plain = plainRequest(request);
     if (!plain) return null;

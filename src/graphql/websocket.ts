@@ -19,8 +19,7 @@
 import { EventEmitter } from "node:events";
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
-import { envelop, type Plugin, useEngine } from "@envelop/core";
-import { normalizedExecutor } from "@graphql-tools/executor";
+import type { Plugin } from "@envelop/core";
 import type { FastifyReply } from "fastify";
 import {
   type DocumentNode,
@@ -28,16 +27,13 @@ import {
   type FormattedExecutionResult,
   GraphQLError,
   type GraphQLSchema,
-  parse,
-  specifiedRules,
-  validate,
 } from "graphql";
 import type { Context } from "graphql-ws";
 import { type Extra, useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
 import { AuthenticationError, RateLimitError } from "../errors.ts";
 import type { Caller } from "../types.ts";
-import type { ChainContext } from "./chain.ts";
+import { type ChainContext, envelopChain } from "./chain.ts";
 import { asGraphQLError } from "./errors.ts";
 
 /** Close codes of this transport (besides the protocol's own, 44xx of graphql-ws). */
@@ -126,18 +122,7 @@ function pathOf(request: IncomingMessage): string {
 
 export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const { limits } = deps;
-  const getEnveloped = envelop({
-    plugins: [
-      useEngine({
-        parse,
-        validate,
-        execute: normalizedExecutor,
-        subscribe: normalizedExecutor,
-        specifiedRules,
-      }),
-      ...deps.chain,
-    ],
-  });
+  const getEnveloped = envelopChain(deps.chain);
   type Run = ReturnType<typeof getEnveloped>;
   const runs = new WeakMap<object, Run>();
   const connections = new WeakMap<WebSocket, Connection>();
