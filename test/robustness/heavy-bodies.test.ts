@@ -8,20 +8,12 @@ import net from "node:net";
 import type { FastifyRequest } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../events/support.ts";
+import { heavyGauge } from "./support.ts";
 import { loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { isLargeBody } from "../../src/http/protected.ts";
 
 const BODY_BYTES = 4096;
-
-/** dimensio_heavy_requests{state} from /metrics. */
-async function heavyGauge(t: TestApp, state: "running" | "waiting"): Promise<number> {
-  const text = (await t.app.inject({ method: "GET", url: "/metrics" })).body;
-  const line = text
-    .split("\n")
-    .find((l) => l.startsWith("dimensio_heavy_requests{") && l.includes(`state="${state}"`));
-  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : Number.NaN;
-}
 
 /** A GraphQL POST whose body is `size` bytes (an unused variable pads it). */
 function graphqlBody(size: number): string {

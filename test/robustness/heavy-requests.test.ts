@@ -7,17 +7,9 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../events/support.ts";
+import { heavyGauge } from "./support.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { createTestApp, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
-
-/** dimensio_heavy_requests{state} from /metrics. */
-async function heavyGauge(t: TestApp, state: "running" | "waiting"): Promise<number> {
-  const text = (await t.app.inject({ method: "GET", url: "/metrics" })).body;
-  const line = text
-    .split("\n")
-    .find((l) => l.startsWith("dimensio_heavy_requests{") && l.includes(`state="${state}"`));
-  return line ? Number(line.slice(line.lastIndexOf(" ") + 1)) : Number.NaN;
-}
 
 if (TEST_DATABASE_URL)
   describe("heavy requests take turns per tenant (PostgreSQL)", () => {
