@@ -19,11 +19,9 @@ import { normalizedExecutor } from "@graphql-tools/executor";
 import {
   type DocumentNode,
   type ExecutionResult,
-  type FragmentDefinitionNode,
   type GraphQLSchema,
   GraphQLError,
   getOperationAST,
-  Kind,
   parse,
   specifiedRules,
   validate,
@@ -256,10 +254,7 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
           const failed = r.errors[0]!;
           const key = failed.path?.[0];
           if (key === undefined) return;
-          const fragments = new Map<string, FragmentDefinitionNode>();
-          for (const d of args.document.definitions)
-            if (d.kind === Kind.FRAGMENT_DEFINITION) fragments.set(d.name.value, d);
-          const keys = rootFieldKeys(operation, fragments, args.variableValues ?? {});
+          const keys = rootFieldKeys(args.document, operation, args.variableValues ?? {});
           const committed = keys.slice(0, Math.max(0, keys.indexOf(String(key))));
           if (!committed.length) return;
           setResult({

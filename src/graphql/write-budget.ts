@@ -67,13 +67,21 @@ function rootFields(
   return out;
 }
 
-/** The response keys of an operation's root fields, in the order they run. */
+/** A document's fragment definitions by name. */
+function fragmentsOf(document: DocumentNode): Map<string, FragmentDefinitionNode> {
+  const fragments = new Map<string, FragmentDefinitionNode>();
+  for (const definition of document.definitions)
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  return fragments;
+}
+
+/** The response keys of `document`'s `operation`'s root fields, in the order they run. */
 export function rootFieldKeys(
+  document: DocumentNode,
   operation: OperationDefinitionNode,
-  fragments: Map<string, FragmentDefinitionNode>,
   variables: Variables,
 ): string[] {
-  const keys = rootFields(operation.selectionSet, fragments, variables).map(
+  const keys = rootFields(operation.selectionSet, fragmentsOf(document), variables).map(
     (f) => f.alias?.value ?? f.name.value,
   );
   return [...new Set(keys)];
@@ -107,9 +115,7 @@ export function plannedWrites(
   });
   if (coerced.errors) return null;
   const variables = coerced.coerced;
-  const fragments = new Map<string, FragmentDefinitionNode>();
-  for (const definition of document.definitions)
-    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments.set(definition.name.value, definition);
+  const fragments = fragmentsOf(document);
 
   const planned: PlannedWrites = { records: 0, stringBytes: 0 };
   for (const node of rootFields(operation.selectionSet, fragments, variables)) {
