@@ -10,6 +10,7 @@ import { createAuth } from "./auth/service.ts";
 import { authRoutes } from "./rest/auth-routes.ts";
 import { metadataRoutes } from "./rest/metadata-routes.ts";
 import { readRoutes } from "./rest/read-routes.ts";
+import { transferRoutes } from "./rest/transfer-routes.ts";
 import { documentRoutes } from "./rest/document-routes.ts";
 import { mediaRoutes } from "./rest/media-routes.ts";
 import { openApiPageRoutes, openApiRoutes } from "./rest/openapi-routes.ts";
@@ -112,6 +113,7 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         await scope.register(metadataRoutes, deps);
         await scope.register(readRoutes, deps);
         await scope.register(writeRoutes, deps);
+        await scope.register(transferRoutes, deps);
         await scope.register(webhookRoutes, deps);
         await scope.register(documentRoutes, deps);
         await scope.register(mediaRoutes, deps);

@@ -194,6 +194,10 @@ const envSchema = z.object({
   BODY_LIMIT_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
+  IMPORT_MAX_BYTES: nonNegativeInt(100 * 1024 * 1024).refine((n) => n >= 1024, {
+    message: "must be at least 1024",
+  }),
+  IMPORT_ATOMIC_MAX_ROWS: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
   REQUEST_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   STATEMENT_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   DATABASE_CONNECT_TIMEOUT_MS: nonNegativeInt(5_000).refine((n) => n >= 100, {
@@ -361,6 +365,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxBatchSize: e.MAX_BATCH_SIZE,
     createGroupMaxRows: e.CREATE_GROUP_MAX_ROWS,
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
+    importMaxBytes: e.IMPORT_MAX_BYTES,
+    importAtomicMaxRows: e.IMPORT_ATOMIC_MAX_ROWS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,

@@ -110,6 +110,10 @@ export interface Config {
    */
   createGroupMaxRows: number;
   bodyLimitBytes: number;
+  /** Largest body of an import (`POST /{dim}/import`, decisions §20), counted as it streams: 413 beyond. */
+  importMaxBytes: number;
+  /** Most rows of an import with `atomic=true` (all rows or none): 413 beyond. */
+  importAtomicMaxRows: number;
   /** Receiving a whole request (headers and body) takes at most this long: 408 beyond. */
   requestTimeoutMs: number;
   /** A statement, and a transaction as a whole, runs at most this long: 504 beyond. */

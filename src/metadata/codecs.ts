@@ -50,6 +50,12 @@ export interface FieldCodec {
   /** A VALUE_TEMP template's text as a value of the type (the write then checks it). */
   fromTemplate(text: string): unknown;
   /**
+   * A CSV cell of an import (decisions §20: values in their REST JSON form) as the body value:
+   * the value when the text is one of the type, else the text itself (the write then refuses it
+   * with the type's own message).
+   */
+  fromText(text: string): unknown;
+  /**
    * The stored value (`column`, an SQL expression) as an argument of jsonb_build_object that
    * yields what the record's JSON holds: the value as the database handle parses it (int8 and
    * numeric as JS numbers), through JSON.stringify. A create's event payload is built so in the
@@ -185,8 +191,18 @@ function calendar(digits: 8 | 14, what: string, scalar: GraphQLScalarName): Fiel
       return value;
     },
     fromTemplate: (text) => text,
+    fromText: (text) => text,
     eventJson: asStored,
   };
+}
+
+/** JSON text as its value; other text as itself. */
+function parsedOrText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 function json(kind: "JSON" | "MEDIA"): FieldCodec {
@@ -199,14 +215,8 @@ function json(kind: "JSON" | "MEDIA"): FieldCodec {
     textual: false,
     castFilter: (field) => invalid(field, "JSON and media fields can only be compared with null"),
     toColumn: storedJson,
-    fromTemplate(text) {
-      if (kind === "MEDIA") return text;
-      try {
-        return JSON.parse(text);
-      } catch {
-        return text;
-      }
-    },
+    fromTemplate: (text) => (kind === "MEDIA" ? text : parsedOrText(text)),
+    fromText: parsedOrText,
     // The stored jsonb as it is: JSON.parse of its text, then JSON.stringify, gives it back.
     eventJson: asStored,
   };
@@ -223,6 +233,7 @@ const TEXT_VALUES: Omit<FieldCodec, "column"> = {
   castFilter: filterText,
   toColumn: storedText,
   fromTemplate: (text) => text,
+  fromText: (text) => text,
   eventJson: asStored,
 };
 
@@ -256,6 +267,7 @@ export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
       return value;
     },
     fromTemplate: (text) => (/^-?\d+$/.test(text) ? Number(text) : text),
+    fromText: (text) => (INTEGER_RE.test(text) ? Number(text) : text),
     // int8 beyond JS's safe integers comes back as its digits (src/db/database.ts).
     eventJson: (column) =>
       `CASE WHEN ${column} BETWEEN -9007199254740991 AND 9007199254740991 THEN to_jsonb(${column}) ELSE to_jsonb(${column}::text) END`,
@@ -296,6 +308,7 @@ export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
       return value;
     },
     fromTemplate: (text) => (text.trim() !== "" && Number.isFinite(Number(text)) ? Number(text) : text),
+    fromText: (text) => (DECIMAL_RE.test(text) ? Number(text) : text),
     // numeric comes back as Number(text): a double, whose shortest digits float8 gives too
     // (12.50 → 12.5), where the numeric itself would keep its scale in the payload.
     eventJson: (column) => `${column}::float8`,
@@ -318,6 +331,7 @@ export const CODECS: Readonly<Record<DataType, FieldCodec>> = {
       return value;
     },
     fromTemplate: (text) => (text === "true" ? true : text === "false" ? false : text),
+    fromText: (text) => (text === "true" ? true : text === "false" ? false : text),
     eventJson: asStored,
   },
   DATE: calendar(8, "YYYYMMDD", "Date"),

@@ -36,7 +36,8 @@ function sendOnly(w: WriteContext, sql: string): Promise<void> {
   return awaitAtCommit(w.tx, w.tx.query(sql));
 }
 
-async function eachInSavepoint(
+/** Runs each item in its own savepoint: a refused item is reported, the others go on (imports too). */
+export async function eachInSavepoint(
   w: WriteContext,
   items: readonly unknown[],
   status: BatchItemResult["status"],

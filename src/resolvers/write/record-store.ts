@@ -82,16 +82,22 @@ export async function recordExists(w: WriteContext, dim: DimensionDef, rawId: un
 
 /**
  * Locks the rows of `dim` named by `rawIds` (those that can name one) in id order, so that writers
- * of overlapping sets of records take their locks in one order and queue instead of deadlocking.
+ * of overlapping sets of records take their locks in one order and queue instead of deadlocking;
+ * returns the ids of those that exist, as text.
  */
-export async function lockRecordIds(w: WriteContext, dim: DimensionDef, rawIds: readonly unknown[]) {
+export async function lockRecordIds(
+  w: WriteContext,
+  dim: DimensionDef,
+  rawIds: readonly unknown[],
+): Promise<Set<string>> {
   const ids = [...new Set(rawIds.map((raw) => parseRecordId(dim, raw)).filter((id) => id !== null))];
-  if (!ids.length) return;
-  await w.tx.query(
-    `SELECT 1 FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = ANY($2)
+  if (!ids.length) return new Set();
+  const res = await w.tx.query<{ id: unknown }>(
+    `SELECT ${ident(dim.idField)} AS "id" FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = ANY($2)
       ORDER BY ${ident(dim.idField)} FOR UPDATE`,
     [w.ctx.principal.tenantId, ids],
   );
+  return new Set(res.rows.map((r) => String(r.id)));
 }
 
 /** Locks the records of `dim` whose `field` equals `value` (cascades), in id order. */
