@@ -100,24 +100,48 @@ function csvCell(value: string, context: CastingContext): string | null {
 
 interface CsvRecord {
   record: Array<string | null>;
-  info: { lines: number };
+  info: { lines: number; records: number };
 }
 
-function csvError(err: unknown, row: number): unknown {
-  const e = err as { code?: unknown; message?: unknown; lines?: unknown };
-  if (typeof e?.code !== "string" || !e.code.startsWith("CSV_")) return err;
-  return new BadRequestError("INVALID_CSV", `Row ${row} is not valid CSV: ${String(e.message)}`, {
-    details: { row, line: typeof e.lines === "number" ? e.lines : null, reason: e.code },
+interface CsvFault {
+  code: string;
+  message: string;
+  /** Records (the header included) parsed before the fault's. */
+  records: number;
+  lines: number;
+}
+
+function invalidCsv(fault: CsvFault): BadRequestError {
+  const row = fault.records + 1;
+  return new BadRequestError("INVALID_CSV", `Row ${row} is not valid CSV: ${fault.message}`, {
+    details: { row, line: fault.lines, reason: fault.code },
   });
 }
 
+/**
+ * A malformed record does not stop csv-parse (skip_records_with_error): it is remembered with the
+ * count of records before it, and refused once those before it were taken (an error thrown by the
+ * stream would drop the records it still holds, before the malformed one).
+ */
 async function* csvRows(text: Readable, utf8: Utf8Text): AsyncGenerator<ImportRow> {
+  const faults: { first: CsvFault | null } = { first: null };
   const parser = text.pipe(
     parseCsv({
       bom: true,
       info: true,
       cast: csvCell,
       skip_empty_lines: true,
+      skip_records_with_error: true,
+      on_skip: (err) => {
+        const e = err as unknown as Partial<CsvFault> | undefined;
+        faults.first ??= {
+          code: String(e?.code ?? "CSV_INVALID"),
+          message: String(e?.message ?? "malformed record"),
+          records: Number(e?.records ?? 0),
+          lines: Number(e?.lines ?? 0),
+        };
+        return undefined;
+      },
       max_record_size: 64 * 1024 * 1024,
     }),
   );
@@ -126,7 +150,9 @@ async function* csvRows(text: Readable, utf8: Utf8Text): AsyncGenerator<ImportRo
   let row = 0;
   try {
     for await (const { record, info } of parser as AsyncIterable<CsvRecord>) {
-      row++;
+      const seen = faults.first;
+      if (seen !== null && info.records > seen.records) break;
+      row = info.records;
       if (utf8.badLine !== null && utf8.badLine <= info.lines) throw invalidEncoding(row);
       if (header === null) {
         header = checkedHeader(record);
@@ -139,8 +165,12 @@ async function* csvRows(text: Readable, utf8: Utf8Text): AsyncGenerator<ImportRo
       yield { row, values, textual: true };
     }
   } catch (err) {
-    throw csvError(err, row + 1);
+    // A fault csv-parse does not skip (a record over max_record_size): the same refusal.
+    const e = err as Partial<CsvFault> | null;
+    if (typeof e?.code !== "string" || !e.code.startsWith("CSV_")) throw err;
+    throw invalidCsv({ code: e.code, message: String(e.message), records: row, lines: Number(e.lines ?? 0) });
   }
+  if (faults.first !== null) throw invalidCsv(faults.first);
   if (utf8.badLine !== null) throw invalidEncoding(row + 1);
 }
 

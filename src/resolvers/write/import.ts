@@ -106,6 +106,13 @@ function prepare(dim: DimensionDef, input: ImportRow, upsert: boolean): Prepared
   return { row, body };
 }
 
+/** An upsert row that creates: its empty cells (null) left out, as a create of CSV leaves them. */
+function createBody(body: Body): Body {
+  const out: Body = {};
+  for (const [key, value] of Object.entries(body)) if (value !== null) out[key] = value;
+  return out;
+}
+
 function tally(): ImportResult {
   return { received: 0, created: 0, updated: 0, failed: 0, errors: [] };
 }
@@ -151,7 +158,7 @@ function writeRows(
           const result = await updateRecord(w, dim, id, body, "patch");
           return Object.assign(result, { imported: "updated" as const });
         }
-        return Object.assign(await createRecord(w, dim, body), { imported: "created" as const });
+        return Object.assign(await createRecord(w, dim, createBody(body)), { imported: "created" as const });
       },
     );
     after?.(outcome.results);
