@@ -167,6 +167,12 @@ const envSchema = z.object({
   EVENTS_GATHER_MS: nonNegativeInt(50).refine((n) => n <= 1000, { message: "must be at most 1000" }),
   EVENTS_RETENTION_MS: nonNegativeInt(7 * 24 * 3600 * 1000),
   EVENTS_MAX_FAILURES: nonNegativeInt(5).refine((n) => n >= 1, { message: "must be at least 1" }),
+  HISTORY_RETENTION_DAYS: nonNegativeInt(365).refine((n) => n <= 1_000_000, {
+    message: "must be at most 1000000",
+  }),
+  HISTORY_PRUNE_INTERVAL_MS: nonNegativeInt(3_600_000).refine((n) => n === 0 || n >= 1000, {
+    message: "must be 0 (never) or at least 1000",
+  }),
   ROLE: optionalString
     .transform((v) => (v ?? "all") as Role)
     .refine((v) => (ROLES as readonly string[]).includes(v), {
@@ -346,6 +352,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       retentionMs: e.EVENTS_RETENTION_MS,
       maxFailures: e.EVENTS_MAX_FAILURES,
     },
+    history: { retentionDays: e.HISTORY_RETENTION_DAYS, pruneIntervalMs: e.HISTORY_PRUNE_INTERVAL_MS },
     role: e.ROLE,
     gateway: {
       readBackendUrl: e.READ_BACKEND_URL,

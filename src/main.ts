@@ -7,6 +7,7 @@ import { describeStartupError } from "./cli/startup-error.ts";
 import { loadDemoDataIfEmpty } from "./demo/load-demo.ts";
 import { startStatisticsJob } from "./db/statistics.ts";
 import { eventPartsOf, startEventRuntime } from "./events/runtime.ts";
+import { startHistoryRetention } from "./history/retention.ts";
 import { openServices } from "./services.ts";
 
 async function main(): Promise<void> {
@@ -31,6 +32,16 @@ async function main(): Promise<void> {
     services.db.kind === "pglite"
       ? startStatisticsJob({ db: services.db, logger, intervalMs: config.dbAnalyzeIntervalMs })
       : null;
+  // Record history past HISTORY_RETENTION_DAYS, deleted in small batches by the writing roles.
+  const historyRetention =
+    config.role === "all" || config.role === "write"
+      ? startHistoryRetention({
+          db: services.db,
+          logger,
+          retentionDays: config.history.retentionDays,
+          intervalMs: config.history.pruneIntervalMs,
+        })
+      : null;
   const app = await buildApp(services);
   const eventParts = eventPartsOf(config.role);
   const events = eventParts ? await startEventRuntime(services, eventParts) : null;
@@ -54,6 +65,7 @@ async function main(): Promise<void> {
       await app.close();
       await events?.stop();
       await statistics?.stop();
+      await historyRetention?.stop();
       await services.close();
       process.exit(0);
     } catch (err) {

@@ -78,6 +78,13 @@ export interface Config {
     /** A subscriber's message is dead-lettered after this many failed attempts. */
     maxFailures: number;
   };
+  /** Record history (decisions.md §19, src/history/). */
+  history: {
+    /** HISTORY_RETENTION_DAYS: revisions older than this go (0: kept); a record's latest stays. */
+    retentionDays: number;
+    /** HISTORY_PRUNE_INTERVAL_MS: how often the clean-up runs (0: never). */
+    pruneIntervalMs: number;
+  };
   role: Role;
   gateway: {
     readBackendUrl: string | null;
@@ -398,6 +405,8 @@ export interface DimensionDef {
   readonly sorts: ReadonlyMap<string, SortDef>;
   /** TB_DIM.INDEXES: the fields of each composite index, in order (TENANT_ID before, the id after). */
   readonly compositeIndexes: ReadonlyArray<readonly string[]>;
+  /** TB_DIM.HISTORY (default true): each change of a record writes a revision (src/history/). */
+  readonly history: boolean;
 }
 
 export interface MenuNode {
@@ -437,6 +446,7 @@ export interface MetadataRows {
     UPDATE_CASCADE?: string | null;
     AUDIT_STYLE?: string | null;
     INDEXES?: string | null;
+    HISTORY?: boolean | null;
   }>;
   TB_VAR: Array<{
     COD_DIM: string;

@@ -61,20 +61,36 @@ export function outboxNoticeItems(payload: string): string[] | null {
 }
 
 /**
+ * A data-modifying statement that travels in the outbox row's statement as a CTE of it (a
+ * record's revision: src/history/revisions.ts): `sql(first)` its text, its parameters numbered
+ * from $first on.
+ */
+export interface AlongsideStatement {
+  sql(first: number): string;
+  params: readonly unknown[];
+}
+
+/**
  * Inserts one event row and has the relays woken when the transaction commits: on PostgreSQL by
  * the database handle after COMMIT (folded with other commits' wake-ups), elsewhere by a NOTIFY
  * queued in the same statement (identical notifications of one transaction are folded into one).
  * Either way the notice names the event's tenant and dimension (outboxNoticeItem).
+ * `alongside`: a statement sent with it, in the same statement (no statement of its own).
  * Returns the OUTBOX_ID as a string (the response's event_id).
  */
-export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Promise<string> {
+export async function insertOutboxEvent(
+  tx: Queryable,
+  event: OutboxEvent,
+  alongside?: AlongsideStatement,
+): Promise<string> {
   const afterCommit = tx.notifyAfterCommit !== undefined;
   const item = outboxNoticeItem(event.tenantId, event.dim);
   tx.notifyAfterCommit?.(OUTBOX_CHANNEL, item);
+  const also = alongside ? `,\n     also AS (${alongside.sql(afterCommit ? 7 : 8)})` : "";
   const res = await tx.query<{ OUTBOX_ID: number | string }>(
     `WITH inserted AS (
        INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
-       VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now())) RETURNING "OUTBOX_ID")
+       VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now())) RETURNING "OUTBOX_ID")${also}
      SELECT "OUTBOX_ID"${afterCommit ? "" : `, pg_notify('${OUTBOX_CHANNEL}', $7)`} FROM inserted`,
     [
       eventType(event.dim, event.kind),
@@ -84,6 +100,7 @@ export async function insertOutboxEvent(tx: Queryable, event: OutboxEvent): Prom
       event.tenantId,
       event.createdAt ? event.createdAt.toISOString() : null,
       ...(afterCommit ? [] : [noticePayload(noticeItemsOf(item))]),
+      ...(alongside?.params ?? []),
     ],
     PREPARED,
   );
@@ -106,10 +123,11 @@ export type RequiredOutboxColumn = (typeof REQUIRED_OUTBOX_COLUMNS)[number];
 /**
  * The INSERT of one event row whose AGGREGATE_ID and PAYLOAD are SQL expressions over the row of
  * `from` (a data-modifying CTE: the record the same statement inserts), for a statement that
- * writes a record and its event together (record-store.ts); it answers OUTBOX_ID and
- * AGGREGATE_ID. `param` adds a parameter. The row's columns are those insertOutboxEvent writes,
- * with the same values. `nulledWhen`: a column made NULL where its condition (SQL over `from`)
- * holds, which fails the statement on that column.
+ * writes a record and its event together (record-store.ts); it answers OUTBOX_ID, AGGREGATE_ID
+ * and PAYLOAD (the record's revision reads it: src/history/revisions.ts). `param` adds a
+ * parameter. The row's columns are those insertOutboxEvent writes, with the same values.
+ * `nulledWhen`: a column made NULL where its condition (SQL over `from`) holds, which fails the
+ * statement on that column.
  */
 export function outboxInsertFromSql(
   event: Omit<OutboxEvent, "recordId" | "payload">,
@@ -126,5 +144,5 @@ export function outboxInsertFromSql(
   return `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
        SELECT ${value("EVENT_TYPE", param(eventType(event.dim, event.kind)))}, ${value("AGGREGATE_TYPE", param(event.dim))}, ${value("AGGREGATE_ID", aggregateId)}, ${value("PAYLOAD", payload)}, ${value("TENANT_ID", param(event.tenantId))},
               COALESCE(${param(event.createdAt ? event.createdAt.toISOString() : null)}::timestamptz, now())
-         FROM ${from} RETURNING "OUTBOX_ID", "AGGREGATE_ID"`;
+         FROM ${from} RETURNING "OUTBOX_ID", "AGGREGATE_ID", "PAYLOAD"`;
 }

@@ -42,6 +42,8 @@ import { getDocument } from "../resolvers/read/documents.ts";
 import type { DataRecord } from "../resolvers/read/common.ts";
 import { batchCreate } from "../resolvers/write/batch.ts";
 import { runCommand } from "../resolvers/write/commands.ts";
+import { restoreRevision } from "../resolvers/write/restore.ts";
+import { listHistory } from "../resolvers/read/history.ts";
 import type { RequestBudget } from "../resolvers/write/context.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
@@ -673,6 +675,29 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
           event_id: result.eventId,
         };
       },
+
+    history:
+      (dim) =>
+      async (_root, args: ContextArgs & { id: string; limit?: number | null; offset?: number | null }, ctx) =>
+        listHistory(readContextFor(ctx, args), dim.code, args.id, {
+          limit: pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
+          offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
+        }),
+
+    restoreRevision: (dim) => async (_root, args: ContextArgs & { id: string; revision: number }, ctx) => {
+      const result = await restoreRevision(
+        writeDeps(ctx),
+        requestFor(ctx, args),
+        dim.code,
+        args.id,
+        args.revision,
+      );
+      return {
+        data: result.visible,
+        message: `${result.dim} ${result.recordId} restored to revision ${args.revision}.`,
+        event_id: result.eventId,
+      };
+    },
 
     batchCreate: (dim) => async (_root, args: ContextArgs & { data: Record<string, unknown>[] }, ctx) => {
       const result = await batchCreate(writeDeps(ctx), requestFor(ctx, args), dim.code, plain(args.data));

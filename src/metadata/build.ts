@@ -197,6 +197,7 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
         relationsByName: relationsByName(forward, reverse),
         sorts,
         compositeIndexes: Object.freeze(parseCompositeIndexes(d.INDEXES).map((f) => Object.freeze(f))),
+        history: d.HISTORY !== false,
       } satisfies DimensionDef),
     );
   }

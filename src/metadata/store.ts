@@ -53,7 +53,11 @@ const DEFAULTS: Record<string, unknown> = {
   NULLABLE: true,
   COD_ON_OFF: "",
   REQUIRED: false,
+  HISTORY: true,
 };
+
+/** NOT NULL columns with a default: a null given for one stores its default. */
+const DEFAULTED_WHEN_NULL: ReadonlySet<string> = new Set(["HISTORY"]);
 
 /** Upserts rows by key. Returns how many rows were inserted or actually changed. */
 export async function upsertMetadataRows(tx: Queryable, rows: Partial<MetadataRows>): Promise<number> {
@@ -74,7 +78,10 @@ export async function upsertMetadataRows(tx: Queryable, rows: Partial<MetadataRo
       ON CONFLICT (${spec.key.map((k) => `"${k}"`).join(", ")}) DO UPDATE SET ${updates} WHERE ${distinct}`;
     for (const row of list) {
       const values = spec.columns.map((c) => {
-        const v = row[c] === undefined ? (DEFAULTS[c] ?? null) : row[c];
+        const v =
+          row[c] === undefined || (row[c] === null && DEFAULTED_WHEN_NULL.has(c))
+            ? (DEFAULTS[c] ?? null)
+            : row[c];
         if (!JSON_COLUMNS.has(c) || v === null) return v;
         // JSON text (TB_COST.VALIDATION may be given so; validated as JSON before) is stored as is.
         return typeof v === "string" ? v : JSON.stringify(v);

@@ -358,3 +358,17 @@ export function parseLookupParams(params: QueryParams): {
     fullList: flag === "1" || flag.toLowerCase() === "true",
   };
 }
+
+const HISTORY_PARAMETERS = new Set(["$num_rows", "$offset"]);
+
+/** GET /{dim}/{id}/history: `$num_rows` (default 100, at most 1000) and `$offset`. */
+export function parseHistoryParams(params: QueryParams): { limit: number; offset: number } {
+  checkUnknown(params, HISTORY_PARAMETERS);
+  let limit = DEFAULT_NUM_ROWS;
+  let offset = 0;
+  for (const [key, values] of entries(params)) {
+    if (key === "$num_rows") limit = nonNegativeInteger(key, single(key, values), MAX_NUM_ROWS);
+    if (key === "$offset") offset = nonNegativeInteger(key, single(key, values), Number.MAX_SAFE_INTEGER);
+  }
+  return { limit, offset };
+}

@@ -4,6 +4,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import {
   parseListParams,
   parseLookupParams,
+  parseHistoryParams,
   parseRecordParams,
   type QueryParams,
 } from "../query/rest-params.ts";
@@ -19,6 +20,7 @@ import {
   lookupValues,
   type ReadContext,
 } from "../resolvers/read/index.ts";
+import { listHistory } from "../resolvers/read/history.ts";
 import { contextOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 import { describeFilter } from "./filters-applied.ts";
@@ -99,6 +101,12 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
       });
     },
   );
+
+  // A record's revisions, newest first (decisions.md §19).
+  app.get<{ Params: { dim: string; id: string } }>("/api/v4/core/:dim/:id/history", async (request) => {
+    const rc = readContext(request);
+    return listHistory(rc, request.params.dim, request.params.id, parseHistoryParams(query(request)));
+  });
 
   app.get<{ Params: { dim: string; id: string } }>("/api/v4/core/:dim/:id", async (request, reply) => {
     const rc = readContext(request);

@@ -10,6 +10,7 @@ import { runCommand } from "../resolvers/write/commands.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
 import { presentCascaded } from "../resolvers/write/present.ts";
+import { restoreRevision } from "../resolvers/write/restore.ts";
 import type { BatchResult, MetadataWriteResult, RequestContext, WriteResult } from "../types.ts";
 import { contextOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
@@ -196,6 +197,24 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         result,
       );
     };
+  // A revision's values written back as an update (decisions.md §19).
+  app.post<{ Params: { dim: string; id: string; revision: string } }>(
+    `${CORE}/:dim/:id/history/:revision/restore`,
+    async (request) => {
+      const ctx = ctxOf(request);
+      const { dim, id, revision } = request.params;
+      const result = await restoreRevision(services, ctx, dim, id, revision);
+      return withCascaded(
+        {
+          data: result.visible,
+          message: `${result.dim} ${result.recordId} restored to revision ${revision}.`,
+          event_id: result.eventId,
+        },
+        result,
+      );
+    },
+  );
+
   app.put<RecordParams>(`${CORE}/:dim/:id`, update("put"));
   app.patch<RecordParams>(`${CORE}/:dim/:id`, update("patch"));
 

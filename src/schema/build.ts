@@ -54,6 +54,10 @@ export interface SchemaResolvers<C> {
   document(): GraphQLFieldResolver<unknown, C>;
   /** D_command: a named operation (decisions.md §15). */
   command(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  /** D_history: a record's revisions (decisions.md §19). */
+  history(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  /** D_restore_revision: a revision written back as an update (decisions.md §19). */
+  restoreRevision(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
   /** Subscription: an async iterator of DimensionEvent payloads. */
   events(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
 }
@@ -95,6 +99,27 @@ const PageMeta = new GraphQLObjectType({
         "The cursor of the page's last row (null for an empty page): pass it as `after` for the next page of the same list.",
     },
   },
+});
+
+const HistoryRevision = new GraphQLObjectType({
+  name: "HistoryRevision",
+  description:
+    "One change of a record: changes holds {FIELD: {before, after}} for the fields it changed that the caller may read in detail.",
+  fields: {
+    revision: { type: nn(GraphQLInt) },
+    at: { type: nn(GraphQLString), description: "YYYYMMDDHHmmss (UTC)." },
+    user: { type: nn(GraphQLString) },
+    operation: {
+      type: nn(GraphQLString),
+      description: "create, update, delete, state, command or restore.",
+    },
+    changes: { type: nn(JSONScalar) },
+  },
+});
+
+const HistoryPage = new GraphQLObjectType({
+  name: "HistoryPage",
+  fields: { data: { type: nn(list(nn(HistoryRevision))) }, meta: { type: nn(PageMeta) } },
 });
 
 const Media = new GraphQLObjectType({
@@ -420,6 +445,17 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
       },
       resolve: resolvers.aggregate(dim),
     };
+    queryFields[`${dim.code}_history`] = {
+      type: nn(HistoryPage),
+      description: "A record's revisions, newest first (REST GET /{dim}/{id}/history).",
+      args: {
+        ...contextArgs,
+        id: { type: nn(GraphQLID) },
+        limit: { type: GraphQLInt },
+        offset: { type: GraphQLInt },
+      },
+      resolve: resolvers.history(dim),
+    };
 
     const updateInput = new GraphQLInputObjectType({
       name: `${dim.code}_update_input`,
@@ -475,6 +511,11 @@ export function buildGraphQLSchema<C>(model: MetadataModel, resolvers: SchemaRes
     mutationFields[`${dim.code}_command`] = mutation(
       { name: { type: nn(GraphQLString) }, id: { type: nn(GraphQLID) }, data: { type: JSONScalar } },
       resolvers.command(dim),
+      one,
+    );
+    mutationFields[`${dim.code}_restore_revision`] = mutation(
+      { id: { type: nn(GraphQLID) }, revision: { type: nn(GraphQLInt) } },
+      resolvers.restoreRevision(dim),
       one,
     );
     mutationFields[`${dim.code}_batch_create`] = mutation(

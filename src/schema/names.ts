@@ -32,6 +32,8 @@ export const FIXED_TYPE_NAMES: ReadonlySet<string> = new Set([
   "Boolean",
   "ID",
   "DimensionEvent",
+  "HistoryRevision",
+  "HistoryPage",
   // The comparison inputs of the filters: one per scalar, and Null_comparison for JSON and MEDIA.
   ...["String", "Int64", "Decimal", "Boolean", "Date", "Timestamp", "Null"].map((s) => `${s}_comparison`),
 ]);
@@ -46,10 +48,16 @@ export const FIXED_ROOT_FIELDS = {
 /** The root fields the schema makes for one dimension, per root type. */
 export function dimensionRootFields(code: string): Record<keyof typeof FIXED_ROOT_FIELDS, string[]> {
   return {
-    Query: [code, `${code}_by_id`, `${code}_count`, `${code}_aggregate`],
-    Mutation: ["_create", "_update", "_patch", "_delete", "_command", "_batch_create"].map(
-      (s) => `${code}${s}`,
-    ),
+    Query: [code, `${code}_by_id`, `${code}_count`, `${code}_aggregate`, `${code}_history`],
+    Mutation: [
+      "_create",
+      "_update",
+      "_patch",
+      "_delete",
+      "_command",
+      "_batch_create",
+      "_restore_revision",
+    ].map((s) => `${code}${s}`),
     Subscription: [`${code}_events`],
   };
 }
@@ -72,6 +80,8 @@ export const GENERATED_SUFFIXES = [
   "_delete",
   "_batch_create",
   "_events",
+  "_history",
+  "_restore_revision",
 ] as const;
 
 export function graphqlNameProblems(rows: MetadataRows): Problem[] {

@@ -46,6 +46,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
         "TbWebhookDelivery",
         "TbEventStats",
         "TbSearch",
+        "TbHistory",
       ].sort(),
     );
   });
@@ -61,6 +62,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       UPDATE_CASCADE: "D",
       AUDIT_STYLE: "CREATED",
       INDEXES: "A,B;C,D",
+      HISTORY: false,
     };
     await services.prisma.tbDim.create({ data });
     expect(await services.prisma.tbDim.findUnique({ where: { COD_DIM: "PX" } })).toEqual(data);
@@ -72,6 +74,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       DESC_DIM: null,
       CASCADE_DELETE: null,
       INDEXES: null,
+      HISTORY: true,
     });
   });
 
@@ -421,6 +424,21 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
     };
     await services.prisma.tbSearch.create({ data });
     expect(await services.prisma.tbSearch.findMany({ where: { TENANT_ID: "px-tenant" } })).toEqual([data]);
+  });
+
+  it("TbHistory", async () => {
+    const data = {
+      TENANT_ID: "px-tenant",
+      DIMENSION: "PX",
+      RECORD_ID: "42",
+      REVISION: 3,
+      CHANGED_AT: T0,
+      USER_ID: "px-user",
+      OPERATION: "update",
+      CHANGES: { NAME: { before: "A", after: "B" } },
+    };
+    await services.prisma.tbHistory.create({ data });
+    expect(await services.prisma.tbHistory.findMany({ where: { TENANT_ID: "px-tenant" } })).toEqual([data]);
   });
 
   it("TbSequence", async () => {

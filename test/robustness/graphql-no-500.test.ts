@@ -15,12 +15,14 @@ const ROOTS = [
   ["query", "CUST_by_id", "{ CUST_ID NAME EMAIL RISK_SCORE CITY { NAME } }"],
   ["query", "CUST_count", ""],
   ["query", "CUST_aggregate", ""],
+  ["query", "CUST_history", "{ data { revision operation changes } meta { total has_more } }"],
   ["query", "ORD", "{ data { ORD_ID CUST { NAME } ORDL { QTY } } }"],
   ["query", "ADDR", "{ data { ADDR_ID CUST { NAME CITY { NAME } } } }"],
   ["mutation", "CUST_create", RESULT],
   ["mutation", "CUST_patch", RESULT],
   ["mutation", "CUST_update", RESULT],
   ["mutation", "CUST_delete", RESULT],
+  ["mutation", "CUST_restore_revision", RESULT],
   ["mutation", "CUST_batch_create", "{ success failed results { index error { code } } }"],
   ["mutation", "ORD_create", "{ message data { ORD_ID ORDL { ORDL_ID } } }"],
   ["mutation", "batch", "{ index id data }"],
@@ -42,6 +44,7 @@ const ARGS = [
   "cond_trec",
   "force_list_cost",
   "operations",
+  "revision",
 ];
 const LITERALS = [
   "null",

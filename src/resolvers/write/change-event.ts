@@ -6,6 +6,12 @@ import { PayloadTooLargeError } from "../../errors.ts";
 import { perDefinition } from "../../metadata/per-definition.ts";
 import { CounterValue } from "./templates.ts";
 import { step, type WriteContext, type WriteLimits } from "./context.ts";
+import {
+  changedFields,
+  type RevisionOperation,
+  revisionInsert,
+  revisionsRemoval,
+} from "../../history/revisions.ts";
 
 const KIND = { created: "Created", updated: "Updated", deleted: "Deleted" } as const;
 
@@ -69,25 +75,55 @@ export function reserveEventBytes(limits: WriteLimits, bound: number): HeldEvent
   };
 }
 
+/** What a change's revision records: its operation and the record before it (null: a create). */
+export interface RevisionOf {
+  operation: RevisionOperation;
+  before: Record<string, unknown> | null;
+}
+
+/**
+ * The change's outbox row and, in the same statement, its record history: the record's revision
+ * (the fields that differ between `revision.before` and `record`; none when the dimension keeps
+ * no history, TB_DIM.HISTORY false), or for a force delete the removal of the record's history.
+ */
 export async function recordChanged(
   w: WriteContext,
   dim: DimensionDef,
   action: WriteAction,
   record: Record<string, unknown>,
   force = false,
+  revision?: RevisionOf,
 ): Promise<RecordChange> {
   await step(w, "outbox");
   const recordId = record[dim.idField] as string | number;
+  const tenantId = w.ctx.principal.tenantId;
+  const history = force
+    ? revisionsRemoval(dim, tenantId, recordId)
+    : revision && dim.history
+      ? revisionInsert({
+          dim,
+          tenantId,
+          recordId,
+          userId: w.ctx.principal.userId,
+          at: w.now,
+          operation: revision.operation,
+          changes: changedFields(dim, revision.before, record),
+        })
+      : undefined;
   const payload = force ? { ...record, force: true } : record;
   const change: RecordChange = { dim: dim.code, action, recordId, record, eventId: "", force };
-  const inserting = insertOutboxEvent(w.tx, {
-    dim: dim.code,
-    kind: KIND[action],
-    recordId,
-    tenantId: w.ctx.principal.tenantId,
-    payload: spendEventBudget(w.limits, payload),
-    createdAt: w.now,
-  }).then((eventId) => {
+  const inserting = insertOutboxEvent(
+    w.tx,
+    {
+      dim: dim.code,
+      kind: KIND[action],
+      recordId,
+      tenantId,
+      payload: spendEventBudget(w.limits, payload),
+      createdAt: w.now,
+    },
+    history,
+  ).then((eventId) => {
     change.eventId = eventId;
   });
   // The outbox row needs no answer before the transaction ends: deferred, it travels with COMMIT

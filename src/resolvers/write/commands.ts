@@ -6,7 +6,7 @@ import { z } from "zod";
 import { NotFoundError, ValidationError } from "../../errors.ts";
 import type { RequestContext, WriteOutcome } from "../../types.ts";
 import { updateOne } from "./operations.ts";
-import type { WriteDeps } from "./pipeline.ts";
+import type { WriteDeps, WriteOptions } from "./pipeline.ts";
 
 export interface CommandInput<D = Record<string, unknown>> {
   deps: WriteDeps;
@@ -14,6 +14,11 @@ export interface CommandInput<D = Record<string, unknown>> {
   dim: string;
   id: unknown;
   data: D;
+  /**
+   * The options a command's writes pass on (updateOne's, deleteOne's…): they record the write in
+   * the record's history as a command (decisions.md §19).
+   */
+  opts: WriteOptions;
 }
 
 export interface CommandDefinition<D = Record<string, unknown>> {
@@ -40,8 +45,8 @@ function stateMove(name: string, description: string, from: ("N" | "M" | "P" | "
     name,
     description,
     input: z.record(z.string(), z.unknown()),
-    run: ({ deps, request, dim, id, data }: CommandInput) =>
-      updateOne(deps, request, dim, id, { ...data, TREC: to }, "patch", {}, from),
+    run: ({ deps, request, dim, id, data, opts }: CommandInput) =>
+      updateOne(deps, request, dim, id, { ...data, TREC: to }, "patch", opts, from),
   } satisfies CommandDefinition;
 }
 
@@ -99,5 +104,5 @@ export async function runCommand(
     const field = String(issue.path[0] ?? "data");
     throw new ValidationError("INVALID_FIELD_VALUE", `${field}: ${issue.message}`, { field });
   }
-  return command.run({ deps, request, dim, id: body.id, data: parsed.data });
+  return command.run({ deps, request, dim, id: body.id, data: parsed.data, opts: { operation: "command" } });
 }

@@ -1,5 +1,6 @@
 import type { MetadataModel, Queryable, RequestContext, WriteStep } from "../../types.ts";
 import type { CreateGroups } from "./create-groups.ts";
+import type { RevisionOperation } from "../../history/revisions.ts";
 
 /** Called at each named step of the pipeline; throwing aborts the write (tests inject failures). */
 export type StepHook = (step: WriteStep) => void | Promise<void>;
@@ -70,6 +71,11 @@ export interface WriteContext {
    * creates of its shape that wait meanwhile (create-groups.ts). Without it, each alone.
    */
   creates?: CreateGroups;
+  /**
+   * What the revision of the record this write is about says happened, when not what the write
+   * itself is (a command's update, a revision's restore); cascaded changes keep their own.
+   */
+  operation?: Extract<RevisionOperation, "command" | "restore">;
 }
 
 /** Tells the hook (tests) of a step; without one nothing (no promise made per step). */

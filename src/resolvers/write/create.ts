@@ -237,7 +237,7 @@ export async function createRecord(
       : null;
   if (eventBytes) return createAlone(w, dim, columns, lookups, eventBytes);
   const record = await insertRow(w, dim, columns, lookups);
-  const change = await recordChanged(w, dim, "created", record);
+  const change = await recordChanged(w, dim, "created", record, false, { operation: "create", before: null });
 
   await step(w, "cascades");
   const created: WriteResult[] = [];

@@ -20,7 +20,7 @@ export async function deleteRecord(
   const current = await lockRecord(w, dim, rawId);
   await step(w, "field_rules");
   checkDeletable(currentTrec(current), force);
-  return deleteLocked(w, dim, current, force, new Set());
+  return deleteLocked(w, dim, current, force, new Set(), w.operation);
 }
 
 async function deleteLocked(
@@ -29,6 +29,8 @@ async function deleteLocked(
   current: Row,
   force: boolean,
   seen: Set<string>,
+  /** What the soft delete's revision records it as (a command's); a delete otherwise. */
+  operation?: "command" | "restore",
 ): Promise<WriteResult> {
   const id = current[dim.idField] as RecordId;
   seen.add(`${dim.code}/${String(id)}`);
@@ -36,10 +38,15 @@ async function deleteLocked(
   let change: RecordChange;
   if (force) {
     await deleteRow(w, dim, id);
+    // A force delete takes the record's history with it (decisions.md §19: recordChanged).
     change = await recordChanged(w, dim, "deleted", current, true);
   } else {
     const columns = auditColumns(dim.auditStyle, "soft_delete", w.ctx.principal.userId, w.now, "C");
-    change = await recordChanged(w, dim, "deleted", await updateRow(w, dim, id, columns));
+    const deleted = await updateRow(w, dim, id, columns);
+    change = await recordChanged(w, dim, "deleted", deleted, false, {
+      operation: operation ?? "delete",
+      before: current,
+    });
   }
   await step(w, "cascades");
   return Object.assign(change, { children: [], cascaded: await cascadeDelete(w, dim, current, force, seen) });

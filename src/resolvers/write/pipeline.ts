@@ -18,6 +18,8 @@ export type WriteDeps = Pick<Services, "db" | "metadata" | "config"> &
 export interface WriteOptions {
   /** Test seam: told each pipeline step; throwing there aborts the write. */
   onStep?: StepHook;
+  /** What the record's revision records the write as (a command, a revision's restore). */
+  operation?: WriteContext["operation"];
 }
 
 export function findDimension(model: MetadataModel, code: string): DimensionDef {
@@ -60,6 +62,7 @@ export function inWriteTransaction<T>(
       limits: writeLimits(deps.config, deps.budget),
     };
     if (opts.onStep) w.onStep = opts.onStep;
+    if (opts.operation) w.operation = opts.operation;
     if (deps.creates) w.creates = deps.creates;
     const result = await fn(w);
     if (!w.committed) await step(w, "commit");

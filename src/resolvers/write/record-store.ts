@@ -17,6 +17,7 @@ import { rowToRecord } from "./values.ts";
 import type { GroupedCreate } from "./create-groups.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import { perDefinition } from "../../metadata/per-definition.ts";
+import { createRevisionsSql } from "../../history/revisions.ts";
 import {
   outboxInsertFromSql,
   outboxNoticeItem,
@@ -290,7 +291,9 @@ function createdEventSql(
     const { code, table, column } = err as { code?: string; table?: string; column?: string };
     return code === "23502" && table === "TB_ANAG_OUTBOX00" && column ? keyOfColumn.get(column) : undefined;
   };
-  return { event, aggregateId, returned, keyError };
+  // The records' create revisions, read from the event rows (TB_DIM.HISTORY; src/history/).
+  const history = dim.history ? createRevisionsSql(dim, w.ctx.principal.tenantId, w.now, "ev", param) : null;
+  return { event, aggregateId, returned, keyError, history };
 }
 
 /**
@@ -350,7 +353,12 @@ export async function insertRowWithEvent(
   const alone = async (): Promise<WrittenRow> => {
     const { row: insert, event } = ownStatement();
     const statement = (payload: string | null) =>
-      `WITH ${[...insert.counters, `ins AS (${insert.insert} RETURNING *)`, `ev AS (${event.event})`].join(",\n")}
+      `WITH ${[
+        ...insert.counters,
+        `ins AS (${insert.insert} RETURNING *)`,
+        `ev AS (${event.event})`,
+        ...(event.history ? [`hist AS (${event.history})`] : []),
+      ].join(",\n")}
     SELECT ${event.returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""} FROM ins, ev`;
     const row = (await w.tx.lastStatement!<Row>(notice, statement, insert.params, createStatementOptions(w)))
       .rows[0]!;
@@ -428,10 +436,10 @@ async function createdRows(
   const parts = items.map((item) => item.row(params));
   const { into, param } = parts[0]!;
   const rows = parts.map((p) => p.row);
-  const { event, aggregateId, returned } = items[0]!.event(param);
+  const { event, aggregateId, returned, history } = items[0]!.event(param);
   const statement = (payload: string | null) =>
     `WITH ins AS (${into}\n    VALUES ${rows.join(",\n      ")} RETURNING *),
-    ev AS (${event}),
+    ev AS (${event}),${history ? `\n    hist AS (${history}),` : ""}
     n AS (SELECT row_number() OVER () AS "${ROW_COLUMN}", ins.* FROM ins)
     SELECT ins."${ROW_COLUMN}", ${returned}, ev."OUTBOX_ID" AS "${EVENT_ID_COLUMN}"${payload ? `, pg_notify('${channel}', ${payload})` : ""}
       FROM n AS ins JOIN ev ON ev."AGGREGATE_ID" = ${aggregateId}`;

@@ -3,6 +3,7 @@
 import type { DimensionDef, FieldDef, RecordChange, WriteResult } from "../../types.ts";
 import { type AuditEvent, auditColumns } from "./audit.ts";
 import { recordChanged } from "./change-event.ts";
+import { moveRevisions } from "../../history/revisions.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
 import { foreignKeyLookups } from "./foreign-keys.ts";
@@ -59,7 +60,13 @@ export async function updateRecord(
   const event: AuditEvent = from === "C" ? "restore" : "update";
   assignments.push(...auditColumns(dim.auditStyle, event, w.ctx.principal.userId, w.now, to));
   const record = await updateRow(w, dim, currentId, assignments, lookups);
-  const change = await recordChanged(w, dim, "updated", record);
+  const newId = record[dim.idField] as RecordId;
+  if (dim.history && String(newId) !== String(currentId))
+    await moveRevisions(w.tx, dim, w.ctx.principal.tenantId, currentId, newId);
+  // A state change: the body asked for a TREC move (N/M → P, C → M) and got it.
+  const moved = body.TREC !== undefined && to !== from;
+  const operation = w.operation ?? (moved ? "state" : "update");
+  const change = await recordChanged(w, dim, "updated", record, false, { operation, before: current });
 
   await step(w, "cascades");
   const cascaded = await cascadeUpdate(w, dim, current, record, new Set([recordKey(dim, currentId)]));
@@ -99,7 +106,9 @@ async function cascadeUpdate(
             ...auditColumns(child.auditStyle, "update", w.ctx.principal.userId, w.now, nextTrec),
           ];
           const updated = await updateRow(w, child, row[child.idField] as RecordId, assignments);
-          changes.push(await recordChanged(w, child, "updated", updated));
+          changes.push(
+            await recordChanged(w, child, "updated", updated, false, { operation: "update", before: row }),
+          );
         }
       }
       if (restored && !isBlank(newValue)) {
@@ -109,7 +118,9 @@ async function cascadeUpdate(
           seen.add(key);
           const assignments = auditColumns(child.auditStyle, "restore", w.ctx.principal.userId, w.now, "M");
           const updated = await updateRow(w, child, row[child.idField] as RecordId, assignments);
-          changes.push(await recordChanged(w, child, "updated", updated));
+          changes.push(
+            await recordChanged(w, child, "updated", updated, false, { operation: "state", before: row }),
+          );
           changes.push(...(await cascadeUpdate(w, child, row, updated, seen)));
         }
       }

@@ -1,0 +1,97 @@
+// Record history's retention (HISTORY_RETENTION_DAYS, default 365; 0 keeps everything): revisions
+// older than that are deleted in small batches, oldest first, by their CHANGED_AT index. Writers
+// only ever insert revisions (and a force delete deletes its record's), so the clean-up's row
+// locks meet no writer's, and it takes no table lock a write waits on. A record's latest revision
+// is kept whatever its age, so that revision numbers never start again at 1.
+import type { Logger } from "../logger.ts";
+import type { Database } from "../types.ts";
+
+export interface HistoryRetentionOptions {
+  db: Database;
+  logger: Logger;
+  /** Revisions older than this many days go (0: none). */
+  retentionDays: number;
+  /** How often a round runs. */
+  intervalMs: number;
+  /** Rows a statement deletes at most (one short transaction each). */
+  batchSize?: number;
+  /** Statements a round runs at most, so a round stays bounded after a long pause. */
+  maxBatches?: number;
+}
+
+export interface HistoryRetentionJob {
+  /** One round now: resolves to the revisions deleted (tests, tools). */
+  runOnce(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+const DEFAULT_BATCH = 1000;
+const DEFAULT_MAX_BATCHES = 100;
+
+/**
+ * Deletes up to `batchSize` revisions older than `retentionDays` that are not their record's
+ * latest, and answers how many it deleted. One statement, its own transaction.
+ */
+export async function pruneHistoryBatch(
+  db: Database,
+  retentionDays: number,
+  batchSize = DEFAULT_BATCH,
+): Promise<number> {
+  if (retentionDays <= 0) return 0;
+  const res = await db.query(
+    `DELETE FROM "TB_HISTORY" WHERE ctid IN (
+       SELECT h.ctid FROM "TB_HISTORY" h
+        WHERE h."CHANGED_AT" < now() - make_interval(days => $1::int)
+          AND EXISTS (SELECT 1 FROM "TB_HISTORY" n
+                       WHERE n."TENANT_ID" = h."TENANT_ID" AND n."DIMENSION" = h."DIMENSION"
+                         AND n."RECORD_ID" = h."RECORD_ID" AND n."REVISION" > h."REVISION")
+        ORDER BY h."CHANGED_AT" LIMIT $2)`,
+    [retentionDays, batchSize],
+  );
+  return res.rowCount;
+}
+
+export function startHistoryRetention(opts: HistoryRetentionOptions): HistoryRetentionJob {
+  const { db, logger } = opts;
+  const batchSize = opts.batchSize ?? DEFAULT_BATCH;
+  const maxBatches = opts.maxBatches ?? DEFAULT_MAX_BATCHES;
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<unknown> | null = null;
+  let stopped = false;
+
+  async function runOnce(): Promise<number> {
+    let deleted = 0;
+    for (let i = 0; i < maxBatches && !stopped; i++) {
+      const n = await pruneHistoryBatch(db, opts.retentionDays, batchSize);
+      deleted += n;
+      if (n < batchSize) break;
+    }
+    return deleted;
+  }
+
+  function schedule() {
+    if (stopped || opts.retentionDays <= 0 || opts.intervalMs <= 0) return;
+    timer = setTimeout(() => {
+      running = runOnce()
+        .then((n) => {
+          if (n) logger.debug({ revisions: n }, "record history past its retention deleted");
+        })
+        .catch((err) => logger.warn({ err }, "deleting record history past its retention failed"))
+        .finally(() => {
+          running = null;
+          schedule();
+        });
+    }, opts.intervalMs);
+    timer.unref();
+  }
+  schedule();
+
+  return {
+    runOnce,
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await running;
+    },
+  };
+}

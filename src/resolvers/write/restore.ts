@@ -1,0 +1,81 @@
+// restoreRevision: POST /{dim}/{id}/history/{revision}/restore and GraphQL
+// {DIM}_restore_revision (decisions.md §19): a revision's "after" values written back as a PATCH
+// through the write pipeline (field rules, templates, cascades, event), recorded as a new revision
+// of operation `restore`. Needs the write grant.
+import { accessView } from "../../auth/access-view.ts";
+import { BadRequestError, NotFoundError } from "../../errors.ts";
+import type { Changes } from "../../history/revisions.ts";
+import type { RequestContext, WriteOutcome } from "../../types.ts";
+import { runWrite, spendRecords, type WriteDeps, type WriteOptions } from "./pipeline.ts";
+import { withVisible } from "./present.ts";
+import { lockRecord } from "./record-store.ts";
+import { updateRecord } from "./update.ts";
+
+/** Revision numbers are INTEGER (TB_HISTORY.REVISION). */
+const MAX_REVISION = 2_147_483_647;
+
+/** A revision number from a path or argument: a whole number from 1, else 400 INVALID_PARAMETER. */
+export function parseRevision(raw: unknown): number {
+  const n =
+    typeof raw === "number"
+      ? raw
+      : typeof raw === "string" && /^\d{1,10}$/.test(raw)
+        ? Number(raw)
+        : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_REVISION) {
+    throw new BadRequestError(
+      "INVALID_PARAMETER",
+      `revision must be a whole number from 1 to ${MAX_REVISION}; got '${String(raw).slice(0, 40)}'.`,
+      { field: "revision" },
+    );
+  }
+  return n;
+}
+
+/**
+ * Writes revision `rawRevision` of the record back. The values restored are the revision's
+ * "after" values of the fields the caller may both read in detail (D: what the history shows it)
+ * and modify (M); the id, TREC and the audit fields are never restored (a state moves only by
+ * the moves of decisions.md §4). A cancelled record (TREC C) is refused like any update of one
+ * (400 INVALID_STATE_TRANSITION): restore it first (the `restore` command), then its revision.
+ */
+export async function restoreRevision(
+  deps: WriteDeps,
+  ctx: RequestContext,
+  dimCode: string,
+  rawId: unknown,
+  rawRevision: unknown,
+  opts: WriteOptions = {},
+): Promise<WriteOutcome> {
+  const revision = parseRevision(rawRevision);
+  spendRecords(deps, 1);
+  return runWrite(deps, ctx, dimCode, "update", { ...opts, operation: "restore" }, async (w, dim) => {
+    const current = await lockRecord(w, dim, rawId);
+    const id = current[dim.idField] as string | number;
+    const { rows } = await w.tx.query<{ CHANGES: Changes | string }>(
+      `SELECT "CHANGES" FROM "TB_HISTORY"
+        WHERE "TENANT_ID" = $1 AND "DIMENSION" = $2 AND "RECORD_ID" = $3 AND "REVISION" = $4`,
+      [ctx.principal.tenantId, dim.code, String(id), revision],
+    );
+    const row = rows[0];
+    if (!row) {
+      throw new NotFoundError(
+        "REVISION_NOT_FOUND",
+        `${dim.code} ${String(id)} has no revision ${revision}.`,
+        {
+          details: { dimension: dim.code, id, revision },
+        },
+      );
+    }
+    const changes = typeof row.CHANGES === "string" ? (JSON.parse(row.CHANGES) as Changes) : row.CHANGES;
+    const rules = accessView(ctx, w.model).fields(dim);
+    const body: Record<string, unknown> = {};
+    for (const [code, change] of Object.entries(changes)) {
+      const field = dim.fieldsByCode.get(code);
+      if (!field || field.system || field.isId) continue;
+      if (!rules.allows(field, "D") || !rules.allows(field, "M")) continue;
+      body[code] = change.after;
+    }
+    return withVisible(ctx, w.model, await updateRecord(w, dim, id, body, "patch"));
+  });
+}
