@@ -18,6 +18,9 @@
 // BENCH_ROLE=write runs Dimensio as the write backend (no relay or subscribers in its process);
 // BENCH_NODE_OPTIONS passes V8 flags to it, BENCH_ENV (K=V,K=V) settings; BENCH_WORKLOADS=W2,W4 runs only those;
 // BENCH_GC=1 runs it with --trace-gc and prints its collections per request after each measurement.
+// BENCH_HISTORY=1 measures only W4 on Dimensio (REST and GraphQL) with the record history of CUST
+// on and off (TB_DIM.HISTORY, switched through the metadata API between measurements), the two
+// interleaved in every round and their order swapped every other round, and prints on / off.
 //
 // Each server is a process of its own, as operators run it (Dimensio: `npm start`'s
 // scripts/start.mjs with DATABASE_URL; the floor: bench/floor.ts, which loads only pg), and the
@@ -480,6 +483,21 @@ async function main() {
         backlog,
       };
     };
+    if (process.env.BENCH_HISTORY) {
+      const w4 = workloads.find((w) => w.name.startsWith("W4 "))!;
+      await measureHistory(w4, {
+        base,
+        auth,
+        pid: pidOf.rest!,
+        measure,
+        forgetCreates: async () => {
+          await services.db.query(`DELETE FROM "TB_HISTORY" WHERE "DIMENSION" = 'CUST'`);
+          await services.db.query(`VACUUM ANALYZE "TB_HISTORY"`);
+          await forgetCreates();
+        },
+      });
+      return;
+    }
     const results: Array<{ w: Workload; by: Partial<Record<ServerName, Measured>> }> = [];
     for (const w of workloads) {
       const rounds: Partial<Record<ServerName, Measured[]>> = {};
@@ -558,6 +576,71 @@ async function main() {
       await dimensio.running.exited;
     }
     await services.close();
+  }
+}
+
+/**
+ * BENCH_HISTORY=1: W4 over REST and GraphQL with CUST's record history on and off, interleaved:
+ * every round measures each API with history off and on (which comes first swaps every other
+ * round), TB_DIM.HISTORY switched through the metadata API (the process reloads its metadata at
+ * once), a second of warm-up after each switch (the new version's statements prepared). Prints
+ * each pair's ratio and the medians.
+ */
+async function measureHistory(
+  w4: Workload,
+  opts: {
+    base: string;
+    auth: Record<string, string>;
+    pid: number;
+    measure: (pid: number, run: Run, dimensioCreates: boolean) => Promise<Measured>;
+    forgetCreates: () => Promise<void>;
+  },
+): Promise<void> {
+  const setHistory = async (on: boolean) => {
+    const res = await fetch(`${opts.base}/api/v4/core/DIM/CUST?source=erp`, {
+      method: "PATCH",
+      headers: { ...opts.auth, "content-type": "application/json" },
+      body: JSON.stringify({ data: { HISTORY: on } }),
+    });
+    if (res.status !== 200) throw new Error(`TB_DIM.HISTORY ${on}: ${res.status} ${await res.text()}`);
+  };
+  const pairs: Record<"rest" | "gql", Array<{ off: Measured; on: Measured }>> = { rest: [], gql: [] };
+  for (let round = 0; round < ROUNDS; round++) {
+    const apis: Array<"rest" | "gql"> = round % 2 ? ["gql", "rest"] : ["rest", "gql"];
+    for (const api of apis) {
+      const run = w4.runs[api]!;
+      const measured: Partial<Record<"on" | "off", Measured>> = {};
+      for (const on of round % 2 ? [true, false] : [false, true]) {
+        await setHistory(on);
+        await autocannon({ ...run, connections: 4, duration: 1 });
+        await opts.forgetCreates();
+        const m = await opts.measure(opts.pid, run, true);
+        measured[on ? "on" : "off"] = m;
+        console.error(
+          `  W4 ${api} history ${on ? "on " : "off"} round ${round + 1}: ${m.rps.toFixed(0)} req/s, CPU ${m.cpu.toFixed(2)} / ${m.pg.toFixed(2)} ms, p99 ${m.p99} ms${m.failed ? `, ${m.failed} failed` : ""}`,
+        );
+        await opts.forgetCreates();
+      }
+      pairs[api].push({ off: measured.off!, on: measured.on! });
+    }
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  console.log(
+    `
+W4 with CUST's record history on and off: ${CONNECTIONS} connections, ${SECONDS} s per run, ${ROUNDS} round(s); Node ${process.version}
+`,
+  );
+  console.log(
+    "| API | history off req/s | history on req/s | on / off (median of rounds' ratios) | rounds' ratios | CPU ms per request off → on (process / PostgreSQL) |",
+  );
+  console.log("|---|---:|---:|---:|---|---|");
+  for (const api of ["rest", "gql"] as const) {
+    const list = pairs[api];
+    const ratios = list.map((p) => p.on.rps / p.off.rps);
+    const m = (k: "on" | "off", f: (x: Measured) => number) => median(list.map((p) => f(p[k])));
+    console.log(
+      `| ${api === "rest" ? "REST" : "GraphQL"} | ${m("off", (x) => x.rps).toFixed(0)} | ${m("on", (x) => x.rps).toFixed(0)} | ${median(ratios).toFixed(3)} | ${ratios.map((r) => r.toFixed(2)).join(", ")} | ${m("off", (x) => x.cpu).toFixed(2)} / ${m("off", (x) => x.pg).toFixed(2)} → ${m("on", (x) => x.cpu).toFixed(2)} / ${m("on", (x) => x.pg).toFixed(2)} |`,
+    );
   }
 }
 

@@ -250,6 +250,72 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
         responses: { "200": written, ...ERRORS },
       },
     };
+    // Record history (docs/decisions.md, "Record history").
+    paths[`/api/v4/core/${dim.code}/{id}/history`] = {
+      get: {
+        tags: tag,
+        summary: `The revisions of a ${dim.code} record, newest first`,
+        operationId: `history_${dim.code}`,
+        parameters: [
+          idParam,
+          sourceParam,
+          param("$num_rows", "Page size (at most 1000).", { type: "integer", minimum: 0, maximum: 1000 }),
+          param("$offset", "Revisions to skip.", { type: "integer", minimum: 0 }),
+        ],
+        responses: {
+          "200": {
+            description:
+              "Revisions: the fields each changed, before and after (those the caller may read in detail)",
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  properties: {
+                    data: {
+                      type: "array",
+                      items: {
+                        type: "object",
+                        properties: {
+                          revision: { type: "integer" },
+                          at: { type: "string", pattern: "^\\d{14}$" },
+                          user: { type: "string" },
+                          operation: {
+                            type: "string",
+                            enum: ["create", "update", "delete", "state", "command", "restore"],
+                          },
+                          changes: { type: "object" },
+                        },
+                      },
+                    },
+                    meta: { $ref: "#/components/schemas/PageMeta" },
+                  },
+                },
+              },
+            },
+          },
+          ...ERRORS,
+        },
+      },
+    };
+    paths[`/api/v4/core/${dim.code}/{id}/history/{revision}/restore`] = {
+      post: {
+        tags: tag,
+        summary: `Write a revision's values back to a ${dim.code} record (an update)`,
+        operationId: `restore_revision_${dim.code}`,
+        parameters: [
+          idParam,
+          {
+            name: "revision",
+            in: "path",
+            required: true,
+            description: "The revision's number",
+            schema: { type: "integer", minimum: 1 },
+          },
+          sourceParam,
+        ],
+        responses: { "200": written, ...ERRORS },
+      },
+    };
     paths[`/api/v4/core/${dim.code}/count`] = {
       get: {
         tags: tag,

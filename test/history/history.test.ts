@@ -352,6 +352,15 @@ describe.each(BACKENDS)("record history (%s)", (backend) => {
     expect((await revisions("CITY", id)).map((r) => r.OPERATION)).toEqual(["create", "update", "restore"]);
   });
 
+  it("the OpenAPI document describes the history and restore paths", async () => {
+    const doc = await anna.get("/api/v4/openapi.json?source=anag-3");
+    expect(doc.status).toBe(200);
+    expect(doc.body.paths["/api/v4/core/CITY/{id}/history"].get.operationId).toBe("history_CITY");
+    expect(doc.body.paths["/api/v4/core/CITY/{id}/history/{revision}/restore"].post.operationId).toBe(
+      "restore_revision_CITY",
+    );
+  });
+
   it("TB_DIM.HISTORY false writes no revisions for that dimension", async () => {
     const off = await anna.patch("/api/v4/core/DIM/LST?source=erp", { data: { HISTORY: false } });
     expect(off.status).toBe(200);
