@@ -4,7 +4,7 @@
 // locks meet no writer's, and it takes no table lock a write waits on. A record's latest revision
 // is kept whatever its age, so that revision numbers never start again at 1.
 import type { Logger } from "../logger.ts";
-import type { Database } from "../types.ts";
+import type { Database, Queryable } from "../types.ts";
 
 export interface HistoryRetentionOptions {
   db: Database;
@@ -33,7 +33,7 @@ const DEFAULT_MAX_BATCHES = 100;
  * latest, and answers how many it deleted. One statement, its own transaction.
  */
 export async function pruneHistoryBatch(
-  db: Database,
+  db: Queryable,
   retentionDays: number,
   batchSize = DEFAULT_BATCH,
 ): Promise<number> {

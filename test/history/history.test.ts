@@ -411,4 +411,44 @@ describe.each(BACKENDS)("record history (%s)", (backend) => {
     await anna.patch(`/api/v4/core/CITY/${stale}?source=anag-3`, { data: { NAME: "New" } });
     expect((await revisions("CITY", stale)).map((r) => r.REVISION)).toEqual([2, 3]);
   });
+
+  // PostgreSQL: a write and the clean-up on two connections at once (PGlite has one).
+  it.skipIf(backend === "pglite")(
+    "the clean-up and writes of the same record never wait for each other",
+    async () => {
+      const id = await city();
+      for (const name of ["One", "Two", "Three"])
+        await anna.patch(`/api/v4/core/CITY/${id}?source=anag-3`, { data: { NAME: name } });
+      const age = () =>
+        t.services.db.query(
+          `UPDATE "TB_HISTORY" SET "CHANGED_AT" = now() - interval '400 days'
+            WHERE "DIMENSION" = 'CITY' AND "RECORD_ID" = $1 AND "REVISION" < 3`,
+          [id],
+        );
+      await age();
+      // A clean-up whose transaction is still open (its row locks held): a write of the record goes
+      // through meanwhile (were it to wait, the clean-up's transaction would never end).
+      await t.services.db.transaction(async (tx) => {
+        // Its two, and any earlier test left old.
+        expect(await pruneHistoryBatch(tx, 365)).toBeGreaterThanOrEqual(2);
+        const res = await anna.patch(`/api/v4/core/CITY/${id}?source=anag-3`, { data: { NAME: "Four" } });
+        expect(res.status).toBe(200);
+      });
+      expect((await revisions("CITY", id)).map((r) => r.REVISION)).toEqual([3, 4, 5]);
+      await t.services.db.query(
+        `UPDATE "TB_HISTORY" SET "CHANGED_AT" = now() - interval '400 days'
+          WHERE "DIMENSION" = 'CITY' AND "RECORD_ID" = $1 AND "REVISION" < 5`,
+        [id],
+      );
+      // A write of the record at its last step before COMMIT (its row locked): the clean-up runs.
+      let pruned = -1;
+      await updateOne(t.services, contextFor("anna", "anag-3"), "CITY", id, { NAME: "Five" }, "patch", {
+        async onStep(step) {
+          if (step === "commit") pruned = await pruneHistoryBatch(t.services.db, 365);
+        },
+      });
+      expect(pruned).toBe(2);
+      expect((await revisions("CITY", id)).map((r) => r.REVISION)).toEqual([5, 6]);
+    },
+  );
 });
