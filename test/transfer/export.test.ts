@@ -14,7 +14,7 @@ import { NO_RATE_LIMITS } from "../write/http.ts";
 
 const GENERATED = 10_000;
 const BIO_BYTES = 2_000;
-const PAGE_ROWS = 1000;
+const PAGE_ROWS = 500;
 
 describe.each(BACKENDS)("export (%s)", (backend) => {
   let t: TestApp;
@@ -147,7 +147,7 @@ describe.each(BACKENDS)("export (%s)", (backend) => {
       .filter((l) => l !== "")
       .map((l) => JSON.parse(l).CUST_ID as number);
     expect(ids).toEqual(expected);
-    // One statement per page of 1000, and one that finds the end.
+    // One statement per page of 500, and one that finds the end.
     expect(pageStatements - before).toBe(GENERATED / PAGE_ROWS + 1);
   });
 
