@@ -231,6 +231,7 @@ const envSchema = z.object({
   GRAPHQL_PERSISTED_MAX_BYTES_PER_TENANT: nonNegativeInt(4_194_304),
   GRAPHQL_TRUSTED_DOCUMENTS: optionalString,
   GRAPHQL_TRUSTED_ONLY: bool(false),
+  GRAPHQL_PLANNED_EXECUTION: bool(true),
   HEAVY_REQUEST_VALUES: nonNegativeInt(5_000),
   TENANT_HEAVY_REQUESTS: nonNegativeInt(1).refine((n) => n >= 1, { message: "must be at least 1" }),
   TENANT_HEAVY_WAITING: nonNegativeInt(32),
@@ -388,6 +389,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxDocumentBytes: e.GRAPHQL_MAX_DOCUMENT_BYTES,
       documentCacheBytes: e.GRAPHQL_DOCUMENT_CACHE_BYTES,
       maxBodyBytes: e.GRAPHQL_MAX_BODY_BYTES,
+      plannedExecution: e.GRAPHQL_PLANNED_EXECUTION,
       persisted: {
         maxPerTenant: e.GRAPHQL_PERSISTED_MAX_PER_TENANT,
         maxBytesPerTenant: e.GRAPHQL_PERSISTED_MAX_BYTES_PER_TENANT,

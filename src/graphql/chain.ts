@@ -42,6 +42,7 @@ import {
 import type { DocumentCache } from "./document-cache.ts";
 import { asGraphQLError } from "./errors.ts";
 import { guarded, stopSignal } from "./guarded-stream.ts";
+import { type ExecuteFn, plannedExecution } from "./planned-execution.ts";
 import type { GraphQLContext } from "./resolve.ts";
 import type { SubscriptionGuard } from "./subscription-guard.ts";
 import { checkPlannedWrites, plannedWrites, rootFieldKeys } from "./write-budget.ts";
@@ -62,7 +63,7 @@ export interface ChainDeps {
   estimate: ValueEstimate;
   heavy: HeavyRequests;
   guard: SubscriptionGuard;
-  metrics: Pick<Metrics, "graphqlOperations" | "graphqlDocumentsParsed">;
+  metrics: Pick<Metrics, "graphqlOperations" | "graphqlDocumentsParsed" | "graphqlExecutions">;
   maskError: (error: unknown) => Error;
 }
 
@@ -168,6 +169,8 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
       });
     },
     onValidate({ params, setResult }) {
+      // A document validated before passed these limits then (its kept result says if not).
+      if (deps.documents.validated(params.schema, params.documentAST)) return;
       let refused: GraphQLError | null;
       try {
         refused = checkComplexity(params.schema, params.documentAST, limits);
@@ -274,6 +277,20 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
     },
   };
 
+  // Queries over a plan made once per document (src/graphql/planned-execution.ts); the rest, and
+  // anything a plan does not answer exactly as graphql-js, by the engine's interpreter.
+  const planned = plannedExecution((by) => deps.metrics.graphqlExecutions.inc({ by }));
+  const planQueries: Plugin<ChainContext> = {
+    onExecute({ executeFn, setExecuteFn }) {
+      if (!limits.plannedExecution) {
+        deps.metrics.graphqlExecutions.inc({ by: "interpreter" });
+        return;
+      }
+      const fallback = executeFn as ExecuteFn;
+      setExecuteFn(((args: Parameters<ExecuteFn>[0]) => planned(args, fallback)) as typeof executeFn);
+    },
+  };
+
   return [
     limitDocument,
     cacheDocuments,
@@ -284,5 +301,6 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
     takeTurns,
     useMaskedErrors({ maskError: (error) => deps.maskError(error) }),
     reportCommitted,
+    planQueries,
   ];
 }

@@ -205,7 +205,10 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
           req: request,
           reply,
           caller,
-          tokenExpiresAt: tokenExpiry(tokenOf(request)),
+          // Read by subscriptions only: not decoded for every query.
+          get tokenExpiresAt() {
+            return tokenExpiry(tokenOf(request));
+          },
           services: servicesOf(caller.principal.tenantId),
           readContexts: new Map(),
           pageLoaders: new Map(),

@@ -17,6 +17,12 @@ export interface Metrics {
   graphqlOperations: Counter<"operation">;
   /** GraphQL documents parsed (the chain's document cache missed them): a known or persisted one is not. */
   graphqlDocumentsParsed: Counter;
+  /**
+   * GraphQL operations by how they ran: `plan` (src/graphql/planned-execution.ts), `interpreter`
+   * (graphql-js's: every mutation and subscription, and a query outside the plan's subset), or
+   * `plan_then_interpreter` (a planned run met an error or a null graphql-js must answer).
+   */
+  graphqlExecutions: Counter<"by">;
   /** Rate-limit decisions made in memory because Redis did not answer, by window. */
   rateLimitFallbacks: Counter<"window">;
   /** Reads the primary served because the read replica (DATABASE_READ_URL) was unreachable. */
@@ -77,6 +83,12 @@ export function createMetrics(opts: { db: DatabaseHandle | null; role: string })
     graphqlDocumentsParsed: new Counter({
       name: "dimensio_graphql_documents_parsed_total",
       help: "GraphQL documents parsed: requests whose document the parsed-document cache did not hold.",
+      registers: [registry],
+    }),
+    graphqlExecutions: new Counter({
+      name: "dimensio_graphql_executions_total",
+      help: "GraphQL operations by how they ran: plan, interpreter, or plan_then_interpreter.",
+      labelNames: ["by"],
       registers: [registry],
     }),
     rateLimitFallbacks: new Counter({

@@ -1,0 +1,383 @@
+// Queries run over a plan made once per document (issue 35: GraphQL speed without turning a
+// request into code). graphql-js's interpreter works out, for every field of every row, what the
+// document asks there (the field's definition, its type's kind, the sub-selection merged from the
+// field's nodes) and builds a resolve info for it; for a page of 20 rows of 12 fields that is 240
+// times per request. The plan does that work once per (schema, document, operation name) — it is
+// kept with the parsed document, which the document cache bounds — as a tree of plain data; at run
+// time the rows are walked along it: each field's resolver called as graphql-js calls it (same
+// arguments, same resolve info, in the same order, so loaders batch alike), each leaf serialized by
+// its type. Nothing in the document becomes code: the plan holds the schema's own functions.
+//
+// The plan answers only what it answers exactly as graphql-js would: a query (no mutation: those
+// write, and a mutation has one path) whose selections carry no directive and whose types are
+// object, list, non-null and leaf types, and a run in which nothing fails. Anything else goes to
+// graphql-js: a document outside that subset, at planning; variables that do not coerce, a resolver
+// that throws or rejects, a null where the type forbids it, a value a scalar cannot serialize, at
+// run time (the query is run again by graphql-js from the start, which reads the same rows and
+// answers the error as it always does). The equivalence test (test/graphql/planned-execution.test.ts)
+// runs documents both ways and compares the answers byte for byte.
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  type FieldNode,
+  type FragmentDefinitionNode,
+  type GraphQLField,
+  type GraphQLFieldResolver,
+  type GraphQLLeafType,
+  type GraphQLObjectType,
+  type GraphQLOutputType,
+  type GraphQLResolveInfo,
+  type GraphQLSchema,
+  defaultFieldResolver,
+  getArgumentValues,
+  getOperationAST,
+  getVariableValues,
+  isLeafType,
+  isListType,
+  isNonNullType,
+  isObjectType,
+  Kind,
+  type OperationDefinitionNode,
+  type SelectionSetNode,
+} from "graphql";
+
+/** How a field's value is completed into the answer. */
+type Completion =
+  | { kind: "leaf"; type: GraphQLLeafType }
+  | { kind: "object"; plan: SelectionPlan }
+  | { kind: "list"; item: Completion }
+  | { kind: "nonNull"; inner: Completion };
+
+interface FieldPlan {
+  key: string;
+  nodes: FieldNode[];
+  def: GraphQLField<unknown, unknown>;
+  /** The field's resolver, or graphql-js's default; null for __typename. */
+  resolve: GraphQLFieldResolver<unknown, unknown> | null;
+  hasArgs: boolean;
+  completion: Completion;
+}
+
+interface SelectionPlan {
+  type: GraphQLObjectType;
+  fields: FieldPlan[];
+}
+
+interface OperationPlan {
+  operation: OperationDefinitionNode;
+  fragments: Record<string, FragmentDefinitionNode>;
+  root: SelectionPlan;
+}
+
+/** Thrown inside a planned run for anything graphql-js must answer itself. */
+class NotPlanned extends Error {}
+const NOT_PLANNED = new NotPlanned("not planned");
+
+function selectionsOf(
+  type: GraphQLObjectType,
+  sets: readonly SelectionSetNode[],
+  fragments: Record<string, FragmentDefinitionNode>,
+): Map<string, FieldNode[]> {
+  const fields = new Map<string, FieldNode[]>();
+  const visited = new Set<string>();
+  const collect = (set: SelectionSetNode) => {
+    for (const selection of set.selections) {
+      if (selection.directives?.length) throw NOT_PLANNED;
+      if (selection.kind === Kind.FIELD) {
+        const key = selection.alias?.value ?? selection.name.value;
+        const nodes = fields.get(key);
+        if (nodes) nodes.push(selection);
+        else fields.set(key, [selection]);
+      } else if (selection.kind === Kind.INLINE_FRAGMENT) {
+        if (selection.typeCondition && selection.typeCondition.name.value !== type.name) throw NOT_PLANNED;
+        collect(selection.selectionSet);
+      } else {
+        const name = selection.name.value;
+        if (visited.has(name)) continue;
+        visited.add(name);
+        const fragment = fragments[name];
+        if (!fragment || fragment.directives?.length) throw NOT_PLANNED;
+        if (fragment.typeCondition.name.value !== type.name) throw NOT_PLANNED;
+        collect(fragment.selectionSet);
+      }
+    }
+  };
+  for (const set of sets) collect(set);
+  return fields;
+}
+
+function completionOf(
+  type: GraphQLOutputType,
+  nodes: FieldNode[],
+  fragments: Record<string, FragmentDefinitionNode>,
+): Completion {
+  if (isNonNullType(type)) return { kind: "nonNull", inner: completionOf(type.ofType, nodes, fragments) };
+  if (isListType(type)) return { kind: "list", item: completionOf(type.ofType, nodes, fragments) };
+  if (isLeafType(type)) return { kind: "leaf", type };
+  if (isObjectType(type) && !type.isTypeOf) {
+    const sets = nodes.flatMap((node) => (node.selectionSet ? [node.selectionSet] : []));
+    return { kind: "object", plan: selectionPlan(type, sets, fragments) };
+  }
+  throw NOT_PLANNED; // interfaces and unions: graphql-js resolves their runtime type
+}
+
+function selectionPlan(
+  type: GraphQLObjectType,
+  sets: readonly SelectionSetNode[],
+  fragments: Record<string, FragmentDefinitionNode>,
+): SelectionPlan {
+  const fields: FieldPlan[] = [];
+  const defs = type.getFields();
+  for (const [key, nodes] of selectionsOf(type, sets, fragments)) {
+    const name = nodes[0]!.name.value;
+    if (key === "__proto__") throw NOT_PLANNED; // an alias a plain object cannot hold as a key
+    if (name === "__typename") {
+      fields.push({
+        key,
+        nodes,
+        def: null as never,
+        resolve: null,
+        hasArgs: false,
+        completion: null as never,
+      });
+      continue;
+    }
+    if (name.startsWith("__")) throw NOT_PLANNED; // introspection
+    const def = defs[name];
+    if (!def) throw NOT_PLANNED;
+    fields.push({
+      key,
+      nodes,
+      def,
+      resolve: def.resolve ?? defaultFieldResolver,
+      hasArgs: def.args.length > 0,
+      completion: completionOf(def.type, nodes, fragments),
+    });
+  }
+  return { type, fields };
+}
+
+function operationPlan(schema: GraphQLSchema, document: DocumentNode, operationName?: string | null) {
+  const operation = getOperationAST(document, operationName);
+  if (operation?.operation !== "query") return null;
+  const root = schema.getQueryType();
+  if (!root) return null;
+  const fragments: Record<string, FragmentDefinitionNode> = Object.create(null);
+  for (const definition of document.definitions)
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments[definition.name.value] = definition;
+  try {
+    return { operation, fragments, root: selectionPlan(root, [operation.selectionSet], fragments) };
+  } catch (err) {
+    if (err instanceof NotPlanned) return null;
+    throw err;
+  }
+}
+
+interface Path {
+  prev: Path | undefined;
+  key: string | number;
+  typename: string | undefined;
+}
+
+/** What one run shares: the arguments of execute and the coerced variables. */
+interface Run {
+  schema: GraphQLSchema;
+  plan: OperationPlan;
+  context: unknown;
+  rootValue: unknown;
+  variables: Record<string, unknown>;
+  signal: AbortSignal | undefined;
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === "function";
+}
+
+function resolveInfo(
+  run: Run,
+  field: FieldPlan,
+  parentType: GraphQLObjectType,
+  path: Path,
+): GraphQLResolveInfo {
+  return {
+    fieldName: field.def.name,
+    fieldNodes: field.nodes,
+    returnType: field.def.type,
+    parentType,
+    path,
+    schema: run.schema,
+    fragments: run.plan.fragments,
+    rootValue: run.rootValue,
+    operation: run.plan.operation,
+    variableValues: run.variables,
+    signal: run.signal,
+  } as GraphQLResolveInfo;
+}
+
+/** Promises of a run given up on: their outcome no longer matters, and must not go unhandled. */
+function abandon(pending: Promise<unknown>[] | null) {
+  if (pending) for (const p of pending) p.catch(() => {});
+}
+
+const NO_ARGS = Object.freeze(Object.create(null)) as Record<string, unknown>;
+
+/** The completed value, or a promise of it; throws NOT_PLANNED for anything graphql-js answers. */
+function complete(run: Run, completion: Completion, value: unknown, path: Path): unknown {
+  if (isPromiseLike(value)) return Promise.resolve(value).then((v) => complete(run, completion, v, path));
+  if (completion.kind === "nonNull") {
+    if (value === null || value === undefined) throw NOT_PLANNED;
+    return complete(run, completion.inner, value, path);
+  }
+  if (value === null || value === undefined) return null;
+  switch (completion.kind) {
+    case "leaf": {
+      const out = completion.type.serialize(value);
+      if (out === undefined) throw NOT_PLANNED;
+      return out;
+    }
+    case "object":
+      return fieldsOf(run, completion.plan, value, path);
+    case "list": {
+      if (!Array.isArray(value)) throw NOT_PLANNED;
+      const out: unknown[] = new Array(value.length);
+      let pending: Promise<unknown>[] | null = null;
+      try {
+        for (let i = 0; i < value.length; i++) {
+          const item = complete(run, completion.item, value[i], { prev: path, key: i, typename: undefined });
+          out[i] = item;
+          if (item instanceof Promise) {
+            if (!pending) pending = [];
+            pending.push(
+              item.then((v) => {
+                out[i] = v;
+              }),
+            );
+          }
+        }
+      } catch (err) {
+        abandon(pending);
+        throw err;
+      }
+      return pending ? Promise.all(pending).then(() => out) : out;
+    }
+  }
+}
+
+/** A selection on one object (the root value or a row): its fields in the document's order. */
+function fieldsOf(run: Run, plan: SelectionPlan, source: unknown, path: Path | undefined): unknown {
+  // A plain object (graphql-js makes them without a prototype): V8 serializes these a third
+  // faster, to the same text. No key is __proto__ (planning refuses it).
+  const out: Record<string, unknown> = {};
+  let pending: Promise<unknown>[] | null = null;
+  try {
+    for (const field of plan.fields) {
+      if (!field.resolve) {
+        out[field.key] = plan.type.name;
+        continue;
+      }
+      const at: Path = { prev: path, key: field.key, typename: plan.type.name };
+      const args = field.hasArgs ? getArgumentValues(field.def, field.nodes[0]!, run.variables) : NO_ARGS;
+      const value = complete(
+        run,
+        field.completion,
+        field.resolve(source, args, run.context, resolveInfo(run, field, plan.type, at)),
+        at,
+      );
+      out[field.key] = value;
+      if (value instanceof Promise) {
+        if (!pending) pending = [];
+        pending.push(
+          value.then((v) => {
+            out[field.key] = v;
+          }),
+        );
+      }
+    }
+  } catch (err) {
+    abandon(pending);
+    throw err;
+  }
+  return pending ? Promise.all(pending).then(() => out) : out;
+}
+
+export type ExecuteFn = (args: ExecutionArgs) => unknown;
+
+/**
+ * Runs an operation: planned queries here, every other operation and every planned run that meets
+ * anything graphql-js must answer by `fallback` (graphql-js's interpreter). Plans are kept per
+ * schema and document (weakly: they go with either).
+ */
+export type PlannedExecution = (args: ExecutionArgs, fallback: ExecuteFn) => unknown;
+
+export type ExecutedBy = "plan" | "interpreter" | "plan_then_interpreter";
+
+export function plannedExecution(executed: (by: ExecutedBy) => void = () => {}): PlannedExecution {
+  const plans = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, Map<string, OperationPlan | null>>>();
+  const planOf = (args: ExecutionArgs): OperationPlan | null => {
+    let bySchema = plans.get(args.schema);
+    if (!bySchema) {
+      bySchema = new WeakMap();
+      plans.set(args.schema, bySchema);
+    }
+    let byName = bySchema.get(args.document);
+    if (!byName) {
+      byName = new Map();
+      bySchema.set(args.document, byName);
+    }
+    const name = args.operationName ?? "";
+    let plan = byName.get(name);
+    if (plan === undefined) {
+      plan = operationPlan(args.schema, args.document, args.operationName);
+      byName.set(name, plan);
+    }
+    return plan;
+  };
+
+  return (args, fallback) => {
+    const plan = planOf(args);
+    if (!plan) {
+      executed("interpreter");
+      return fallback(args);
+    }
+    const coerced = getVariableValues(
+      args.schema,
+      plan.operation.variableDefinitions ?? [],
+      (args.variableValues ?? {}) as Record<string, unknown>,
+    );
+    if (coerced.errors) {
+      executed("interpreter");
+      return fallback(args);
+    }
+    const run: Run = {
+      schema: args.schema,
+      plan,
+      context: args.contextValue,
+      rootValue: args.rootValue,
+      variables: coerced.coerced,
+      signal: (args as { signal?: AbortSignal }).signal,
+    };
+    let data: unknown;
+    try {
+      data = fieldsOf(run, plan.root, args.rootValue, undefined);
+    } catch {
+      // NOT_PLANNED, or a resolver's error: graphql-js answers it (a field error, partial data).
+      executed("plan_then_interpreter");
+      return fallback(args);
+    }
+    if (!(data instanceof Promise)) {
+      executed("plan");
+      return { data } as ExecutionResult;
+    }
+    return data.then(
+      (value) => {
+        executed("plan");
+        return { data: value } as ExecutionResult;
+      },
+      () => {
+        executed("plan_then_interpreter");
+        return fallback(args);
+      },
+    );
+  };
+}
