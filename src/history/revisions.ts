@@ -33,6 +33,13 @@ export const trackedFields = perDefinition((dim: DimensionDef): readonly string[
   dim.fields.filter((f) => !f.system || f.code === "TREC").map((f) => f.code),
 );
 
+/** trackedFields as SQL string literals (codes are validated identifiers; quotes doubled anyway). */
+const trackedList = perDefinition((dim: DimensionDef): string =>
+  trackedFields(dim)
+    .map((code) => `'${code.replaceAll("'", "''")}'`)
+    .join(", "),
+);
+
 function sameValue(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (a === null || a === undefined || b === null || b === undefined) return a == null && b == null;
@@ -134,6 +141,6 @@ export function createRevisionsSql(
               ${param(at.toISOString())}::timestamptz, e."PAYLOAD"->>'${dim.auditStyle === "CREATED" ? "CREATED_BY" : "OWNER"}', 'create',
               COALESCE((SELECT jsonb_object_agg(f.key, jsonb_build_object('before', NULL, 'after', f.value))
                           FROM jsonb_each(e."PAYLOAD") f
-                         WHERE f.value <> 'null'::jsonb AND f.key = ANY(${param(trackedFields(dim))}::text[])), '{}'::jsonb)
+                         WHERE f.value <> 'null'::jsonb AND f.key IN (${trackedList(dim)})), '{}'::jsonb)
          FROM ${events} e`;
 }
