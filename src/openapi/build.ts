@@ -316,6 +316,97 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
         responses: { "200": written, ...ERRORS },
       },
     };
+    // Export and import (docs/decisions.md, "Export and import").
+    paths[`/api/v4/core/${dim.code}/export`] = {
+      get: {
+        tags: tag,
+        summary: `Every ${dim.code} record the list's parameters match, streamed (no row limit)`,
+        operationId: `export_${dim.code}`,
+        parameters: [
+          sourceParam,
+          centerDett,
+          param("format", "csv (default), ndjson or json.", {
+            type: "string",
+            enum: ["csv", "ndjson", "json"],
+          }),
+          param("$filter", "Filter expression."),
+          param("sort", "Sort keys, e.g. NAME,-CDATA."),
+          param("$fields", "Comma-separated fields."),
+          param("$search", "Words to find in the text fields."),
+        ],
+        responses: {
+          "200": {
+            description: "The records: CSV with a header row of field codes, NDJSON, or a JSON array",
+            content: {
+              "text/csv": { schema: { type: "string" } },
+              "application/x-ndjson": { schema: { type: "string" } },
+              "application/json": { schema: { type: "array", items: ref("_list_item") } },
+            },
+          },
+          ...ERRORS,
+        },
+      },
+    };
+    paths[`/api/v4/core/${dim.code}/import`] = {
+      post: {
+        tags: tag,
+        summary: `Create (or with mode=upsert update) ${dim.code} records from a CSV or NDJSON body`,
+        operationId: `import_${dim.code}`,
+        parameters: [
+          sourceParam,
+          centerDett,
+          param("mode", "create (default) or upsert.", { type: "string", enum: ["create", "upsert"] }),
+          param("atomic", "All rows or none.", { type: "boolean" }),
+        ],
+        requestBody: {
+          required: true,
+          content: {
+            "text/csv": { schema: { type: "string" } },
+            "application/x-ndjson": { schema: { type: "string" } },
+          },
+        },
+        responses: {
+          "200": {
+            description: "What the import did: rows received, created, updated, failed, the first 100 errors",
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  properties: {
+                    data: {
+                      type: "object",
+                      properties: {
+                        received: { type: "integer" },
+                        created: { type: "integer" },
+                        updated: { type: "integer" },
+                        failed: { type: "integer" },
+                        errors: {
+                          type: "array",
+                          items: {
+                            type: "object",
+                            properties: {
+                              row: { type: "integer" },
+                              field: { type: ["string", "null"] },
+                              code: { type: "string" },
+                              message: { type: "string" },
+                            },
+                          },
+                        },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+          ...ERRORS,
+          "413": errorResponse(
+            "The body is over IMPORT_MAX_BYTES, or an atomic import over IMPORT_ATOMIC_MAX_ROWS",
+          ),
+          "415": errorResponse("The body is not text/csv or application/x-ndjson in UTF-8"),
+        },
+      },
+    };
     paths[`/api/v4/core/${dim.code}/count`] = {
       get: {
         tags: tag,

@@ -107,6 +107,15 @@ describe.each(BACKENDS)("export (%s)", (backend) => {
     expect(Object.keys(fields.json()[0])).toEqual(["NAME"]);
   });
 
+  it("is described in the caller's OpenAPI document, with the import", async () => {
+    const doc = (await get("/api/v4/openapi.json")).json();
+    expect(doc.paths["/api/v4/core/CUST/export"].get.operationId).toBe("export_CUST");
+    expect(Object.keys(doc.paths["/api/v4/core/CUST/import"].post.requestBody.content)).toEqual([
+      "text/csv",
+      "application/x-ndjson",
+    ]);
+  });
+
   it("refuses what an export does not take, and a caller without read", async () => {
     for (const [query, field] of [
       ["$num_rows=5", "$num_rows"],
