@@ -228,21 +228,29 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
     },
   };
 
-  // Heavy operations take turns per tenant; cheap ones pass at once.
+  // Heavy operations take turns per tenant; cheap ones pass at once (without a promise).
   const takeTurns: Plugin<ChainContext> = {
-    async onExecute({ args, setResultAndStopExecution }) {
+    onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue;
       const values = deps.estimate(args.schema as GraphQLSchema, args.document, args.operationName);
-      let leave: () => void;
-      try {
-        leave = await deps.heavy.enter(ctx.caller.principal.tenantId, values, ctx.reply);
-      } catch (err) {
-        setResultAndStopExecution({ errors: [asGraphQLError(err)] });
-        return;
-      }
-      return { onExecuteDone: () => leave() };
+      if (!deps.heavy.waits(values, ctx.reply)) return;
+      return takeTurn(values, ctx, setResultAndStopExecution);
     },
   };
+  async function takeTurn(
+    values: number,
+    ctx: ChainContext,
+    setResultAndStopExecution: (result: ExecutionResult) => void,
+  ) {
+    let leave: () => void;
+    try {
+      leave = await deps.heavy.enter(ctx.caller.principal.tenantId, values, ctx.reply);
+    } catch (err) {
+      setResultAndStopExecution({ errors: [asGraphQLError(err)] });
+      return;
+    }
+    return { onExecuteDone: () => leave() };
+  }
 
   // A mutation whose field failed non-null answers `data: null`; the fields before it committed
   // (mutation fields run one after another, and a failure stops the rest): the error names them.

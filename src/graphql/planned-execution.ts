@@ -40,6 +40,8 @@ import {
   Kind,
   type OperationDefinitionNode,
   type SelectionSetNode,
+  visit,
+  BREAK,
 } from "graphql";
 
 /** How a field's value is completed into the answer. */
@@ -56,6 +58,12 @@ interface FieldPlan {
   /** The field's resolver, or graphql-js's default; null for __typename. */
   resolve: GraphQLFieldResolver<unknown, unknown> | null;
   hasArgs: boolean;
+  /**
+   * The field's arguments when the document gives them without variables: coerced once, at
+   * planning (graphql-js coerces literal input objects — a `where` — again for every request),
+   * frozen, so that a resolver cannot change what the next request is given.
+   */
+  literalArgs: Record<string, unknown> | null;
   completion: Completion;
 }
 
@@ -122,6 +130,35 @@ function completionOf(
   throw NOT_PLANNED; // interfaces and unions: graphql-js resolves their runtime type
 }
 
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  }
+  return value;
+}
+
+/** A field's coerced arguments if none of them refers to a variable; null if one does (or they do not coerce). */
+function literalArguments(
+  def: GraphQLField<unknown, unknown>,
+  node: FieldNode,
+): Record<string, unknown> | null {
+  let variables = false;
+  for (const argument of node.arguments ?? [])
+    visit(argument, {
+      Variable() {
+        variables = true;
+        return BREAK;
+      },
+    });
+  if (variables) return null;
+  try {
+    return deepFreeze(getArgumentValues(def, node, {}));
+  } catch {
+    return null; // coerced per request, which answers it
+  }
+}
+
 function selectionPlan(
   type: GraphQLObjectType,
   sets: readonly SelectionSetNode[],
@@ -139,6 +176,7 @@ function selectionPlan(
         def: null as never,
         resolve: null,
         hasArgs: false,
+        literalArgs: null,
         completion: null as never,
       });
       continue;
@@ -152,6 +190,7 @@ function selectionPlan(
       def,
       resolve: def.resolve ?? defaultFieldResolver,
       hasArgs: def.args.length > 0,
+      literalArgs: def.args.length > 0 ? literalArguments(def, nodes[0]!) : null,
       completion: completionOf(def.type, nodes, fragments),
     });
   }
@@ -277,7 +316,9 @@ function fieldsOf(run: Run, plan: SelectionPlan, source: unknown, path: Path | u
         continue;
       }
       const at: Path = { prev: path, key: field.key, typename: plan.type.name };
-      const args = field.hasArgs ? getArgumentValues(field.def, field.nodes[0]!, run.variables) : NO_ARGS;
+      const args =
+        field.literalArgs ??
+        (field.hasArgs ? getArgumentValues(field.def, field.nodes[0]!, run.variables) : NO_ARGS);
       const value = complete(
         run,
         field.completion,

@@ -29,6 +29,8 @@ export interface HeavyRequests {
    * that closes the connection while waiting leaves the queue (its request ends unanswered).
    */
   run<T>(tenantId: string, values: number, reply: FastifyReply, work: () => Promise<T>): Promise<T>;
+  /** Whether `enter` would wait for a turn: false for a cheap request (it enters at once). */
+  waits(values: number, reply: FastifyReply): boolean;
   /** As `run`, for work that ends elsewhere: resolves with the function that ends the turn. */
   enter(tenantId: string, values: number, reply: FastifyReply): Promise<() => void>;
   /** Heavy requests running and waiting for a tenant (tests, metrics). */
@@ -62,8 +64,11 @@ export function createHeavyRequests(options: HeavyRequestOptions, registry?: Reg
   // (heavyBodies) runs its heavy work in that same turn, and never waits for itself.
   const holding = new WeakSet<FastifyReply>();
 
+  const waits = (values: number, reply: FastifyReply) =>
+    options.thresholdValues > 0 && values >= options.thresholdValues && !holding.has(reply);
+
   async function enter(tenantId: string, values: number, reply: FastifyReply): Promise<() => void> {
-    if (options.thresholdValues <= 0 || values < options.thresholdValues || holding.has(reply)) return light;
+    if (!waits(values, reply)) return light;
     const gone = new AbortController();
     const onClose = () => gone.abort(new Error("the client closed the connection while waiting"));
     reply.raw.once("close", onClose);
@@ -84,6 +89,7 @@ export function createHeavyRequests(options: HeavyRequestOptions, registry?: Reg
   }
 
   return {
+    waits,
     enter,
     async run(tenantId, values, reply, work) {
       if (options.thresholdValues <= 0 || values < options.thresholdValues) return work();
