@@ -37,6 +37,9 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
     // Node checks the open connections for it every second instead of every 30 s.
     requestTimeout: opts.config.requestTimeoutMs,
     http: {
+      // Given to Node's server too: it checks headersTimeout <= requestTimeout when the server is
+      // made, before Fastify sets requestTimeout (Node's default is 300 s).
+      requestTimeout: opts.config.requestTimeoutMs,
       headersTimeout: opts.config.requestTimeoutMs,
       connectionsCheckingInterval: Math.min(1000, opts.config.requestTimeoutMs),
     },

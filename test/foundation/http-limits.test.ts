@@ -122,3 +122,15 @@ describe("HTTP limits in the standard error body", () => {
     }
   });
 });
+
+describe("REQUEST_TIMEOUT_MS beyond Node's default of 300 s", () => {
+  it("starts, with the timeout for the whole request and its headers (a long import needs it)", async () => {
+    const t = await createTestApp("pglite", { env: { REQUEST_TIMEOUT_MS: "600000" } });
+    try {
+      expect(t.app.server.requestTimeout).toBe(600_000);
+      expect(t.app.server.headersTimeout).toBe(600_000);
+    } finally {
+      await t.close();
+    }
+  });
+});
