@@ -248,6 +248,8 @@ const envSchema = z.object({
   }),
   WS_KEEPALIVE_MS: nonNegativeInt(12_000),
   WS_MAX_SOCKETS_PER_USER: nonNegativeInt(20).refine((n) => n >= 1, { message: "must be at least 1" }),
+  WS_MAX_SOCKETS_PER_TENANT: nonNegativeInt(1000).refine((n) => n >= 1, { message: "must be at least 1" }),
+  WS_MAX_SOCKETS: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
   FIELD_MAX_BYTES: nonNegativeInt(1024 * 1024).refine((n) => n >= 1, { message: "must be at least 1" }),
   REQUEST_EVENTS_MAX_BYTES: nonNegativeInt(16 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
@@ -412,6 +414,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxBufferedBytes: e.WS_MAX_BUFFERED_BYTES,
       keepAliveMs: e.WS_KEEPALIVE_MS,
       maxSocketsPerUser: e.WS_MAX_SOCKETS_PER_USER,
+      maxSocketsPerTenant: e.WS_MAX_SOCKETS_PER_TENANT,
+      maxSockets: e.WS_MAX_SOCKETS,
     },
     countExactLimit: e.COUNT_EXACT_LIMIT,
     countCacheMs: e.COUNT_CACHE_MS,

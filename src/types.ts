@@ -173,7 +173,14 @@ export interface Config {
   /** Live GraphQL subscriptions: per user (in this process) and per process (429 beyond). */
   subscriptions: { maxPerUser: number; maxPerProcess: number; maxPerTenant: number };
   /** GraphQL over WebSocket (src/graphql/websocket.ts): backpressure, heartbeats, sockets per user. */
-  webSocket: { maxBufferedBytes: number; keepAliveMs: number; maxSocketsPerUser: number };
+  /** GraphQL over WebSocket: unsent bytes per socket, pings, and open sockets per user, per tenant and per process. */
+  webSocket: {
+    maxBufferedBytes: number;
+    keepAliveMs: number;
+    maxSocketsPerUser: number;
+    maxSocketsPerTenant: number;
+    maxSockets: number;
+  };
   /**
    * Heavy requests per tenant (src/http/heavy-requests.ts); `bodyBytes`: a body this large (or of
    * unknown length) is read and parsed in the tenant's lane (0: never).

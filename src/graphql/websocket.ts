@@ -7,7 +7,8 @@
 //     operation verifies it again and spends the user's and tenant's rate-limit windows, as an
 //     HTTP request does. A missing, bad or ended token closes the socket with 4401; so do logout,
 //     expiry (a timer at the token's `exp`) and a live subscription ended by either.
-//   - Sockets per user: WS_MAX_SOCKETS_PER_USER; one more is closed with 4429.
+//   - Sockets per user and per tenant: WS_MAX_SOCKETS_PER_USER, WS_MAX_SOCKETS_PER_TENANT; one
+//     more is closed with 4429. Per process: WS_MAX_SOCKETS; one more is closed with 1013.
 //   - Backpressure: graphql-ws sends an operation's next result once its last one is written, so a
 //     client that does not read holds each of its operations at one unsent result (and the event
 //     source's pending events are bounded: SUBSCRIPTION_OVERFLOW). A socket whose unsent bytes pass
@@ -40,9 +41,12 @@ import { asGraphQLError } from "./errors.ts";
 export const WS_CLOSE = {
   /** No, a bad, an expired or an ended token (logout, a deactivated user). */
   unauthorized: 4401,
-  /** More sockets of this user than WS_MAX_SOCKETS_PER_USER, or the rate limit spent. */
+  /** More sockets of this user or tenant than WS_MAX_SOCKETS_PER_USER or _PER_TENANT, or the rate limit spent. */
   tooMany: 4429,
-  /** The client does not read its results fast enough (WS_MAX_BUFFERED_BYTES unsent). */
+  /**
+   * Try again later: the client does not read its results fast enough (WS_MAX_BUFFERED_BYTES
+   * unsent), or the process has WS_MAX_SOCKETS open.
+   */
   tooSlow: 1013,
   /** The server shuts down. */
   goingAway: 1001,
@@ -66,6 +70,9 @@ export interface WebSocketDeps {
     maxBufferedBytes: number;
     keepAliveMs: number;
     maxSocketsPerUser: number;
+    maxSocketsPerTenant: number;
+    /** Authenticated sockets of the process. */
+    maxSockets: number;
     maxMessageBytes: number;
   };
   clock: () => Date;
@@ -84,6 +91,7 @@ export interface GraphQLWebSocket {
 interface Connection {
   authorization: string | undefined;
   userId: string | null;
+  tenantId: string | null;
   expiryTimer: NodeJS.Timeout | null;
   /** Per operation id: what the heavy lanes watch to notice the operation is gone. */
   operations: Map<string, EventEmitter>;
@@ -127,6 +135,8 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const runs = new WeakMap<object, Run>();
   const connections = new WeakMap<WebSocket, Connection>();
   const perUser = new Map<string, number>();
+  const perTenant = new Map<string, number>();
+  let authenticated = 0;
   let operationCount = 0;
   let dropped = 0;
 
@@ -135,7 +145,13 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const connectionOf = (socket: WebSocket): Connection => {
     let c = connections.get(socket);
     if (!c) {
-      c = { authorization: undefined, userId: null, expiryTimer: null, operations: new Map() };
+      c = {
+        authorization: undefined,
+        userId: null,
+        tenantId: null,
+        expiryTimer: null,
+        operations: new Map(),
+      };
       connections.set(socket, c);
     }
     return c;
@@ -179,8 +195,26 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
             );
             return false;
           }
+          const tenantId = caller.principal.tenantId;
+          if ((perTenant.get(tenantId) ?? 0) >= limits.maxSocketsPerTenant) {
+            socket.close(
+              WS_CLOSE.tooMany,
+              `This tenant has ${limits.maxSocketsPerTenant} GraphQL sockets open already.`,
+            );
+            return false;
+          }
+          if (authenticated >= limits.maxSockets) {
+            socket.close(
+              WS_CLOSE.tooSlow,
+              "The server has as many GraphQL sockets open as it takes; try again later.",
+            );
+            return false;
+          }
           perUser.set(userId, (perUser.get(userId) ?? 0) + 1);
+          perTenant.set(tenantId, (perTenant.get(tenantId) ?? 0) + 1);
+          authenticated++;
           connection.userId = userId;
+          connection.tenantId = tenantId;
           if (expiresAt !== null) {
             const arm = () => {
               const ms = expiresAt * 1000 - deps.clock().getTime();
@@ -274,6 +308,13 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           if (n > 0) perUser.set(connection.userId, n);
           else perUser.delete(connection.userId);
           connection.userId = null;
+          authenticated--;
+        }
+        if (connection.tenantId !== null) {
+          const n = (perTenant.get(connection.tenantId) ?? 1) - 1;
+          if (n > 0) perTenant.set(connection.tenantId, n);
+          else perTenant.delete(connection.tenantId);
+          connection.tenantId = null;
         }
       },
     },

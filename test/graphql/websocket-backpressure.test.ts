@@ -61,7 +61,14 @@ describe("GraphQL over WebSocket: backpressure and heartbeats", () => {
       authenticate: async () => ({ caller, expiresAt: null }),
       context: (c, tokenExpiresAt, reply) =>
         ({ caller: c, tokenExpiresAt, reply }) as unknown as ChainContext,
-      limits: { maxBufferedBytes: 1024 * 1024, keepAliveMs, maxSocketsPerUser: 5, maxMessageBytes: 65536 },
+      limits: {
+        maxBufferedBytes: 1024 * 1024,
+        keepAliveMs,
+        maxSocketsPerUser: 5,
+        maxSocketsPerTenant: 5,
+        maxSockets: 5,
+        maxMessageBytes: 65536,
+      },
       clock: () => new Date(),
     });
     return new Promise((resolve) =>

@@ -292,3 +292,68 @@ describe("GraphQL over WebSocket: token expiry", () => {
     expect(event.reason).toContain("expired");
   });
 });
+
+describe("GraphQL over WebSocket: sockets per tenant and per process", () => {
+  let t: TestApp;
+  let url: string;
+  const tokens: Record<string, string> = {};
+  const clients: Client[] = [];
+
+  beforeAll(async () => {
+    t = await createTestApp("pglite", {
+      fixture: "sample",
+      env: {
+        ...NO_RATE_LIMITS,
+        WS_MAX_SOCKETS_PER_USER: "5",
+        WS_MAX_SOCKETS_PER_TENANT: "2",
+        WS_MAX_SOCKETS: "3",
+      },
+    });
+    await t.app.listen({ host: "127.0.0.1", port: 0 });
+    url = `ws://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/graphql`;
+    for (const user of ["anna", "lucia", "greta"] as const) {
+      tokens[user] = await loginAs(t.app, SAMPLE_USERS[user].username, SAMPLE_USERS[user].password);
+    }
+  });
+  afterAll(async () => {
+    for (const c of clients) await c.dispose();
+    await t?.close();
+  });
+
+  /** A socket of `user`: the answer to `{ __typename }`, or the code it was closed with. */
+  function socketOf(user: string): Promise<{ typename: string } | { closed: number }> {
+    return new Promise((resolve) => {
+      const c = createClient({
+        url,
+        webSocketImpl: WebSocket,
+        lazy: false,
+        retryAttempts: 0,
+        onNonLazyError: () => {},
+        connectionParams: { authorization: `Bearer ${tokens[user]}` },
+        on: { closed: (e) => resolve({ closed: (e as CloseEvent).code }) },
+      });
+      clients.push(c);
+      c.subscribe(
+        { query: "{ __typename }" },
+        {
+          next: (r) => resolve({ typename: String((r.data as { __typename: string }).__typename) }),
+          error: () => {},
+          complete: () => {},
+        },
+      );
+    });
+  }
+
+  it("a tenant's sockets beyond WS_MAX_SOCKETS_PER_TENANT close with 4429, the process's beyond WS_MAX_SOCKETS with 1013", async () => {
+    // anna and lucia are acme's: two sockets, then a third of either user is refused.
+    expect(await socketOf("anna")).toEqual({ typename: "Query" });
+    expect(await socketOf("lucia")).toEqual({ typename: "Query" });
+    expect(await socketOf("anna")).toEqual({ closed: 4429 });
+    // greta (globex) takes the process's third socket; a fourth is refused whatever its tenant.
+    expect(await socketOf("greta")).toEqual({ typename: "Query" });
+    expect(await socketOf("greta")).toEqual({ closed: 1013 });
+    // A socket that closes gives its place back.
+    await clients[0]!.dispose();
+    await eventually(async () => "typename" in (await socketOf("anna")), { what: "a place freed" });
+  });
+});
