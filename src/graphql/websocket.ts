@@ -90,8 +90,8 @@ export interface GraphQLWebSocket {
 
 interface Connection {
   authorization: string | undefined;
-  userId: string | null;
-  tenantId: string | null;
+  /** Whose socket it is, once authenticated (what the caps count). */
+  holder: { userId: string; tenantId: string } | null;
   expiryTimer: NodeJS.Timeout | null;
   /** Per operation id: what the heavy lanes watch to notice the operation is gone. */
   operations: Map<string, EventEmitter>;
@@ -128,15 +128,30 @@ function pathOf(request: IncomingMessage): string {
   return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
 }
 
+/** Open sockets per key (a user, a tenant); a key without any is not kept. */
+function socketCounts() {
+  const counts = new Map<string, number>();
+  return {
+    of: (key: string) => counts.get(key) ?? 0,
+    add: (key: string) => counts.set(key, (counts.get(key) ?? 0) + 1),
+    remove(key: string) {
+      const n = (counts.get(key) ?? 1) - 1;
+      if (n > 0) counts.set(key, n);
+      else counts.delete(key);
+    },
+  };
+}
+
 export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const { limits } = deps;
   const getEnveloped = envelopChain(deps.chain);
   type Run = ReturnType<typeof getEnveloped>;
   const runs = new WeakMap<object, Run>();
   const connections = new WeakMap<WebSocket, Connection>();
-  const perUser = new Map<string, number>();
-  const perTenant = new Map<string, number>();
-  let authenticated = 0;
+  // Authenticated sockets, per user, per tenant and in all (the caps of onConnect).
+  const perUser = socketCounts();
+  const perTenant = socketCounts();
+  let socketsOpen = 0;
   let operationCount = 0;
   let dropped = 0;
 
@@ -147,8 +162,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
     if (!c) {
       c = {
         authorization: undefined,
-        userId: null,
-        tenantId: null,
+        holder: null,
         expiryTimer: null,
         operations: new Map(),
       };
@@ -188,7 +202,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
             `ws-${++operationCount}`,
           );
           const userId = caller.principal.userId;
-          if ((perUser.get(userId) ?? 0) >= limits.maxSocketsPerUser) {
+          if (perUser.of(userId) >= limits.maxSocketsPerUser) {
             socket.close(
               WS_CLOSE.tooMany,
               `This user has ${limits.maxSocketsPerUser} GraphQL sockets open already.`,
@@ -196,25 +210,24 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
             return false;
           }
           const tenantId = caller.principal.tenantId;
-          if ((perTenant.get(tenantId) ?? 0) >= limits.maxSocketsPerTenant) {
+          if (perTenant.of(tenantId) >= limits.maxSocketsPerTenant) {
             socket.close(
               WS_CLOSE.tooMany,
               `This tenant has ${limits.maxSocketsPerTenant} GraphQL sockets open already.`,
             );
             return false;
           }
-          if (authenticated >= limits.maxSockets) {
+          if (socketsOpen >= limits.maxSockets) {
             socket.close(
               WS_CLOSE.tooSlow,
               "The server has as many GraphQL sockets open as it takes; try again later.",
             );
             return false;
           }
-          perUser.set(userId, (perUser.get(userId) ?? 0) + 1);
-          perTenant.set(tenantId, (perTenant.get(tenantId) ?? 0) + 1);
-          authenticated++;
-          connection.userId = userId;
-          connection.tenantId = tenantId;
+          perUser.add(userId);
+          perTenant.add(tenantId);
+          socketsOpen++;
+          connection.holder = { userId, tenantId };
           if (expiresAt !== null) {
             const arm = () => {
               const ms = expiresAt * 1000 - deps.clock().getTime();
@@ -303,18 +316,11 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         if (connection.expiryTimer) clearTimeout(connection.expiryTimer);
         for (const gone of connection.operations.values()) gone.emit("close");
         connection.operations.clear();
-        if (connection.userId !== null) {
-          const n = (perUser.get(connection.userId) ?? 1) - 1;
-          if (n > 0) perUser.set(connection.userId, n);
-          else perUser.delete(connection.userId);
-          connection.userId = null;
-          authenticated--;
-        }
-        if (connection.tenantId !== null) {
-          const n = (perTenant.get(connection.tenantId) ?? 1) - 1;
-          if (n > 0) perTenant.set(connection.tenantId, n);
-          else perTenant.delete(connection.tenantId);
-          connection.tenantId = null;
+        if (connection.holder) {
+          perUser.remove(connection.holder.userId);
+          perTenant.remove(connection.holder.tenantId);
+          socketsOpen--;
+          connection.holder = null;
         }
       },
     },
