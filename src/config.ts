@@ -1,6 +1,7 @@
 // Reads and validates the environment into a typed Config. A bad value stops start-up with a
 // message that names the variable (ConfigError).
 import net from "node:net";
+import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { readTrustedDocuments } from "./graphql/persisted.ts";
@@ -204,6 +205,10 @@ const envSchema = z.object({
     message: "must be at least 1024",
   }),
   IMPORT_ATOMIC_MAX_ROWS: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
+  IMPORT_WRITE_TIMEOUT_MS: nonNegativeInt(600_000).refine((n) => n >= 100, {
+    message: "must be at least 100",
+  }),
+  IMPORT_SPOOL_DIR: optionalString.transform((v) => path.resolve(v ?? os.tmpdir())),
   REQUEST_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   STATEMENT_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   DATABASE_CONNECT_TIMEOUT_MS: nonNegativeInt(5_000).refine((n) => n >= 100, {
@@ -377,6 +382,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     importMaxBytes: e.IMPORT_MAX_BYTES,
     importAtomicMaxRows: e.IMPORT_ATOMIC_MAX_ROWS,
+    importWriteTimeoutMs: e.IMPORT_WRITE_TIMEOUT_MS,
+    importSpoolDir: e.IMPORT_SPOOL_DIR,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,

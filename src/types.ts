@@ -117,10 +117,20 @@ export interface Config {
    */
   createGroupMaxRows: number;
   bodyLimitBytes: number;
-  /** Largest body of an import (`POST /{dim}/import`, decisions §20), counted as it streams: 413 beyond. */
+  /**
+   * Largest body of an import (`POST /{dim}/import`, decisions §20), counted as it is spooled to
+   * disk: 413 beyond.
+   */
   importMaxBytes: number;
   /** Most rows of an import with `atomic=true` (all rows or none): 413 beyond. */
   importAtomicMaxRows: number;
+  /**
+   * An import writes the rows of its received body for at most this long (checked before each
+   * batch): 504 IMPORT_WRITE_TIMEOUT beyond, the batches written before staying.
+   */
+  importWriteTimeoutMs: number;
+  /** Where import bodies are spooled (a directory of the process's own is made in it). */
+  importSpoolDir: string;
   /** Receiving a whole request (headers and body) takes at most this long: 408 beyond. */
   requestTimeoutMs: number;
   /** A statement, and a transaction as a whole, runs at most this long: 504 beyond. */

@@ -404,6 +404,12 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
             "The body is over IMPORT_MAX_BYTES, or an atomic import over IMPORT_ATOMIC_MAX_ROWS",
           ),
           "415": errorResponse("The body is not text/csv or application/x-ndjson in UTF-8"),
+          "503": errorResponse(
+            "SERVICE_CLOSING: the service shut down while the import was under way (details: the rows written before)",
+          ),
+          "504": errorResponse(
+            "IMPORT_WRITE_TIMEOUT: the rows took longer than IMPORT_WRITE_TIMEOUT_MS to write (details: the rows written before)",
+          ),
         },
       },
     };

@@ -1,38 +1,19 @@
-// The body of an import (decisions §20) read as it streams, into ImportRow values for the import
-// resolver (src/resolvers/write/import.ts): its bytes counted (413 PAYLOAD_TOO_LARGE past
-// IMPORT_MAX_BYTES), decoded as UTF-8 (400 INVALID_ENCODING at the first row holding bytes that
-// are not), then parsed: CSV by csv-parse (a header row of field codes; 400 INVALID_CSV for a
-// malformed line) or NDJSON (one JSON value a line; 400 INVALID_JSON for one that is not). Rows
-// are numbered as in the body: CSV's header is row 1, its records 2, 3, … (a spreadsheet's row
-// numbers); NDJSON's rows are its lines. Each row is asked for by the resolver, so the body is read
-// no faster than rows are written.
+// The body of an import (decisions §20), read from the file it was spooled to
+// (src/rest/import-spool.ts, which counted its bytes against IMPORT_MAX_BYTES), into ImportRow
+// values for the import resolver (src/resolvers/write/import.ts): decoded as UTF-8 (400
+// INVALID_ENCODING at the first row holding bytes that are not), then parsed: CSV by csv-parse (a
+// header row of field codes; 400 INVALID_CSV for a malformed line) or NDJSON (one JSON value a
+// line; 400 INVALID_JSON for one that is not). Rows are numbered as in the body: CSV's header is
+// row 1, its records 2, 3, … (a spreadsheet's row numbers); NDJSON's rows are its lines. Each row
+// is asked for by the resolver, so the file is read no faster than rows are written.
 import { type Readable, Transform, type TransformCallback } from "node:stream";
 import { pipeline } from "node:stream";
 import { type CastingContext, parse as parseCsv } from "csv-parse";
-import { BadRequestError, PayloadTooLargeError } from "../errors.ts";
+import { BadRequestError } from "../errors.ts";
 import type { ImportRow } from "../resolvers/write/import.ts";
 
 export const IMPORT_MEDIA_TYPES = ["text/csv", "application/x-ndjson"] as const;
 export type ImportFormat = "csv" | "ndjson";
-
-/** Counts the bytes that pass: 413 once more than `max` came. */
-class ByteLimit extends Transform {
-  private seen = 0;
-  constructor(private readonly max: number) {
-    super();
-  }
-  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
-    this.seen += chunk.length;
-    if (this.seen > this.max) done(tooLarge(this.max));
-    else done(null, chunk);
-  }
-}
-
-export function tooLarge(max: number): PayloadTooLargeError {
-  return new PayloadTooLargeError(`An import body holds at most ${max} bytes (IMPORT_MAX_BYTES).`, {
-    max_bytes: max,
-  });
-}
 
 /**
  * Bytes to text. Invalid UTF-8 does not stop the text here (it reads as U+FFFD): the line that
@@ -220,26 +201,19 @@ async function* ndjsonRows(text: Readable, utf8: Utf8Text): AsyncGenerator<Impor
 }
 
 /**
- * The rows of an import body `body` (the request's stream). The request stream itself is never
- * destroyed here (the answer still goes out on its socket): it is only read from.
+ * The rows of an import body read from `body` (the spooled file's stream), which is destroyed
+ * once the rows stop (all read, or one refused).
  */
-export function importRows(
-  body: Readable,
-  format: ImportFormat,
-  maxBytes: number,
-): AsyncGenerator<ImportRow> {
-  const limit = new ByteLimit(maxBytes);
+export function importRows(body: Readable, format: ImportFormat): AsyncGenerator<ImportRow> {
   const utf8 = new Utf8Text();
-  body.pipe(limit);
-  const text = pipeline(limit, utf8, () => {});
-  // The rows' reader stops reading the body when it stops (done, or refused).
+  const text = pipeline(body, utf8, () => {});
   const rows = format === "csv" ? csvRows(text, utf8) : ndjsonRows(text, utf8);
   return (async function* () {
     try {
       yield* rows;
     } finally {
-      body.unpipe(limit);
-      limit.destroy();
+      utf8.destroy();
+      body.destroy();
     }
   })();
 }

@@ -1,9 +1,10 @@
 // Export and import over REST (decisions §20): GET /api/v4/core/{dim}/export streams every row a
 // list with the same parameters matches (CSV, NDJSON or a JSON array) at the client's pace, in its
 // tenant's heavy lane until the body ends or the client goes away; POST /api/v4/core/{dim}/import
-// reads a CSV or NDJSON body as it streams and writes its rows through the write pipeline. Both
-// call resolvers (src/resolvers/read/export.ts, src/resolvers/write/import.ts); nothing is
-// decided here but the media types.
+// receives a CSV or NDJSON body whole into a temporary file (src/rest/import-spool.ts), then
+// writes its rows from that file through the write pipeline, in its tenant's heavy lane
+// throughout. Both call resolvers (src/resolvers/read/export.ts, src/resolvers/write/import.ts);
+// nothing is decided here but the media types and the phases of an import.
 import { Readable } from "node:stream";
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { BadRequestError, ApiError } from "../errors.ts";
@@ -11,9 +12,10 @@ import { contextOf } from "../http/protected.ts";
 import { parseListParams, type QueryParams } from "../query/rest-params.ts";
 import { createReadContext } from "../resolvers/read/index.ts";
 import { exportRecords } from "../resolvers/read/export.ts";
-import { importRecords, type ImportMode } from "../resolvers/write/import.ts";
+import { authorizeImport, importRecords, type ImportMode } from "../resolvers/write/import.ts";
 import type { RouteDeps } from "./deps.ts";
-import { IMPORT_MEDIA_TYPES, type ImportFormat, importRows, tooLarge } from "./import-body.ts";
+import { IMPORT_MEDIA_TYPES, type ImportFormat, importRows } from "./import-body.ts";
+import { createImportSpool, type SpooledBody, tooLarge } from "./import-spool.ts";
 import {
   EXPORT_FORMATS,
   EXPORT_MEDIA_TYPES,
@@ -88,10 +90,32 @@ function importFormatOf(request: FastifyRequest): ImportFormat {
   return essence === "text/csv" ? "csv" : "ndjson";
 }
 
+/** 503 SERVICE_CLOSING: the server closes; an import stops receiving, or before its next batch. */
+function serviceClosing(): ApiError {
+  return new ApiError(
+    503,
+    "SERVICE_CLOSING",
+    "ServiceUnavailable",
+    "The service is shutting down; the import stopped.",
+  );
+}
+
 export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, heavy, readGate }) => {
   // Import bodies reach the handler as the request's stream, unread (this plugin's routes only):
-  // the import reads, counts and parses them as its rows are written (src/rest/import-body.ts).
+  // the import spools them to disk, then parses them as its rows are written.
   app.addContentTypeParser([...IMPORT_MEDIA_TYPES], (_request, payload, done) => done(null, payload));
+  const spool = createImportSpool(services.config.importSpoolDir);
+  // The server closing stops imports under way (receiving, or before their next batch) instead of
+  // waiting up to IMPORT_WRITE_TIMEOUT_MS for them; once the server is closed, the spool's
+  // directory goes with whatever is left in it.
+  const closing = new AbortController();
+  app.addHook("preClose", (done) => {
+    closing.abort(serviceClosing());
+    done();
+  });
+  app.addHook("onClose", async () => {
+    await spool.close();
+  });
 
   app.get<DimParams>("/api/v4/core/:dim/export", async (request, reply) => {
     const query = request.query as QueryParams;
@@ -138,7 +162,7 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     const mode = modeOf(query);
     const atomic = flagOf(query, "atomic");
     const format = importFormatOf(request);
-    const max = services.config.importMaxBytes;
+    const { importMaxBytes: max, importWriteTimeoutMs } = services.config;
     const length = request.headers["content-length"];
     // Refused from its announced length before a byte is read (the connection then closes).
     if (length !== undefined && Number(length) > max) {
@@ -148,19 +172,26 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     // No body at all (Content-Length: 0) reaches no parser: no rows.
     const body = request.body instanceof Readable ? request.body : Readable.from([]);
     const ctx = contextOf(request);
-    const leave = await heavy.enter(ctx.principal.tenantId, Number.POSITIVE_INFINITY, reply);
-    reply.raw.once("close", leave);
+    const options = { mode, atomic, writeTimeoutMs: importWriteTimeoutMs, signal: closing.signal };
+    let spooled: SpooledBody | null = null;
+    let leave = () => {};
     try {
-      const result = await importRecords(services, ctx, request.params.dim, importRows(body, format, max), {
-        mode,
-        atomic,
-      });
+      const target = await authorizeImport(services, ctx, request.params.dim, options);
+      leave = await heavy.enter(ctx.principal.tenantId, Number.POSITIVE_INFINITY, reply);
+      // Receiving: the whole body into its file, within REQUEST_TIMEOUT_MS (Node's server cuts a
+      // request that has not fully arrived by then) and IMPORT_MAX_BYTES.
+      spooled = await spool.receive(body, max, closing.signal);
+      // Writing, from the file: bounded by IMPORT_WRITE_TIMEOUT_MS, not by the request timeout
+      // (which no longer runs once the body is in). A client that goes away meanwhile does not stop
+      // it: its body was received whole, and its rows are written as one that waited would have.
+      const result = await importRecords(services, ctx, target, importRows(spooled.open(), format), options);
       return { data: result };
     } catch (err) {
       // The rest of a refused body is not read: the connection closes after the answer.
       if (!body.readableEnded) reply.header("connection", "close");
       throw err;
     } finally {
+      await spooled?.remove();
       leave();
     }
   });

@@ -1,5 +1,6 @@
 // Configuration (decisions.md §1): every variable's embedded default, and each kind of bad value
 // refused with a ConfigError whose message names the variable.
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.ts";
@@ -244,6 +245,16 @@ describe("loadConfig refuses bad values, naming the variable", () => {
 
   it("BODY_LIMIT_BYTES below 1024", () => {
     expect(refusal({ BODY_LIMIT_BYTES: "10" }).problems).toEqual(["BODY_LIMIT_BYTES: must be at least 1024"]);
+  });
+
+  it("IMPORT_WRITE_TIMEOUT_MS: 600 s by default, below 100 ms refused; IMPORT_SPOOL_DIR: the OS's temporary directory by default, made absolute", () => {
+    expect(loadConfig({}).importWriteTimeoutMs).toBe(600_000);
+    expect(loadConfig({ IMPORT_WRITE_TIMEOUT_MS: "100" }).importWriteTimeoutMs).toBe(100);
+    expect(refusal({ IMPORT_WRITE_TIMEOUT_MS: "99" }).problems).toEqual([
+      "IMPORT_WRITE_TIMEOUT_MS: must be at least 100",
+    ]);
+    expect(loadConfig({}).importSpoolDir).toBe(path.resolve(tmpdir()));
+    expect(loadConfig({ IMPORT_SPOOL_DIR: "spool" }).importSpoolDir).toBe(path.resolve("spool"));
   });
 
   it("webhook bounds per tenant and the embedded database's ANALYZE interval (issue 18)", () => {

@@ -1,10 +1,12 @@
-// Imports (decisions §20): rows read from a streamed body (the adapter parses CSV or NDJSON into
+// Imports (decisions §20): rows read from a received body (the adapter parses CSV or NDJSON into
 // ImportRow values, src/rest/import-body.ts) written through the write pipeline that batch creates
 // use: each row a create (mode=create) or, with mode=upsert, an update (PATCH) of the record its id
 // field names when that record exists. Rows go in batches of MAX_BATCH_SIZE records, one
 // transaction each, every row in its own savepoint (batch.ts eachInSavepoint): a refused row is
 // counted and listed with its row number, the others are written. atomic=true reads every row
-// first (at most IMPORT_ATOMIC_MAX_ROWS) and writes them in one transaction, all or none.
+// first (at most IMPORT_ATOMIC_MAX_ROWS) and writes them in one transaction, all or none. The
+// writing is bounded on its own (IMPORT_WRITE_TIMEOUT_MS) and stops when its signal is aborted
+// (the server closing), in both cases before a batch, never inside one.
 import type { AuthorizedDimension } from "../../auth/authorize.ts";
 import { ApiError, PayloadTooLargeError, ValidationError } from "../../errors.ts";
 import { codecOf } from "../../metadata/codecs.ts";
@@ -37,6 +39,19 @@ export type ImportMode = "create" | "upsert";
 export interface ImportOptions extends WriteOptions {
   mode: ImportMode;
   atomic: boolean;
+  /**
+   * The writing's bound from the call on (IMPORT_WRITE_TIMEOUT_MS), checked before each batch:
+   * 504 IMPORT_WRITE_TIMEOUT past it, the batches written before staying. None: unbounded.
+   */
+  writeTimeoutMs?: number;
+  /** Aborted (its reason an ApiError) to stop before the next batch: the server closing. */
+  signal?: AbortSignal;
+}
+
+/** An import's dimension, authorized for its mode, with the metadata it was authorized on. */
+export interface ImportTarget {
+  readonly model: MetadataModel;
+  readonly dim: AuthorizedDimension;
 }
 
 export interface ImportRowError {
@@ -195,6 +210,33 @@ function withProgress(err: ApiError, result: ImportResult, atomic: boolean): Api
   });
 }
 
+/** 504 IMPORT_WRITE_TIMEOUT: the rows took longer than `timeoutMs` to write. */
+function writeTimeout(timeoutMs: number): ApiError {
+  return new ApiError(
+    504,
+    "IMPORT_WRITE_TIMEOUT",
+    "GatewayTimeout",
+    `The import's rows took longer than IMPORT_WRITE_TIMEOUT_MS (${timeoutMs} ms) to write; it stopped before its next batch.`,
+    { details: { timeout_ms: timeoutMs } },
+  );
+}
+
+/** What stops the writing before its next batch (an error to throw), or null to go on. */
+function writeBound(opts: ImportOptions): () => ApiError | null {
+  const { writeTimeoutMs, signal } = opts;
+  const deadline =
+    writeTimeoutMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + writeTimeoutMs;
+  return () => {
+    if (signal?.aborted) {
+      const reason: unknown = signal.reason;
+      return reason instanceof ApiError
+        ? reason
+        : new ApiError(503, "IMPORT_STOPPED", "ServiceUnavailable", "The import was stopped.");
+    }
+    return performance.now() > deadline ? writeTimeout(writeTimeoutMs!) : null;
+  };
+}
+
 /** 400 IMPORT_FAILED: an atomic import with refused rows wrote nothing. */
 function atomicFailure(result: ImportResult): ValidationError {
   return new ValidationError(
@@ -213,26 +255,43 @@ function atomicFailure(result: ImportResult): ValidationError {
 }
 
 /**
- * POST /{dim}/import. Authorizes create (and update for upsert) once; reads `rows` as they come,
- * writing each batch before reading on (the body is not held in memory, atomic=true aside).
+ * The import's dimension authorized: create, and update too for mode=upsert. Done before the body
+ * is received, so that a caller without the grant is refused before it is stored.
+ */
+export async function authorizeImport(
+  deps: WriteDeps,
+  ctx: RequestContext,
+  dimCode: string,
+  opts: ImportOptions,
+): Promise<ImportTarget> {
+  const model = deps.metadata.current();
+  const dim = await authorizeWriteStep(model, ctx, dimCode, "create", opts);
+  if (opts.mode === "upsert") await authorizeWriteStep(model, ctx, dimCode, "update", opts);
+  return { model, dim };
+}
+
+/**
+ * POST /{dim}/import, once authorized (authorizeImport): reads `rows` as they come, writing each
+ * batch before reading on (the rows are not held in memory, atomic=true aside). The writing is
+ * bounded by opts.writeTimeoutMs and opts.signal, checked before each batch.
  */
 export async function importRecords(
   deps: WriteDeps,
   ctx: RequestContext,
-  dimCode: string,
+  { model, dim }: ImportTarget,
   rows: AsyncIterable<ImportRow>,
   opts: ImportOptions,
 ): Promise<ImportResult> {
-  const model = deps.metadata.current();
-  const dim = await authorizeWriteStep(model, ctx, dimCode, "create", opts);
-  if (opts.mode === "upsert") await authorizeWriteStep(model, ctx, dimCode, "update", opts);
   const result = tally();
   const maxRecords = deps.config.maxBatchSize;
   const atomicMax = deps.config.importAtomicMaxRows;
+  const stopped = writeBound(opts);
   let batch: Prepared[] = [];
   let records = 0;
   const flush = async () => {
     if (!batch.length) return;
+    const stop = stopped();
+    if (stop) throw stop;
     const rows = batch;
     batch = [];
     records = 0;
@@ -253,14 +312,16 @@ export async function importRecords(
       batch.push(prepared);
       records += weight;
     }
+    if (!opts.atomic) await flush();
+    else if (batch.length) {
+      const stop = stopped();
+      if (stop) throw stop;
+    }
   } catch (err) {
     if (err instanceof ApiError) throw withProgress(err, result, opts.atomic);
     throw err;
   }
-  if (!opts.atomic) {
-    await flush();
-    return result;
-  }
+  if (!opts.atomic) return result;
   // All or none: a refused row throws inside the transaction, which rolls every row back.
   if (batch.length) {
     const all = batch;
