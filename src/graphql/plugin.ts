@@ -3,7 +3,8 @@
 // GraphQL runs answers in GraphQL's error shape with the REST code and status. Every operation
 // passes one chain of rules (src/graphql/chain.ts), carried by the plain POST transport
 // (src/graphql/plain-post.ts) or by graphql-yoga (GET, SSE subscriptions, refusals). The schema is
-// the one of the current metadata version (src/schema/cache.ts).
+// the one of the caller's access profile under the current metadata version (src/schema/cache.ts):
+// introspection shows what the caller may query, over HTTP and WebSocket alike.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { LRUCache } from "lru-cache";
 import type { YogaServerInstance } from "graphql-yoga";
@@ -12,6 +13,7 @@ import { clientAborted, closeIfUnread, errorHandler, mapError } from "../http/er
 import { callerOf } from "../http/protected.ts";
 import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
+import type { Caller } from "../types.ts";
 import { createSchemaCache } from "../schema/cache.ts";
 import { type ChainContext, graphqlChain } from "./chain.ts";
 import { createValueEstimate } from "./complexity.ts";
@@ -45,6 +47,7 @@ function wantsGraphiQL(request: FastifyRequest): boolean {
 interface ServerContext {
   req: FastifyRequest;
   reply: FastifyReply;
+  caller: Caller;
 }
 
 /** The verified bearer token of the request, or null. */
@@ -125,7 +128,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     server: app.server,
     paths: GRAPHQL_PATHS,
     chain,
-    schema: () => schemas.current(),
+    schema: (caller) => schemas.forCaller(caller.principal),
     authenticate: (authorization, address, requestId) =>
       auth.authenticateBearer(authorization, address, requestId),
     context: (caller, tokenExpiresAt, reply) => ({
@@ -155,7 +158,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
         .then(({ createYoga }) =>
           createYoga<ServerContext, ChainContext>({
             graphqlEndpoint: endpoint,
-            schema: () => schemas.current(),
+            schema: ({ caller }) => schemas.forCaller(caller.principal),
             logging: false,
             graphiql: false,
             landingPage: false,
@@ -214,7 +217,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
           pageLoaders: new Map(),
           writeBudget: requestBudget(services.config),
         };
-        const answer = await plainPost(request, schemas.current(), context);
+        const answer = await plainPost(request, schemas.forCaller(caller.principal), context);
         if (answer) {
           // The body returned, not the reply (docs/decisions.md, "Handlers return their body").
           reply.status(answer.status).headers(answer.headers);

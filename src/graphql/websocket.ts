@@ -1,7 +1,8 @@
 // GraphQL over WebSocket (decisions.md §21; issue 38 §1): the `graphql-transport-ws` protocol of the
 // `graphql-ws` library on the GraphQL paths, for queries, mutations and subscriptions. Every
 // operation runs through the one chain of rules (src/graphql/chain.ts) with yoga's engine, as the
-// plain POST does: the same limits, costs, write budget, lanes, masking and subscription guard.
+// plain POST does: the same limits, costs, write budget, lanes, masking and subscription guard, on
+// the schema of the operation's caller's access profile (src/schema/cache.ts).
 //   - Authentication: `connection_init`'s payload `{authorization: "Bearer …"}`, else the upgrade
 //     request's Authorization header, verified as an HTTP request's token is (src/auth); every
 //     operation verifies it again and spends the user's and tenant's rate-limit windows, as an
@@ -57,7 +58,8 @@ export interface WebSocketDeps {
   server: Server;
   paths: readonly string[];
   chain: Plugin<ChainContext>[];
-  schema: () => GraphQLSchema;
+  /** The schema of the caller's access profile. */
+  schema: (caller: Caller) => GraphQLSchema;
   /** An Authorization value as a caller (src/auth/service.ts authenticateBearer). */
   authenticate: (
     authorization: string | undefined,
@@ -188,7 +190,6 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
 
   const disposable = useServer<Record<string, unknown> | undefined, Record<PropertyKey, never>>(
     {
-      schema: () => deps.schema(),
       async onConnect(ctx) {
         const socket = ctx.extra.socket;
         const connection = connectionOf(socket);
@@ -270,7 +271,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         const reply = { raw: gone } as unknown as FastifyReply;
         const contextValue = deps.context(authenticated.caller, authenticated.expiresAt, reply);
         const run = getEnveloped(contextValue);
-        const schema = deps.schema();
+        const schema = deps.schema(authenticated.caller);
         let document: DocumentNode;
         try {
           document = run.parse(payload.query);

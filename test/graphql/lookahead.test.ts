@@ -145,7 +145,7 @@ describe("GraphQL look-ahead and planning", () => {
       },
     };
     statements = [];
-    const result = await execute({ schema: schemas.current(), document: parse(query), contextValue: ctx });
+    const result = await execute({ schema: schemas.full(), document: parse(query), contextValue: ctx });
     const tables = [...t.services.metadata.current().dimensions.values()].map((d) => `"${d.tableName}"`);
     return {
       result,

@@ -125,11 +125,13 @@ describe.each(BACKENDS)("GraphQL subscriptions over SSE (%s)", (backend) => {
     }
   });
 
+  // A dimension lucia reads through no node is not in her schema (test/graphql/schema-profiles.test.ts);
+  // one she reads, through a source that does not serve it, is refused when subscribed.
   it("a subscription needs the read grant on its source, and a token", async () => {
     const refused = await subscribe(
       base,
       tokens.lucia!,
-      `subscription { CITY_events(source: "anag-3") { event_id } }`,
+      `subscription { CUST_events(source: "sales-1") { event_id } }`,
     );
     await refused.waitFor(1);
     expect(refused.events[0]!.data.errors[0].extensions).toMatchObject({
