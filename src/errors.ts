@@ -96,6 +96,16 @@ export class PermissionDeniedError extends ApiError {
   }
 }
 
+/**
+ * 403 ROW_NOT_ALLOWED (decisions.md §17): a create or update whose resulting row the caller's row
+ * scope or ROW_FILTER would not let it see; nothing is written.
+ */
+export class RowNotAllowedError extends ApiError {
+  constructor(message: string, opts: ApiErrorOptions = {}) {
+    super(403, "ROW_NOT_ALLOWED", "PermissionDenied", message, opts);
+  }
+}
+
 export class RateLimitError extends ApiError {
   constructor(message: string, opts: ApiErrorOptions = {}) {
     super(429, "RATE_LIMIT_EXCEEDED", "RateLimitExceeded", message, opts);

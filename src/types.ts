@@ -429,6 +429,19 @@ export interface DimensionDef {
   readonly compositeIndexes: ReadonlyArray<readonly string[]>;
   /** TB_DIM.HISTORY (default true): each change of a record writes a revision (src/history/). */
   readonly history: boolean;
+  /**
+   * TB_DIM.ROW_SCOPE (decisions.md §17): the scope keys rows are restricted by, each with the
+   * column holding it (CENTRO_DETT, AMBIENTE: system columns; owner: OWNER or CREATED_BY). Empty:
+   * unscoped.
+   */
+  readonly rowScope: readonly RowScopeKey[];
+}
+
+export const ROW_SCOPE_KEYS = ["centro_dett", "ambiente", "owner"] as const;
+export type RowScopeKeyName = (typeof ROW_SCOPE_KEYS)[number];
+export interface RowScopeKey {
+  readonly key: RowScopeKeyName;
+  readonly column: string;
 }
 
 export interface MenuNode {
@@ -469,6 +482,7 @@ export interface MetadataRows {
     AUDIT_STYLE?: string | null;
     INDEXES?: string | null;
     HISTORY?: boolean | null;
+    ROW_SCOPE?: string | null;
   }>;
   TB_VAR: Array<{
     COD_DIM: string;
@@ -528,7 +542,7 @@ export interface Problem {
 // ---------------------------------------------------------------- identity and access
 
 /** The operations a grant may hold (decisions §6). */
-export const OPERATIONS = ["read", "write", "force_delete", "metadata"] as const;
+export const OPERATIONS = ["read", "write", "force_delete", "metadata", "all_rows"] as const;
 export type Operation = (typeof OPERATIONS)[number];
 
 /** A grant as held in the session: a TB_MENU node with its nested-set bounds. */
@@ -538,6 +552,8 @@ export interface Grant {
   NRIGHT: number;
   OPERATIONS: Operation[];
   LEVEL: number;
+  /** A $filter expression rows must match (decisions.md §17), with {user}, {tenant}… placeholders. */
+  ROW_FILTER?: string | null;
 }
 
 /** Who is calling and in which context: what every resolver receives. */

@@ -16,6 +16,7 @@ import type {
   Operation,
   RequestContext,
 } from "../types.ts";
+import { type ParsedFilters, type RowRule, rowRule } from "./row-scope.ts";
 import { type GrantInputs, grantCovers, grantInputsOf, grantKey, sourceServes } from "./grants.ts";
 
 interface Requirement {
@@ -261,6 +262,11 @@ export interface AccessView {
   fields(dim: DimensionDef): DimensionFields;
   /** The proof for `access` on `dim` (the same object each time), or the refusal thrown. */
   authorized<A extends Access>(dim: DimensionDef, access: A): AuthorizedDimension<A>;
+  /**
+   * The rows of `dim` the covering grants let through for `access` (decisions.md §17), to bind to
+   * the caller's values (src/auth/row-scope.ts). Worked out once per dimension and access.
+   */
+  rowRule(dim: DimensionDef, access: Access): RowRule;
 }
 
 export function computeAccessView(model: MetadataModel, inputs: GrantInputs, rules: FieldRules): AccessView {
@@ -268,6 +274,8 @@ export function computeAccessView(model: MetadataModel, inputs: GrantInputs, rul
   const decisions = new Map<string, AccessDecision>();
   const nodes = new Map<string, string | null>();
   const proofs = new Map<string, AuthorizedDimension>();
+  const rowRules = new Map<string, RowRule>();
+  const parsedFilters: ParsedFilters = new Map();
   const sourceNode = inputs.source ? model.menuByCode.get(inputs.source) : undefined;
   const sourceLevel = sourceNode
     ? Math.max(0, ...inputs.grants.filter((g) => grantCovers(g, sourceNode)).map((g) => g.LEVEL))
@@ -321,6 +329,17 @@ export function computeAccessView(model: MetadataModel, inputs: GrantInputs, rul
         proofs.set(k, proof);
       }
       return proof as AuthorizedDimension<A>;
+    },
+    rowRule(dim, access) {
+      const k = `${dim.code}\u0000${access}`;
+      let rule = rowRules.get(k);
+      if (!rule) {
+        const decision = view.decide(dim.code, access);
+        const grants = "grants" in decision ? decision.grants : [];
+        rule = rowRule(dim, grants, REQUIREMENTS[access].operation, parsedFilters);
+        if (model.dimensions.has(dim.code)) rowRules.set(k, rule);
+      }
+      return rule;
     },
   };
   return view;

@@ -54,7 +54,7 @@ export interface Profile {
 export function grantsJsonSql(userIdExpr: string): string {
   return `(SELECT COALESCE(json_agg(json_build_object(
       'COD_MENU', g."COD_MENU", 'NLEFT', m."NLEFT", 'NRIGHT', m."NRIGHT",
-      'OPERATIONS', g."OPERATIONS", 'LEVEL', g."LEVEL") ORDER BY g."COD_MENU"), '[]'::json)
+      'OPERATIONS', g."OPERATIONS", 'LEVEL', g."LEVEL", 'ROW_FILTER', g."ROW_FILTER") ORDER BY g."COD_MENU"), '[]'::json)
     FROM "TB_USER_GRANT" g JOIN "TB_MENU" m ON m."COD_MENU" = g."COD_MENU"
     WHERE g."USER_ID" = ${userIdExpr})`;
 }
@@ -74,6 +74,8 @@ export function normalizeGrants(raw: unknown): Grant[] {
         ? (r.OPERATIONS.filter((o): o is Operation => OPERATIONS.includes(o as Operation)) as Operation[])
         : [],
       LEVEL: Number(r.LEVEL ?? 0),
+      // Only when set: a grant without a filter keeps the shape (and hash) it always had.
+      ...(typeof r.ROW_FILTER === "string" ? { ROW_FILTER: r.ROW_FILTER } : {}),
     });
   }
   return out;

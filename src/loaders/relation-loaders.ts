@@ -26,11 +26,19 @@ export function createRelationLoaders(
   tenantId: string,
   prepare?: string | number,
 ): RelationLoaders {
-  const loaders = new Map<string, DataLoader<string | number, Row[], string>>();
+  type Loader = DataLoader<string | number, Row[], string>;
+  // By relation and fields, then by the caller's row scope on the target (one per source the
+  // target is read through): rows one scope lets through are never served to another.
+  const loaders = new Map<string, Map<object | null, Loader>>();
 
-  function loaderFor(e: ExpandPlan): DataLoader<string | number, Row[], string> {
+  function loaderFor(e: ExpandPlan): Loader {
     const key = loaderKey(e);
-    let loader = loaders.get(key);
+    let byScope = loaders.get(key);
+    if (!byScope) {
+      byScope = new Map();
+      loaders.set(key, byScope);
+    }
+    let loader = byScope.get(e.rowScope);
     if (!loader) {
       loader = new DataLoader<string | number, Row[], string>(
         async (keys) => {
@@ -51,7 +59,7 @@ export function createRelationLoaders(
         },
         { cacheKeyFn: (k) => String(k), maxBatchSize: 5000 },
       );
-      loaders.set(key, loader);
+      byScope.set(e.rowScope, loader);
     }
     return loader;
   }

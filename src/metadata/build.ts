@@ -17,6 +17,7 @@ import type {
 import { createViewCache } from "../auth/view-cache.ts";
 import { parseCompositeIndexes } from "./composite-indexes.ts";
 import { AUDIT_FIELDS, DEFAULT_DECIMALS, normalizeDataType, parseFlags } from "./data-types.ts";
+import { parseRowScope } from "./row-scope.ts";
 import { compileRule, parseValidationRule } from "./validation-rules.ts";
 
 type CostRow = MetadataRows["TB_COST"][number];
@@ -53,6 +54,31 @@ function defaultConfig(codOnOff: string): FieldConfig {
 }
 
 const SYSTEM_CONFIG = defaultConfig("LDR");
+/** CENTRO_DETT and AMBIENTE columns: as long as TB_USER's. */
+const ROW_SCOPE_COLUMN_LENGTH = 50;
+
+/** A column the system sets (audit fields, row scope columns): listed and read, never written. */
+function systemField(dim: string, code: string, type: DataType, length: number, numVar: number): FieldDef {
+  return Object.freeze({
+    dim,
+    code,
+    numVar,
+    description: null,
+    dataType: type,
+    declaredType: type,
+    length,
+    decimals: 0,
+    nullable: code !== "TREC",
+    indexed: false,
+    kind: null,
+    fkKind: null,
+    targetDim: null,
+    isId: false,
+    system: true,
+    config: SYSTEM_CONFIG,
+    contextConfigs: new Map(),
+  } satisfies FieldDef);
+}
 
 /** A relation as seen from its dimension at the `direction` end. */
 function seenFrom(relation: Relation, direction: NamedRelation["direction"]): NamedRelation {
@@ -140,28 +166,22 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
         } satisfies FieldDef);
       });
     for (const a of AUDIT_FIELDS[auditStyle]) {
+      fields.push(systemField(d.COD_DIM, a.code, a.type, a.length, 10_000 + fields.length));
+    }
+    const rowScope = parseRowScope(d.ROW_SCOPE, auditStyle);
+    for (const k of rowScope) {
+      if (k.key === "owner") continue;
       fields.push(
-        Object.freeze({
-          dim: d.COD_DIM,
-          code: a.code,
-          numVar: 10_000 + fields.length,
-          description: null,
-          dataType: a.type,
-          declaredType: a.type,
-          length: a.length,
-          decimals: 0,
-          nullable: a.code !== "TREC",
-          indexed: false,
-          kind: null,
-          fkKind: null,
-          targetDim: null,
-          isId: false,
-          system: true,
-          config: SYSTEM_CONFIG,
-          contextConfigs: new Map(),
-        } satisfies FieldDef),
+        systemField(d.COD_DIM, k.column, "STRING", ROW_SCOPE_COLUMN_LENGTH, 10_000 + fields.length),
       );
     }
+    // The scope's index (TENANT_ID, scope columns…, id): every scoped read filters on them.
+    const declaredIndexes = parseCompositeIndexes(d.INDEXES);
+    const scopeColumns = rowScope.map((k) => k.column);
+    const compositeIndexes =
+      scopeColumns.length && !declaredIndexes.some((ix) => ix.join(",") === scopeColumns.join(","))
+        ? [...declaredIndexes, scopeColumns]
+        : declaredIndexes;
     const idVar = rows.TB_VAR.find((v) => v.COD_DIM === d.COD_DIM && v.COD_VAR === d.ID_FIELD);
     const sorts = new Map<string, SortDef>();
     for (const s of rows.TB_SORT.filter((s) => s.COD_DIM === d.COD_DIM)) {
@@ -196,8 +216,9 @@ export function buildModel(rows: MetadataRows, version: number): MetadataModel {
         reverseRelations: Object.freeze(reverse),
         relationsByName: relationsByName(forward, reverse),
         sorts,
-        compositeIndexes: Object.freeze(parseCompositeIndexes(d.INDEXES).map((f) => Object.freeze(f))),
+        compositeIndexes: Object.freeze(compositeIndexes.map((f) => Object.freeze(f))),
         history: d.HISTORY !== false,
+        rowScope: Object.freeze(rowScope.map((k) => Object.freeze(k))),
       } satisfies DimensionDef),
     );
   }

@@ -4,6 +4,7 @@ import { isValidIdentifier } from "../db/sql.ts";
 import type { MetadataRows, Problem } from "../types.ts";
 import { graphqlNameProblems } from "../schema/names.ts";
 import { resolveRelations } from "./build.ts";
+import { rowScopeProblems } from "./row-scope.ts";
 import { compositeIndexProblems } from "./composite-indexes.ts";
 import {
   AUDIT_FIELDS,
@@ -50,6 +51,7 @@ const MAX_LENGTHS: { [T in keyof MetadataRows]: Record<string, number> } = {
     UPDATE_CASCADE: 500,
     AUDIT_STYLE: 10,
     INDEXES: 1000,
+    ROW_SCOPE: 100,
   },
   TB_VAR: { COD_DIM: 30, COD_VAR: 60, DESC_VAR: 200, DATA_TYPE: 20, TIPO_CAMPO: 20, TIPO_VAR: 30 },
   TB_COST: {
@@ -270,6 +272,9 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
 
   // TB_DIM.INDEXES names fields of its dimension that can be indexed.
   for (const p of compositeIndexProblems(rows)) add(p.path, p.message);
+
+  // TB_DIM.ROW_SCOPE names known scope keys, each once (decisions.md §17).
+  for (const p of rowScopeProblems(rows)) add(p.path, p.message);
 
   // The GraphQL schema uses the codes verbatim: they may not collide with its generated names.
   for (const p of graphqlNameProblems(rows)) add(p.path, p.message, p.code);

@@ -63,6 +63,8 @@ function compileFilter(f: PlannedFilter, p: Params, tenant: string): string {
       return compileCondition(f, p);
     case "live":
       return `t."TREC" <> 'C'`;
+    case "none":
+      return "FALSE";
     case "search":
       // The search indexer's rows (src/events/search.ts): same tenant, same dimension, the words.
       // An uncorrelated `key IN (…)` kept out of the join planner (IS TRUE stops its pull-up into a
@@ -87,9 +89,24 @@ function compileFilter(f: PlannedFilter, p: Params, tenant: string): string {
 /** `FROM table AS t WHERE tenant = $1 AND ...`: the tenant is always the first parameter. */
 function fromWhere(scope: PlanScope, p: Params): string {
   const placeholder = p.add(scope.tenantId);
-  const tenant = `t.${ident(TENANT_COLUMN)} = ${placeholder}`;
-  const where = scope.where ? `${tenant} AND ${compileFilter(scope.where, p, placeholder)}` : tenant;
+  let where = `t.${ident(TENANT_COLUMN)} = ${placeholder}`;
+  if (scope.rowScope) where += ` AND (${compileFilter(scope.rowScope, p, placeholder)})`;
+  if (scope.where) where += ` AND ${compileFilter(scope.where, p, placeholder)}`;
   return `FROM ${ident(scope.dim.tableName)} AS t\nWHERE ${where}`;
+}
+
+/**
+ * A row scope as ` AND (…)` over the alias `t`, its values appended to `params` (the tenant's
+ * placeholder given for a search condition): for statements written outside the planner (the
+ * write path's row locks, lookups).
+ */
+export function rowScopeSql(rowScope: PlannedFilter | null, params: unknown[], tenant: string): string {
+  if (!rowScope) return "";
+  const p = new Params();
+  p.values.push(...params);
+  const sql = compileFilter(rowScope, p, tenant);
+  params.push(...p.values.slice(params.length));
+  return ` AND (${sql})`;
 }
 
 /**
@@ -218,11 +235,11 @@ function embeddedRelations(plan: RecordsPlan, p: Params, source: string): { colu
     const alias = quoteAlias(`__x${index}`);
     const fields = relationColumns(e);
     joins.push(
-      `LEFT JOIN LATERAL (SELECT ${fields.map((f) => `r.${ident(f.code)} AS ${quoteAlias(embeddedColumn(index, f.code))}`).join(", ")}` +
-        ` FROM ${ident(e.target.tableName)} AS r WHERE r.${ident(TENANT_COLUMN)} = ${p.add(plan.tenantId)}` +
-        ` AND r."TREC" <> 'C' AND r.${ident(e.targetKey.code)} = ${source}.${ident(e.parentKey.code)}` +
+      `LEFT JOIN LATERAL (SELECT ${fields.map((f) => `t.${ident(f.code)} AS ${quoteAlias(embeddedColumn(index, f.code))}`).join(", ")}` +
+        ` FROM ${ident(e.target.tableName)} AS t WHERE ${targetScope(e, p, plan.tenantId)}` +
+        ` AND t.${ident(e.targetKey.code)} = ${source}.${ident(e.parentKey.code)}` +
         // As the loader picks among several matches (a key that is not the target's id): the first id.
-        ` ORDER BY r.${ident(e.target.idField)} LIMIT 1) AS ${alias} ON true`,
+        ` ORDER BY t.${ident(e.target.idField)} LIMIT 1) AS ${alias} ON true`,
     );
     columns.push(`${alias}.*`);
   });
@@ -400,6 +417,13 @@ export function compilePartitionedPages(
   return { text, params: p.values };
 }
 
+/** An embedded relation's target rows: the tenant's live ones within the caller's row scope. */
+function targetScope(e: ExpandPlan, p: Params, tenantId: string): string {
+  const tenant = p.add(tenantId);
+  const scope = e.rowScope ? ` AND (${compileFilter(e.rowScope, p, tenant)})` : "";
+  return `t.${ident(TENANT_COLUMN)} = ${tenant} AND t."TREC" <> 'C'${scope}`;
+}
+
 /**
  * One query for every key of a relation in a request (the DataLoader batch), in the target's id
  * order. A reverse relation's rows are cut to `e.limit` per key (issue 35 §5): numbered per key in
@@ -414,7 +438,7 @@ export function compileRelationBatch(
   const p = new Params();
   const id = e.target.fieldsByCode.get(e.target.idField)!;
   const columns = selectList(relationColumns(e));
-  const where = `WHERE t.${ident(TENANT_COLUMN)} = ${p.add(tenantId)} AND t."TREC" <> 'C' AND ${column(e.targetKey)} = ANY(${p.add(keys)})`;
+  const where = `WHERE ${targetScope(e, p, tenantId)} AND ${column(e.targetKey)} = ANY(${p.add(keys)})`;
   if (e.direction === "forward") {
     const text = [
       `SELECT ${columns}`,

@@ -1,9 +1,10 @@
 // Query model -> plan: every name checked against the dimension's metadata and the caller's field
 // rights (spec 2.3, decisions.md §6), every value cast by its field's type, the limits of spec 8
 // applied, the TREC rule of spec 3.1 added. What comes out can be compiled without further checks.
-import { type AuthorizedDimension, accessView, type DimensionFields } from "../auth/access-view.ts";
+import { type AuthorizedDimension, accessView, type DimensionFields, viewFor } from "../auth/access-view.ts";
+import { scopeValuesOf } from "../auth/row-scope.ts";
 import { CANONICAL_INTEGER } from "../metadata/data-types.ts";
-import type { DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
+import type { Access, DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
 import { relatedNotReadable } from "./access.ts";
 import {
   fieldNotReadable,
@@ -219,6 +220,31 @@ function planSort(rules: DimensionFields, sort: readonly SortSpec[], trusted: bo
   return out;
 }
 
+/** The caller's row scope on an authorized dimension (null: every row), for the proof's access. */
+export function rowScopeOf(
+  ctx: RequestContext,
+  dim: AuthorizedDimension,
+  access: Access = "read",
+): PlannedFilter | null {
+  const rule = dim.view.rowRule(dim, access);
+  return rule.unrestricted ? null : rule.bind(scopeValuesOf(ctx));
+}
+
+/**
+ * The caller's row scope on `target` read through `source` (a related read: $expand, relation
+ * fields, documents): the grants covering that source decide it.
+ */
+export function relatedRowScope(
+  ctx: RequestContext,
+  model: MetadataModel,
+  target: DimensionDef,
+  source: string | null,
+): PlannedFilter | null {
+  const view = viewFor(model, { ...accessView(ctx, model).inputs, source });
+  const rule = view.rowRule(target, "read");
+  return rule.unrestricted ? null : rule.bind({ ...scopeValuesOf(ctx), source });
+}
+
 /**
  * The relations `names` of `dim` as the caller may embed them: each with the target's fields it
  * may list, or of those only the ones `fieldsOf` names for it (GraphQL: the fields selected).
@@ -249,7 +275,8 @@ export function planExpand(
         `${name.slice(0, 60)} is not a relation of ${dim.code} (relations: ${names}).`,
       );
     }
-    if (view.readSourceFor(target.code) === null) throw relatedNotReadable(ctx, target.code, name);
+    const source = view.readSourceFor(target.code);
+    if (source === null) throw relatedNotReadable(ctx, target.code, name);
     out.push({
       name,
       direction: named.direction,
@@ -258,6 +285,7 @@ export function planExpand(
       parentKey,
       targetKey,
       columns: only(view.fields(target).withFlag("L"), fieldsOf?.get(name)),
+      rowScope: relatedRowScope(ctx, model, target, source),
       limit: relationRowsPerParent(dim, name),
     });
   }
@@ -372,6 +400,7 @@ export function planRecords(
     dim,
     tenantId: ctx.principal.tenantId,
     where,
+    rowScope: rowScopeOf(ctx, dim),
     columns,
     selected: selectedColumns(dim, columns, sort, expand),
     sort,
@@ -411,6 +440,7 @@ export function planRecord(
     dim,
     tenantId: ctx.principal.tenantId,
     where: rule ? { kind: "and", items: [byId, rule] } : byId,
+    rowScope: rowScopeOf(ctx, dim),
     columns,
     selected: selectedColumns(dim, columns, [], expand),
     sort: [],
@@ -429,6 +459,7 @@ export function planCount(
     dim,
     tenantId: ctx.principal.tenantId,
     where: planWhere(dim, query.filter, query.condTrec, query.search),
+    rowScope: rowScopeOf(ctx, dim),
   };
 }
 
@@ -497,6 +528,7 @@ export function planGroups(
     dim,
     tenantId: ctx.principal.tenantId,
     where: planWhere(dim, query.filter, query.condTrec, query.search),
+    rowScope: rowScopeOf(ctx, dim),
     groupBy,
     aggregates,
     sort,

@@ -196,10 +196,16 @@ export interface PlannedLiveOnly {
   readonly kind: "live";
 }
 
+/** Holds for no row (a row rule the caller's values cannot satisfy). */
+export interface PlannedNone {
+  readonly kind: "none";
+}
+
 export type PlannedFilter =
   | PlannedCondition
   | PlannedLiveOnly
   | PlannedSearch
+  | PlannedNone
   | { readonly kind: "and" | "or"; readonly items: readonly PlannedFilter[] }
   | { readonly kind: "not"; readonly item: PlannedFilter };
 
@@ -222,6 +228,8 @@ export interface ExpandPlan {
   readonly targetKey: FieldDef;
   /** The target's fields returned (L for this caller). */
   readonly columns: readonly FieldDef[];
+  /** The caller's row scope on the target (null: every row): an out-of-scope target is absent. */
+  readonly rowScope: PlannedFilter | null;
   /**
    * The most target records embedded per parent, the first by the target's id: 1 for a forward
    * relation, DEFAULT_RELATION_ROWS for a reverse one.
@@ -241,6 +249,11 @@ export interface PlanScope {
   readonly tenantId: string;
   /** The request's conditions with the TREC rule, or null. */
   readonly where: PlannedFilter | null;
+  /**
+   * The caller's row scope (decisions.md §17: ROW_SCOPE and the grants' ROW_FILTER), or null for
+   * every row. Kept apart from `where`: it is the caller's right, not the request's filter.
+   */
+  readonly rowScope: PlannedFilter | null;
 }
 
 export interface RecordsPlan extends PlanScope {

@@ -9,6 +9,8 @@ export function describeFilter(f: PlannedFilter | null): Record<string, unknown>
       return { [f.field.code]: { [`$${f.op}`]: f.literal === undefined ? f.value : f.literal } };
     case "live":
       return { TREC: { $ne: "C" } };
+    case "none":
+      return { $none: true };
     case "search":
       return { $search: f.text };
     case "not":

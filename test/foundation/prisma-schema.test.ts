@@ -63,6 +63,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       AUDIT_STYLE: "CREATED",
       INDEXES: "A,B;C,D",
       HISTORY: false,
+      ROW_SCOPE: "centro_dett,owner",
     };
     await services.prisma.tbDim.create({ data });
     expect(await services.prisma.tbDim.findUnique({ where: { COD_DIM: "PX" } })).toEqual(data);
@@ -75,6 +76,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       CASCADE_DELETE: null,
       INDEXES: null,
       HISTORY: true,
+      ROW_SCOPE: null,
     });
   });
 
@@ -209,8 +211,9 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
     const grant = {
       USER_ID: "px-user",
       COD_MENU: "px-1",
-      OPERATIONS: ["read", "write", "force_delete"],
+      OPERATIONS: ["read", "write", "force_delete", "all_rows"],
       LEVEL: 4,
+      ROW_FILTER: "SALES_REP eq '{user}'",
     };
     await services.prisma.tbUserGrant.create({ data: grant });
 
@@ -225,7 +228,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
     });
     expect(minimal).toMatchObject({ PESO: "3", ACTIVE: true, FAILED_LOGINS: 0, LOCKED_UNTIL: null });
     const g = await services.prisma.tbUserGrant.create({ data: { USER_ID: "px-min", COD_MENU: "x" } });
-    expect(g).toEqual({ USER_ID: "px-min", COD_MENU: "x", OPERATIONS: [], LEVEL: 1 });
+    expect(g).toEqual({ USER_ID: "px-min", COD_MENU: "x", OPERATIONS: [], LEVEL: 1, ROW_FILTER: null });
 
     // Deleting a user removes its grants (ON DELETE CASCADE in both schema and migration).
     await services.prisma.tbUser.delete({ where: { USER_ID: "px-min" } });

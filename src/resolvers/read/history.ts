@@ -1,8 +1,11 @@
 // listHistory: GET /{dim}/{id}/history and GraphQL {DIM}_history (decisions.md §19): a record's
 // revisions newest first, each showing only the fields the caller may read in detail (D) at its
 // peso. Needs the read grant; a record the caller cannot read (unknown, another tenant's) is 404.
+import type { AuthorizedDimension } from "../../auth/access-view.ts";
 import { ident } from "../../db/sql.ts";
 import { TENANT_COLUMN } from "../../metadata/data-types.ts";
+import { rowScopeSql } from "../../query/compile.ts";
+import { rowScopeOf } from "../../query/plan.ts";
 import type { Changes, RevisionOperation } from "../../history/revisions.ts";
 import type { DimensionDef } from "../../types.ts";
 import { compactTimestamp } from "../write/values.ts";
@@ -34,20 +37,22 @@ interface HistoryRow {
 
 /**
  * The record `rawId` of `dim` as the caller may read it, for its history: 404 RECORD_NOT_FOUND when
- * there is none in the caller's tenant. A cancelled record (TREC C) keeps its history readable: its
- * revisions are how it may be understood and restored. The one place a row predicate (decisions.md
- * §17, row scope: not built yet) joins, so that a record out of the caller's scope has no history.
+ * there is none in the caller's tenant and row scope (decisions.md §17: a record out of scope has
+ * no history). A cancelled record (TREC C) keeps its history readable: its revisions are how it
+ * may be understood and restored.
  */
 export async function requireHistoryRecord(
   rc: Pick<ReadContext, "db" | "request">,
-  dim: DimensionDef,
+  dim: AuthorizedDimension,
   rawId: unknown,
 ): Promise<string | number> {
   const id = parseRecordId(dim, rawId);
   if (id === null) throw recordNotFound(dim, rawId);
+  const params: unknown[] = [rc.request.principal.tenantId, id];
+  const scope = rowScopeSql(rowScopeOf(rc.request, dim), params, "$1");
   const { rows } = await rc.db.query(
-    `SELECT 1 FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2`,
-    [rc.request.principal.tenantId, id],
+    `SELECT 1 FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = $2${scope}`,
+    params,
   );
   if (!rows.length) throw recordNotFound(dim, rawId);
   return id;

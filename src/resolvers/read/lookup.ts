@@ -7,7 +7,7 @@ import { authorizeRead } from "../../auth/authorize.ts";
 import { BadRequestError, ValidationError } from "../../errors.ts";
 import { compileRecordsSelect } from "../../query/compile.ts";
 import { invalidFilter } from "../../query/errors.ts";
-import { checkFilterLimits, planFilterExpr } from "../../query/plan.ts";
+import { checkFilterLimits, planFilterExpr, relatedRowScope } from "../../query/plan.ts";
 import type { FilterExpr, PlannedFilter, RecordsPlan } from "../../query/types.ts";
 import type { FieldDef } from "../../types.ts";
 import { runQuery } from "./common.ts";
@@ -94,6 +94,8 @@ export async function lookupValues(rc: ReadContext, query: LookupQuery): Promise
     dim: target,
     tenantId: ctx.principal.tenantId,
     where: items.length === 0 ? null : items.length === 1 ? items[0]! : { kind: "and", items },
+    // Only the targets the caller's scope lets it see are offered (decisions.md §17).
+    rowScope: relatedRowScope(ctx, rc.model, target, rc.view.readSourceFor(target.code) ?? ctx.source),
     columns,
     selected: columns,
     sort: [...columns].reverse().map((f) => ({ field: f, direction: "asc" as const })),

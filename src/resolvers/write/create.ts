@@ -6,6 +6,7 @@ import { ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
 import type { DimensionDef, FieldDef, Relation, WriteResult } from "../../types.ts";
 import { auditColumns } from "./audit.ts";
+import { requireWrittenInScope, scopeColumns, writeRowScope } from "./row-scope.ts";
 import {
   createdEventBytesBound,
   type HeldEventBytes,
@@ -225,9 +226,13 @@ export async function createRecord(
 
   await step(w, "record");
   columns.push(...auditColumns(dim.auditStyle, "create", w.ctx.principal.userId, w.now, "N"));
+  columns.push(...scopeColumns(w, dim, body));
+  // A scoped write checks its row after the insert (ROW_NOT_ALLOWED): not the one-statement path.
+  const scoped = writeRowScope(w, dim) !== null;
   // Its event's largest possible size held of the request's budget (settled to the exact size once
   // written); when it would not fit, the general path spends the exact size (or refuses it, 413).
   const eventBytes =
+    !scoped &&
     w.soleRecord &&
     !parentLink &&
     children.length === 0 &&
@@ -237,6 +242,7 @@ export async function createRecord(
       : null;
   if (eventBytes) return createAlone(w, dim, columns, lookups, eventBytes);
   const record = await insertRow(w, dim, columns, lookups);
+  if (scoped) await requireWrittenInScope(w, dim, record[dim.idField]);
   const change = await recordChanged(w, dim, "created", record, false, { operation: "create", before: null });
 
   await step(w, "cascades");

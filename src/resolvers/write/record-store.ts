@@ -10,6 +10,7 @@ import {
 } from "../../metadata/data-types.ts";
 import type { DimensionDef, QueryOptions } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
+import { writeScopeSql } from "./row-scope.ts";
 import { mapDatabaseError } from "./db-errors.ts";
 import { foreignKeyError, type KeyLookup, keyLookupSql } from "./foreign-keys.ts";
 import { CounterValue } from "./templates.ts";
@@ -61,9 +62,12 @@ export function recordNotFound(dim: DimensionDef, id: unknown): NotFoundError {
 export async function lockRecord(w: WriteContext, dim: DimensionDef, rawId: unknown): Promise<Row> {
   const id = parseRecordId(dim, rawId);
   if (id === null) throw recordNotFound(dim, rawId);
+  // Outside the caller's row scope is as absent as another tenant's record (decisions.md §17).
+  const params: unknown[] = [w.ctx.principal.tenantId, id];
+  const scope = writeScopeSql(w, dim, params);
   const res = await w.tx.query<Row>(
-    `SELECT * FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2 FOR UPDATE`,
-    [w.ctx.principal.tenantId, id],
+    `SELECT * FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = $2${scope} FOR UPDATE OF t`,
+    params,
   );
   const row = res.rows[0];
   if (!row) throw recordNotFound(dim, rawId);
@@ -93,10 +97,12 @@ export async function lockRecordIds(
 ): Promise<Set<string>> {
   const ids = [...new Set(rawIds.map((raw) => parseRecordId(dim, raw)).filter((id) => id !== null))];
   if (!ids.length) return new Set();
+  const params: unknown[] = [w.ctx.principal.tenantId, ids];
+  const scope = writeScopeSql(w, dim, params);
   const res = await w.tx.query<{ id: unknown }>(
-    `SELECT ${ident(dim.idField)} AS "id" FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = ANY($2)
-      ORDER BY ${ident(dim.idField)} FOR UPDATE`,
-    [w.ctx.principal.tenantId, ids],
+    `SELECT t.${ident(dim.idField)} AS "id" FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = ANY($2)${scope}
+      ORDER BY t.${ident(dim.idField)} FOR UPDATE OF t`,
+    params,
   );
   return new Set(res.rows.map((r) => String(r.id)));
 }
@@ -110,10 +116,13 @@ export async function lockRecordsWhere(
 ): Promise<Row[]> {
   const type = dim.fieldsByCode.get(field)?.dataType;
   if (type === "INTEGER" && !(typeof value === "number" && Number.isSafeInteger(value))) return [];
+  // A cascade touches only the children within the caller's scope (src/resolvers/write/row-scope.ts).
+  const params: unknown[] = [w.ctx.principal.tenantId, type === "INTEGER" ? value : String(value)];
+  const scope = writeScopeSql(w, dim, params);
   const res = await w.tx.query<Row>(
-    `SELECT * FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(field)} = $2
-      ORDER BY ${ident(dim.idField)} FOR UPDATE`,
-    [w.ctx.principal.tenantId, type === "INTEGER" ? value : String(value)],
+    `SELECT * FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(field)} = $2${scope}
+      ORDER BY t.${ident(dim.idField)} FOR UPDATE OF t`,
+    params,
   );
   return res.rows.map((r) => rowToRecord(dim, r));
 }

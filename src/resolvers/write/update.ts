@@ -9,6 +9,7 @@ import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
 import { foreignKeyLookups } from "./foreign-keys.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
+import { requireWrittenInScope } from "./row-scope.ts";
 import { currentTrec, requireState, type Trec, updateTransition } from "./state.ts";
 import { checkFieldRules, checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
 
@@ -61,6 +62,7 @@ export async function updateRecord(
   assignments.push(...auditColumns(dim.auditStyle, event, w.ctx.principal.userId, w.now, to));
   const record = await updateRow(w, dim, currentId, assignments, lookups);
   const newId = record[dim.idField] as RecordId;
+  await requireWrittenInScope(w, dim, newId);
   if (dim.history && String(newId) !== String(currentId))
     await moveRevisions(w.tx, dim, w.ctx.principal.tenantId, currentId, newId);
   // A state change: the body asked for a TREC move (N/M → P, C → M) and got it.

@@ -1,0 +1,87 @@
+// The row scope of writes (decisions.md §17): an update or delete reaches only rows the caller's
+// write grants let through (a row outside is 404, as another tenant's), a create stamps the scope
+// columns from the caller's session, and a create or update whose resulting row the scope would
+// not let through is 403 ROW_NOT_ALLOWED, rolled back with everything else of the write.
+//
+// Cascades reach a child dimension with the rule of the first TB_MENU node that serves it and lets
+// the caller write it; when none does, with the child's ROW_SCOPE keys alone (the caller's own
+// unit, environment or rows). A child outside the caller's scope is never touched: a cascade
+// delete leaves it in place, a cascade update leaves its key as it was.
+import { accessView, viewFor } from "../../auth/access-view.ts";
+import { type RowRule, rowRule, scopeValuesOf } from "../../auth/row-scope.ts";
+import { ident } from "../../db/sql.ts";
+import { RowNotAllowedError } from "../../errors.ts";
+import { TENANT_COLUMN } from "../../metadata/data-types.ts";
+import { rowScopeSql } from "../../query/compile.ts";
+import type { PlannedFilter } from "../../query/types.ts";
+import type { DimensionDef, Grant } from "../../types.ts";
+import type { WriteContext } from "./context.ts";
+
+/** The rule a write of `dim` goes by: the source's, else a node's that lets the caller write it. */
+function writeRule(w: WriteContext, dim: DimensionDef): RowRule {
+  const view = accessView(w.ctx, w.model);
+  if (view.may(dim.code, "update")) return view.rowRule(dim, "update");
+  for (const node of w.model.menu) {
+    if (node.dim !== dim.code) continue;
+    const through = viewFor(w.model, { ...view.inputs, source: node.code });
+    if (through.may(dim.code, "update")) return through.rowRule(dim, "update");
+  }
+  // No node lets the caller write the child: its scope keys alone (no grant lifts them).
+  return rowRule(dim, [KEYS_ONLY], "write", new Map());
+}
+
+/** A grant holding writes with no `all_rows` and no filter: the scope keys and nothing else. */
+const KEYS_ONLY: Grant = { COD_MENU: "", NLEFT: 0, NRIGHT: 0, OPERATIONS: ["write"], LEVEL: 0 };
+
+/** The row scope a write of `dim` is held to (null: every row of the tenant). */
+export function writeRowScope(w: WriteContext, dim: DimensionDef): PlannedFilter | null {
+  if (w.trusted) return null;
+  const rule = writeRule(w, dim);
+  return rule.unrestricted ? null : rule.bind(scopeValuesOf(w.ctx));
+}
+
+/** ` AND (…)` over the alias `t` for the write's scope on `dim`, its values added to `params`. */
+export function writeScopeSql(w: WriteContext, dim: DimensionDef, params: unknown[]): string {
+  return rowScopeSql(writeRowScope(w, dim), params, "$1");
+}
+
+/**
+ * The scope columns a create stamps from the caller's session (owner is the audit field's). Only
+ * the system's own writes (fixture import: `w.trusted`) may give them in the record, which is how
+ * seeded and migrated rows are placed in a unit.
+ */
+export function scopeColumns(
+  w: WriteContext,
+  dim: DimensionDef,
+  body: Record<string, unknown>,
+): Array<[string, unknown]> {
+  const out: Array<[string, unknown]> = [];
+  for (const k of dim.rowScope) {
+    if (k.key === "owner") continue;
+    const given = body[k.column];
+    if (w.trusted && (typeof given === "string" || given === null)) out.push([k.column, given]);
+    else
+      out.push([k.column, k.key === "centro_dett" ? w.ctx.principal.centroDett : w.ctx.principal.ambiente]);
+  }
+  return out;
+}
+
+/**
+ * After a create or update: the written row must be one the caller's scope lets through, else
+ * 403 ROW_NOT_ALLOWED (the transaction rolls back: nothing written, no event).
+ */
+export async function requireWrittenInScope(w: WriteContext, dim: DimensionDef, id: unknown): Promise<void> {
+  const scope = writeRowScope(w, dim);
+  if (!scope) return;
+  const params: unknown[] = [w.ctx.principal.tenantId, id];
+  const where = rowScopeSql(scope, params, "$1");
+  const { rows } = await w.tx.query(
+    `SELECT 1 FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = $2${where}`,
+    params,
+  );
+  if (!rows.length)
+    throw new RowNotAllowedError(
+      `The ${dim.code} record as written would be outside the rows you may see; nothing was written.`,
+      { details: { dimension: dim.code } },
+    );
+}

@@ -1,0 +1,268 @@
+// Row scope (decisions.md §17, issue 37): TB_DIM.ROW_SCOPE and a grant's ROW_FILTER restrict every
+// read and write, REST and GraphQL alike; a row out of scope behaves as a row of another tenant.
+// The fixture is the sample's, with CUST scoped by centro_dett and seeded in two units.
+import { readFile } from "node:fs/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkFixture } from "../../src/fixtures/import.ts";
+import { loginAs } from "../helpers/auth.ts";
+import { BACKENDS, createTestApp, SAMPLE_FIXTURE, type TestApp } from "../helpers/env.ts";
+import { type Client, client, NO_RATE_LIMITS } from "../write/http.ts";
+
+type Fixture = Record<string, unknown> & {
+  TB_DIM: Array<Record<string, unknown>>;
+  users: Array<Record<string, unknown>>;
+  records: Record<string, Array<{ tenant_id: string; data: Record<string, unknown> }>>;
+};
+
+/** Customers by unit: the oracle the reads are checked against. */
+const CUSTOMERS = [
+  { NAME: "Milano Uno", CITY_ID: "MI", CREDIT_LIMIT: 1000, VIP: true, CENTRO_DETT: "MI01" },
+  { NAME: "Milano Due", CITY_ID: "MI", CREDIT_LIMIT: 2000, VIP: false, CENTRO_DETT: "MI01" },
+  { NAME: "Milano Tre", CITY_ID: "RM", CREDIT_LIMIT: 3000, VIP: true, CENTRO_DETT: "MI01" },
+  { NAME: "Roma Uno", CITY_ID: "RM", CREDIT_LIMIT: 4000, VIP: true, CENTRO_DETT: "RM01" },
+  { NAME: "Roma Due", CITY_ID: "RM", CREDIT_LIMIT: 5000, VIP: false, CENTRO_DETT: "RM01" },
+  { NAME: "Sede", CITY_ID: "MI", CREDIT_LIMIT: 6000, VIP: false, CENTRO_DETT: "HQ" },
+];
+
+const ANAG_RW = { COD_MENU: "anag", OPERATIONS: ["read", "write"], LEVEL: 3 };
+const SALES_RW = { COD_MENU: "sales", OPERATIONS: ["read", "write"], LEVEL: 3 };
+const user = (id: string, centro: string, grants: unknown[]) => ({
+  user_id: id,
+  password: `${id}-secret-1`,
+  tenant_id: "acme",
+  peso: "2",
+  centro_dett: centro,
+  ambiente: "production",
+  grants,
+});
+
+async function scopedFixture(): Promise<Fixture> {
+  const f = JSON.parse(await readFile(SAMPLE_FIXTURE, "utf8")) as Fixture;
+  f.TB_DIM = f.TB_DIM.map((d) => (d.COD_DIM === "CUST" ? { ...d, ROW_SCOPE: "centro_dett" } : d));
+  f.users = [
+    ...f.users,
+    user("mi", "MI01", [ANAG_RW, SALES_RW]),
+    user("rm", "RM01", [ANAG_RW, SALES_RW]),
+    user("boss", "HQ", [{ ...ANAG_RW, OPERATIONS: ["read", "write", "all_rows"] }, SALES_RW]),
+    user("vipmi", "MI01", [{ ...ANAG_RW, ROW_FILTER: "VIP eq true" }, SALES_RW]),
+    user("mine", "MI01", [
+      { ...ANAG_RW, OPERATIONS: ["read", "write", "all_rows"], ROW_FILTER: "SALES_REP eq '{user}'" },
+    ]),
+  ];
+  f.records = {
+    ...f.records,
+    CUST: CUSTOMERS.map((data) => ({ tenant_id: "acme", data })),
+    // Orders of customers 1 (MI01) and 4 (RM01).
+    ORD: [
+      { tenant_id: "acme", data: { CUST_ID: 1, ORD_DATE: "20261102", TOTAL: 10 } },
+      { tenant_id: "acme", data: { CUST_ID: 4, ORD_DATE: "20261103", TOTAL: 20 } },
+    ],
+  };
+  return f;
+}
+
+describe.each(BACKENDS)("row scope (%s)", (backend) => {
+  let t: TestApp;
+  const as: Record<string, Client> = {};
+
+  beforeAll(async () => {
+    t = await createTestApp(backend, { fixture: await scopedFixture(), env: NO_RATE_LIMITS });
+    for (const name of ["mi", "rm", "boss", "vipmi", "mine"])
+      as[name] = client(t.app, await loginAs(t.app, name, `${name}-secret-1`));
+  }, 120_000);
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  const names = async (c: Client, url: string) => {
+    const res = await c.get(url);
+    expect(res.status).toBe(200);
+    return (res.body as { data: Array<{ NAME: string }> }).data.map((r) => r.NAME).sort();
+  };
+  const idOf = async (name: string) => {
+    const { rows } = await t.services.db.query<{ CUST_ID: number }>(
+      `SELECT "CUST_ID" FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "NAME" = $1`,
+      [name],
+    );
+    return Number(rows[0]!.CUST_ID);
+  };
+  const inUnit = (unit: string) =>
+    CUSTOMERS.filter((c) => c.CENTRO_DETT === unit)
+      .map((c) => c.NAME)
+      .sort();
+
+  it("the DDL sync makes the scope column and its index", async () => {
+    const { rows } = await t.services.db.query<{ indexdef: string }>(
+      `SELECT indexdef FROM pg_indexes WHERE tablename = 'TB_ANAG_CUST00' AND indexdef LIKE '%CENTRO_DETT%'`,
+    );
+    expect(rows.length).toBe(1);
+    expect(rows[0]!.indexdef).toMatch(/"TENANT_ID", "CENTRO_DETT", "CUST_ID"/);
+  });
+
+  it("lists, counts and groups show only the caller's unit; all_rows lifts it", async () => {
+    expect(await names(as.mi!, "/api/v4/core/CUST?source=anag-1")).toEqual(inUnit("MI01"));
+    expect(await names(as.rm!, "/api/v4/core/CUST?source=anag-1")).toEqual(inUnit("RM01"));
+    expect(await names(as.boss!, "/api/v4/core/CUST?source=anag-1")).toEqual(
+      CUSTOMERS.map((c) => c.NAME).sort(),
+    );
+    const list = await as.mi!.get("/api/v4/core/CUST?source=anag-1");
+    expect((list.body as { meta: { total: number } }).meta.total).toBe(3);
+    const count = await as.rm!.get("/api/v4/core/CUST/count?source=anag-1");
+    expect(count.status).toBe(200);
+    expect((count.body as { count: number }).count).toBe(2);
+    // The scope is the caller's right, not the request's filter: filters_applied does not show it.
+    expect(JSON.stringify(count.body)).not.toContain("CENTRO_DETT");
+    const grouped = await as.mi!.get(
+      "/api/v4/core/CUST?source=anag-1&$group=VIP&aggregate=SUM(CREDIT_LIMIT)",
+    );
+    expect(grouped.status).toBe(200);
+    const groups = (grouped.body as { data: Array<{ VIP: boolean; SUM_CREDIT_LIMIT: unknown }> }).data;
+    expect(groups.map((g) => [g.VIP, Number(g.SUM_CREDIT_LIMIT)]).sort()).toEqual([
+      [false, 2000],
+      [true, 4000],
+    ]);
+  });
+
+  it("a record out of scope is 404 by id, exactly as one that does not exist", async () => {
+    const roma = await idOf("Roma Uno");
+    const out = await as.mi!.get(`/api/v4/core/CUST/${roma}?source=anag-1`);
+    const none = await as.mi!.get(`/api/v4/core/CUST/999999?source=anag-1`);
+    expect(out.status).toBe(404);
+    expect(none.status).toBe(404);
+    const shape = (b: unknown) => JSON.stringify(b).replaceAll(String(roma), "#").replaceAll("999999", "#");
+    expect(shape(out.body)).toBe(shape(none.body));
+    expect((await as.rm!.get(`/api/v4/core/CUST/${roma}?source=anag-1`)).status).toBe(200);
+    const history = await as.mi!.get(`/api/v4/core/CUST/${roma}/history?source=anag-1`);
+    expect(history.status).toBe(404);
+  });
+
+  it("an expanded relation and a GraphQL relation to an out-of-scope target are null", async () => {
+    const res = await as.mi!.get("/api/v4/core/ORD?source=sales-1&$expand=CUST&sort=TOTAL");
+    expect(res.status).toBe(200);
+    const orders = (res.body as { data: Array<{ TOTAL: unknown; CUST: { NAME: string } | null }> }).data;
+    expect(orders.map((o) => [Number(o.TOTAL), o.CUST?.NAME ?? null])).toEqual([
+      [10, "Milano Uno"],
+      [20, null],
+    ]);
+    const gql = await as.mi!.post("/graphql", {
+      query: `{ ORD(source: "sales-1", order_by: [{TOTAL: asc}]) { data { TOTAL CUST { NAME } } }
+                CUST(source: "anag-1", order_by: [{NAME: asc}]) { data { NAME } meta { total } } }`,
+    });
+    expect(gql.status).toBe(200);
+    const data = (gql.body as { data: Record<string, { data: unknown[]; meta?: { total: number } }> }).data;
+    expect(data.ORD!.data).toEqual([
+      { TOTAL: expect.anything(), CUST: { NAME: "Milano Uno" } },
+      { TOTAL: expect.anything(), CUST: null },
+    ]);
+    expect(data.CUST!.data).toEqual(inUnit("MI01").map((NAME) => ({ NAME })));
+    expect(data.CUST!.meta!.total).toBe(3);
+    // From the other side: a reverse relation lists only in-scope children (ORD is unscoped here).
+    const cities = await as.rm!.post("/graphql", {
+      query: `{ CITY(source: "anag-3", where: {CITY_ID: {_eq: "MI"}}) { data { CUST { NAME } } } }`,
+    });
+    const items = (cities.body as { data: { CITY: { data: Array<{ CUST: Array<{ NAME: string }> }> } } }).data
+      .CITY.data;
+    expect(items[0]!.CUST).toEqual([]);
+  });
+
+  it("lookups offer only in-scope targets", async () => {
+    const res = await as.rm!.get("/api/v4/core/vars?source=sales-1&field=CUST_ID&getACList=1");
+    expect(res.status).toBe(200);
+    const listed = JSON.stringify(res.body);
+    expect(listed).toContain(String(await idOf("Roma Uno")));
+    const ids = (res.body as Array<{ CUST_ID: number }>).map((r) => Number(r.CUST_ID)).sort();
+    expect(ids).toEqual([await idOf("Roma Due"), await idOf("Roma Uno")].sort());
+  });
+
+  it("a create stamps the caller's unit, whatever the data says", async () => {
+    const res = await as.mi!.post("/api/v4/core/CUST?source=anag-1", {
+      data: { NAME: "Nuovo Milano", CITY_ID: "MI", CENTRO_DETT: "RM01" },
+    });
+    expect(res.status).toBe(201);
+    const { rows } = await t.services.db.query<{ CENTRO_DETT: string }>(
+      `SELECT "CENTRO_DETT" FROM "TB_ANAG_CUST00" WHERE "NAME" = 'Nuovo Milano'`,
+    );
+    expect(rows).toEqual([{ CENTRO_DETT: "MI01" }]);
+    expect(await names(as.rm!, "/api/v4/core/CUST?source=anag-1")).not.toContain("Nuovo Milano");
+  });
+
+  it("updates and deletes reach only in-scope rows: 404 and nothing changed otherwise", async () => {
+    const roma = await idOf("Roma Due");
+    const patch = await as.mi!.patch(`/api/v4/core/CUST/${roma}?source=anag-1`, { data: { NAME: "Hacked" } });
+    expect(patch.status).toBe(404);
+    const del = await as.mi!.delete(`/api/v4/core/CUST/${roma}?source=anag-1`);
+    expect(del.status).toBe(404);
+    const { rows } = await t.services.db.query<{ NAME: string; TREC: string }>(
+      `SELECT "NAME", "TREC" FROM "TB_ANAG_CUST00" WHERE "CUST_ID" = $1`,
+      [roma],
+    );
+    expect(rows).toEqual([{ NAME: "Roma Due", TREC: expect.not.stringMatching(/^C$/) }]);
+    const own = await as.rm!.patch(`/api/v4/core/CUST/${roma}?source=anag-1`, { data: { NOTES: "ok" } });
+    expect(own.status).toBe(200);
+  });
+
+  it("ROW_FILTER narrows reads and refuses writes whose row would not match (403 ROW_NOT_ALLOWED)", async () => {
+    const vipMilano = CUSTOMERS.filter((c) => c.CENTRO_DETT === "MI01" && c.VIP)
+      .map((c) => c.NAME)
+      .sort();
+    expect(await names(as.vipmi!, "/api/v4/core/CUST?source=anag-1")).toEqual(vipMilano);
+    const outboxBefore = await t.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00"`,
+    );
+    const refused = await as.vipmi!.post("/api/v4/core/CUST?source=anag-1", {
+      data: { NAME: "Non VIP", CITY_ID: "MI", VIP: false },
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ code: "ROW_NOT_ALLOWED", status: 403 });
+    const uno = await idOf("Milano Uno");
+    const demote = await as.vipmi!.patch(`/api/v4/core/CUST/${uno}?source=anag-1`, { data: { VIP: false } });
+    expect(demote.status).toBe(403);
+    expect(demote.body).toMatchObject({ code: "ROW_NOT_ALLOWED", status: 403 });
+    const { rows } = await t.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "TB_ANAG_CUST00" WHERE "NAME" = 'Non VIP' OR ("CUST_ID" = $1 AND "VIP" = false)`,
+      [uno],
+    );
+    expect(rows[0]!.n).toBe(0);
+    const outboxAfter = await t.services.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "TB_ANAG_OUTBOX00"`,
+    );
+    expect(outboxAfter.rows[0]!.n).toBe(outboxBefore.rows[0]!.n);
+    // A VIP customer is written, in the caller's unit.
+    const ok = await as.vipmi!.post("/api/v4/core/CUST?source=anag-1", {
+      data: { NAME: "VIP Nuovo", CITY_ID: "MI", VIP: true },
+    });
+    expect(ok.status).toBe(201);
+  });
+
+  it("{user} in a ROW_FILTER stands for the caller; all_rows lifts the unit but not the filter", async () => {
+    const roma = await idOf("Roma Uno");
+    expect(
+      (await as.boss!.patch(`/api/v4/core/CUST/${roma}?source=anag-1`, { data: { SALES_REP: "mine" } }))
+        .status,
+    ).toBe(200);
+    expect(await names(as.mine!, "/api/v4/core/CUST?source=anag-1")).toEqual(["Roma Uno"]);
+  });
+
+  it("a ROW_FILTER naming a field no dimension under its node has is refused when written", async () => {
+    const f = await scopedFixture();
+    f.users = [user("bad", "MI01", [{ ...ANAG_RW, COD_MENU: "anag-3", ROW_FILTER: "VIP eq true" }])];
+    const checked = await checkFixture(t.services, f);
+    expect(checked.problems).toContainEqual({
+      path: "users[0].grants[0].ROW_FILTER",
+      message: expect.stringContaining("no dimension under anag-3"),
+    });
+    f.users = [user("bad", "MI01", [{ ...ANAG_RW, ROW_FILTER: "VIP eq (" }])];
+    const unparsable = await checkFixture(t.services, f);
+    expect(unparsable.problems.map((p) => p.path)).toContain("users[0].grants[0].ROW_FILTER");
+  });
+
+  it("an invalid ROW_SCOPE is refused by the metadata API (400) and changes nothing", async () => {
+    const admin = client(t.app, await loginAs(t.app, "anna", "anna-secret-1"));
+    const res = await admin.patch("/api/v4/core/DIM/CITY?source=erp", {
+      data: { ROW_SCOPE: "centro_dett,region" },
+    });
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body)).toContain("region");
+    expect(t.services.metadata.current().dimensions.get("CITY")!.rowScope).toEqual([]);
+  });
+});
