@@ -230,8 +230,9 @@ describe.each(BACKENDS)("GraphQL keyset cursors (%s)", (backend) => {
     });
 
     it("another user", async () => {
+      // The same page without CREDIT_LIMIT, which lucia's peso takes out of her schema.
       invalid(
-        await lucia(PAGE, {
+        await lucia(PAGE.replace(" CREDIT_LIMIT", ""), {
           first: 3,
           after: cursor,
           order: [{ NAME: "asc" }],
