@@ -3,7 +3,11 @@
 // The fixture is the sample's, with CUST scoped by centro_dett and seeded in two units.
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadUserGrants } from "../../src/auth/profile.ts";
 import { checkFixture } from "../../src/fixtures/import.ts";
+import { startEventRuntime } from "../../src/events/runtime.ts";
+import { subscribeToEvents } from "../../src/resolvers/read/events.ts";
+import type { RequestContext } from "../../src/types.ts";
 import { loginAs } from "../helpers/auth.ts";
 import { BACKENDS, createTestApp, SAMPLE_FIXTURE, type TestApp } from "../helpers/env.ts";
 import { type Client, client, NO_RATE_LIMITS } from "../write/http.ts";
@@ -243,6 +247,43 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
     expect(await names(as.mine!, "/api/v4/core/CUST?source=anag-1")).toEqual(["Roma Uno"]);
   });
 
+  it("a live subscription gets only the events of rows in the subscriber's scope", async () => {
+    const contextOf = async (userId: string, centro: string): Promise<RequestContext> => ({
+      principal: {
+        userId,
+        tenantId: "acme",
+        sessionId: "t",
+        peso: 2,
+        centroDett: centro,
+        ambiente: "production",
+        lingua: null,
+        grants: await loadUserGrants(t.services.db, userId),
+      },
+      source: "anag-1",
+      centerDett: centro,
+      requestId: "t",
+      now: () => new Date(),
+    });
+    const runtime = await startEventRuntime(t.services, { relay: true });
+    const miEvents = await subscribeToEvents(t.services, await contextOf("mi", "MI01"), "CUST", null);
+    const rmEvents = await subscribeToEvents(t.services, await contextOf("rm", "RM01"), "CUST", null);
+    try {
+      expect(
+        (await as.rm!.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Evento Roma" } })).status,
+      ).toBe(201);
+      expect(
+        (await as.mi!.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Evento Milano" } })).status,
+      ).toBe(201);
+      // Each one's first event is its own unit's record: the other unit's was never delivered.
+      expect((await miEvents.next()).value?.data).toMatchObject({ NAME: "Evento Milano" });
+      expect((await rmEvents.next()).value?.data).toMatchObject({ NAME: "Evento Roma" });
+    } finally {
+      await miEvents.return?.();
+      await rmEvents.return?.();
+      await runtime.stop();
+    }
+  });
+
   it("a ROW_FILTER naming a field no dimension under its node has is refused when written", async () => {
     const f = await scopedFixture();
     f.users = [user("bad", "MI01", [{ ...ANAG_RW, COD_MENU: "anag-3", ROW_FILTER: "VIP eq true" }])];
@@ -264,5 +305,30 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
     expect(res.status).toBe(400);
     expect(JSON.stringify(res.body)).toContain("region");
     expect(t.services.metadata.current().dimensions.get("CITY")!.rowScope).toEqual([]);
+  });
+});
+
+describe("row scope in the demo data", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp(BACKENDS[0]!, { fixture: "demo", env: NO_RATE_LIMITS });
+  }, 120_000);
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("each warehouse clerk sees the purchase orders of their warehouse; all_rows sees both", async () => {
+    const units = async (name: string) => {
+      const c = client(
+        t.app,
+        await loginAs(t.app, name, `${name}-demo-${{ nora: 5, sven: 6, pietro: 2 }[name]}`),
+      );
+      const res = await c.get("/api/v4/core/PO?source=purchasing-1&$fields=PO_ID,CENTRO_DETT");
+      expect(res.status).toBe(200);
+      return (res.body as { data: Array<{ CENTRO_DETT: string }> }).data.map((r) => r.CENTRO_DETT).sort();
+    };
+    expect(await units("nora")).toEqual(["WH-NORTH"]);
+    expect(await units("sven")).toEqual(["WH-SOUTH"]);
+    expect(await units("pietro")).toEqual(["WH-NORTH", "WH-SOUTH"]);
   });
 });

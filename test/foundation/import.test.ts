@@ -741,9 +741,11 @@ describe.each(BACKENDS)("the sample fixture on top of the demo data set (%s)", (
       "kai",
       "lucia",
       "marco",
+      "nora",
       "olga",
       "pietro",
       "sara",
+      "sven",
     ]);
   });
 });

@@ -68,7 +68,7 @@ describe.each(BACKENDS)("statements per read (%s)", (backend) => {
         );
         expect(statements).toHaveLength(1);
         expect(statements[0]).toContain(`FROM "TB_DOC_ORD00" AS t`);
-        expect(statements[0]).toContain(`LEFT JOIN LATERAL (SELECT r."CUST_ID"`);
+        expect(statements[0]).toContain(`LEFT JOIN LATERAL (SELECT t."CUST_ID"`);
         expect(body.data).toHaveLength(rows);
         // Each order has its customer, the one its CUST_ID names, with the customer's fields.
         for (const order of body.data) {

@@ -72,7 +72,7 @@ describe.each(BACKENDS)("read resolvers (%s)", (backend) => {
     // The page with its total and the city joined in (a forward relation), then one statement for
     // each reverse relation (addresses, orders).
     expect(statements).toHaveLength(3);
-    expect(statements[0]).toContain(`LEFT JOIN LATERAL (SELECT r."CITY_ID"`);
+    expect(statements[0]).toContain(`LEFT JOIN LATERAL (SELECT t."CITY_ID"`);
     expect(statements.filter((s) => s.includes(`"TB_ANAG_ADDR00"`))).toHaveLength(1);
     expect(result.data[0]).toMatchObject({
       CITY: { NAME: "Milano" },

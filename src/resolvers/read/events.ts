@@ -3,6 +3,8 @@
 // fields the caller may read in detail (D flag and peso). The stream is bounded: a consumer that
 // falls more than MAX_PENDING events behind is ended with an error instead of buffering forever.
 import { authorizeRead } from "../../auth/authorize.ts";
+import { rowInScope } from "../../auth/row-match.ts";
+import { rowScopeOf } from "../../query/plan.ts";
 import { ApiError } from "../../errors.ts";
 import type { OutboxMessage } from "../../events/bus.ts";
 import type { EventFeed } from "../../events/feed.ts";
@@ -37,6 +39,9 @@ export async function subscribeToEvents(
   eventTypes: readonly string[] | null,
 ): Promise<AsyncIterableIterator<DimensionEvent>> {
   const dim = authorizeRead(request, deps.metadata.current(), dimCode);
+  // Only events of rows the caller's scope lets it see (decisions.md §17), judged on the record the
+  // event carries; a scope that cannot be judged in memory withholds the event (src/auth/row-match.ts).
+  const scope = rowScopeOf(request, dim);
   const readable = dim.rules.withFlag("D").map((f) => f.code);
   const wanted = eventTypes?.length ? new Set(eventTypes) : null;
   const tenant = request.principal.tenantId;
@@ -64,6 +69,7 @@ export async function subscribeToEvents(
   const stopListening = await deps.feed.listen((m) => {
     if (finished || m.TENANT_ID !== tenant || m.AGGREGATE_TYPE !== dim.code) return;
     if (wanted && !wanted.has(m.EVENT_TYPE)) return;
+    if (scope && !rowInScope(scope, m.PAYLOAD ?? {})) return;
     const event = toEvent(m);
     if (waiting) {
       const w = waiting;
