@@ -21,6 +21,8 @@
 // BENCH_HISTORY=1 measures only W4 on Dimensio (REST and GraphQL) with the record history of CUST
 // on and off (TB_DIM.HISTORY, switched through the metadata API between measurements), the two
 // interleaved in every round and their order swapped every other round, and prints on / off.
+// BENCH_ROW_SCOPE=1 does the same for W1 and W2 with CUST unscoped and scoped by centro_dett
+// (TB_DIM.ROW_SCOPE, issue 37), every row in the bench user's unit, and prints scoped / unscoped.
 //
 // Each server is a process of its own, as operators run it (Dimensio: `npm start`'s
 // scripts/start.mjs with DATABASE_URL; the floor: bench/floor.ts, which loads only pg), and the
@@ -498,6 +500,32 @@ async function main() {
       });
       return;
     }
+    if (process.env.BENCH_ROW_SCOPE) {
+      await measureRowScope(
+        workloads.filter((w) => w.name.startsWith("W1 ") || w.name.startsWith("W2 ")),
+        {
+          base,
+          auth,
+          pid: pidOf.rest!,
+          measure,
+          // Every customer in the bench user's unit (anna, HQ): the same rows either way, so the
+          // difference is the scope's own cost (its predicate, its index, its plan).
+          placeRows: async () => {
+            await services.db.query(
+              `UPDATE "TB_ANAG_CUST00" SET "CENTRO_DETT" = 'HQ' WHERE "CENTRO_DETT" IS DISTINCT FROM 'HQ'`,
+            );
+            await services.db.query(`VACUUM ANALYZE "TB_ANAG_CUST00"`);
+          },
+          clearRows: async () => {
+            const { rows } = await services.db.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'TB_ANAG_CUST00' AND column_name = 'CENTRO_DETT'`,
+            );
+            if (rows[0]?.n) await services.db.query(`UPDATE "TB_ANAG_CUST00" SET "CENTRO_DETT" = NULL`);
+          },
+        },
+      );
+      return;
+    }
     const results: Array<{ w: Workload; by: Partial<Record<ServerName, Measured>> }> = [];
     for (const w of workloads) {
       const rounds: Partial<Record<ServerName, Measured[]>> = {};
@@ -642,6 +670,72 @@ W4 with CUST's record history on and off: ${CONNECTIONS} connections, ${SECONDS}
       `| ${api === "rest" ? "REST" : "GraphQL"} | ${m("off", (x) => x.rps).toFixed(0)} | ${m("on", (x) => x.rps).toFixed(0)} | ${median(ratios).toFixed(3)} | ${ratios.map((r) => r.toFixed(2)).join(", ")} | ${m("off", (x) => x.cpu).toFixed(2)} / ${m("off", (x) => x.pg).toFixed(2)} → ${m("on", (x) => x.cpu).toFixed(2)} / ${m("on", (x) => x.pg).toFixed(2)} |`,
     );
   }
+}
+
+/**
+ * BENCH_ROW_SCOPE=1 (issue 37): W1 and W2 over REST and GraphQL with CUST unscoped and scoped by
+ * centro_dett (TB_DIM.ROW_SCOPE switched through the metadata API; the DDL sync adds the column and
+ * its index), interleaved as BENCH_HISTORY's are; every row is in the bench user's unit, so both
+ * answer the same rows. Prints scoped / unscoped per workload and API.
+ */
+async function measureRowScope(
+  workloads: Workload[],
+  opts: {
+    base: string;
+    auth: Record<string, string>;
+    pid: number;
+    measure: (pid: number, run: Run, dimensioCreates: boolean) => Promise<Measured>;
+    placeRows: () => Promise<void>;
+    clearRows: () => Promise<void>;
+  },
+): Promise<void> {
+  const setScope = async (on: boolean) => {
+    // The DDL sync refuses to drop a column that holds values: the units go before the scope does.
+    if (!on) await opts.clearRows();
+    const res = await fetch(`${opts.base}/api/v4/core/DIM/CUST?source=erp`, {
+      method: "PATCH",
+      headers: { ...opts.auth, "content-type": "application/json" },
+      body: JSON.stringify({ data: { ROW_SCOPE: on ? "centro_dett" : null } }),
+    });
+    if (res.status !== 200) throw new Error(`TB_DIM.ROW_SCOPE ${on}: ${res.status} ${await res.text()}`);
+    if (on) await opts.placeRows();
+  };
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const rows: string[] = [];
+  for (const w of workloads) {
+    for (const api of ["rest", "gql"] as const) {
+      const run = w.runs[api]!;
+      const pairs: Array<{ off: Measured; on: Measured }> = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const measured: Partial<Record<"on" | "off", Measured>> = {};
+        for (const on of round % 2 ? [true, false] : [false, true]) {
+          await setScope(on);
+          await autocannon({ ...run, connections: 4, duration: 1 });
+          const m = await opts.measure(opts.pid, run, false);
+          if (m.failed) throw new Error(`${w.name} ${api} scope ${on}: ${m.failed} failed requests`);
+          measured[on ? "on" : "off"] = m;
+          console.error(
+            `  ${w.name.split(" ")[0]} ${api} scope ${on ? "on " : "off"} round ${round + 1}: ${m.rps.toFixed(0)} req/s, CPU ${m.cpu.toFixed(2)} / ${m.pg.toFixed(2)} ms, p99 ${m.p99} ms`,
+          );
+        }
+        pairs.push({ off: measured.off!, on: measured.on! });
+      }
+      const ratios = pairs.map((p) => p.on.rps / p.off.rps);
+      const m = (k: "on" | "off", f: (x: Measured) => number) => median(pairs.map((p) => f(p[k])));
+      rows.push(
+        `| ${w.name.split(" ")[0]} | ${api === "rest" ? "REST" : "GraphQL"} | ${m("off", (x) => x.rps).toFixed(0)} | ${m("on", (x) => x.rps).toFixed(0)} | ${median(ratios).toFixed(3)} | ${ratios.map((r) => r.toFixed(2)).join(", ")} | ${m("off", (x) => x.cpu).toFixed(2)} / ${m("off", (x) => x.pg).toFixed(2)} → ${m("on", (x) => x.cpu).toFixed(2)} / ${m("on", (x) => x.pg).toFixed(2)} |`,
+      );
+    }
+  }
+  await setScope(false);
+  console.log(
+    `\nW1 and W2 with CUST unscoped and scoped by centro_dett: ${CONNECTIONS} connections, ${SECONDS} s per run, ${ROUNDS} round(s); Node ${process.version}\n`,
+  );
+  console.log(
+    "| workload | API | unscoped req/s | scoped req/s | scoped / unscoped (median of rounds' ratios) | rounds' ratios | CPU ms per request unscoped → scoped (process / PostgreSQL) |",
+  );
+  console.log("|---|---|---:|---:|---:|---|---|");
+  for (const r of rows) console.log(r);
 }
 
 main().catch((err) => {

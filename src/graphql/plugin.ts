@@ -140,6 +140,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
       pageLoaders: new Map(),
       writeBudget: requestBudget(services.config),
     }),
+    persisted,
     limits: { ...services.config.webSocket, maxMessageBytes: services.config.graphql.maxBodyBytes },
     clock: services.clock,
     onError: (err) => services.logger.warn({ err }, "GraphQL WebSocket failed"),
