@@ -18,6 +18,10 @@
 //   - Heartbeats: a ping every WS_KEEPALIVE_MS; a socket without a pong by the next is terminated.
 // A refused operation (limits, costs, budget, caps) answers the protocol's `error` (before it runs)
 // or `next` message with the errors in the same shape, codes and extensions as over HTTP.
+// Persisted operations: a `subscribe` payload's `extensions.persistedQuery` is resolved by the
+// module the HTTP transports use (src/graphql/persisted.ts), with the same refusals. The protocol
+// requires `query` to be a string: a payload naming a persisted operation by its hash alone sends
+// `query: ""`, taken as no document.
 import { EventEmitter } from "node:events";
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
@@ -37,6 +41,7 @@ import { AuthenticationError, RateLimitError } from "../errors.ts";
 import type { Caller } from "../types.ts";
 import { type ChainContext, envelopChain } from "./chain.ts";
 import { asGraphQLError } from "./errors.ts";
+import type { PersistedOperations } from "./persisted.ts";
 
 /** Close codes of this transport (besides the protocol's own, 44xx of graphql-ws). */
 export const WS_CLOSE = {
@@ -68,6 +73,8 @@ export interface WebSocketDeps {
   ) => Promise<{ caller: Caller; expiresAt: number | null }>;
   /** An operation's context, as the HTTP routes make it. */
   context: (caller: Caller, tokenExpiresAt: number | null, reply: FastifyReply) => ChainContext;
+  /** Persisted operations, resolved as over HTTP. */
+  persisted: PersistedOperations;
   limits: {
     maxBufferedBytes: number;
     keepAliveMs: number;
@@ -265,6 +272,13 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           if (refuse(socket, err)) return [];
           return [asSent(asGraphQLError(err))];
         }
+        const byHashAlone = payload.query === "" && payload.extensions?.persistedQuery !== undefined;
+        const resolved = deps.persisted.resolve(
+          authenticated.caller.principal.tenantId,
+          byHashAlone ? undefined : payload.query,
+          payload.extensions,
+        );
+        if (resolved.error) return [asSent(resolved.error)];
         // What the heavy lanes watch: 'close' when the operation or its socket ends.
         const gone = new EventEmitter();
         connection.operations.set(id, gone);
@@ -274,7 +288,8 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         const schema = deps.schema(authenticated.caller);
         let document: DocumentNode;
         try {
-          document = run.parse(payload.query);
+          // A hash resolves to its document or to a refusal, never to no document.
+          document = run.parse(resolved.query ?? "");
         } catch (err) {
           return [asSent(asGraphQLError(err))];
         }

@@ -2,7 +2,8 @@
 // persisted queries (hash alone, hash and document to register), their per-tenant bounds, trusted
 // documents (GRAPHQL_TRUSTED_DOCUMENTS / GRAPHQL_TRUSTED_ONLY, the manifest `npm run codegen`
 // writes), each over every HTTP transport — the plain POST, yoga (POST with a URL query) and GET —
-// with the same answer (status, body) every way.
+// with the same answer (status, body) every way, and over WebSocket (graphql-transport-ws, the
+// graphql-ws client) with the same body.
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -12,6 +13,7 @@ import { documentHash } from "../../src/graphql/persisted.ts";
 import { bearer, loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { NO_RATE_LIMITS } from "../write/http.ts";
+import { graphqlSocket, webSocketUrl } from "./ws.ts";
 
 const TRANSPORTS = ["plain", "yoga", "get"] as const;
 type Transport = (typeof TRANSPORTS)[number];
@@ -56,7 +58,32 @@ async function send(
   return { status: res.statusCode, type: res.headers["content-type"] as string | undefined, body: res.body };
 }
 
-/** The same request over every transport: their answers (status, content type, body), which must be one. */
+/**
+ * The request over WebSocket: the answer's body (graphql-ws requires a `query` string: a hash
+ * alone is sent with `query: ""`).
+ */
+async function overWebSocket(
+  t: TestApp,
+  token: string,
+  request: { query?: string; hash?: string; variables?: Record<string, unknown> },
+): Promise<string> {
+  const socket = graphqlSocket(await webSocketUrl(t.app), token);
+  try {
+    return await socket.body({
+      query: request.query ?? "",
+      variables: request.variables,
+      extensions:
+        request.hash === undefined ? undefined : { persistedQuery: { version: 1, sha256Hash: request.hash } },
+    });
+  } finally {
+    await socket.dispose();
+  }
+}
+
+/**
+ * The same request over every transport: their answers (status, content type, body), which must be
+ * one; over WebSocket, the same body.
+ */
 async function everyWay(
   t: TestApp,
   token: string,
@@ -66,6 +93,7 @@ async function everyWay(
   for (const via of TRANSPORTS) answers.push(await send(t, token, via, request));
   expect(answers[1]).toEqual(answers[0]);
   expect(answers[2]).toEqual(answers[0]);
+  expect(await overWebSocket(t, token, request)).toBe(answers[0]!.body);
   return answers[0]!;
 }
 
@@ -135,6 +163,36 @@ describe("automatic persisted queries", () => {
       expect(await send(t, anna, via, { query })).toEqual(registered);
     },
   );
+
+  it("over WebSocket: hash alone is NOT_FOUND (an error message), hash and document register, then hash alone answers", async () => {
+    const query = customers("apq over a socket");
+    const persistedQuery = { version: 1, sha256Hash: documentHash(query) };
+    const socket = graphqlSocket(await webSocketUrl(t.app), anna);
+    try {
+      expect(await socket.run({ query: "", extensions: { persistedQuery } })).toEqual({
+        results: [],
+        errors: [
+          {
+            message: "PersistedQueryNotFound",
+            extensions: { code: "PERSISTED_QUERY_NOT_FOUND", status: 404 },
+          },
+        ],
+      });
+      const registered = await socket.run({ query, extensions: { persistedQuery } });
+      expect(registered.errors).toBeNull();
+      expect(registered.results).toHaveLength(1);
+      expect((registered.results[0]!.data as { CUST: { data: unknown[] } }).CUST.data).toHaveLength(2);
+      const parsedBefore = await documentsParsed(t);
+      expect(await socket.run({ query: "", extensions: { persistedQuery } })).toEqual(registered);
+      expect(await documentsParsed(t)).toBe(parsedBefore);
+      // Registered over the socket, known over HTTP.
+      expect(JSON.parse((await send(t, anna, "plain", { hash: persistedQuery.sha256Hash })).body)).toEqual(
+        registered.results[0],
+      );
+    } finally {
+      await socket.dispose();
+    }
+  });
 
   it("answers the same on every transport: registration, a hash run, a refusal", async () => {
     const query = customers("every way", 1);

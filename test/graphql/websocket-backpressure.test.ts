@@ -9,6 +9,7 @@ import { GraphQLObjectType, GraphQLSchema, GraphQLString } from "graphql";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import type { ChainContext } from "../../src/graphql/chain.ts";
+import { createPersistedOperations } from "../../src/graphql/persisted.ts";
 import { attachGraphQLWebSocket, type GraphQLWebSocket, WS_CLOSE } from "../../src/graphql/websocket.ts";
 import type { Caller } from "../../src/types.ts";
 import { eventually } from "../events/support.ts";
@@ -61,6 +62,12 @@ describe("GraphQL over WebSocket: backpressure and heartbeats", () => {
       authenticate: async () => ({ caller, expiresAt: null }),
       context: (c, tokenExpiresAt, reply) =>
         ({ caller: c, tokenExpiresAt, reply }) as unknown as ChainContext,
+      persisted: createPersistedOperations({
+        maxPerTenant: 0,
+        maxBytesPerTenant: 0,
+        trustedDocuments: null,
+        trustedOnly: false,
+      }),
       limits: {
         maxBufferedBytes: 1024 * 1024,
         keepAliveMs,
