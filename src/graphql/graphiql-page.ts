@@ -77,6 +77,40 @@ export function pageCsp(html: string): string {
 /** Where the start-up call begins in the page's one script: what precedes it is the library. */
 const START_CALL = "YogaGraphiQL.renderYogaGraphiQL(";
 
+/**
+ * The page's start-up: GraphiQL with its subscriptions over the WebSocket (renderGraphiQL's
+ * `subscriptionsProtocol: "WS"`, graphql-transport-ws on the endpoint's own path). GraphiQL sends
+ * its Headers tab with HTTP requests only, and a browser's WebSocket carries no headers: the
+ * socket's `connection_init` gets the tab's Authorization through `connectionParams`, called at
+ * each connect (a socket opens for a subscription and closes after the last one ends). The tab's
+ * text is GraphiQL's own initial one (its stored headers, else the page's default), then each
+ * edit or change of tab (`onEditHeaders`).
+ */
+const START_WITH_SOCKET_TOKEN = `function startGraphiQL(root, options) {
+  let headers = options.headers;
+  try {
+    const stored = localStorage.getItem("graphiql:headers");
+    if (stored && stored !== "null" && stored !== "undefined") headers = stored;
+  } catch {}
+  YogaGraphiQL.renderYogaGraphiQL(root, Object.assign({}, options, {
+    onEditHeaders: (text) => {
+      headers = text;
+    },
+    connectionParams: () => {
+      let parsed;
+      try {
+        parsed = JSON.parse(headers || "{}");
+      } catch {
+        return {};
+      }
+      if (!parsed || typeof parsed !== "object") return {};
+      const name = Object.keys(parsed).find((key) => key.toLowerCase() === "authorization");
+      return name === undefined ? {} : { authorization: String(parsed[name]) };
+    },
+  }));
+}
+startGraphiQL(`;
+
 export interface SplitPage {
   /** The page, referring to the files by name. */
   html: string;
@@ -90,7 +124,8 @@ function hashedName(stem: string, ext: string, body: Buffer): string {
 /**
  * renderGraphiQL's page as a small page and its files: the <style> as a stylesheet, the script's
  * library (all but its start-up call, which names the endpoint) as a script, the data: icon as an
- * icon. A page of another shape is an error (the package changed: the test of the page says so).
+ * icon; the start-up call made through START_WITH_SOCKET_TOKEN. A page of another shape is an error
+ * (the package changed: the test of the page says so).
  */
 export function splitGraphiQLPage(html: string): SplitPage {
   const files: SplitPage["files"] = [];
@@ -118,7 +153,8 @@ export function splitGraphiQLPage(html: string): SplitPage {
     );
   const library = page.slice(open + "<script>".length, start);
   const jsHref = file("graphiql", "js", "text/javascript; charset=utf-8", Buffer.from(library, "utf8"));
-  page = `${page.slice(0, open)}<script src="${jsHref}"></script>\n      <script>${page.slice(start, close)}</script>${page.slice(close + "</script>".length)}`;
+  const startup = START_WITH_SOCKET_TOKEN + page.slice(start + START_CALL.length, close);
+  page = `${page.slice(0, open)}<script src="${jsHref}"></script>\n      <script>${startup}</script>${page.slice(close + "</script>".length)}`;
   return { html: page, files };
 }
 

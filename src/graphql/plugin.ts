@@ -37,11 +37,12 @@ const GRAPHIQL_DEFAULT_QUERY = `# Paste your token in the Headers tab below, the
 # { CUST(source: "anag-1", limit: 5) { data { CUST_ID NAME } meta { total } } }
 `;
 
-/** A browser asking for the page: GET, HTML accepted, no GraphQL parameters. */
+/**
+ * A browser asking for the page: GET, HTML accepted (yoga's rule), whatever the URL's parameters:
+ * GraphiQL keeps its document in `?query=` and reads it back when the page is reloaded.
+ */
 function wantsGraphiQL(request: FastifyRequest): boolean {
-  if (request.method !== "GET") return false;
-  const query = request.query as Record<string, unknown>;
-  return (request.headers.accept ?? "").includes("text/html") && query.query === undefined;
+  return request.method === "GET" && (request.headers.accept ?? "").includes("text/html");
 }
 
 interface ServerContext {
@@ -186,6 +187,8 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
           2,
         ),
         defaultQuery: GRAPHIQL_DEFAULT_QUERY,
+        // Subscriptions over the WebSocket, with the Headers tab's token (graphiql-page.ts).
+        subscriptionsProtocol: "WS",
       });
     });
     app.route({

@@ -41,6 +41,10 @@ describe("GraphiQL's page", () => {
     expect(plain.body).toMatch(/<script src="\/graphiql\/assets\/graphiql-[\w-]+\.js"><\/script>/);
     expect(plain.body).toMatch(/<link rel="stylesheet" href="\/graphiql\/assets\/graphiql-[\w-]+\.css" \/>/);
     expect(plain.body).not.toContain("data:image");
+    // Subscriptions over the WebSocket, the Headers tab's token in connection_init (started through
+    // startGraphiQL; test/graphql/graphiql.test.ts runs one in a browser).
+    expect(plain.body).toContain('"subscriptionsProtocol":"WS"');
+    expect(plain.body).toMatch(/connectionParams: \(\) => \{[\s\S]*authorization[\s\S]*startGraphiQL\(/);
     const etag = plain.headers.etag as string;
     expect(etag).toMatch(/^"[\w-]+"$/);
     expect(plain.headers["cache-control"]).toBe("no-cache");
@@ -69,6 +73,16 @@ describe("GraphiQL's page", () => {
     expect(again.headers.etag).toBe(etag);
     const changed = await visit({ "if-none-match": '"something-else"' }, "10.0.0.4");
     expect(changed.statusCode).toBe(200);
+
+    // GraphiQL keeps its document in ?query=: reloaded, the same page (no token asked for).
+    const reloaded = await t.app.inject({
+      method: "GET",
+      url: `/graphql?query=${encodeURIComponent("{ __typename }")}`,
+      remoteAddress: "10.0.0.5",
+      headers: { accept: "text/html" },
+    });
+    expect(reloaded.statusCode).toBe(200);
+    expect(reloaded.headers.etag).toBe(etag);
   });
 
   it("its files are immutable, precompressed, and never sent uncompressed when large (406)", async () => {
