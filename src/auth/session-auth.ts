@@ -113,18 +113,19 @@ export async function syncProfile(deps: AuthDeps, session: StoredSession): Promi
   const current = session.currentGrants;
   const peso = session.currentPeso ?? session.context.peso;
   const c = session.context;
+  const { centroDett, ambiente } = currentScope(session);
   const profile = buildProfile(
     deps.metadata.current(),
     {
       userId: session.userId,
       tenantId: session.tenantId,
       peso,
-      centroDett: c.centro_dett,
-      ambiente: c.ambiente,
+      centroDett,
+      ambiente,
       lingua: c.lingua,
     },
     current,
-    { source: c.source, centroDett: c.centro_dett, uuid: c.uuid ?? null },
+    { source: c.source, centroDett, uuid: c.uuid ?? null },
   );
   await updateSessionProfile(deps.db, session.sessionId, profile);
   session.context = profile.context;
@@ -132,11 +133,27 @@ export async function syncProfile(deps: AuthDeps, session: StoredSession): Promi
   return current;
 }
 
-/** The session's own grants while TB_USER_GRANT and TB_USER still match them, else null. */
+/** The user's unit and environment as TB_USER holds them now (the session's when not read). */
+function currentScope(session: StoredSession): { centroDett: string | null; ambiente: string | null } {
+  const c = session.context;
+  return {
+    centroDett: session.currentCentroDett === undefined ? c.centro_dett : session.currentCentroDett,
+    ambiente: session.currentAmbiente === undefined ? c.ambiente : session.currentAmbiente,
+  };
+}
+
+/**
+ * The session's own grants while TB_USER_GRANT and TB_USER still match them (grants, peso, and the
+ * unit and environment the row scope compares with), else null.
+ */
 function unchangedGrants(session: StoredSession): Grant[] | null {
   const peso = session.currentPeso ?? session.context.peso;
+  const scope = currentScope(session);
   const same =
-    grantsHash(session.currentGrants) === session.context.grants_hash && peso === session.context.peso;
+    grantsHash(session.currentGrants) === session.context.grants_hash &&
+    peso === session.context.peso &&
+    scope.centroDett === session.context.centro_dett &&
+    scope.ambiente === session.context.ambiente;
   return same ? session.grants : null;
 }
 

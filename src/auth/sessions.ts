@@ -15,6 +15,12 @@ export interface StoredSession {
   userActive: boolean;
   /** The user's peso as TB_USER holds it now. */
   currentPeso: string | null;
+  /**
+   * The user's unit and environment as TB_USER holds them now (undefined: not read): the row
+   * scope's values, so a change reaches open sessions at once (decisions.md §17).
+   */
+  currentCentroDett?: string | null;
+  currentAmbiente?: string | null;
   /** The user's grants as TB_USER_GRANT holds them now. */
   currentGrants: Grant[];
 }
@@ -29,6 +35,8 @@ interface SessionRow {
   EXPIRES_AT: Date | string;
   ACTIVE: boolean | null;
   PESO: string | null;
+  CENTRO_DETT: string | null;
+  AMBIENTE: string | null;
   CURRENT_GRANTS: unknown;
 }
 
@@ -79,7 +87,7 @@ export async function insertSession(
 export async function findSession(db: Queryable, sessionId: string): Promise<StoredSession | null> {
   const res = await db.query<SessionRow>(
     `SELECT s."SESSION_ID", s."USER_ID", s."TENANT_ID", s."GRANTS", s."CONTEXT", s."LAST_ACTIVITY",
-            s."EXPIRES_AT", u."ACTIVE", u."PESO", ${grantsJsonSql(`s."USER_ID"`)} AS "CURRENT_GRANTS"
+            s."EXPIRES_AT", u."ACTIVE", u."PESO", u."CENTRO_DETT", u."AMBIENTE", ${grantsJsonSql(`s."USER_ID"`)} AS "CURRENT_GRANTS"
        FROM "TB_ANAG_SESSIONS00" s LEFT JOIN "TB_USER" u ON u."USER_ID" = s."USER_ID"
       WHERE s."SESSION_ID" = $1`,
     [sessionId],
@@ -96,6 +104,8 @@ export async function findSession(db: Queryable, sessionId: string): Promise<Sto
     expiresAt: toDate(row.EXPIRES_AT),
     userActive: row.ACTIVE === true,
     currentPeso: row.PESO,
+    currentCentroDett: row.CENTRO_DETT,
+    currentAmbiente: row.AMBIENTE,
     currentGrants: normalizeGrants(row.CURRENT_GRANTS),
   };
 }

@@ -284,6 +284,20 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
     }
   });
 
+  it("a change of the user's unit in TB_USER reaches their open session at once", async () => {
+    const token = await loginAs(t.app, "rm", "rm-secret-1");
+    const rmNow = client(t.app, token);
+    expect(await names(rmNow, "/api/v4/core/CUST?source=anag-1")).toContain("Roma Uno");
+    await t.services.db.query(`UPDATE "TB_USER" SET "CENTRO_DETT" = 'HQ' WHERE "USER_ID" = 'rm'`);
+    try {
+      await t.services.db.listenersCaughtUp();
+      expect(await names(rmNow, "/api/v4/core/CUST?source=anag-1")).toEqual(inUnit("HQ"));
+    } finally {
+      await t.services.db.query(`UPDATE "TB_USER" SET "CENTRO_DETT" = 'RM01' WHERE "USER_ID" = 'rm'`);
+      await t.services.db.listenersCaughtUp();
+    }
+  });
+
   it("a ROW_FILTER naming a field no dimension under its node has is refused when written", async () => {
     const f = await scopedFixture();
     f.users = [user("bad", "MI01", [{ ...ANAG_RW, COD_MENU: "anag-3", ROW_FILTER: "VIP eq true" }])];
