@@ -108,11 +108,19 @@ interface Connection {
 
 type WsContext = Context<Record<string, unknown> | undefined, Extra>;
 
-/** The error as HTTP serializes it: without the transport-internal extensions (yoga's rule). */
-function asSent(error: GraphQLError): GraphQLError {
-  const ext = error.extensions;
-  if (!ext || !("http" in ext || "unexpected" in ext)) return error;
+/**
+ * The error as HTTP serializes it: without the transport-internal extensions (yoga's rule), and with
+ * `code` when it has none (yoga's codes of a document that does not parse or validate).
+ */
+function asSent(
+  error: GraphQLError,
+  code?: "GRAPHQL_PARSE_FAILED" | "GRAPHQL_VALIDATION_FAILED",
+): GraphQLError {
+  const ext = error.extensions ?? {};
+  const coded = code !== undefined && ext.code === undefined;
+  if (!coded && !("http" in ext || "unexpected" in ext)) return error;
   const { http: _http, unexpected: _unexpected, ...extensions } = ext;
+  if (coded) extensions.code = code;
   return new GraphQLError(error.message, {
     nodes: error.nodes,
     source: error.source,
@@ -291,10 +299,10 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           // A hash resolves to its document or to a refusal, never to no document.
           document = run.parse(resolved.query ?? "");
         } catch (err) {
-          return [asSent(asGraphQLError(err))];
+          return [asSent(asGraphQLError(err), "GRAPHQL_PARSE_FAILED")];
         }
         const errors = run.validate(schema, document);
-        if (errors.length) return errors.map(asSent);
+        if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
         runs.set(contextValue, run);
         return {
           schema,

@@ -1,7 +1,8 @@
 // GraphQL over WebSocket (decisions.md §21; issue 38 §1) with the real `graphql-ws` client against a
 // listening server on loopback: queries, mutations and subscriptions through the same chain as
 // HTTP (same answers, same refusals), authentication in connection_init (4401), logout closing a
-// live subscription's socket (4401), the write budget, the caps per user.
+// live subscription's socket (4401), a change of grants ending a live subscription, the write
+// budget, the caps per user.
 import type { AddressInfo } from "node:net";
 import { type Client, createClient, type ExecutionResult } from "graphql-ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -192,6 +193,60 @@ describe.each(BACKENDS)("GraphQL over WebSocket (%s)", (backend) => {
     expect(closed.code).toBe(4401);
     const last = op.results.at(-1)!;
     expect(last.errors?.[0]?.extensions?.code).toBe("TOKEN_INVALID");
+  });
+
+  it("a change of the user's grants ends a live subscription at once (its error, then complete); the socket stays", async () => {
+    const ws = connect(`Bearer ${tokens.lucia}`);
+    const subscription = `subscription { CUST_events(source: "anag-1") { event_type record_id } }`;
+    const op = ws.run(subscription);
+    // Live once an event arrives: customers are created until one does.
+    const writer = client(t.app, tokens.anna!);
+    await eventually(
+      async () => {
+        if (op.results.length) return true;
+        const res = await writer.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Grant watch" } });
+        expect(res.status).toBe(201);
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        return op.results.length > 0;
+      },
+      { what: "the subscription's first event" },
+    );
+    const live = op.results.length;
+    // lucia may no longer read anag-1 (the safety-net poll is a minute away: the notice ends it).
+    await t.services.db.query(
+      `UPDATE "TB_USER_GRANT" SET "OPERATIONS" = '{}' WHERE "USER_ID" = 'lucia' AND "COD_MENU" = 'anag-1'`,
+    );
+    try {
+      const ended = await Promise.race([
+        op.done,
+        new Promise((_, reject) => setTimeout(() => reject(new Error("the subscription went on")), 10_000)),
+      ]);
+      expect(ended).toBeNull();
+      expect(op.results).toHaveLength(live + 1);
+      expect(op.results.at(-1)).toEqual({
+        errors: [
+          {
+            message: "The user's grants changed since the subscription started; subscribe again.",
+            extensions: { code: "GRANTS_CHANGED", status: 403 },
+          },
+        ],
+      });
+      // The socket stays open for what the user may still do; the subscription again is refused.
+      expect(await once(ws, "{ __typename }")).toEqual({
+        results: [{ data: { __typename: "Query" } }],
+        error: null,
+      });
+      const again = await once(ws, subscription);
+      // Her schema no longer has the field: refused before it runs, as over HTTP.
+      const viaHttp = await graphqlClient(t.app, tokens.lucia!)(subscription);
+      expect(again).toEqual({ results: [], error: viaHttp.body.errors });
+      expect(viaHttp.body.errors[0].message).toContain('Cannot query field "CUST_events"');
+    } finally {
+      await t.services.db.query(
+        `UPDATE "TB_USER_GRANT" SET "OPERATIONS" = '{read}' WHERE "USER_ID" = 'lucia' AND "COD_MENU" = 'anag-1'`,
+      );
+    }
+    await ws.client.dispose();
   });
 
   it("documents over the limits are refused with the same error as over HTTP", async () => {
