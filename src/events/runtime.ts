@@ -64,7 +64,10 @@ export async function startEventRuntime(
       deliveries = worker;
       worker.start();
       subscriptions.push(
-        await subscribeInBatches("webhooks", createWebhookDispatcher({ db, onQueued: worker.wake })),
+        await subscribeInBatches(
+          "webhooks",
+          createWebhookDispatcher({ db, metadata: services.metadata, onQueued: worker.wake }),
+        ),
       );
     }
     if (opts.subscribers) {

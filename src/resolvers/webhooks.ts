@@ -167,6 +167,8 @@ export async function createWebhook(
     return tx.tbWebhook.create({
       data: {
         SOURCE: caller.tenantId,
+        // Deliveries follow this user's row scope (decisions.md §17).
+        CREATED_BY: caller.userId,
         URL: url,
         EVENTS: body.events,
         DIMENSIONS: body.dimensions?.length ? body.dimensions : undefined,
@@ -223,6 +225,8 @@ export async function updateWebhook(
       ...(body.active !== undefined ? { ACTIVE: body.active ? "Y" : "N" } : {}),
       ...(body.retry_count !== undefined ? { RETRY_COUNT: body.retry_count } : {}),
       ...(body.timeout_ms !== undefined ? { TIMEOUT_MS: body.timeout_ms } : {}),
+      // Who changes a registration takes it over: its deliveries follow their row scope now.
+      CREATED_BY: caller.userId,
       UPDATED_AT: new Date(),
     },
   });

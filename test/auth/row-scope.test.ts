@@ -5,7 +5,9 @@ import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadUserGrants } from "../../src/auth/profile.ts";
 import { checkFixture } from "../../src/fixtures/import.ts";
+import type { ReceivedEvent } from "../../src/events/bus.ts";
 import { startEventRuntime } from "../../src/events/runtime.ts";
+import { createWebhookDispatcher } from "../../src/events/webhooks/dispatcher.ts";
 import { subscribeToEvents } from "../../src/resolvers/read/events.ts";
 import type { RequestContext } from "../../src/types.ts";
 import { loginAs } from "../helpers/auth.ts";
@@ -49,6 +51,7 @@ async function scopedFixture(): Promise<Fixture> {
     user("rm", "RM01", [ANAG_RW, SALES_RW]),
     user("boss", "HQ", [{ ...ANAG_RW, OPERATIONS: ["read", "write", "all_rows"] }, SALES_RW]),
     user("vipmi", "MI01", [{ ...ANAG_RW, ROW_FILTER: "VIP eq true" }, SALES_RW]),
+    user("admmi", "MI01", [{ ...ANAG_RW, LEVEL: 4 }]),
     user("mine", "MI01", [
       { ...ANAG_RW, OPERATIONS: ["read", "write", "all_rows"], ROW_FILTER: "SALES_REP eq '{user}'" },
     ]),
@@ -71,7 +74,7 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
 
   beforeAll(async () => {
     t = await createTestApp(backend, { fixture: await scopedFixture(), env: NO_RATE_LIMITS });
-    for (const name of ["mi", "rm", "boss", "vipmi", "mine"])
+    for (const name of ["mi", "rm", "boss", "vipmi", "mine", "admmi"])
       as[name] = client(t.app, await loginAs(t.app, name, `${name}-secret-1`));
   }, 120_000);
   afterAll(async () => {
@@ -296,6 +299,53 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
       await t.services.db.query(`UPDATE "TB_USER" SET "CENTRO_DETT" = 'RM01' WHERE "USER_ID" = 'rm'`);
       await t.services.db.listenersCaughtUp();
     }
+  });
+
+  it("a webhook delivers only the events of rows in its registrant's scope", async () => {
+    const reg = await as.admmi!.post("/api/v4/webhooks", {
+      url: "https://hooks.example.com/scoped",
+      events: ["CUSTCreated"],
+      dimensions: ["CUST"],
+      secret: "s3cret-s3cret-s3cret",
+    });
+    expect(reg.status).toBe(201);
+    const id = Number((reg.body as { webhook_id: string }).webhook_id);
+    const { rows: owner } = await t.services.db.query<{ CREATED_BY: string }>(
+      `SELECT "CREATED_BY" FROM "TB_WEBHOOK" WHERE "WEBHOOK_ID" = $1`,
+      [id],
+    );
+    expect(owner).toEqual([{ CREATED_BY: "admmi" }]);
+    const dispatch = createWebhookDispatcher({
+      db: t.services.db,
+      metadata: t.services.metadata,
+      onQueued: () => {},
+    });
+    const event = (n: number, unit: string): ReceivedEvent => {
+      const body = {
+        OUTBOX_ID: String(900_000 + n),
+        EVENT_TYPE: "CUSTCreated",
+        AGGREGATE_TYPE: "CUST",
+        AGGREGATE_ID: String(n),
+        PAYLOAD: { CUST_ID: n, NAME: `Hook ${n}`, CENTRO_DETT: unit },
+        CREATED_AT: "2026-11-27T10:00:00.000Z",
+        TENANT_ID: "acme",
+      };
+      return {
+        id: body.OUTBOX_ID,
+        type: body.EVENT_TYPE,
+        tenantId: "acme",
+        dimension: "CUST",
+        timestamp: new Date(body.CREATED_AT),
+        body: Buffer.from(JSON.stringify(body)),
+        attempt: 1,
+      };
+    };
+    await dispatch([event(1, "MI01"), event(2, "RM01"), event(3, "MI01")]);
+    const { rows } = await t.services.db.query<{ OUTBOX_ID: string }>(
+      `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID" FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" = $1 ORDER BY 1`,
+      [id],
+    );
+    expect(rows.map((r) => r.OUTBOX_ID)).toEqual(["900001", "900003"]);
   });
 
   it("a ROW_FILTER naming a field no dimension under its node has is refused when written", async () => {

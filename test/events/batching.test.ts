@@ -211,7 +211,11 @@ describe.each(BACKENDS)("batched subscribers (%s)", (backend) => {
               ('globex', 'https://example.com/b', 'secret', '["*"]', '["CUST"]')`,
     );
     let queued = 0;
-    const dispatch = createWebhookDispatcher({ db: t.services.db, onQueued: () => queued++ });
+    const dispatch = createWebhookDispatcher({
+      db: t.services.db,
+      metadata: t.services.metadata,
+      onQueued: () => queued++,
+    });
     const events = [
       event("CUST", "1", "CUSTCreated", { NAME: "A" }),
       event("CUST", "1", "CUSTUpdated", { NAME: "A2" }),

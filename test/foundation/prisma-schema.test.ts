@@ -327,6 +327,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       ACTIVE: "N",
       RETRY_COUNT: 5,
       TIMEOUT_MS: 1500,
+      CREATED_BY: "px-user",
       CREATED_AT: T0,
       UPDATED_AT: T1,
     };
@@ -346,6 +347,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       TIMEOUT_MS: 5000,
       SECRET: null,
       DIMENSIONS: null,
+      CREATED_BY: null,
     });
 
     const log = {

@@ -77,7 +77,7 @@ describe("GraphQL server", () => {
     // The customer joined into the page: its NAME, the key of CITY (selected under it through an
     // inline fragment), the key it is matched by and its id; not its other fields.
     const joined = /LEFT JOIN LATERAL \(SELECT (.*?) FROM "TB_ANAG_CUST00"/.exec(page!)?.[1];
-    expect(joined?.match(/r\."(\w+)"/g)).toEqual(['r."CUST_ID"', 'r."NAME"', 'r."CITY_ID"']);
+    expect(joined?.match(/t\."(\w+)"/g)).toEqual(['t."CUST_ID"', 't."NAME"', 't."CITY_ID"']);
     // The cities, one statement for the level: their NAME and the key they are matched by.
     expect(/^SELECT (.*?)\s+FROM "TB_ANAG_CITY00"/.exec(cities!)?.[1]).toBe('t."CITY_ID", t."NAME"');
     // The addresses themselves: the id selected and the key of CUST, nothing else.

@@ -2,7 +2,11 @@
 // against the tenant's active registrations and records one delivery per match in
 // TB_WEBHOOK_DELIVERY (idempotent on registration and event, so a redelivered message adds
 // nothing). The delivery worker sends them.
-import type { Database } from "../../types.ts";
+import { viewFor } from "../../auth/access-view.ts";
+import { grantsJsonSql, normalizeGrants } from "../../auth/profile.ts";
+import { rowInScope } from "../../auth/row-match.ts";
+import type { PlannedFilter } from "../../query/types.ts";
+import type { Database, DimensionDef, MetadataModel } from "../../types.ts";
 import type { BatchHandler } from "../batching.ts";
 import { type OutboxMessage, parseMessage } from "../bus.ts";
 import { PREPARED } from "../statements.ts";
@@ -29,6 +33,58 @@ export function matches(reg: Registration, message: OutboxMessage): boolean {
   return true;
 }
 
+/** The registrant of a registration as the dispatcher reads it (null columns: none recorded). */
+interface RegistrantRow {
+  CREATED_BY: string | null;
+  PESO: string | null;
+  CENTRO_DETT: string | null;
+  AMBIENTE: string | null;
+  ACTIVE: boolean | null;
+  GRANTS: unknown;
+}
+
+/**
+ * Whether an event is within the row scope of the registration's registrant (decisions.md §17):
+ * the registrant's read rule on the event's dimension, through the first node that lets them read
+ * it, judged on the record the event carries (src/auth/row-match.ts). A registration without a
+ * recorded registrant (made before registrants were kept) is not scoped; one whose registrant is
+ * gone or inactive gets nothing of a scoped dimension. Rules are worked out once per batch.
+ */
+function registrantScopes(model: MetadataModel) {
+  const rules = new Map<string, PlannedFilter | null>();
+  return (reg: RegistrantRow & { WEBHOOK_ID: number; SOURCE: string }, message: OutboxMessage): boolean => {
+    if (reg.CREATED_BY === null) return true;
+    const dim = model.dimensions.get(message.AGGREGATE_TYPE);
+    if (!dim) return true;
+    const key = `${reg.WEBHOOK_ID}\u0000${dim.code}`;
+    let scope = rules.get(key);
+    if (scope === undefined) {
+      scope = registrantScope(model, reg, dim);
+      rules.set(key, scope);
+    }
+    return rowInScope(scope, message.PAYLOAD ?? {});
+  };
+}
+
+function registrantScope(
+  model: MetadataModel,
+  reg: RegistrantRow & { SOURCE: string },
+  dim: DimensionDef,
+): PlannedFilter | null {
+  const grants = reg.ACTIVE ? normalizeGrants(reg.GRANTS) : [];
+  const inputs = { grants, peso: Number(reg.PESO ?? 3), centerDett: reg.CENTRO_DETT, source: null };
+  const node = viewFor(model, inputs).readNodeFor(dim.code);
+  const rule = viewFor(model, { ...inputs, source: node }).rowRule(dim, "read");
+  if (rule.unrestricted) return null;
+  return rule.bind({
+    user: reg.CREATED_BY ?? "",
+    tenant: reg.SOURCE,
+    centro_dett: reg.CENTRO_DETT,
+    ambiente: reg.AMBIENTE,
+    source: node,
+  });
+}
+
 /** Spec 6.1.2: the body a receiver gets; these exact bytes are signed. */
 export function deliveryBody(message: OutboxMessage): string {
   return JSON.stringify({
@@ -45,17 +101,26 @@ export function deliveryBody(message: OutboxMessage): string {
  * Matches a batch of events: the registrations of the batch's tenants read in one statement, and
  * the deliveries of every match written in one.
  */
-export function createWebhookDispatcher(deps: { db: Database; onQueued: () => void }): BatchHandler {
+export function createWebhookDispatcher(deps: {
+  db: Database;
+  metadata: { current(): MetadataModel };
+  onQueued: () => void;
+}): BatchHandler {
   return async function dispatch(events) {
     const messages = events.map(parseMessage);
     const tenants = [...new Set(messages.map((m) => m.TENANT_ID))];
-    const { rows } = await deps.db.query<Registration & { SOURCE: string }>(
-      `SELECT "WEBHOOK_ID", "EVENTS", "DIMENSIONS", "FILTERS", "SOURCE" FROM "TB_WEBHOOK"
-        WHERE "SOURCE" = ANY($1::text[]) AND "ACTIVE" = 'Y'`,
+    const { rows } = await deps.db.query<Registration & { SOURCE: string } & RegistrantRow>(
+      `SELECT w."WEBHOOK_ID", w."EVENTS", w."DIMENSIONS", w."FILTERS", w."SOURCE", w."CREATED_BY",
+              u."PESO", u."CENTRO_DETT", u."AMBIENTE", u."ACTIVE",
+              CASE WHEN w."CREATED_BY" IS NULL THEN NULL ELSE ${grantsJsonSql(`w."CREATED_BY"`)} END AS "GRANTS"
+         FROM "TB_WEBHOOK" w LEFT JOIN "TB_USER" u ON u."USER_ID" = w."CREATED_BY"
+        WHERE w."SOURCE" = ANY($1::text[]) AND w."ACTIVE" = 'Y'`,
       [tenants],
       PREPARED,
     );
     if (rows.length === 0) return;
+    const model = deps.metadata.current();
+    const inScope = registrantScopes(model);
     const webhooks: number[] = [];
     const outboxIds: string[] = [];
     const types: string[] = [];
@@ -64,6 +129,7 @@ export function createWebhookDispatcher(deps: { db: Database; onQueued: () => vo
       let body: string | null = null;
       for (const reg of rows) {
         if (reg.SOURCE !== message.TENANT_ID || !matches(reg, message)) continue;
+        if (!inScope(reg, message)) continue;
         body ??= deliveryBody(message);
         webhooks.push(reg.WEBHOOK_ID);
         outboxIds.push(message.OUTBOX_ID);
