@@ -32,6 +32,7 @@ import {
   type ExecutionArgs,
   type FormattedExecutionResult,
   GraphQLError,
+  getOperationAST,
   type GraphQLSchema,
 } from "graphql";
 import type { Context } from "graphql-ws";
@@ -130,6 +131,12 @@ function asSent(
     extensions,
   });
 }
+
+/** yoga's refusal of a document that names no operation to run, or not the one asked for. */
+const noOperationToRun = () =>
+  new GraphQLError("Could not determine what operation to execute.", {
+    extensions: { code: "OPERATION_RESOLUTION_FAILURE" },
+  });
 
 /** A close reason is at most 123 bytes. */
 function reason(text: string): string {
@@ -301,6 +308,8 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         } catch (err) {
           return [asSent(asGraphQLError(err), "GRAPHQL_PARSE_FAILED")];
         }
+        // As yoga over HTTP, once parsed: a document without the operation to run is refused.
+        if (!getOperationAST(document, payload.operationName ?? undefined)) return [noOperationToRun()];
         const errors = run.validate(schema, document);
         if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
         runs.set(contextValue, run);

@@ -1,12 +1,19 @@
 // The plain GraphQL POST transport (src/graphql/plain-post.ts): it takes only a JSON POST of a
 // query or mutation, and it answers each request byte for byte as yoga does (status, content type,
-// body: data, masked errors, refusals), the operation counted once: both run the one chain.
+// body: data, masked errors, refusals), the operation counted once: both run the one chain. The
+// WebSocket transport (src/graphql/websocket.ts, the graphql-ws client) answers each with the same
+// body: a refusal before running as its `error` message's errors, else its one result.
 import type { FastifyRequest } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { documentHash } from "../../src/graphql/persisted.ts";
 import { plainRequest } from "../../src/graphql/plain-post.ts";
 import { bearer, loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { NO_RATE_LIMITS } from "../write/http.ts";
+import { type GraphQLSocket, graphqlSocket, webSocketUrl } from "./ws.ts";
+
+/** A document sent as a persisted operation. */
+const PERSISTED = `# persisted\n{ CUST(source: "anag-1", limit: 2, order_by: [{CUST_ID: asc}]) { data { CUST_ID } } }`;
 
 /** The Accept headers the fast path serves (none, any, JSON, GraphQL's response media type). */
 const ACCEPTS = [undefined, "*/*", "application/json", "application/graphql-response+json"];
@@ -14,6 +21,7 @@ const ACCEPTS = [undefined, "*/*", "application/json", "application/graphql-resp
 describe("GraphQL plain POST transport", () => {
   let t: TestApp;
   let tokens: Record<string, string>;
+  const sockets: Record<string, GraphQLSocket> = {};
 
   beforeAll(async () => {
     t = await createTestApp("pglite", { fixture: "sample", env: NO_RATE_LIMITS });
@@ -21,8 +29,11 @@ describe("GraphQL plain POST transport", () => {
       anna: await loginAs(t.app, "anna", SAMPLE_USERS.anna.password),
       lucia: await loginAs(t.app, "lucia", SAMPLE_USERS.lucia.password),
     };
+    const url = await webSocketUrl(t.app);
+    for (const user of ["anna", "lucia"]) sockets[user] = graphqlSocket(url, tokens[user]!);
   });
   afterAll(async () => {
+    for (const socket of Object.values(sockets)) await socket.dispose();
     await t?.close();
   });
 
@@ -113,17 +124,43 @@ describe("GraphQL plain POST transport", () => {
         query: `mutation { CUST_create(source: "anag-1", data: {NAME: "", CREDIT_LIMIT: -1}) { data { CUST_ID } } }`,
       },
     ],
-  ])("%s: the same answer as yoga's", async (_name, user, body) => {
+    [
+      "a persisted query sent with its document",
+      "anna",
+      {
+        query: PERSISTED,
+        extensions: { persistedQuery: { version: 1, sha256Hash: documentHash(PERSISTED) } },
+      },
+    ],
+    [
+      "a persisted query by an unknown hash",
+      "anna",
+      {
+        extensions: {
+          persistedQuery: { version: 1, sha256Hash: documentHash("# never sent\n{ __typename }") },
+        },
+      },
+    ],
+    [
+      "a persisted query whose hash is not its document's",
+      "anna",
+      { query: PERSISTED, extensions: { persistedQuery: { version: 1, sha256Hash: documentHash("{ x }") } } },
+    ],
+  ])("%s: the same answer as yoga's, the same body over WebSocket", async (_name, user, body) => {
     const before = await operationsCounted();
+    let answer: { body: string } | undefined;
     for (const accept of ACCEPTS) {
       const { fast, yoga } = await both(user, body, accept);
       expect(fast).toEqual(yoga);
       const { fast: v4 } = await both(user, body, accept, "/api/v4/graphql");
       expect(v4).toEqual(yoga);
+      answer = yoga;
     }
-    // An executed operation is counted once per request, whichever path answered it.
+    // graphql-ws requires a query string: a persisted operation's hash alone goes with "".
+    expect(await sockets[user]!.body({ query: "", ...body })).toBe(answer!.body);
+    // An executed operation is counted once per request or socket operation, whichever path answered it.
     const executed = await operationsCounted();
-    expect([0, 4 * ACCEPTS.length]).toContain(executed - before);
+    expect([0, 4 * ACCEPTS.length + 1]).toContain(executed - before);
   });
 
   it("takes only a JSON POST of query, variables and operationName", () => {
