@@ -65,12 +65,13 @@ async function consumeLogin(
 }
 
 /**
- * A login may name only the user's own unit (spec decisions.md §17): its `centro_dett` becomes the
- * session's scope value ({centro_dett} in templates, the row scope), so another unit is 403, not a
- * value that silently replaces the user's. Naming none takes the user's.
+ * A login may name only the user's own unit (spec decisions.md §17), or one TB_USER.CENTRI lists:
+ * its `centro_dett` becomes the session's scope value ({centro_dett} in templates, the row scope),
+ * so another unit is 403, not a value that silently replaces the user's. Naming none takes the
+ * user's own.
  */
 function checkOwnCentroDett(user: UserRecord, asked: string | null): void {
-  if (asked === null || asked === user.centroDett) return;
+  if (asked === null || asked === user.centroDett || user.centri.includes(asked)) return;
   if (!storableText(asked))
     throw new ValidationError("INVALID_FIELD_VALUE", "centro_dett is not text a unit can be named with.", {
       field: "centro_dett",

@@ -133,11 +133,20 @@ export async function syncProfile(deps: AuthDeps, session: StoredSession): Promi
   return current;
 }
 
-/** The user's unit and environment as TB_USER holds them now (the session's when not read). */
+/**
+ * The session's unit and environment as TB_USER allows them now (the session's when not read): the
+ * unit the session logged in to while it is still the user's own or one of TB_USER.CENTRI, else
+ * the user's own.
+ */
 function currentScope(session: StoredSession): { centroDett: string | null; ambiente: string | null } {
   const c = session.context;
+  const own = session.currentCentroDett;
+  const stillAllowed =
+    own === undefined ||
+    c.centro_dett === own ||
+    (c.centro_dett !== null && session.currentCentri?.includes(c.centro_dett));
   return {
-    centroDett: session.currentCentroDett === undefined ? c.centro_dett : session.currentCentroDett,
+    centroDett: stillAllowed ? c.centro_dett : own,
     ambiente: session.currentAmbiente === undefined ? c.ambiente : session.currentAmbiente,
   };
 }

@@ -21,6 +21,8 @@ export interface StoredSession {
    */
   currentCentroDett?: string | null;
   currentAmbiente?: string | null;
+  /** TB_USER.CENTRI now: the further units the session may be in. */
+  currentCentri?: readonly string[];
   /** The user's grants as TB_USER_GRANT holds them now. */
   currentGrants: Grant[];
 }
@@ -36,6 +38,7 @@ interface SessionRow {
   ACTIVE: boolean | null;
   PESO: string | null;
   CENTRO_DETT: string | null;
+  CENTRI: string[] | null;
   AMBIENTE: string | null;
   CURRENT_GRANTS: unknown;
 }
@@ -87,7 +90,7 @@ export async function insertSession(
 export async function findSession(db: Queryable, sessionId: string): Promise<StoredSession | null> {
   const res = await db.query<SessionRow>(
     `SELECT s."SESSION_ID", s."USER_ID", s."TENANT_ID", s."GRANTS", s."CONTEXT", s."LAST_ACTIVITY",
-            s."EXPIRES_AT", u."ACTIVE", u."PESO", u."CENTRO_DETT", u."AMBIENTE", ${grantsJsonSql(`s."USER_ID"`)} AS "CURRENT_GRANTS"
+            s."EXPIRES_AT", u."ACTIVE", u."PESO", u."CENTRO_DETT", u."CENTRI", u."AMBIENTE", ${grantsJsonSql(`s."USER_ID"`)} AS "CURRENT_GRANTS"
        FROM "TB_ANAG_SESSIONS00" s LEFT JOIN "TB_USER" u ON u."USER_ID" = s."USER_ID"
       WHERE s."SESSION_ID" = $1`,
     [sessionId],
@@ -105,6 +108,7 @@ export async function findSession(db: Queryable, sessionId: string): Promise<Sto
     userActive: row.ACTIVE === true,
     currentPeso: row.PESO,
     currentCentroDett: row.CENTRO_DETT,
+    currentCentri: row.CENTRI ?? [],
     currentAmbiente: row.AMBIENTE,
     currentGrants: normalizeGrants(row.CURRENT_GRANTS),
   };

@@ -8,6 +8,8 @@ import { DUMMY_HASH, verifyPassword } from "./passwords.ts";
 
 export interface UserRecord extends ProfileUser {
   active: boolean;
+  /** TB_USER.CENTRI: the further units the user may log in to (decisions.md §17). */
+  centri: readonly string[];
 }
 
 interface UserRow {
@@ -16,6 +18,7 @@ interface UserRow {
   PASSWORD_HASH: string;
   PESO: string;
   CENTRO_DETT: string | null;
+  CENTRI: string[] | null;
   AMBIENTE: string | null;
   LINGUA: string | null;
   ACTIVE: boolean;
@@ -41,12 +44,13 @@ function toUser(r: UserRow): UserRecord {
     ambiente: r.AMBIENTE,
     lingua: r.LINGUA,
     active: r.ACTIVE,
+    centri: r.CENTRI ?? [],
   };
 }
 
 export async function findUser(db: Queryable, userId: string): Promise<UserRecord | null> {
   const res = await db.query<UserRow>(
-    `SELECT "USER_ID", "TENANT_ID", "PASSWORD_HASH", "PESO", "CENTRO_DETT", "AMBIENTE", "LINGUA", "ACTIVE", "LOCKED_UNTIL"
+    `SELECT "USER_ID", "TENANT_ID", "PASSWORD_HASH", "PESO", "CENTRO_DETT", "CENTRI", "AMBIENTE", "LINGUA", "ACTIVE", "LOCKED_UNTIL"
        FROM "TB_USER" WHERE "USER_ID" = $1`,
     [userId],
   );
@@ -68,7 +72,7 @@ export async function checkCredentials(
   clientKey: string,
 ): Promise<UserRecord | null> {
   const res = await db.query<CredentialRow>(
-    `SELECT u."USER_ID", u."TENANT_ID", u."PASSWORD_HASH", u."PESO", u."CENTRO_DETT", u."AMBIENTE", u."LINGUA",
+    `SELECT u."USER_ID", u."TENANT_ID", u."PASSWORD_HASH", u."PESO", u."CENTRO_DETT", u."CENTRI", u."AMBIENTE", u."LINGUA",
             u."ACTIVE", u."LOCKED_UNTIL", f."LOCKED_UNTIL" AS "CLIENT_LOCKED_UNTIL", f."FAILURES" AS "CLIENT_FAILURES"
        FROM "TB_USER" u
        LEFT JOIN "TB_LOGIN_FAILURE" f ON f."USER_ID" = u."USER_ID" AND f."CLIENT_KEY" = $2

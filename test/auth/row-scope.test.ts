@@ -52,6 +52,7 @@ async function scopedFixture(): Promise<Fixture> {
     user("boss", "HQ", [{ ...ANAG_RW, OPERATIONS: ["read", "write", "all_rows"] }, SALES_RW]),
     user("vipmi", "MI01", [{ ...ANAG_RW, ROW_FILTER: "VIP eq true" }, SALES_RW]),
     user("admmi", "MI01", [{ ...ANAG_RW, LEVEL: 4 }]),
+    { ...user("multi", "MI01", [ANAG_RW]), centri: ["RM01"] },
     user("mine", "MI01", [
       { ...ANAG_RW, OPERATIONS: ["read", "write", "all_rows"], ROW_FILTER: "SALES_REP eq '{user}'" },
     ]),
@@ -346,6 +347,23 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
       [id],
     );
     expect(rows.map((r) => r.OUTBOX_ID)).toEqual(["900001", "900003"]);
+  });
+
+  it("a login may name a unit TB_USER.CENTRI lists, and the session keeps it; any other is 403", async () => {
+    const rmSession = client(t.app, await loginAs(t.app, "multi", "multi-secret-1", { centro_dett: "RM01" }));
+    expect(await names(rmSession, "/api/v4/core/CUST?source=anag-1")).toEqual(
+      expect.arrayContaining(inUnit("RM01")),
+    );
+    expect(await names(rmSession, "/api/v4/core/CUST?source=anag-1")).not.toContain("Milano Uno");
+    const own = client(t.app, await loginAs(t.app, "multi", "multi-secret-1"));
+    expect(await names(own, "/api/v4/core/CUST?source=anag-1")).toContain("Milano Uno");
+    const other = await t.app.inject({
+      method: "POST",
+      url: "/auth/login",
+      payload: { username: "multi", password: "multi-secret-1", centro_dett: "HQ" },
+    });
+    expect(other.statusCode).toBe(403);
+    expect(other.json()).toMatchObject({ details: { reason: "centro_dett_not_own" } });
   });
 
   it("a ROW_FILTER naming a field no dimension under its node has is refused when written", async () => {

@@ -199,6 +199,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       PASSWORD_HASH: "scrypt$16384$8$1$c2FsdA==$a2V5",
       PESO: "2",
       CENTRO_DETT: "HQ",
+      CENTRI: ["MI01", "RM01"],
       AMBIENTE: "test",
       LINGUA: "it",
       ACTIVE: false,
@@ -226,7 +227,13 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
     const minimal = await services.prisma.tbUser.create({
       data: { USER_ID: "px-min", TENANT_ID: "px-tenant", PASSWORD_HASH: "h" },
     });
-    expect(minimal).toMatchObject({ PESO: "3", ACTIVE: true, FAILED_LOGINS: 0, LOCKED_UNTIL: null });
+    expect(minimal).toMatchObject({
+      PESO: "3",
+      ACTIVE: true,
+      FAILED_LOGINS: 0,
+      LOCKED_UNTIL: null,
+      CENTRI: [],
+    });
     const g = await services.prisma.tbUserGrant.create({ data: { USER_ID: "px-min", COD_MENU: "x" } });
     expect(g).toEqual({ USER_ID: "px-min", COD_MENU: "x", OPERATIONS: [], LEVEL: 1, ROW_FILTER: null });
 
