@@ -278,9 +278,31 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
       expect(
         (await as.mi!.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Evento Milano" } })).status,
       ).toBe(201);
-      // Each one's first event is its own unit's record: the other unit's was never delivered.
-      expect((await miEvents.next()).value?.data).toMatchObject({ NAME: "Evento Milano" });
-      expect((await rmEvents.next()).value?.data).toMatchObject({ NAME: "Evento Roma" });
+      expect(
+        (await as.rm!.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Evento Roma 2" } })).status,
+      ).toBe(201);
+      // Events are delivered in order; the relay may first publish earlier tests' creates (each
+      // subscriber gets only its unit's of those too). Read up to the last of one's own unit: the
+      // other unit's record, written in between, never came.
+      const namesUpTo = async (
+        events: AsyncIterableIterator<{ data: Record<string, unknown> | null }>,
+        last: string,
+      ) => {
+        const seen: unknown[] = [];
+        for (;;) {
+          const { value, done } = await events.next();
+          if (done) return seen;
+          seen.push(value.data?.NAME);
+          if (value.data?.NAME === last) return seen;
+        }
+      };
+      const mi = await namesUpTo(miEvents, "Evento Milano");
+      expect(mi).not.toContain("Evento Roma");
+      expect(mi.at(-1)).toBe("Evento Milano");
+      const rm = await namesUpTo(rmEvents, "Evento Roma 2");
+      expect(rm).toContain("Evento Roma");
+      expect(rm).not.toContain("Evento Milano");
+      expect(rm).not.toContain("Nuovo Milano");
     } finally {
       await miEvents.return?.();
       await rmEvents.return?.();

@@ -208,19 +208,29 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
   it("a body received at once whose rows take longer than REQUEST_TIMEOUT_MS to write: every row written, the counts answered, no file left", async () => {
     // 1 MB, far more than Node buffers before it stops reading a socket nobody reads: before
     // spooling, the body was read at the pace of its rows and REQUEST_TIMEOUT_MS cut it (408).
-    const rows = 500;
-    const body = paddedRows("Slow", rows, 2048);
-    expect(body.length).toBeGreaterThan(900 * 1024);
-    const res = await app.importNdjson(body);
-    expect(res.body).toEqual({ data: { received: rows, created: rows, updated: 0, failed: 0, errors: [] } });
-    expect(res.status).toBe(200);
-    // The premise: the rows were written for longer than the request timeout after the body went.
-    expect(res.answeredAt - res.sentAt).toBeGreaterThan(REQUEST_TIMEOUT_MS);
-    const names = await app.named("Slow");
-    expect(names).toHaveLength(rows);
-    expect([names[0], names.at(-1)]).toEqual(["Slow 0", `Slow ${rows - 1}`]);
-    expect(await filesUnder(app.spool)).toEqual([]);
-  }, 60_000);
+    // Its own app, with the shortest request timeout (100 ms) and batches of 10 rows: writing a
+    // hundred batches, each its own commit, outlasts the timeout by far on any host.
+    const quick = 100;
+    const slow = await startImportApp(backend, { REQUEST_TIMEOUT_MS: String(quick), MAX_BATCH_SIZE: "10" });
+    try {
+      const rows = 1000;
+      const body = paddedRows("Slow", rows, 1024);
+      expect(body.length).toBeGreaterThan(900 * 1024);
+      const res = await slow.importNdjson(body);
+      expect(res.body).toEqual({
+        data: { received: rows, created: rows, updated: 0, failed: 0, errors: [] },
+      });
+      expect(res.status).toBe(200);
+      // The premise: the rows were written for longer than the request timeout after the body went.
+      expect(res.answeredAt - res.sentAt).toBeGreaterThan(quick);
+      const names = await slow.named("Slow");
+      expect(names).toHaveLength(rows);
+      expect([names[0], names.at(-1)]).toEqual(["Slow 0", `Slow ${rows - 1}`]);
+      expect(await filesUnder(slow.spool)).toEqual([]);
+    } finally {
+      await slow.close();
+    }
+  }, 90_000);
 
   it("the OpenAPI document lists the import's answers for the write limit and the server closing", async () => {
     const res = await fetch(`${app.base}/api/v4/openapi.json`, {
