@@ -144,6 +144,8 @@ describe("GraphiQL in headless Chromium", () => {
 
     // The socket on the endpoint's own path, the pasted token in connection_init, acknowledged.
     await eventually(() => received.some((m) => m.type === "connection_ack"), { what: "connection_ack" });
+    // The client sends its subscribe once the ack arrived: wait for that frame too.
+    await eventually(() => sent.some((m) => m.type === "subscribe"), { what: "the subscribe frame" });
     expect(sockets).toEqual([`${base.replace("http:", "ws:")}/graphql`]);
     expect(sent[0]).toEqual({ type: "connection_init", payload: { authorization: `Bearer ${token}` } });
     expect(sent[1]).toMatchObject({
@@ -177,10 +179,18 @@ describe("GraphiQL in headless Chromium", () => {
     await page.screenshot({ path: path.join(OUTPUT, "graphiql-subscription.png"), fullPage: true });
 
     // Reopened, GraphiQL shows the headers it stored: their token goes in connection_init unedited.
+    // GraphiQL stores the headers a moment after they are edited: reload once they are stored.
+    await expect
+      .poll(async () => page.evaluate(() => localStorage.getItem("graphiql:headers")), { timeout: 30_000 })
+      .toContain(token);
     sent.length = 0;
     received.length = 0;
     await page.reload();
     await page.locator(".graphiql-container").first().waitFor({ timeout: 30_000 });
+    // GraphiQL restores the stored document after the page is up: run it once it is back.
+    await expect
+      .poll(async () => page.locator(".graphiql-query-editor").first().innerText(), { timeout: 30_000 })
+      .toContain("CITY_events");
     await page.locator(".graphiql-execute-button").click();
     await eventually(() => received.some((m) => m.type === "connection_ack"), {
       what: "connection_ack after a reload",
