@@ -111,6 +111,12 @@ const envSchema = z.object({
   DATA_DIR: optionalString.transform((v) => path.resolve(v ?? "./data")),
   DATABASE_URL: url(["postgres:", "postgresql:"]),
   DATABASE_READ_URL: url(["postgres:", "postgresql:"]),
+  DATABASE_LISTEN_URL: url(["postgres:", "postgresql:"]),
+  DATABASE_POOL_MODE: optionalString
+    .transform((v) => v ?? "session")
+    .refine((v) => v === "session" || v === "transaction", {
+      message: "must be session or transaction (transaction: behind PgBouncer in transaction pooling mode)",
+    }),
   AMQP_URL: url(["amqp:", "amqps:"]),
   REDIS_URL: url(["redis:", "rediss:"]),
   EVENTS_EXCHANGE: optionalString.transform((v) => v ?? "dimensio.events"),
@@ -308,6 +314,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dataDir: e.DATA_DIR,
     databaseUrl: e.DATABASE_URL,
     databaseReadUrl: e.DATABASE_READ_URL,
+    databaseListenUrl: e.DATABASE_LISTEN_URL,
+    databasePoolMode: e.DATABASE_POOL_MODE as "session" | "transaction",
     amqpUrl: e.AMQP_URL,
     redisUrl: e.REDIS_URL,
     eventsExchange: e.EVENTS_EXCHANGE,

@@ -77,6 +77,8 @@ function postgresOptions(config: Config, logger: Logger | null): OpenOptions {
     statementTimeoutMs: config.statementTimeoutMs,
     connectTimeoutMs: config.databaseConnectTimeoutMs,
     watchdogMs: config.databaseWatchdogMs,
+    poolMode: config.databasePoolMode,
+    ...(config.databaseListenUrl ? { listenUrl: config.databaseListenUrl } : {}),
     ...(logger
       ? {
           onConnectionError: (err: Error, which: string) =>

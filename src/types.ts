@@ -31,6 +31,16 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | null;
   databaseReadUrl: string | null;
+  /**
+   * PostgreSQL: where LISTEN connects (a direct connection, not through PgBouncer); DATABASE_URL
+   * when unset.
+   */
+  databaseListenUrl: string | null;
+  /**
+   * PostgreSQL: `transaction` when DATABASE_URL is a PgBouncer in transaction pooling mode: no
+   * session state is relied on across transactions (unnamed statements). Default `session`.
+   */
+  databasePoolMode: "session" | "transaction";
   amqpUrl: string | null;
   redisUrl: string | null;
   eventsExchange: string;

@@ -90,6 +90,13 @@ export interface OpenOptions {
    * 0 turns it off. Defaults to DEFAULT_WATCHDOG_MS.
    */
   watchdogMs?: number;
+  /**
+   * PostgreSQL: `transaction` behind PgBouncer in transaction pooling mode: no session state is
+   * relied on across transactions (statements unnamed, no session settings). Default `session`.
+   */
+  poolMode?: "session" | "transaction";
+  /** PostgreSQL: where the LISTEN connection goes (direct, not through PgBouncer). Default: the pool's. */
+  listenUrl?: string;
   /** Told when the watchdog declares the database down (why), and when it answers again. */
   onWatchdog?: (event: { state: "down"; reason: string } | { state: "up" }) => void;
 }
