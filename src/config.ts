@@ -215,6 +215,9 @@ const envSchema = z.object({
     message: "must be at least 100",
   }),
   IMPORT_SPOOL_DIR: optionalString.transform((v) => path.resolve(v ?? os.tmpdir())),
+  IMPORT_SPOOL_MAX_BYTES: nonNegativeInt(1024 * 1024 * 1024).refine((n) => n >= 1024, {
+    message: "must be at least 1024",
+  }),
   REQUEST_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   STATEMENT_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   DATABASE_CONNECT_TIMEOUT_MS: nonNegativeInt(5_000).refine((n) => n >= 100, {
@@ -392,6 +395,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     importAtomicMaxRows: e.IMPORT_ATOMIC_MAX_ROWS,
     importWriteTimeoutMs: e.IMPORT_WRITE_TIMEOUT_MS,
     importSpoolDir: e.IMPORT_SPOOL_DIR,
+    importSpoolMaxBytes: e.IMPORT_SPOOL_MAX_BYTES,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,

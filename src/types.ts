@@ -141,6 +141,11 @@ export interface Config {
   importWriteTimeoutMs: number;
   /** Where import bodies are spooled (a directory of the process's own is made in it). */
   importSpoolDir: string;
+  /**
+   * The bytes of import bodies this process holds in its spool at once (IMPORT_SPOOL_MAX_BYTES,
+   * default 1 GiB): past it an import answers 503 IMPORT_SPOOL_FULL with Retry-After.
+   */
+  importSpoolMaxBytes: number;
   /** Receiving a whole request (headers and body) takes at most this long: 408 beyond. */
   requestTimeoutMs: number;
   /** A statement, and a transaction as a whole, runs at most this long: 504 beyond. */

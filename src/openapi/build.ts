@@ -405,7 +405,7 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
           ),
           "415": errorResponse("The body is not text/csv or application/x-ndjson in UTF-8"),
           "503": errorResponse(
-            "SERVICE_CLOSING: the service shut down while the import was under way (details: the rows written before)",
+            "SERVICE_CLOSING: the service shut down while the import was under way (details: the rows written before); IMPORT_SPOOL_FULL: the bodies of the imports under way hold IMPORT_SPOOL_MAX_BYTES, nothing written (Retry-After)",
           ),
           "504": errorResponse(
             "IMPORT_WRITE_TIMEOUT: the rows took longer than IMPORT_WRITE_TIMEOUT_MS to write (details: the rows written before)",

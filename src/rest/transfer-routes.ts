@@ -104,7 +104,9 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
   // Import bodies reach the handler as the request's stream, unread (this plugin's routes only):
   // the import spools them to disk, then parses them as its rows are written.
   app.addContentTypeParser([...IMPORT_MEDIA_TYPES], (_request, payload, done) => done(null, payload));
-  const spool = createImportSpool(services.config.importSpoolDir);
+  const spool = createImportSpool(services.config.importSpoolDir, {
+    maxBytes: services.config.importSpoolMaxBytes,
+  });
   // The server closing stops imports under way (receiving, or before their next batch) instead of
   // waiting up to IMPORT_WRITE_TIMEOUT_MS for them; once the server is closed, the spool's
   // directory goes with whatever is left in it.

@@ -18,10 +18,15 @@ const REQUEST_TIMEOUT_MS = 1000;
 const MAX_BATCH = 50;
 const MAX_BYTES = 2 * MB;
 
-/** Every file under `dir`, its subdirectories included: what the spool left behind. */
+/**
+ * Every body file under `dir`, its subdirectories included: what the spool left behind (a spool
+ * directory's owner.json names its process and goes with the directory).
+ */
 async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
-  return entries.filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name));
+  return entries
+    .filter((e) => e.isFile() && e.name !== "owner.json")
+    .map((e) => path.join(e.parentPath, e.name));
 }
 
 /** `n` NDJSON rows named `${prefix} ${i}`, each line padded with spaces to `width` bytes. */
@@ -240,7 +245,7 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
       paths: Record<string, { post: { responses: Record<string, { description: string }> } }>;
     };
     const responses = doc.paths["/api/v4/core/CUST/import"]!.post.responses;
-    expect(responses["503"]!.description).toMatch(/^SERVICE_CLOSING/);
+    expect(responses["503"]!.description).toMatch(/^SERVICE_CLOSING: .*; IMPORT_SPOOL_FULL: /);
     expect(responses["504"]!.description).toMatch(/^IMPORT_WRITE_TIMEOUT/);
   });
 
@@ -274,6 +279,31 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
     expect(sent).toBeLessThan(30 * MB);
     expect(await app.named("Huge")).toEqual([]);
     expect(await filesUnder(app.spool)).toEqual([]);
+  });
+
+  it("a body past what the process's spool may hold at once (IMPORT_SPOOL_MAX_BYTES) is 503 IMPORT_SPOOL_FULL with Retry-After: nothing written, no file left", async () => {
+    const small = await startImportApp(backend, { IMPORT_SPOOL_MAX_BYTES: String(16 * 1024) });
+    try {
+      const res = await small.importNdjson(paddedRows("Crowded", 100, 400));
+      expect(res.status).toBe(503);
+      expect(res.headers["retry-after"]).toBe("30");
+      expect(res.body).toMatchObject({
+        error: "ServiceUnavailable",
+        code: "IMPORT_SPOOL_FULL",
+        status: 503,
+        details: { spool_max_bytes: 16 * 1024 },
+      });
+      expect(await small.named("Crowded")).toEqual([]);
+      expect(await filesUnder(small.spool)).toEqual([]);
+      // A body that fits is taken as before.
+      const fits = await small.importNdjson(paddedRows("Fits", 10, 400));
+      expect([fits.status, fits.body]).toEqual([
+        200,
+        { data: { received: 10, created: 10, updated: 0, failed: 0, errors: [] } },
+      ]);
+    } finally {
+      await small.close();
+    }
   });
 
   it("a body announced over IMPORT_MAX_BYTES is 413 before a byte is spooled", async () => {
