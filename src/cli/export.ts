@@ -7,16 +7,12 @@
 import { randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { loadConfig } from "../config.ts";
-import { ApiError } from "../errors.ts";
-import { createLogger } from "../logger.ts";
 import { parseListParams } from "../query/rest-params.ts";
 import { exportRecords } from "../resolvers/read/export.ts";
 import { createReadContext } from "../resolvers/read/index.ts";
 import { EXPORT_FORMATS, type ExportFormat, exportChunks } from "../rest/response/export-formats.ts";
-import { openServices } from "../services.ts";
 import { inScope, type MetadataModel, type RequestContext } from "../types.ts";
-import { describeStartupError } from "./startup-error.ts";
+import { runCommand, withServices } from "./command.ts";
 
 const USAGE = "usage: npm run export -- TENANT DIM [--format=csv|ndjson|json] [name=value …]";
 
@@ -61,8 +57,7 @@ async function run(argv: string[]): Promise<number> {
     const at = a.indexOf("=");
     params[a.slice(0, at)] = a.slice(at + 1);
   }
-  const services = await openServices(loadConfig(), { logger: createLogger("warn") });
-  try {
+  return withServices(async (services) => {
     const tenant = await services.db.query(`SELECT 1 FROM "TB_TENANT" WHERE "TENANT_ID" = $1`, [tenantId]);
     if (!tenant.rows.length) {
       console.error(`No tenant ${tenantId}.`);
@@ -78,20 +73,7 @@ async function run(argv: string[]): Promise<number> {
     const rows = exportRecords(rc, dim, parseListParams(params));
     await pipeline(Readable.from(exportChunks(format, rows.columns, rows.pages)), process.stdout);
     return 0;
-  } catch (err) {
-    if (err instanceof ApiError) {
-      console.error(`${err.code}: ${err.message}`);
-      return 1;
-    }
-    throw err;
-  } finally {
-    await services.close();
-  }
+  });
 }
 
-run(process.argv.slice(2))
-  .then((code) => process.exit(code))
-  .catch((err) => {
-    console.error(describeStartupError(err));
-    process.exit(1);
-  });
+runCommand(() => run(process.argv.slice(2)));

@@ -97,7 +97,10 @@ describe.each(BACKENDS)("npm run import (src/cli/import.ts) on %s", (backend) =>
 
   it("refuses a broken file with a non-zero exit code, printing every problem, writing nothing", async () => {
     const res = await runImport([brokenFile], t.env);
-    expect(res.code).not.toBe(0);
+    expect(res.code).toBe(1);
+    // The refusal's code first, then every field it names (src/cli/command.ts).
+    expect(res.stderr).toMatch(/^INVALID_METADATA: /);
+    expect(res.stderr).toContain("  - TB_VAR[3].DATA_TYPE: ");
     expect(res.stderr).toContain("TB_VAR[3].DATA_TYPE");
     expect(res.stderr).toContain("TB_COST[46].COD_VAR");
     expect(res.stderr).toContain("TB_OBJECT[8].COD_DIM_OBJ");
