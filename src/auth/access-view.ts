@@ -249,14 +249,20 @@ export interface AccessView {
   /** Throws the refusal unless `decide` lets the caller through; returns the covering grants. */
   require(dimCode: string | null, access: Access): readonly Grant[];
   /**
-   * The first TB_MENU node serving `dimCode` through which the caller may read it, whatever the
-   * request's source (null: none): where OpenAPI and related reads look.
+   * The first TB_MENU node serving `dimCode` through which the caller may perform `access` on it,
+   * whatever the request's source (null: none): where OpenAPI, related reads and cascaded writes
+   * look.
    */
+  nodeFor(dimCode: string, access: Access): string | null;
+  /** `nodeFor(dimCode, "read")`. */
   readNodeFor(dimCode: string): string | null;
   /**
-   * The source through which a related dimension is read ($expand, documents, relation pages):
-   * the view's own source when it lets the caller read `dimCode`, else `readNodeFor`.
+   * The source through which a related dimension is reached ($expand, documents, relation pages,
+   * cascades): the view's own source when it lets the caller perform `access` on `dimCode`, else
+   * `nodeFor`.
    */
+  sourceFor(dimCode: string, access: Access): string | null;
+  /** `sourceFor(dimCode, "read")`. */
   readSourceFor(dimCode: string): string | null;
   /** The dimension's fields as the caller sees them. */
   fields(dim: DimensionDef): DimensionFields;
@@ -267,12 +273,30 @@ export interface AccessView {
    * the caller's values (src/auth/row-scope.ts). Worked out once per dimension and access.
    */
   rowRule(dim: DimensionDef, access: Access): RowRule;
+  /**
+   * The row rule of `dim` for `access` through `source` instead of the view's own (a related read
+   * or a cascaded write, through `sourceFor`): the rule of the same grant inputs under that
+   * source, kept per dimension, access and source. A null source (no node lets the caller
+   * through): a read gets nothing of a scoped or filtered dimension (no grant), a write (a
+   * cascade) the dimension's ROW_SCOPE keys alone, no grant lifting them.
+   */
+  rowRuleThrough(dim: DimensionDef, access: Access, source: string | null): RowRule;
 }
+
+/** A grant holding every operation, no `all_rows`, no filter: the scope keys and nothing else. */
+const KEYS_ONLY: Grant = {
+  COD_MENU: "",
+  NLEFT: 0,
+  NRIGHT: 0,
+  OPERATIONS: ["read", "write", "force_delete", "metadata"],
+  LEVEL: 0,
+};
 
 export function computeAccessView(model: MetadataModel, inputs: GrantInputs, rules: FieldRules): AccessView {
   const key = grantKey(inputs);
   const decisions = new Map<string, AccessDecision>();
   const nodes = new Map<string, string | null>();
+  const rulesThrough = new Map<string, RowRule>();
   const proofs = new Map<string, AuthorizedDimension>();
   const rowRules = new Map<string, RowRule>();
   const parsedFilters: ParsedFilters = new Map();
@@ -304,21 +328,24 @@ export function computeAccessView(model: MetadataModel, inputs: GrantInputs, rul
       if ("refusal" in decision) throw decision.refusal();
       return decision.grants;
     },
-    readNodeFor(dimCode) {
-      let found = nodes.get(dimCode);
+    nodeFor(dimCode, access) {
+      const k = `${dimCode}\u0000${access}`;
+      let found = nodes.get(k);
       if (found === undefined) {
         const node = model.menu.find(
           (n) =>
-            n.dim === dimCode && "grants" in decideThrough(model, inputs.grants, n.code, dimCode, "read"),
+            n.dim === dimCode && "grants" in decideThrough(model, inputs.grants, n.code, dimCode, access),
         );
         found = node?.code ?? null;
-        if (model.dimensions.has(dimCode)) nodes.set(dimCode, found);
+        if (model.dimensions.has(dimCode)) nodes.set(k, found);
       }
       return found;
     },
-    readSourceFor(dimCode) {
-      return view.may(dimCode, "read") ? inputs.source : view.readNodeFor(dimCode);
+    readNodeFor: (dimCode) => view.nodeFor(dimCode, "read"),
+    sourceFor(dimCode, access) {
+      return view.may(dimCode, access) ? inputs.source : view.nodeFor(dimCode, access);
     },
+    readSourceFor: (dimCode) => view.sourceFor(dimCode, "read"),
     fields: (dim) => rules.of(dim),
     authorized<A extends Access>(dim: DimensionDef, access: A): AuthorizedDimension<A> {
       view.require(dim.code, access);
@@ -338,6 +365,26 @@ export function computeAccessView(model: MetadataModel, inputs: GrantInputs, rul
         const grants = "grants" in decision ? decision.grants : [];
         rule = rowRule(dim, grants, REQUIREMENTS[access].operation, parsedFilters);
         if (model.dimensions.has(dim.code)) rowRules.set(k, rule);
+      }
+      return rule;
+    },
+    rowRuleThrough(dim, access, source) {
+      if (source === inputs.source && source !== null) return view.rowRule(dim, access);
+      const k = `${dim.code}\u0000${access}\u0000${source ?? "\u0001"}`;
+      let rule = rulesThrough.get(k);
+      if (!rule) {
+        rule =
+          source === null
+            ? rowRule(
+                dim,
+                access === "read" ? [] : [KEYS_ONLY],
+                REQUIREMENTS[access].operation,
+                parsedFilters,
+              )
+            : viewFor(model, { ...inputs, source }).rowRule(dim, access);
+        // Kept only for what the metadata names: a source from the request must not grow the view.
+        if (model.dimensions.has(dim.code) && (source === null || model.menuByCode.has(source)))
+          rulesThrough.set(k, rule);
       }
       return rule;
     },

@@ -22,31 +22,26 @@ function likeRegex(pattern: string): RegExp {
 
 const escapeRegex = (c: string) => c.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&");
 
-/** The record's value as the condition's parameter type, or "unknown" when it cannot be compared. */
-function comparable(c: PlannedCondition, value: unknown): string | number | boolean | "unknown" {
+/**
+ * A record's value or a condition's parameter as the field's type compares it, or "unknown" when
+ * it cannot be compared exactly (one path for both sides, so they are judged alike).
+ */
+function comparable(c: PlannedCondition, v: unknown): string | number | boolean | "unknown" {
   switch (c.field.dataType) {
     case "STRING":
     case "TEXT":
-      return typeof value === "string" ? value : "unknown";
+      return typeof v === "string" ? v : "unknown";
     case "BOOLEAN":
-      return typeof value === "boolean" ? value : "unknown";
+      return typeof v === "boolean" ? v : "unknown";
     case "INTEGER":
     case "DECIMAL": {
-      const n = typeof value === "number" ? value : typeof value === "string" ? Number(value) : Number.NaN;
+      const n =
+        typeof v === "number" ? v : typeof v === "string" || typeof v === "bigint" ? Number(v) : Number.NaN;
       return Number.isFinite(n) ? n : "unknown";
     }
     default:
       return "unknown";
   }
-}
-
-function asParam(c: PlannedCondition, v: unknown): string | number | boolean | "unknown" {
-  if (c.field.dataType === "INTEGER" || c.field.dataType === "DECIMAL") {
-    const n =
-      typeof v === "number" ? v : typeof v === "string" || typeof v === "bigint" ? Number(v) : Number.NaN;
-    return Number.isFinite(n) ? n : "unknown";
-  }
-  return typeof v === "string" || typeof v === "boolean" ? v : "unknown";
 }
 
 function condition(c: PlannedCondition, record: Record<string, unknown>): Truth {
@@ -56,7 +51,7 @@ function condition(c: PlannedCondition, record: Record<string, unknown>): Truth 
   if (raw === null) return c.op === "ne" || c.op === "nin";
   const value = comparable(c, raw);
   if (value === "unknown") return "unknown";
-  const param = Array.isArray(c.value) ? null : asParam(c, c.value);
+  const param = Array.isArray(c.value) ? null : comparable(c, c.value);
   switch (c.op) {
     case "eq":
       return param === "unknown" ? "unknown" : value === param;
@@ -64,7 +59,7 @@ function condition(c: PlannedCondition, record: Record<string, unknown>): Truth 
       return param === "unknown" ? "unknown" : value !== param;
     case "in":
     case "nin": {
-      const list = (c.value as unknown[]).map((v) => asParam(c, v));
+      const list = (c.value as unknown[]).map((v) => comparable(c, v));
       if (list.includes("unknown")) return "unknown";
       const found = list.includes(value);
       return c.op === "in" ? found : !found;
@@ -82,7 +77,7 @@ function condition(c: PlannedCondition, record: Record<string, unknown>): Truth 
     case "lte":
     case "between": {
       if (typeof value !== "number") return "unknown";
-      const bounds = (Array.isArray(c.value) ? c.value : [c.value]).map((v) => asParam(c, v));
+      const bounds = (Array.isArray(c.value) ? c.value : [c.value]).map((v) => comparable(c, v));
       if (bounds.some((b) => typeof b !== "number")) return "unknown";
       const [a, b] = bounds as number[];
       if (c.op === "between") return value >= a! && value <= b!;
@@ -107,23 +102,18 @@ function evaluate(f: PlannedFilter, record: Record<string, unknown>): Truth {
       const inner = evaluate(f.item, record);
       return inner === "unknown" ? "unknown" : !inner;
     }
-    case "and": {
-      let unknown = false;
-      for (const item of f.items) {
-        const v = evaluate(item, record);
-        if (v === false) return false;
-        if (v === "unknown") unknown = true;
-      }
-      return unknown ? "unknown" : true;
-    }
+    case "and":
     case "or": {
+      // One fold: the value that decides the whole (false for and, true for or) stops it; else
+      // an unknown item leaves it unknown, and otherwise it is the other value.
+      const decides = f.kind === "or";
       let unknown = false;
       for (const item of f.items) {
         const v = evaluate(item, record);
-        if (v === true) return true;
+        if (v === decides) return decides;
         if (v === "unknown") unknown = true;
       }
-      return unknown ? "unknown" : false;
+      return unknown ? "unknown" : !decides;
     }
     default:
       return "unknown";

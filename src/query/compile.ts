@@ -17,11 +17,9 @@ import type {
 } from "./types.ts";
 import { TEXT_OPERATORS } from "./values.ts";
 
+/** A statement's parameters: `add` appends to `values` (the array given, not a copy of it). */
 class Params {
-  readonly values: unknown[];
-  constructor(values: readonly unknown[] = []) {
-    this.values = [...values];
-  }
+  constructor(readonly values: unknown[] = []) {}
   add(value: unknown): string {
     this.values.push(value);
     return `$${this.values.length}`;
@@ -102,11 +100,7 @@ function fromWhere(scope: PlanScope, p: Params): string {
  */
 export function rowScopeSql(rowScope: PlannedFilter | null, params: unknown[], tenant: string): string {
   if (!rowScope) return "";
-  const p = new Params();
-  p.values.push(...params);
-  const sql = compileFilter(rowScope, p, tenant);
-  params.push(...p.values.slice(params.length));
-  return ` AND (${sql})`;
+  return ` AND (${compileFilter(rowScope, new Params(params), tenant)})`;
 }
 
 /**
@@ -125,7 +119,7 @@ export function compileScope(scope: PlanScope): ScopeSql {
 }
 
 /** Parameters that continue a compiled scope's (the statement's next placeholder follows them). */
-const after = (sql: ScopeSql) => new Params(sql.params);
+const after = (sql: ScopeSql) => new Params([...sql.params]);
 
 function selectList(fields: readonly FieldDef[]): string {
   return fields.map(column).join(", ");

@@ -1,7 +1,7 @@
 // Query model -> plan: every name checked against the dimension's metadata and the caller's field
 // rights (spec 2.3, decisions.md §6), every value cast by its field's type, the limits of spec 8
 // applied, the TREC rule of spec 3.1 added. What comes out can be compiled without further checks.
-import { type AuthorizedDimension, accessView, type DimensionFields, viewFor } from "../auth/access-view.ts";
+import { type AuthorizedDimension, accessView, type DimensionFields } from "../auth/access-view.ts";
 import { scopeValuesOf } from "../auth/row-scope.ts";
 import { CANONICAL_INTEGER } from "../metadata/data-types.ts";
 import type { Access, DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
@@ -232,7 +232,8 @@ export function rowScopeOf(
 
 /**
  * The caller's row scope on `target` read through `source` (a related read: $expand, relation
- * fields, documents): the grants covering that source decide it.
+ * fields, documents): the grants covering that source decide it. The rule is the view's, kept per
+ * dimension and source (AccessView.rowRuleThrough); a call binds it.
  */
 export function relatedRowScope(
   ctx: RequestContext,
@@ -240,8 +241,7 @@ export function relatedRowScope(
   target: DimensionDef,
   source: string | null,
 ): PlannedFilter | null {
-  const view = viewFor(model, { ...accessView(ctx, model).inputs, source });
-  const rule = view.rowRule(target, "read");
+  const rule = accessView(ctx, model).rowRuleThrough(target, "read", source);
   return rule.unrestricted ? null : rule.bind({ ...scopeValuesOf(ctx), source });
 }
 

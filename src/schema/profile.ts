@@ -4,7 +4,7 @@
 // from the grant inputs that decide access whatever the request (grants and peso), never from the
 // user: every caller whose inputs give the same profile gets the same schema (its key).
 //   - Readable: some node through which the access view lets the caller read the dimension (the
-//     `source` each field takes), as OpenAPI decides (AccessView.readNodeFor).
+//     `source` each field takes), as OpenAPI decides (AccessView.nodeFor).
 //   - Mutations: of a readable dimension, those some node lets the caller use: create and
 //     batch_create (create), update, patch, command and restore_revision (update), delete (delete).
 //     A dimension the caller may write but not read has none: its result type would show it.
