@@ -69,7 +69,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
   app.setErrorHandler((err, request, reply) => {
     // A client that went away: nobody reads the answer, nothing went wrong (issue 35 §6).
     if (clientAborted(err, request)) return errorHandler(err, request, reply);
-    const mapped = mapError(err, request.id);
+    const mapped = mapError(err, request.id, { bodyLimit: request.routeOptions.bodyLimit });
     closeIfUnread(err, reply);
     if (mapped.status >= 500) request.log.error({ err }, "GraphQL request failed");
     if (mapped.headers) reply.headers(mapped.headers);

@@ -22,7 +22,12 @@ const OTHER_CLIENT_ERRORS: Record<number, { error: string; code: string }> = {
   431: { error: "HeadersTooLarge", code: "HEADERS_TOO_LARGE" },
 };
 
-function fastifyClientError(err: FastifyError): MappedError | null {
+/** The route's limit on a body's bytes, when the framework refused one past it (413). */
+export interface RouteLimits {
+  bodyLimit?: number;
+}
+
+function fastifyClientError(err: FastifyError, limits: RouteLimits): MappedError | null {
   const status = err.statusCode;
   if (!status || status < 400 || status >= 500) return null;
   if (status === 413)
@@ -30,9 +35,13 @@ function fastifyClientError(err: FastifyError): MappedError | null {
       status,
       body: {
         error: "PayloadTooLarge",
-        message: "The request body is too large.",
+        message:
+          limits.bodyLimit === undefined
+            ? "The request body is too large."
+            : `The request body is over ${limits.bodyLimit} bytes, the most this route takes.`,
         code: "PAYLOAD_TOO_LARGE",
         status,
+        ...(limits.bodyLimit === undefined ? {} : { details: { max_bytes: limits.bodyLimit } }),
       },
     };
   if (status === 415)
@@ -63,7 +72,7 @@ function fastifyClientError(err: FastifyError): MappedError | null {
   };
 }
 
-export function mapError(err: unknown, requestId?: string): MappedError {
+export function mapError(err: unknown, requestId?: string, limits: RouteLimits = {}): MappedError {
   if (err instanceof ApiError) {
     return { status: err.status, body: err.toBody(), ...(err.headers ? { headers: err.headers } : {}) };
   }
@@ -71,7 +80,7 @@ export function mapError(err: unknown, requestId?: string): MappedError {
   if (db) return { status: db.status, body: db.toBody(), ...(db.headers ? { headers: db.headers } : {}) };
   const fe = err as FastifyError;
   if (fe && typeof fe === "object" && typeof fe.statusCode === "number") {
-    const mapped = fastifyClientError(fe);
+    const mapped = fastifyClientError(fe, limits);
     if (mapped) return mapped;
   }
   return { status: 500, body: internalErrorBody(requestId) };
@@ -117,7 +126,7 @@ export function errorHandler(err: unknown, request: FastifyRequest, reply: Fasti
       status: 400,
     } satisfies ErrorBody);
   }
-  const mapped = mapError(err, request.id);
+  const mapped = mapError(err, request.id, { bodyLimit: request.routeOptions.bodyLimit });
   closeIfUnread(err, reply);
   if (mapped.status >= 500) request.log.error({ err }, "request failed");
   else request.log.info({ code: mapped.body.code, status: mapped.status }, "request refused");

@@ -25,11 +25,14 @@ function expectStandardBody(body: Record<string, unknown>, status: number, code:
   expect(body).toMatchObject({ error: expect.any(String), message: expect.any(String), code, status });
 }
 
+/** BODY_LIMIT_BYTES of the app under test. */
+const BODY_LIMIT = 2048;
+
 describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
   let t: TestApp;
   let app: FastifyInstance;
   beforeAll(async () => {
-    t = await createTestApp(backend, { fixture: "sample", env: { BODY_LIMIT_BYTES: "2048" } });
+    t = await createTestApp(backend, { fixture: "sample", env: { BODY_LIMIT_BYTES: String(BODY_LIMIT) } });
     app = t.app;
   });
   afterAll(async () => {
@@ -160,7 +163,7 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     }
   });
 
-  it("a body over BODY_LIMIT_BYTES is a 413 PAYLOAD_TOO_LARGE", async () => {
+  it("a body over BODY_LIMIT_BYTES is a 413 PAYLOAD_TOO_LARGE naming the limit", async () => {
     const res = await app.inject({
       method: "POST",
       url: "/auth/login",
@@ -170,9 +173,10 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     expect(res.statusCode).toBe(413);
     expect(res.json()).toEqual({
       error: "PayloadTooLarge",
-      message: "The request body is too large.",
+      message: `The request body is over ${BODY_LIMIT} bytes, the most this route takes.`,
       code: "PAYLOAD_TOO_LARGE",
       status: 413,
+      details: { max_bytes: BODY_LIMIT },
     });
   });
 

@@ -201,10 +201,13 @@ describe("hostile GraphQL documents", () => {
       payload: { query },
     });
     expect(res.statusCode).toBe(413);
-    expect(JSON.parse(res.body).errors[0].extensions).toMatchObject({
+    const [error] = JSON.parse(res.body).errors;
+    expect(error.extensions).toMatchObject({
       code: "PAYLOAD_TOO_LARGE",
       status: 413,
+      details: { max_bytes: Math.min(max, t.services.config.bodyLimitBytes) },
     });
+    expect(error.message).toMatch(/^The request body is over \d+ bytes, the most this route takes\.$/);
     // The connection closes after the answer: the client stops sending a body nobody reads.
     expect(res.headers.connection).toBe("close");
   });
