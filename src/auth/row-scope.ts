@@ -11,7 +11,7 @@
 import { menuSubtree } from "../metadata/build.ts";
 import { parseFilterExpression } from "../query/filter-parser.ts";
 import { planFilterExpr } from "../query/plan.ts";
-import type { FilterExpr, FilterLiteral, PlannedFilter } from "../query/types.ts";
+import type { FilterCondition, FilterExpr, FilterLiteral, PlannedFilter } from "../query/types.ts";
 import type { DimensionDef, Grant, MetadataModel, Operation, RequestContext } from "../types.ts";
 
 /** The caller's values the scope compares with: the session's, never the request's. */
@@ -209,5 +209,38 @@ export function rowFilterProblem(model: MetadataModel, codMenu: string, text: st
   );
   if (!applying.length)
     return `ROW_FILTER names ${names.join(", ")}; no dimension under ${codMenu} has ${names.length === 1 ? "it" : "them all"}`;
+  for (const code of applying) {
+    const problem = castProblem(model.dimensions.get(code)!, codMenu, expr);
+    if (problem) return problem;
+  }
+  return null;
+}
+
+const HAS_PLACEHOLDER = /\{(user|tenant|centro_dett|ambiente|source)\}/;
+
+/** The conditions of a filter, in the order written. */
+function conditionsOf(expr: FilterExpr): FilterCondition[] {
+  if (expr.kind === "condition") return [expr];
+  if (expr.kind === "not") return conditionsOf(expr.item);
+  return expr.items.flatMap(conditionsOf);
+}
+
+/**
+ * Why a condition of the filter could never hold on `dim`: its value cannot be read as the
+ * field's type (or its operator does not apply to it), which at request time would silently
+ * match no rows. Values with a placeholder are the caller's and judged per request.
+ */
+function castProblem(dim: DimensionDef, codMenu: string, expr: FilterExpr): string | null {
+  for (const c of conditionsOf(expr)) {
+    const values = (Array.isArray(c.value) ? c.value : [c.value]) as readonly FilterLiteral[];
+    if (values.some((v) => typeof v === "string" && HAS_PLACEHOLDER.test(v))) continue;
+    const field = dim.fieldsByCode.get(c.field)!;
+    try {
+      planFilterExpr(c, { field: () => field });
+    } catch (e) {
+      const value = JSON.stringify(c.value);
+      return `ROW_FILTER of the grant on ${codMenu}: ${c.field} is a ${field.dataType} field of ${dim.code}, and ${value} cannot be compared with it by ${c.op} (${(e as Error).message}). As written the filter would match no rows; give a ${field.dataType} value.`;
+    }
+  }
   return null;
 }

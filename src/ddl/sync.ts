@@ -343,7 +343,9 @@ export async function planAlter(
   for (const cur of existing) {
     if (wantedNames.has(cur.name)) continue;
     if (await data.holdsValues(cur.name)) {
-      refuse(cur.name, `dropping ${cur.name} from ${dim.tableName} would lose the values it holds`);
+      const scopeKey = opts.previous?.rowScope.find((k) => k.key !== "owner" && k.column === cur.name);
+      if (scopeKey) problems.push(unscopeProblem(dim, scopeKey.key, cur.name));
+      else refuse(cur.name, `dropping ${cur.name} from ${dim.tableName} would lose the values it holds`);
       continue;
     }
     statements.push(`ALTER TABLE ${table} DROP COLUMN ${ident(cur.name)}`);
@@ -380,6 +382,17 @@ export async function planAlter(
   indexBuilds.push(...superseded);
   indexBuilds.push(...undeclaredIndexDrops(dim, existingIndexes, opts.previous));
   return { table: dim.tableName, statements, indexBuilds, problems };
+}
+
+/**
+ * Removing a key from TB_DIM.ROW_SCOPE drops its system column (decisions.md §17); while the column
+ * holds the rows' units or environments the sync refuses, and says why and what to do.
+ */
+function unscopeProblem(dim: DimensionDef, key: string, column: string): Problem {
+  return {
+    path: `${dim.code}.ROW_SCOPE`,
+    message: `removing ${key} from the ROW_SCOPE of ${dim.code} drops the system column ${column} of ${dim.tableName}, which holds the ${key} of its rows, and the sync never drops data. To unscope ${dim.code}, first clear the column deliberately (UPDATE ${ident(dim.tableName)} SET ${ident(column)} = NULL), then remove ${key} from ROW_SCOPE; to let callers see every row instead, keep ROW_SCOPE and give them a grant with all_rows.`,
+  };
 }
 
 /**
@@ -742,10 +755,13 @@ export async function syncTables(
   }
   if (problems.length) {
     const naming = problems.every((p) => p.path.endsWith(".TABLE_NAME"));
+    const unscoping = problems.every((p) => p.path.endsWith(".ROW_SCOPE"));
     throw new UnsafeSchemaChangeError(
       naming
         ? "The metadata change names a table that cannot be used or moved; nothing was applied."
-        : "The metadata change would lose data; nothing was applied.",
+        : unscoping
+          ? "The metadata change removes a ROW_SCOPE key whose system column holds values: clear the column first (see errors); nothing was applied."
+          : "The metadata change would lose data; nothing was applied.",
       problems,
     );
   }

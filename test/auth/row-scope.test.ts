@@ -221,11 +221,29 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
       data: { NAME: "Non VIP", CITY_ID: "MI", VIP: false },
     });
     expect(refused.status).toBe(403);
-    expect(refused.body).toMatchObject({ code: "ROW_NOT_ALLOWED", status: 403 });
+    // The message says which fields of the record fall outside and what the caller's grants allow
+    // there (the caller's own unit and filter), and what to do.
+    expect(refused.body).toMatchObject({
+      code: "ROW_NOT_ALLOWED",
+      status: 403,
+      message: expect.stringContaining(
+        "The CUST record as written (CENTRO_DETT 'MI01', VIP false) is outside the rows your grants let you write: CENTRO_DETT eq 'MI01' and VIP eq true.",
+      ),
+      details: { dimension: "CUST", written: { CENTRO_DETT: "MI01", VIP: false } },
+    });
+    expect((refused.body as { message: string }).message).toMatch(
+      /ask for a grant on this dimension with all_rows/,
+    );
     const uno = await idOf("Milano Uno");
     const demote = await as.vipmi!.patch(`/api/v4/core/CUST/${uno}?source=anag-1`, { data: { VIP: false } });
     expect(demote.status).toBe(403);
-    expect(demote.body).toMatchObject({ code: "ROW_NOT_ALLOWED", status: 403 });
+    expect(demote.body).toMatchObject({
+      code: "ROW_NOT_ALLOWED",
+      status: 403,
+      message: expect.stringContaining("(CENTRO_DETT 'MI01', VIP false)"),
+    });
+    // Nothing of another unit is named: only the caller's own unit and filter.
+    expect(JSON.stringify(demote.body)).not.toMatch(/RM01|HQ/);
     const { rows } = await t.services.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM "TB_ANAG_CUST00" WHERE "NAME" = 'Non VIP' OR ("CUST_ID" = $1 AND "VIP" = false)`,
       [uno],
@@ -399,6 +417,55 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
     f.users = [user("bad", "MI01", [{ ...ANAG_RW, ROW_FILTER: "VIP eq (" }])];
     const unparsable = await checkFixture(t.services, f);
     expect(unparsable.problems.map((p) => p.path)).toContain("users[0].grants[0].ROW_FILTER");
+  });
+
+  it("a ROW_FILTER whose value its field's type cannot hold is refused when written, saying so", async () => {
+    const f = await scopedFixture();
+    f.users = [user("bad", "MI01", [{ ...ANAG_RW, ROW_FILTER: "VIP eq true and CREDIT_LIMIT gt 'lots'" }])];
+    const checked = await checkFixture(t.services, f);
+    expect(checked.problems).toContainEqual({
+      path: "users[0].grants[0].ROW_FILTER",
+      message: expect.stringContaining(
+        `ROW_FILTER of the grant on anag: CREDIT_LIMIT is a DECIMAL field of CUST, and "lots" cannot be compared with it by gt`,
+      ),
+    });
+    expect(checked.problems.find((p) => p.path === "users[0].grants[0].ROW_FILTER")!.message).toMatch(
+      /would match no rows; give a DECIMAL value/,
+    );
+    // A placeholder stands for the caller's value: judged per request, accepted here.
+    f.users = [
+      user("ok", "MI01", [{ ...ANAG_RW, ROW_FILTER: "SALES_REP eq '{user}' and CREDIT_LIMIT gt 10" }]),
+    ];
+    expect((await checkFixture(t.services, f)).problems).toEqual([]);
+  });
+
+  it("removing ROW_SCOPE while the scope column holds units is refused (409), saying why and what to do", async () => {
+    const admin = client(t.app, await loginAs(t.app, "anna", "anna-secret-1"));
+    const res = await admin.patch("/api/v4/core/DIM/CUST?source=erp", { data: { ROW_SCOPE: null } });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject({
+      code: "UNSAFE_SCHEMA_CHANGE",
+      message: expect.stringContaining("removes a ROW_SCOPE key whose system column holds values"),
+      errors: [
+        {
+          field: "CUST.ROW_SCOPE",
+          message: expect.stringContaining(
+            "removing centro_dett from the ROW_SCOPE of CUST drops the system column CENTRO_DETT of TB_ANAG_CUST00, which holds the centro_dett of its rows",
+          ),
+        },
+      ],
+    });
+    const message = (res.body as { errors: Array<{ message: string }> }).errors[0]!.message;
+    expect(message).toContain(
+      `first clear the column deliberately (UPDATE "TB_ANAG_CUST00" SET "CENTRO_DETT" = NULL)`,
+    );
+    expect(message).toContain("grant with all_rows");
+    expect(
+      t.services.metadata
+        .current()
+        .dimensions.get("CUST")!
+        .rowScope.map((k) => k.key),
+    ).toEqual(["centro_dett"]);
   });
 
   it("an invalid ROW_SCOPE is refused by the metadata API (400) and changes nothing", async () => {

@@ -7,31 +7,25 @@
 // the caller write it; when none does, with the child's ROW_SCOPE keys alone (the caller's own
 // unit, environment or rows). A child outside the caller's scope is never touched: a cascade
 // delete leaves it in place, a cascade update leaves its key as it was.
-import { accessView, viewFor } from "../../auth/access-view.ts";
-import { type RowRule, rowRule, scopeValuesOf } from "../../auth/row-scope.ts";
+import { accessView } from "../../auth/access-view.ts";
+import { describeScope, scopeFields } from "../../auth/row-describe.ts";
+import { type RowRule, scopeValuesOf } from "../../auth/row-scope.ts";
 import { ident } from "../../db/sql.ts";
 import { RowNotAllowedError } from "../../errors.ts";
 import { TENANT_COLUMN } from "../../metadata/data-types.ts";
 import { rowScopeSql } from "../../query/compile.ts";
 import type { PlannedFilter } from "../../query/types.ts";
-import type { DimensionDef, Grant } from "../../types.ts";
+import type { DimensionDef, FieldDef } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 
-/** The rule a write of `dim` goes by: the source's, else a node's that lets the caller write it. */
+/**
+ * The rule a write of `dim` goes by: through the source when it lets the caller write `dim`, else
+ * through the first node that does (a cascade), else the dimension's scope keys alone.
+ */
 function writeRule(w: WriteContext, dim: DimensionDef): RowRule {
   const view = accessView(w.ctx, w.model);
-  if (view.may(dim.code, "update")) return view.rowRule(dim, "update");
-  for (const node of w.model.menu) {
-    if (node.dim !== dim.code) continue;
-    const through = viewFor(w.model, { ...view.inputs, source: node.code });
-    if (through.may(dim.code, "update")) return through.rowRule(dim, "update");
-  }
-  // No node lets the caller write the child: its scope keys alone (no grant lifts them).
-  return rowRule(dim, [KEYS_ONLY], "write", new Map());
+  return view.rowRuleThrough(dim, "update", view.sourceFor(dim.code, "update"));
 }
-
-/** A grant holding writes with no `all_rows` and no filter: the scope keys and nothing else. */
-const KEYS_ONLY: Grant = { COD_MENU: "", NLEFT: 0, NRIGHT: 0, OPERATIONS: ["write"], LEVEL: 0 };
 
 /** The row scope a write of `dim` is held to (null: every row of the tenant). */
 export function writeRowScope(w: WriteContext, dim: DimensionDef): PlannedFilter | null {
@@ -79,9 +73,26 @@ export async function requireWrittenInScope(w: WriteContext, dim: DimensionDef, 
     `SELECT 1 FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = $2${where}`,
     params,
   );
-  if (!rows.length)
-    throw new RowNotAllowedError(
-      `The ${dim.code} record as written would be outside the rows you may see; nothing was written.`,
-      { details: { dimension: dim.code } },
-    );
+  if (rows.length) return;
+  // Refused: say what the written record holds in the fields the scope names, and what the
+  // caller's grants allow there (their own values and filters only; the row is their own write,
+  // rolled back).
+  const fields = scopeFields(scope);
+  const { rows: written } = await w.tx.query<Record<string, unknown>>(
+    `SELECT ${fields.map((f) => `t.${ident(f.code)}`).join(", ")} FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = $2`,
+    [w.ctx.principal.tenantId, id],
+  );
+  const values = Object.fromEntries(fields.map((f) => [f.code, written[0]?.[f.code] ?? null]));
+  const allowed = describeScope(scope);
+  const held = fields.map((f) => `${f.code} ${describeValue(f, values[f.code])}`).join(", ");
+  throw new RowNotAllowedError(
+    `The ${dim.code} record as written (${held}) is outside the rows your grants let you write: ${allowed}. Nothing was written. Give it values within those rows (a record of a scoped dimension is written in your own unit and environment), or ask for a grant on this dimension with all_rows (it lifts the unit, environment and owner keys, not a ROW_FILTER).`,
+    { details: { dimension: dim.code, written: values, allowed } },
+  );
+}
+
+/** A written value as the scope's text shows it: text quoted, anything else as is. */
+function describeValue(field: FieldDef, v: unknown): string {
+  if (v === null) return "null";
+  return field.dataType === "STRING" || field.dataType === "TEXT" ? `'${String(v)}'` : String(v);
 }
