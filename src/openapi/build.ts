@@ -105,7 +105,7 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
   const view = accessView(request, model);
   for (const dim of [...model.dimensions.values()].sort((a, b) => a.code.localeCompare(b.code))) {
     // Through the first menu node serving the dimension the caller reads (whatever the source).
-    const source = view.readNodeFor(dim.code);
+    const source = view.nodeFor(dim.code, "read");
     if (!source) continue;
     const fields = view.fields(dim);
     const ref = (suffix: string) => ({ $ref: `#/components/schemas/${dim.code}${suffix}` });
