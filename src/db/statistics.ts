@@ -4,6 +4,7 @@
 // changed past autovacuum's default threshold (50 rows + 10 %) since their last ANALYZE, and
 // analyzes those: one statement per interval while nothing changes.
 import type { Logger } from "../logger.ts";
+import { startPeriodic } from "../periodic.ts";
 import type { Database } from "../types.ts";
 
 export interface StatisticsJob {
@@ -27,9 +28,6 @@ export function startStatisticsJob(opts: {
   intervalMs: number;
 }): StatisticsJob {
   const { db, logger } = opts;
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = false;
 
   async function runOnce(): Promise<string[]> {
     const { rows } = await db.query<{ schemaname: string; relname: string }>(STALE_SQL);
@@ -39,29 +37,13 @@ export function startStatisticsJob(opts: {
     return rows.map((r) => r.relname);
   }
 
-  function schedule() {
-    if (stopped || opts.intervalMs <= 0) return;
-    timer = setTimeout(() => {
-      running = runOnce()
-        .then((tables) => {
-          if (tables.length) logger.debug({ tables }, "planner statistics refreshed (ANALYZE)");
-        })
-        .catch((err) => logger.warn({ err }, "refreshing planner statistics (ANALYZE) failed"))
-        .finally(() => {
-          running = null;
-          schedule();
-        });
-    }, opts.intervalMs);
-    timer.unref();
-  }
-  schedule();
-
-  return {
-    runOnce,
-    async stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      await running;
+  const job = startPeriodic({
+    intervalMs: opts.intervalMs,
+    round: runOnce,
+    onDone: (tables) => {
+      if (tables.length) logger.debug({ tables }, "planner statistics refreshed (ANALYZE)");
     },
-  };
+    onError: (err) => logger.warn({ err }, "refreshing planner statistics (ANALYZE) failed"),
+  });
+  return { runOnce, stop: job.stop };
 }

@@ -4,6 +4,7 @@
 // locks meet no writer's, and it takes no table lock a write waits on. A record's latest revision
 // is kept whatever its age, so that revision numbers never start again at 1.
 import type { Logger } from "../logger.ts";
+import { startPeriodic } from "../periodic.ts";
 import type { Database, Queryable } from "../types.ts";
 
 export interface HistoryRetentionOptions {
@@ -55,13 +56,10 @@ export function startHistoryRetention(opts: HistoryRetentionOptions): HistoryRet
   const { db, logger } = opts;
   const batchSize = opts.batchSize ?? DEFAULT_BATCH;
   const maxBatches = opts.maxBatches ?? DEFAULT_MAX_BATCHES;
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = false;
 
   async function runOnce(): Promise<number> {
     let deleted = 0;
-    for (let i = 0; i < maxBatches && !stopped; i++) {
+    for (let i = 0; i < maxBatches && !job.stopped; i++) {
       const n = await pruneHistoryBatch(db, opts.retentionDays, batchSize);
       deleted += n;
       if (n < batchSize) break;
@@ -69,29 +67,13 @@ export function startHistoryRetention(opts: HistoryRetentionOptions): HistoryRet
     return deleted;
   }
 
-  function schedule() {
-    if (stopped || opts.retentionDays <= 0 || opts.intervalMs <= 0) return;
-    timer = setTimeout(() => {
-      running = runOnce()
-        .then((n) => {
-          if (n) logger.debug({ revisions: n }, "record history past its retention deleted");
-        })
-        .catch((err) => logger.warn({ err }, "deleting record history past its retention failed"))
-        .finally(() => {
-          running = null;
-          schedule();
-        });
-    }, opts.intervalMs);
-    timer.unref();
-  }
-  schedule();
-
-  return {
-    runOnce,
-    async stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      await running;
+  const job = startPeriodic({
+    intervalMs: opts.retentionDays > 0 ? opts.intervalMs : 0,
+    round: runOnce,
+    onDone: (n) => {
+      if (n) logger.debug({ revisions: n }, "record history past its retention deleted");
     },
-  };
+    onError: (err) => logger.warn({ err }, "deleting record history past its retention failed"),
+  });
+  return { runOnce, stop: job.stop };
 }
