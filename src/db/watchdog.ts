@@ -12,7 +12,6 @@
 // as it was scheduled to last, and the tick that follows it judges nothing: the answers that
 // arrived meanwhile are read first. The probe's answer is timed from when its statement was sent
 // (its connection made), the connection's making bounded on its own.
-import type pg from "pg";
 import { DatabaseNotAnsweringError } from "../errors.ts";
 import { answeredByServer } from "./errors.ts";
 
@@ -45,9 +44,20 @@ export interface WatchdogOptions {
   now?: () => number;
 }
 
+/** A connection of the pool, as far as the watchdog gives it up (its socket). */
+export interface Destroyable {
+  destroy(): void;
+  once(event: "close", listener: () => void): unknown;
+}
+
 export interface Watchdog {
-  /** Tracks the statements of a connection of the pool (its `query`, wrapped). */
-  watch(client: pg.PoolClient): void;
+  /**
+   * A statement of the pool was sent (src/db/connection.ts tells each): the function returned is
+   * called once it is answered or failed.
+   */
+  waiting(): () => void;
+  /** A connection of the pool (its socket): destroyed when the database is declared down. */
+  adopt(connection: Destroyable): void;
   /** Rejects while the database is declared down (DatabaseNotAnsweringError). */
   check(): void;
   isDown(): boolean;
@@ -55,11 +65,8 @@ export interface Watchdog {
 }
 
 interface Waiting {
-  client: pg.PoolClient;
   since: number;
 }
-
-type Callback = (err: Error | null, res?: unknown) => void;
 
 /**
  * True for a probe failure that says nothing came back: a timeout, a refused or broken connection.
@@ -111,22 +118,19 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
   const { boundMs } = opts;
   const stepMs = Math.max(25, Math.floor(boundMs / 4));
   const clock = aliveClock(opts.now ?? (() => performance.now()), stepMs);
-  const clients = new Set<pg.PoolClient>();
+  const connections = new Set<Destroyable>();
   const waiting = new Set<Waiting>();
   let down: string | null = null;
   let attempt: Attempt | null = null;
   let vouchedAt = Number.NEGATIVE_INFINITY;
   let stopped = false;
 
-  const destroy = (client: pg.PoolClient) =>
-    (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
-
   function declareDown(reason: string) {
     down = reason;
     opts.onDown?.(reason);
     // Every connection of the pool travels the same silent network: given up, idle ones too (a
     // request would otherwise take one and wait on it). Their statements fail as a lost connection.
-    for (const client of clients) destroy(client);
+    for (const connection of connections) connection.destroy();
   }
 
   function settle(err: unknown) {
@@ -202,31 +206,14 @@ export function createWatchdog(opts: WatchdogOptions): Watchdog {
   timer.unref();
 
   return {
-    watch(client) {
-      clients.add(client);
-      client.once("end", () => clients.delete(client));
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args) => {
-        const w: Waiting = { client, since: clock.now() };
-        const done = () => void waiting.delete(w);
-        // pg takes a callback as the last argument (pg-pool's query does), or returns a promise.
-        const last = args.length - 1;
-        if (typeof args[last] === "function") {
-          const callback = args[last] as Callback;
-          args[last] = (err: Error | null, res?: unknown) => {
-            done();
-            callback(err, res);
-          };
-        }
-        waiting.add(w);
-        const result = query(...args);
-        if (result && typeof (result as Promise<unknown>).then === "function") {
-          (result as Promise<unknown>).then(done, done);
-        } else if (typeof args[last] !== "function") {
-          done(); // a query object of its own (not used here): not tracked
-        }
-        return result;
-      };
+    waiting() {
+      const w: Waiting = { since: clock.now() };
+      waiting.add(w);
+      return () => void waiting.delete(w);
+    },
+    adopt(connection) {
+      connections.add(connection);
+      connection.once("close", () => connections.delete(connection));
     },
     check() {
       if (down) throw new DatabaseNotAnsweringError(down);

@@ -1,4 +1,4 @@
-// A prepared statement asks for its row description once per connection (src/db/described-query.ts):
+// A prepared statement asks for its row description once per connection (src/db/pg-internals.ts):
 // the second execution on a connection gets no RowDescription, and its rows are the same, typed by
 // the same parsers. Errors leave the connection usable. The RowDescriptions are counted on
 // PostgreSQL (PGlite has no wire); the rows and errors are checked on both.

@@ -1,10 +1,9 @@
-// A statement the server refuses keeps its connection (src/db/database.ts,
-// keepConnectionsAfterRefusals): pg-pool's own query() closed the connection after any error, so
+// A statement the server refuses keeps its connection (src/db/pool.ts, onItsOwn): pg-pool's own
+// query() closes the connection after any error, so
 // that every refused statement sent on its own (a value PostgreSQL rejects, a key already taken,
 // a statement timeout) cost the next statement a new backend. On a pool of one connection, the
 // backend's pid says whether the next statement met the same session; a lost connection is still
 // closed.
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openPostgres } from "../../src/db/database.ts";
 import type { Services } from "../../src/services.ts";
@@ -30,10 +29,6 @@ if (TEST_DATABASE_URL)
     afterAll(async () => {
       await own?.close();
       await services?.close();
-    });
-
-    it("pins pg-pool's release path the fix wraps", () => {
-      expect(typeof (pg.Pool.prototype as unknown as { _release?: unknown })._release).toBe("function");
     });
 
     it("a refused value, a refused key and a statement timeout: the next statement runs on the same backend", async () => {

@@ -4,7 +4,6 @@
 // when its statement was sent. A silent server is still declared down within the bounds.
 import { EventEmitter } from "node:events";
 import { createServer, type Server, type Socket, connect } from "node:net";
-import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openPostgres } from "../../src/db/database.ts";
 import { aliveClock, createWatchdog, type ProbeAttempt, type Watchdog } from "../../src/db/watchdog.ts";
@@ -20,15 +19,24 @@ function blockLoop(ms: number): void {
 
 /** A stand-in for a pool's connection: its statements answer when the test says so. */
 function fakeClient() {
-  const client = new EventEmitter() as EventEmitter & {
-    query: (...args: unknown[]) => Promise<unknown>;
-    connection: { stream: { destroy(): void } };
-  };
+  const socket = new EventEmitter() as EventEmitter & { destroy(): void };
+  socket.destroy = () => socket.emit("destroyed");
   const pending: Array<() => void> = [];
-  client.connection = { stream: { destroy: () => client.emit("destroyed") } };
-  client.query = () => new Promise<void>((resolve) => pending.push(resolve));
+  let dog: Watchdog | null = null;
+  const client = {
+    /** Sends a statement the way src/db/connection.ts does: the watchdog told it waits. */
+    query: (_sql: string) => {
+      const answered = dog?.waiting();
+      return new Promise<void>((resolve) => pending.push(resolve)).finally(answered);
+    },
+  };
   return {
-    client: client as unknown as pg.PoolClient,
+    client,
+    /** Puts the connection under `watchdog` (adopts its socket; its statements are told). */
+    watchedBy(watchdog: Watchdog) {
+      dog = watchdog;
+      watchdog.adopt(socket);
+    },
     answerAll: () => {
       for (const answer of pending.splice(0)) answer();
     },
@@ -94,8 +102,8 @@ describe("the watchdog does not count the event loop's lag", () => {
       probe: (attempt) => probe(attempt).then(answered),
       onDown: (reason) => downs.push(reason),
     });
-    const { client, answerAll } = fakeClient();
-    dog.watch(client);
+    const { client, answerAll, watchedBy } = fakeClient();
+    watchedBy(dog);
     void client.query("SELECT pg_sleep(1)");
     await probeAnswered;
     // Two more bounds of ticks: nothing late declares it down either.
@@ -111,8 +119,8 @@ describe("the watchdog does not count the event loop's lag", () => {
     const bound = 100;
     const counter = { probes: 0 };
     dog = createWatchdog({ boundMs: bound, probe: socketProbe(() => {}, counter) });
-    const { client, answerAll } = fakeClient();
-    dog.watch(client);
+    const { client, answerAll, watchedBy } = fakeClient();
+    watchedBy(dog);
     const statement = client.query("SELECT 1");
     blockLoop(bound * 5);
     // The answer arrives with the loop's next I/O, as a database's would.
@@ -146,8 +154,8 @@ describe("the watchdog does not count the event loop's lag", () => {
           declared();
         },
       });
-      const { client, answerAll } = fakeClient();
-      watchdog.watch(client);
+      const { client, answerAll, watchedBy } = fakeClient();
+      watchedBy(watchdog);
       const started = performance.now();
       void client.query("SELECT 1");
       await isDown;

@@ -1,3 +1,7 @@
+// The one module of the data layer that reaches into pg's private internals (issue 36): pg is
+// pinned to an exact version in package.json, and test/db/pg-internals.test.ts fails when an
+// upgrade changes what is used here. What it buys is measured in docs/architecture.md.
+//
 // A named (prepared) statement that asks for its row description once per connection (issue 19).
 //
 // pg sends Bind, Describe (portal), Execute and Sync for every execution of a prepared statement,
@@ -8,8 +12,9 @@
 // the next executions send Bind, Execute and Sync only. Everything else (the Parse of a statement
 // new to the connection, errors, pipelining, read timeouts) stays pg's own Query.
 //
-// It relies on pg's Query internals (`_result`, its `_types`, `_accumulateRows`, `_getRows`; pg 8.23), which
-// test/db/described-query.test.ts pins: a pg upgrade that changes them fails it.
+// It relies on pg's Query internals (`_result`, its `_types`, `_parsers`, `_accumulateRows`,
+// `_getRows`, the connection's `parsedStatements`, `bind`, `close`, `sync`, `utils.prepareValue`;
+// pg 8.23.1), which test/db/pg-internals.test.ts and test/db/described-query.test.ts pin.
 import pg from "pg";
 import type { PlanMode } from "../types.ts";
 
@@ -72,7 +77,7 @@ export interface DescribedQueryConfig {
   values: unknown[];
   types: unknown;
   name?: string | undefined;
-  /** The plan it asks for (src/db/outgoing.ts); custom when not given. */
+  /** The plan it asks for (src/db/connection.ts); custom when not given. */
   plan?: PlanMode | undefined;
 }
 
@@ -83,7 +88,7 @@ export interface DescribedQueryConfig {
 export class DescribedOnceQuery extends BaseQuery {
   /** The connection this query was sent on (its RowDescription is kept for it). */
   private sentOn: Connection | null = null;
-  /** The plan it asks for (src/db/outgoing.ts). */
+  /** The plan it asks for (src/db/connection.ts). */
   readonly plan: PlanMode;
 
   constructor(config: DescribedQueryConfig) {
