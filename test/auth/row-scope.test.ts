@@ -53,6 +53,8 @@ async function scopedFixture(): Promise<Fixture> {
     user("vipmi", "MI01", [{ ...ANAG_RW, ROW_FILTER: "VIP eq true" }, SALES_RW]),
     user("admmi", "MI01", [{ ...ANAG_RW, LEVEL: 4 }]),
     { ...user("multi", "MI01", [ANAG_RW]), centri: ["RM01"] },
+    // A filter whose placeholder the caller's value cannot fill (a user id for an INTEGER): no row.
+    user("norows", "MI01", [{ ...ANAG_RW, ROW_FILTER: "RISK_SCORE eq '{user}'" }]),
     user("mine", "MI01", [
       { ...ANAG_RW, OPERATIONS: ["read", "write", "all_rows"], ROW_FILTER: "SALES_REP eq '{user}'" },
     ]),
@@ -75,7 +77,7 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
 
   beforeAll(async () => {
     t = await createTestApp(backend, { fixture: await scopedFixture(), env: NO_RATE_LIMITS });
-    for (const name of ["mi", "rm", "boss", "vipmi", "mine", "admmi"])
+    for (const name of ["mi", "rm", "boss", "vipmi", "mine", "admmi", "norows"])
       as[name] = client(t.app, await loginAs(t.app, name, `${name}-secret-1`));
   }, 120_000);
   afterAll(async () => {
@@ -258,6 +260,21 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
       data: { NAME: "VIP Nuovo", CITY_ID: "MI", VIP: true },
     });
     expect(ok.status).toBe(201);
+  });
+
+  it("a write scope that holds for no row refuses every write, saying so (no field to show)", async () => {
+    expect(await names(as.norows!, "/api/v4/core/CUST?source=anag-1")).toEqual([]);
+    const res = await as.norows!.post("/api/v4/core/CUST?source=anag-1", {
+      data: { NAME: "Nessuno" },
+    });
+    expect(res.status).toBe(403);
+    expect(res.body).toMatchObject({
+      code: "ROW_NOT_ALLOWED",
+      message: expect.stringContaining(
+        "The CUST record as written is outside the rows your grants let you write: no row (a ROW_FILTER of your grants cannot hold for your values).",
+      ),
+      details: { dimension: "CUST", written: {} },
+    });
   });
 
   it("{user} in a ROW_FILTER stands for the caller; all_rows lifts the unit but not the filter", async () => {

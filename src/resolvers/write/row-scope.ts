@@ -78,15 +78,17 @@ export async function requireWrittenInScope(w: WriteContext, dim: DimensionDef, 
   // caller's grants allow there (their own values and filters only; the row is their own write,
   // rolled back).
   const fields = scopeFields(scope);
-  const { rows: written } = await w.tx.query<Record<string, unknown>>(
-    `SELECT ${fields.map((f) => `t.${ident(f.code)}`).join(", ")} FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = $2`,
-    [w.ctx.principal.tenantId, id],
-  );
+  const { rows: written } = fields.length
+    ? await w.tx.query<Record<string, unknown>>(
+        `SELECT ${fields.map((f) => `t.${ident(f.code)}`).join(", ")} FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = $2`,
+        [w.ctx.principal.tenantId, id],
+      )
+    : { rows: [] };
   const values = Object.fromEntries(fields.map((f) => [f.code, written[0]?.[f.code] ?? null]));
   const allowed = describeScope(scope);
   const held = fields.map((f) => `${f.code} ${describeValue(f, values[f.code])}`).join(", ");
   throw new RowNotAllowedError(
-    `The ${dim.code} record as written (${held}) is outside the rows your grants let you write: ${allowed}. Nothing was written. Give it values within those rows (a record of a scoped dimension is written in your own unit and environment), or ask for a grant on this dimension with all_rows (it lifts the unit, environment and owner keys, not a ROW_FILTER).`,
+    `The ${dim.code} record as written${held ? ` (${held})` : ""} is outside the rows your grants let you write: ${allowed}. Nothing was written. Give it values within those rows (a record of a scoped dimension is written in your own unit and environment), or ask for a grant on this dimension with all_rows (it lifts the unit, environment and owner keys, not a ROW_FILTER).`,
     { details: { dimension: dim.code, written: values, allowed } },
   );
 }
