@@ -65,6 +65,13 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     probes.database_read = databaseProbe(async () => ({
       database: (await readReplica.check()) === "up" ? "ok" : "down",
     }));
+  // Every database profile's state (decisions.md §18): listed, but /readyz depends on the main's only.
+  for (const name of services.profiles.names) {
+    const check = createReadinessCheck(services.profiles.handle(name));
+    const probe = databaseProbe(check);
+    probes[`database_${name.toLowerCase()}`] = async () =>
+      services.profiles.state(name) === "ready" ? probe() : "down";
+  }
   const dependencies = createDependencyHealth(probes, services.metrics.registry);
   const app = await buildHttpServer({
     config: services.config,

@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { readTrustedDocuments } from "./graphql/persisted.ts";
-import type { Config, Role } from "./types.ts";
+import type { Config, DatabaseProfileConfig, Role } from "./types.ts";
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -293,10 +293,65 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
   return problems;
 }
 
+const PROFILE_URL = /^DATABASE_URL_(.+)$/i;
+const PROFILE_READ_URL = /^DATABASE_READ_URL_(.+)$/i;
+/** A profile's name: an identifier, compared and kept upper-case. */
+const PROFILE_NAME = /^[A-Z][A-Z0-9_]{0,62}$/;
+
+/**
+ * The database profiles of the environment (decisions.md §18): DATABASE_URL_<NAME> and the
+ * optional DATABASE_READ_URL_<NAME>. Problems (a bad name or URL, a read URL without its profile,
+ * the reserved name MAIN) are added to `problems`, each naming its variable.
+ */
+export function databaseProfiles(
+  env: Record<string, string | undefined>,
+  problems: string[],
+): Record<string, DatabaseProfileConfig> {
+  const profiles: Record<string, DatabaseProfileConfig> = {};
+  const readUrls: Array<[string, string, string]> = [];
+  const isPostgresUrl = (v: string) => {
+    try {
+      return ["postgres:", "postgresql:"].includes(new URL(v).protocol);
+    } catch {
+      return false;
+    }
+  };
+  for (const [key, raw] of Object.entries(env)) {
+    const value = (raw ?? "").trim();
+    const read = PROFILE_READ_URL.exec(key);
+    const main = read ? null : PROFILE_URL.exec(key);
+    const match = read ?? main;
+    if (!match || value === "") continue;
+    const name = match[1]!.toUpperCase();
+    if (!PROFILE_NAME.test(name)) {
+      problems.push(`${key}: the profile name must be a letter then letters, digits or _ (at most 63)`);
+      continue;
+    }
+    if (name === "MAIN") {
+      problems.push(`${key}: MAIN is the main database (DATABASE_URL), not a profile name`);
+      continue;
+    }
+    if (!isPostgresUrl(value)) {
+      problems.push(`${key}: must be a postgres:// or postgresql:// URL`);
+      continue;
+    }
+    if (read) readUrls.push([key, name, value]);
+    else if (profiles[name]) problems.push(`${key}: profile ${name} is configured twice`);
+    else profiles[name] = { url: value, readUrl: null };
+  }
+  for (const [key, name, value] of readUrls) {
+    const profile = profiles[name];
+    if (profile) profile.readUrl = value;
+    else problems.push(`${key}: DATABASE_URL_${name} is not set`);
+  }
+  return profiles;
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const parsed = envSchema.safeParse(env);
   const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
   problems.push(...crossProblems(env));
+  const profiles = databaseProfiles(env, problems);
   // The trusted documents are read here, at start-up: a bad file stops it, naming the variable.
   let trustedDocuments: Map<string, string> | null = null;
   if (parsed.success && parsed.data.GRAPHQL_TRUSTED_DOCUMENTS !== null) {
@@ -319,6 +374,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseReadUrl: e.DATABASE_READ_URL,
     databaseListenUrl: e.DATABASE_LISTEN_URL,
     databasePoolMode: e.DATABASE_POOL_MODE as "session" | "transaction",
+    databaseProfiles: profiles,
     amqpUrl: e.AMQP_URL,
     redisUrl: e.REDIS_URL,
     eventsExchange: e.EVENTS_EXCHANGE,

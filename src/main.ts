@@ -33,15 +33,18 @@ async function main(): Promise<void> {
       ? startStatisticsJob({ db: services.db, logger, intervalMs: config.dbAnalyzeIntervalMs })
       : null;
   // Record history past HISTORY_RETENTION_DAYS, deleted in small batches by the writing roles.
+  // Record history lives with the records: in the main database and in each profile's.
   const historyRetention =
     config.role === "all" || config.role === "write"
-      ? startHistoryRetention({
-          db: services.db,
-          logger,
-          retentionDays: config.history.retentionDays,
-          intervalMs: config.history.pruneIntervalMs,
-        })
-      : null;
+      ? [null, ...services.profiles.names].map((name) =>
+          startHistoryRetention({
+            db: services.atDatabase(name).db,
+            logger: name === null ? logger : logger.child({ profile: name }),
+            retentionDays: config.history.retentionDays,
+            intervalMs: config.history.pruneIntervalMs,
+          }),
+        )
+      : [];
   const app = await buildApp(services);
   const eventParts = eventPartsOf(config.role);
   const events = eventParts ? await startEventRuntime(services, eventParts) : null;
@@ -65,7 +68,7 @@ async function main(): Promise<void> {
       await app.close();
       await events?.stop();
       await statistics?.stop();
-      await historyRetention?.stop();
+      for (const job of historyRetention) await job.stop();
       await services.close();
       process.exit(0);
     } catch (err) {

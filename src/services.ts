@@ -1,8 +1,12 @@
 // The composition root's first half: opens what the service depends on (database, Prisma,
 // metadata) and hands it out explicitly. No module opens anything at import time.
 import { mkdir } from "node:fs/promises";
+import { ConfigError } from "./config.ts";
 import { type DatabaseHandle, type OpenOptions, openPglite, openPostgres } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
+import { createDatabaseProfiles, type DatabaseProfiles } from "./db/profiles.ts";
+import { syncTables } from "./ddl/sync.ts";
+import { type DatabaseParts, lateTotals, tenantViews } from "./tenant-databases.ts";
 import { type ReadRouting, readReplicaRouting } from "./db/read-replica.ts";
 import { type PrismaClient, prismaFactory } from "./db/prisma.ts";
 import { createAmqpBus } from "./events/amqp-bus.ts";
@@ -23,7 +27,25 @@ import type { Config, Queryable } from "./types.ts";
 export interface Services {
   config: Config;
   logger: Logger;
+  /**
+   * The database of this services object: the main (metadata, tenants, users, sessions, and the
+   * records of tenants without a profile) on the object openServices returns; a profile's on the
+   * views `forTenant` and `atDatabase` give (decisions.md §18).
+   */
   db: DatabaseHandle;
+  /** The profile `db` is, null for the main database. */
+  database: string | null;
+  /** The database profiles (DATABASE_URL_<NAME>), their handles and the tenant → profile map. */
+  profiles: DatabaseProfiles;
+  /**
+   * These services on the tenant's database (records, outbox, webhooks, search, analytics,
+   * history, totals, group commit); 503 DATABASE_UNAVAILABLE while its profile is unreachable,
+   * writes refused with 503 TENANT_MOVING while tenant:move moves it. The main's `db` stays where
+   * metadata, users and sessions are read and written.
+   */
+  forTenant(tenantId: string): Services;
+  /** These services on database `name` (null: the main): the event side's per-database work. */
+  atDatabase(name: string | null): Services;
   /**
    * Where reads go: the replica of DATABASE_READ_URL when set (the primary while the replica is
    * unreachable; src/db/read-replica.ts), else `db`.
@@ -92,6 +114,14 @@ function postgresOptions(config: Config, logger: Logger | null): OpenOptions {
               : logger.warn("database answering again"),
         }
       : {}),
+  };
+}
+
+function prismaOptions(config: Config, logger: Logger) {
+  return {
+    connectTimeoutMs: config.databaseConnectTimeoutMs,
+    onConnectionError: (err: Error) =>
+      logger.warn({ err: err.message, connection: "prisma" }, "database connection lost"),
   };
 }
 
@@ -168,6 +198,10 @@ export function openBus(config: Config, logger: Logger): EventBus {
 
 export async function openServices(config: Config, opts: OpenServicesOptions = {}): Promise<Services> {
   const logger = opts.logger ?? createLogger(config.logLevel);
+  if (Object.keys(config.databaseProfiles).length > 0 && !config.databaseUrl && !opts.db)
+    throw new ConfigError([
+      "DATABASE_URL: required when database profiles (DATABASE_URL_<NAME>) are set (the embedded database cannot hold their metadata)",
+    ]);
   const db = opts.db ?? (await openDatabase(config, logger));
   const replica = config.databaseReadUrl
     ? openPostgres(config.databaseReadUrl, postgresOptions(config, logger))
@@ -189,16 +223,34 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
   // Prisma's engine (about 45 MB once it ran a query, and a pool of its own) is made on first use:
   // the registration of webhooks, fixture imports, the demo's first load.
   let prisma: PrismaClient | null = null;
-  const createPrisma = await prismaFactory(db, {
-    connectTimeoutMs: config.databaseConnectTimeoutMs,
-    onConnectionError: (err) =>
-      logger.warn({ err: err.message, connection: "prisma" }, "database connection lost"),
-  });
+  const createPrisma = await prismaFactory(db, prismaOptions(config, logger));
   const metadata = createMetadataRegistry({ db });
   const bus = openBus(config, logger);
   const feed = createEventFeed(bus, logger);
   let totals: TotalsCache | null = null;
+  const prismaFactories = new Map<string, () => PrismaClient>();
+  const profiles = createDatabaseProfiles({
+    main: db,
+    profiles: config.databaseProfiles,
+    open: (url) => openPostgres(url, postgresOptions(config, logger)),
+    logger,
+    // A profile is readied as the main is at start: migrations, then its tables as the metadata
+    // describes them; Prisma's factory for its webhooks.
+    async prepare(name, handle) {
+      await migrate(handle);
+      await handle.transaction(async (tx) => {
+        await syncTables(tx, metadata.current().dimensions.values());
+      });
+      prismaFactories.set(name, await prismaFactory(handle, prismaOptions(config, logger)));
+    },
+  });
+  let views: ReturnType<typeof tenantViews<Services>> | null = null;
   const closeAll = async () => {
+    for (const part of views?.made() ?? []) {
+      await part.totals.stop();
+      await (part as DatabaseParts & { closePrisma?: () => Promise<void> }).closePrisma?.();
+    }
+    await profiles.close();
     await totals?.stop();
     await feed.close();
     await bus.close();
@@ -212,6 +264,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
   try {
     await migrate(db);
     await metadata.start();
+    await profiles.start();
     media = await openMediaStore(config, logger);
     totals = await createTotalsCache(db, { ttlMs: config.countCacheMs });
   } catch (err) {
@@ -219,10 +272,61 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     throw err;
   }
   let closed = false;
-  return {
+  const groupCommit = (handle: DatabaseHandle) =>
+    handle.kind === "postgres" && config.createGroupMaxRows > 1
+      ? createGroups({ maxRows: config.createGroupMaxRows, slotMs: CREATE_GROUP_SLOT_MS })
+      : null;
+  /** A profile's parts, made at its first use (readied by then: forTenant asks profileFor first). */
+  const profileParts = (name: string): DatabaseParts => {
+    const handle = profiles.handle(name);
+    let client: PrismaClient | null = null;
+    const readConfig = config.databaseProfiles[name]?.readUrl;
+    const parts: DatabaseParts & { closePrisma(): Promise<void> } = {
+      database: name,
+      db: handle,
+      readDb: readConfig
+        ? readReplicaRouting({
+            replica: profiles.readHandle(name),
+            primary: handle,
+            onDown: () => logger.warn({ profile: name }, "read replica of a profile unreachable"),
+            onUp: () => logger.warn({ profile: name }, "read replica of a profile answering again"),
+            onFallback: () => metrics.readReplicaFallbacks.inc(),
+          }).readDb
+        : handle,
+      totals: lateTotals(createTotalsCache(handle, { ttlMs: config.countCacheMs }), (err) =>
+        logger.warn(
+          { profile: name, err: err instanceof Error ? err.message : String(err) },
+          "totals cache off",
+        ),
+      ),
+      creates: groupCommit(handle),
+      get prisma() {
+        if (client) return client;
+        const make = prismaFactories.get(name);
+        if (!make) throw new Error(`database profile ${name} is not ready`);
+        client = make();
+        return client;
+      },
+      async closePrisma() {
+        await client?.$disconnect();
+      },
+    };
+    return parts;
+  };
+  const services: Services = {
     config,
     logger,
     db,
+    database: null,
+    profiles,
+    // A copy of these services (tests spread them with another config) stays itself for the main.
+    forTenant(this: Services, tenantId: string) {
+      const view = views!.forTenant(tenantId);
+      return view === services ? this : view;
+    },
+    atDatabase(this: Services, name: string | null) {
+      return name === null ? this : views!.atDatabase(name);
+    },
     readDb: readReplica?.readDb ?? db,
     readReplica,
     totals,
@@ -234,10 +338,7 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
     bus,
     feed,
     commands: opts.commands ?? createCommandRegistry(),
-    creates:
-      db.kind === "postgres" && config.createGroupMaxRows > 1
-        ? createGroups({ maxRows: config.createGroupMaxRows, slotMs: CREATE_GROUP_SLOT_MS })
-        : null,
+    creates: groupCommit(db),
     media,
     metrics,
     clock: opts.clock ?? (() => new Date()),
@@ -247,4 +348,6 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
       await closeAll();
     },
   };
+  views = tenantViews(services, profiles, profileParts);
+  return services;
 }

@@ -23,6 +23,12 @@ export interface RateLimitConfig {
   anonymousPerMinute: number;
 }
 
+/** One database profile's connection strings (secrets: never stored in a table). */
+export interface DatabaseProfileConfig {
+  url: string;
+  readUrl: string | null;
+}
+
 export interface Config {
   nodeEnv: string;
   host: string;
@@ -41,6 +47,12 @@ export interface Config {
    * session state is relied on across transactions (unnamed statements). Default `session`.
    */
   databasePoolMode: "session" | "transaction";
+  /**
+   * Database profiles (decisions.md §18): profile NAME from DATABASE_URL_<NAME> and the optional
+   * DATABASE_READ_URL_<NAME>, names upper-case. A tenant whose TB_TENANT.DATABASE names one keeps
+   * its records there (src/db/profiles.ts).
+   */
+  databaseProfiles: Record<string, DatabaseProfileConfig>;
   amqpUrl: string | null;
   redisUrl: string | null;
   eventsExchange: string;

@@ -2,6 +2,7 @@
 // that says what to do for the failures a newcomer meets, the stack for anything else.
 import { ConfigError } from "../config.ts";
 import { DatabaseInUseError } from "../db/database.ts";
+import { UnknownProfileError } from "../db/profiles.ts";
 
 const DATABASE_UNREACHABLE: Record<string, string> = {
   ECONNREFUSED: "nothing listens there: is PostgreSQL running?",
@@ -13,7 +14,8 @@ const DATABASE_UNREACHABLE: Record<string, string> = {
 };
 
 export function describeStartupError(err: unknown): string {
-  if (err instanceof ConfigError || err instanceof DatabaseInUseError) return err.message;
+  if (err instanceof ConfigError || err instanceof DatabaseInUseError || err instanceof UnknownProfileError)
+    return err.message;
   const code = (err as { code?: unknown })?.code;
   if (typeof code === "string" && code in DATABASE_UNREACHABLE) {
     const detail = err instanceof Error ? err.message : String(err);

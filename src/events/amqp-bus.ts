@@ -48,6 +48,9 @@ function received(msg: ConsumeMessage, failures: number): ReceivedEvent {
     type: String(p.type ?? ""),
     tenantId: String(headers.tenant_id ?? ""),
     dimension: String(headers.dimension ?? ""),
+    ...(typeof headers.database === "string" && headers.database !== ""
+      ? { database: headers.database }
+      : {}),
     timestamp: new Date(typeof p.timestamp === "number" ? p.timestamp * 1000 : Date.now()),
     body: msg.content,
     attempt: failures + 1,
@@ -146,7 +149,11 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
             type: e.type,
             contentType: "application/json",
             timestamp: Math.floor(e.timestamp.getTime() / 1000),
-            headers: { tenant_id: e.tenantId, dimension: e.dimension },
+            headers: {
+              tenant_id: e.tenantId,
+              dimension: e.dimension,
+              ...(e.database ? { database: e.database } : {}),
+            },
           }),
         ),
       );
@@ -196,7 +203,9 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
           };
           await ch.consume(queue, (msg) => {
             if (!msg) return;
-            const key = String(msg.properties.messageId ?? "");
+            const database = (msg.properties.headers as Record<string, unknown> | undefined)?.database;
+            // OUTBOX_IDs are per database: a failure is remembered per database and id.
+            const key = `${typeof database === "string" ? database : ""}:${String(msg.properties.messageId ?? "")}`;
             const event = received(msg, failures.get(key) ?? 0);
             Promise.resolve()
               .then(() => handler(event))

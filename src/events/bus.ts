@@ -16,6 +16,16 @@ export interface BusEvent {
   timestamp: Date;
   /** `{OUTBOX_ID, EVENT_TYPE, AGGREGATE_TYPE, AGGREGATE_ID, PAYLOAD, CREATED_AT, TENANT_ID}`. */
   body: Buffer;
+  /**
+   * The database profile whose outbox the event came from (decisions.md §18); absent for the
+   * main database. OUTBOX_IDs are per database: a subscriber deduplicates in the event's database.
+   */
+  database?: string;
+}
+
+/** An event's identity across databases: its database and OUTBOX_ID. */
+export function eventKey(event: Pick<BusEvent, "id" | "database">): string {
+  return event.database ? `${event.database}:${event.id}` : event.id;
 }
 
 /** The parsed message body. */

@@ -2,7 +2,7 @@
 // opened when the first listener arrives and closed with the last, fanned out to the listeners.
 // Redelivered messages are dropped by a bounded memory of recent message ids.
 import type { Logger } from "../logger.ts";
-import { type EventBus, type OutboxMessage, parseMessage, type Unsubscribe } from "./bus.ts";
+import { type EventBus, eventKey, type OutboxMessage, parseMessage, type Unsubscribe } from "./bus.ts";
 
 export type FeedListener = (message: OutboxMessage) => void;
 
@@ -18,9 +18,11 @@ export function createEventFeed(bus: EventBus, logger: Logger): EventFeed {
   const recent = new Set<string>();
   let subscription: Promise<Unsubscribe> | null = null;
 
-  const onEvent = async (event: { id: string; body: Buffer }) => {
-    if (recent.has(event.id)) return;
-    recent.add(event.id);
+  const onEvent = async (event: { id: string; body: Buffer; database?: string }) => {
+    // OUTBOX_IDs are per database: an event is known by its database and id.
+    const key = eventKey(event);
+    if (recent.has(key)) return;
+    recent.add(key);
     if (recent.size > RECENT_IDS) recent.delete(recent.values().next().value as string);
     let message: OutboxMessage;
     try {

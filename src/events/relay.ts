@@ -31,6 +31,8 @@ import { inEventTransaction, PREPARED, sendAtCommit } from "./statements.ts";
 
 export interface RelayOptions {
   db: Database;
+  /** The database profile `db` is (its events carry it: decisions.md §18); absent for the main. */
+  database?: string;
   bus: EventBus;
   logger: Logger;
   batchSize: number;
@@ -118,7 +120,7 @@ const SUBSCRIBERS_SQL = `
   SELECT "SUBSCRIBER" FROM s WHERE "SUBSCRIBER" IS NOT NULL`;
 
 /** The message of one outbox row: the body of decisions.md §8, PAYLOAD spliced in as stored. */
-export function outboxRowToEvent(row: ClaimedRow): BusEvent {
+export function outboxRowToEvent(row: ClaimedRow, database?: string): BusEvent {
   const id = String(row.OUTBOX_ID);
   const createdAt = row.CREATED_AT instanceof Date ? row.CREATED_AT : new Date(row.CREATED_AT);
   const body =
@@ -133,6 +135,7 @@ export function outboxRowToEvent(row: ClaimedRow): BusEvent {
     dimension: row.AGGREGATE_TYPE,
     timestamp: createdAt,
     body: Buffer.from(body, "utf8"),
+    ...(database ? { database } : {}),
   };
 }
 
@@ -166,7 +169,7 @@ export function createRelay(opts: RelayOptions): Relay {
         tx.query<ClaimedRow>(RELAY_CLAIM_SQL, [opts.batchSize], PREPARED),
       ]);
       if (turn.rows[0]?.held !== true || rows.length === 0) return 0;
-      const events = rows.map(outboxRowToEvent);
+      const events = rows.map((row) => outboxRowToEvent(row, opts.database));
       await bus.publish(events);
       opts.onPublished?.(events);
       // Nothing reads the mark's answer: on PostgreSQL it travels with COMMIT (one round trip);

@@ -10,6 +10,7 @@ import { LRUCache } from "lru-cache";
 import type { YogaServerInstance } from "graphql-yoga";
 import { bearerToken } from "../auth/request-input.ts";
 import { clientAborted, closeIfUnread, errorHandler, mapError } from "../http/error-handler.ts";
+import { httpLaneClient } from "../http/heavy-requests.ts";
 import { callerOf } from "../http/protected.ts";
 import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
@@ -113,11 +114,14 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
   // a tenant's operations see are made once per tenant, not per request (the gate keeps its lanes
   // per tenant either way); inherited, not copied: a copy would call their lazy getters, Prisma's.
   const tenantServices = new LRUCache<string, GraphQLContext["services"]>({ max: MAX_TENANT_VIEWS });
+  // On the tenant's database (decisions.md §18): 503 while it is unreachable; made again when the
+  // tenant's database changes (tenant:move).
   const servicesOf = (tenantId: string): GraphQLContext["services"] => {
+    const base = services.forTenant(tenantId);
     let view = tenantServices.get(tenantId);
-    if (!view) {
-      view = Object.assign(Object.create(services) as typeof services, {
-        readDb: readGate.queryable(services.readDb, tenantId),
+    if (!view || Object.getPrototypeOf(view) !== base) {
+      view = Object.assign(Object.create(base) as typeof services, {
+        readDb: readGate.queryable(base.readDb, tenantId),
       });
       tenantServices.set(tenantId, view);
     }
@@ -132,8 +136,8 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     schema: (caller) => schemas.forCaller(caller.principal),
     authenticate: (authorization, address, requestId) =>
       auth.authenticateBearer(authorization, address, requestId),
-    context: (caller, tokenExpiresAt, reply) => ({
-      reply,
+    context: (caller, tokenExpiresAt, laneClient) => ({
+      laneClient,
       caller,
       tokenExpiresAt,
       services: servicesOf(caller.principal.tenantId),
@@ -211,6 +215,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
         const context: ServerContext & ChainContext = {
           req: request,
           reply,
+          laneClient: httpLaneClient(reply.raw),
           caller,
           // Read by subscriptions only: not decoded for every query.
           get tokenExpiresAt() {

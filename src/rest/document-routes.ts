@@ -16,12 +16,15 @@ function flag(value: unknown, name: string): boolean {
 
 export const documentRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, readGate }) => {
   // A document's statements pass its caller's tenant's read gate (src/ratelimit/tenant-gate.ts).
-  const depsOf = (caller: RequestContext): ReadDeps => ({
-    db: readGate.queryable(services.readDb, caller.principal.tenantId),
-    metadata: services.metadata,
-    countBound: services.config.countExactLimit,
-    totals: services.totals,
-  });
+  const depsOf = (caller: RequestContext): ReadDeps => {
+    const tenant = services.forTenant(caller.principal.tenantId);
+    return {
+      db: readGate.queryable(tenant.readDb, caller.principal.tenantId),
+      metadata: services.metadata,
+      countBound: services.config.countExactLimit,
+      totals: tenant.totals,
+    };
+  };
 
   app.get<{ Params: { name: string; key: string } }>("/api/v4/document/:name/:key", async (request) => {
     const query = request.query as Record<string, unknown>;

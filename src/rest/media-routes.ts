@@ -17,7 +17,7 @@ import {
   type StagedFile,
   stageUpload,
 } from "../resolvers/media.ts";
-import type { RouteDeps } from "./deps.ts";
+import { type RouteDeps, servicesOf } from "./deps.ts";
 
 type Download = {
   Params: { dim: string; id: string; field: string };
@@ -54,6 +54,8 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
 
   async function upload(request: FastifyRequest, reply: FastifyReply, pathDim: string | null) {
     const caller = contextOf(request);
+    // The record and its event are in the tenant's database (decisions.md §18).
+    const tenant = services.forTenant(caller.principal.tenantId);
     let release = () => {};
     const fields: Record<string, string> = {};
     // The parts that name the record: all of them come, and are checked, before the file's first
@@ -85,7 +87,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
           // Refused before its bytes are read: the rights the parts so far allow to check (the
           // grant to update on the source at least; the dimension, field and record they name).
           try {
-            await authorizeUpload(services, caller, target());
+            await authorizeUpload(tenant, caller, target());
           } catch (err) {
             refusePart(part.file);
             throw err;
@@ -99,7 +101,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
               { field: missing[0], details: { missing } },
             );
           }
-          staged = await stageUpload(services, caller.principal.tenantId, part.file);
+          staged = await stageUpload(tenant, caller.principal.tenantId, part.file);
         } else if (FORM_FIELDS.has(part.fieldname)) {
           // Once: a name sent again after the file would point the checked upload elsewhere.
           if (fields[part.fieldname] !== undefined)
@@ -120,7 +122,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         }
         throw new ValidationError("MISSING_PARAMETER", "The part file is required.", { field: "file" });
       }
-      const { value, eventId } = await attachUpload(services, caller, staged, {
+      const { value, eventId } = await attachUpload(tenant, caller, staged, {
         dim: (pathDim ?? fields.dimension)!,
         recordId: fields.record_id!,
         field: fields.field!,
@@ -182,7 +184,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   const download = async (request: FastifyRequest<Download>, reply: FastifyReply) => {
     const { dim, id, field } = request.params;
     const file = await downloadMedia(
-      services,
+      servicesOf(services, request),
       contextOf(request),
       dim,
       id,
@@ -200,8 +202,10 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     { config: { public: true } },
     async (request, reply) => {
       const { dim, id, field } = request.params;
+      // A public file's url names its tenant: without it, the main database's records are searched.
+      const { tenant } = request.query;
       const file = await downloadPublicMedia(
-        services,
+        typeof tenant === "string" && tenant !== "" ? services.forTenant(tenant) : services,
         dim,
         id,
         field,

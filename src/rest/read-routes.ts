@@ -21,6 +21,7 @@ import {
   type ReadContext,
 } from "../resolvers/read/index.ts";
 import { listHistory } from "../resolvers/read/history.ts";
+import { httpLaneClient } from "../http/heavy-requests.ts";
 import { contextOf } from "../http/protected.ts";
 import type { RouteDeps } from "./deps.ts";
 import { describeFilter } from "./filters-applied.ts";
@@ -41,12 +42,13 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   // one tenant's many requests cannot hold the database against another's.
   const readContext = (request: FastifyRequest): ReadContext => {
     const caller = contextOf(request);
+    const tenant = services.forTenant(caller.principal.tenantId);
     return createReadContext(
       {
-        db: readGate.queryable(services.readDb, caller.principal.tenantId),
+        db: readGate.queryable(tenant.readDb, caller.principal.tenantId),
         metadata: services.metadata,
         countBound: services.config.countExactLimit,
-        totals: services.totals,
+        totals: tenant.totals,
       },
       caller,
     );
@@ -65,7 +67,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     const rc = readContext(request);
     const params = parseListParams(query(request));
     const values = listValues(rc, request.params.dim, params);
-    return heavy.run(rc.request.principal.tenantId, values, reply, async () => {
+    return heavy.run(rc.request.principal.tenantId, values, httpLaneClient(reply.raw), async () => {
       const result = await listRecords(rc, request.params.dim, params);
       return jsonBody(reply, serializers.list(rc.model.version, result));
     });
@@ -95,7 +97,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
       const named = rc.model.dimensions.get(request.params.dim)?.sorts.get(request.params.sortKey);
       const ordered = named ? { ...params, sort: parseSortExpression(named.expr) } : params;
       const values = listValues(rc, request.params.dim, ordered);
-      return heavy.run(rc.request.principal.tenantId, values, reply, async () => {
+      return heavy.run(rc.request.principal.tenantId, values, httpLaneClient(reply.raw), async () => {
         const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
         return jsonBody(reply, serializers.list(rc.model.version, result));
       });

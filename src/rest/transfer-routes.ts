@@ -8,6 +8,7 @@
 import { Readable } from "node:stream";
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { BadRequestError, ApiError } from "../errors.ts";
+import { httpLaneClient } from "../http/heavy-requests.ts";
 import { contextOf } from "../http/protected.ts";
 import { parseListParams, type QueryParams } from "../query/rest-params.ts";
 import { createReadContext } from "../resolvers/read/index.ts";
@@ -131,7 +132,10 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     const caller = contextOf(request);
     const rc = createReadContext(
       {
-        db: readGate.queryable(services.readDb, caller.principal.tenantId),
+        db: readGate.queryable(
+          services.forTenant(caller.principal.tenantId).readDb,
+          caller.principal.tenantId,
+        ),
         metadata: services.metadata,
         countBound: services.config.countExactLimit,
       },
@@ -140,7 +144,11 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     // Planned before the lane and the answer: a bad parameter is its standard error.
     const rows = exportRecords(rc, request.params.dim, listQuery);
     // Heavy whatever its size: in the tenant's lane until the body ends or the client goes away.
-    const leave = await heavy.enter(caller.principal.tenantId, Number.POSITIVE_INFINITY, reply);
+    const leave = await heavy.enter(
+      caller.principal.tenantId,
+      Number.POSITIVE_INFINITY,
+      httpLaneClient(reply.raw),
+    );
     reply.raw.once("close", leave);
     try {
       // The first chunk is read before the answer starts, so that a failing first statement is
@@ -178,15 +186,16 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     let spooled: SpooledBody | null = null;
     let leave = () => {};
     try {
-      const target = await authorizeImport(services, ctx, request.params.dim, options);
-      leave = await heavy.enter(ctx.principal.tenantId, Number.POSITIVE_INFINITY, reply);
+      const tenant = services.forTenant(ctx.principal.tenantId);
+      const target = await authorizeImport(tenant, ctx, request.params.dim, options);
+      leave = await heavy.enter(ctx.principal.tenantId, Number.POSITIVE_INFINITY, httpLaneClient(reply.raw));
       // Receiving: the whole body into its file, within REQUEST_TIMEOUT_MS (Node's server cuts a
       // request that has not fully arrived by then) and IMPORT_MAX_BYTES.
       spooled = await spool.receive(body, max, closing.signal);
       // Writing, from the file: bounded by IMPORT_WRITE_TIMEOUT_MS, not by the request timeout
       // (which no longer runs once the body is in). A client that goes away meanwhile does not stop
       // it: its body was received whole, and its rows are written as one that waited would have.
-      const result = await importRecords(services, ctx, target, importRows(spooled.open(), format), options);
+      const result = await importRecords(tenant, ctx, target, importRows(spooled.open(), format), options);
       return { data: result };
     } catch (err) {
       // The rest of a refused body is not read: the connection closes after the answer.

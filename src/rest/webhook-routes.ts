@@ -15,7 +15,7 @@ import {
   updateWebhook,
   type WebhookDeps,
 } from "../resolvers/webhooks.ts";
-import type { RouteDeps } from "./deps.ts";
+import { type RouteDeps, servicesOf } from "./deps.ts";
 
 interface IdParams {
   id: string;
@@ -31,31 +31,37 @@ function oneParam(request: FastifyRequest, name: string): string | undefined {
 }
 
 export const webhookRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
-  const deps: WebhookDeps = {
-    // Read on use: Prisma is made when the first webhook request needs it.
-    get prisma() {
-      return services.prisma;
-    },
-    metadata: services.metadata,
-    allowPrivate: services.config.webhookAllowPrivate,
-    maxPerTenant: services.config.webhookMaxPerTenant,
+  // Registrations and deliveries live in the tenant's database (decisions.md §18).
+  const depsOf = (request: FastifyRequest): WebhookDeps => {
+    const tenant = servicesOf(services, request);
+    return {
+      // Read on use: Prisma is made when the first webhook request needs it.
+      get prisma() {
+        return tenant.prisma;
+      },
+      metadata: services.metadata,
+      allowPrivate: services.config.webhookAllowPrivate,
+      maxPerTenant: services.config.webhookMaxPerTenant,
+    };
   };
   const admin = (request: FastifyRequest) => authorizeTenantAdmin(callerOf(request).principal);
 
   app.post("/api/v4/webhooks", async (request, reply) => {
     const caller = admin(request);
     reply.status(201);
-    return createWebhook(deps, caller, request.body);
+    return createWebhook(depsOf(request), caller, request.body);
   });
-  app.get("/api/v4/webhooks", async (request) => ({ data: await listWebhooks(deps, admin(request)) }));
+  app.get("/api/v4/webhooks", async (request) => ({
+    data: await listWebhooks(depsOf(request), admin(request)),
+  }));
   app.get<{ Params: IdParams }>("/api/v4/webhooks/:id", async (request) =>
-    getWebhook(deps, admin(request), request.params.id),
+    getWebhook(depsOf(request), admin(request), request.params.id),
   );
   app.patch<{ Params: IdParams }>("/api/v4/webhooks/:id", async (request) =>
-    updateWebhook(deps, admin(request), request.params.id, request.body),
+    updateWebhook(depsOf(request), admin(request), request.params.id, request.body),
   );
   app.delete<{ Params: IdParams }>("/api/v4/webhooks/:id", async (request) =>
-    deleteWebhook(deps, admin(request), request.params.id),
+    deleteWebhook(depsOf(request), admin(request), request.params.id),
   );
   app.get<{ Params: IdParams }>("/api/v4/webhooks/:id/deliveries", async (request) => {
     const caller = admin(request);
@@ -66,13 +72,13 @@ export const webhookRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servic
         field: "$num_rows",
       });
     }
-    return { data: await listDeliveries(deps, caller, request.params.id, limit) };
+    return { data: await listDeliveries(depsOf(request), caller, request.params.id, limit) };
   });
 
   app.get("/api/v4/analytics/events", async (request) => {
     const caller = admin(request);
     return {
-      data: await readEventCounts(services.db, caller, {
+      data: await readEventCounts(servicesOf(services, request).readDb, caller, {
         from: oneParam(request, "from"),
         to: oneParam(request, "to"),
         dimension: oneParam(request, "dimension"),

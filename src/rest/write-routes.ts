@@ -13,7 +13,7 @@ import { presentCascaded } from "../resolvers/write/present.ts";
 import { restoreRevision } from "../resolvers/write/restore.ts";
 import type { BatchResult, MetadataWriteResult, RequestContext, WriteResult } from "../types.ts";
 import { contextOf } from "../http/protected.ts";
-import type { RouteDeps } from "./deps.ts";
+import { type RouteDeps, servicesOf } from "./deps.ts";
 
 const CORE = "/api/v4/core";
 
@@ -95,7 +95,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   // ---------------------------------------------------------------- multi-dimension batch
   app.post(`${CORE}/batch`, async (request, _reply) => {
     const ctx = ctxOf(request);
-    const results = await runCoreBatch(services, ctx, request.body);
+    const results = await runCoreBatch(servicesOf(services, request), ctx, request.body);
     return {
       success: results.length,
       results: results.map(({ index, ref, method, dim, result }) => ({
@@ -141,17 +141,31 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   // ---------------------------------------------------------------- batches on one dimension
   app.post<DimParams>(`${CORE}/:dim/batch`, async (request, _reply) => {
     const ctx = ctxOf(request);
-    return batchBody(await batchCreate(services, ctx, request.params.dim, arrayMember(request.body, "data")));
+    return batchBody(
+      await batchCreate(
+        servicesOf(services, request),
+        ctx,
+        request.params.dim,
+        arrayMember(request.body, "data"),
+      ),
+    );
   });
   app.patch<DimParams>(`${CORE}/:dim/batch`, async (request, _reply) => {
     const ctx = ctxOf(request);
-    return batchBody(await batchUpdate(services, ctx, request.params.dim, arrayMember(request.body, "data")));
+    return batchBody(
+      await batchUpdate(
+        servicesOf(services, request),
+        ctx,
+        request.params.dim,
+        arrayMember(request.body, "data"),
+      ),
+    );
   });
   app.post<DimParams>(`${CORE}/:dim/batch-delete`, async (request, _reply) => {
     const ctx = ctxOf(request);
     const ids = arrayMember(request.body, "ids");
     const force = parseFlag(bodyObject(request.body).force, "force");
-    return batchBody(await batchDelete(services, ctx, request.params.dim, ids, force));
+    return batchBody(await batchDelete(servicesOf(services, request), ctx, request.params.dim, ids, force));
   });
 
   // ---------------------------------------------------------------- commands (decisions §15)
@@ -159,7 +173,10 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     const ctx = ctxOf(request);
     const body = bodyObject(request.body);
     const { dim, name } = request.params;
-    const result = await runCommand(services, ctx, dim, name, { id: body.id, data: body.data });
+    const result = await runCommand(servicesOf(services, request), ctx, dim, name, {
+      id: body.id,
+      data: body.data,
+    });
     return withCascaded(
       {
         data: result.visible,
@@ -173,7 +190,12 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   // ---------------------------------------------------------------- one record
   app.post<DimParams>(`${CORE}/:dim`, async (request, reply) => {
     const ctx = ctxOf(request);
-    const result = await createOne(services, ctx, request.params.dim, dataObject(request.body));
+    const result = await createOne(
+      servicesOf(services, request),
+      ctx,
+      request.params.dim,
+      dataObject(request.body),
+    );
     // The body returned, not the reply (docs/decisions.md, "Handlers return their body").
     reply.status(201);
     return {
@@ -187,7 +209,14 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     (mode: "put" | "patch") => async (request: FastifyRequest<RecordParams>, _reply: FastifyReply) => {
       const ctx = ctxOf(request);
       const { dim, id } = request.params;
-      const result = await updateOne(services, ctx, dim, id, dataObject(request.body), mode);
+      const result = await updateOne(
+        servicesOf(services, request),
+        ctx,
+        dim,
+        id,
+        dataObject(request.body),
+        mode,
+      );
       return withCascaded(
         {
           data: result.visible,
@@ -203,7 +232,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     async (request) => {
       const ctx = ctxOf(request);
       const { dim, id, revision } = request.params;
-      const result = await restoreRevision(services, ctx, dim, id, revision);
+      const result = await restoreRevision(servicesOf(services, request), ctx, dim, id, revision);
       return withCascaded(
         {
           data: result.visible,
@@ -222,7 +251,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     const ctx = ctxOf(request);
     const { dim, id } = request.params;
     const force = parseFlag(request.query.force, "force");
-    const result = await deleteOne(services, ctx, dim, id, force);
+    const result = await deleteOne(servicesOf(services, request), ctx, dim, id, force);
     if (force) {
       return withCascaded(
         {

@@ -189,7 +189,13 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
   });
 
   it("TbTenant, TbUser and TbUserGrant, with their relations", async () => {
-    const tenant = { TENANT_ID: "px-tenant", DESC_TENANT: "Prisma tenant", CREATED_AT: T0 };
+    const tenant = {
+      TENANT_ID: "px-tenant",
+      DESC_TENANT: "Prisma tenant",
+      CREATED_AT: T0,
+      DATABASE: null,
+      MOVING_SINCE: null,
+    };
     await services.prisma.tbTenant.create({ data: tenant });
     expect(await services.prisma.tbTenant.findUnique({ where: { TENANT_ID: "px-tenant" } })).toEqual(tenant);
 

@@ -6,7 +6,7 @@ import { viewFor } from "../../auth/access-view.ts";
 import { grantsJsonSql, normalizeGrants } from "../../auth/profile.ts";
 import { rowInScope } from "../../auth/row-match.ts";
 import type { PlannedFilter } from "../../query/types.ts";
-import type { Database, DimensionDef, MetadataModel } from "../../types.ts";
+import type { Database, DimensionDef, MetadataModel, Queryable } from "../../types.ts";
 import type { BatchHandler } from "../batching.ts";
 import { type OutboxMessage, parseMessage } from "../bus.ts";
 import { PREPARED } from "../statements.ts";
@@ -103,21 +103,21 @@ export function deliveryBody(message: OutboxMessage): string {
  */
 export function createWebhookDispatcher(deps: {
   db: Database;
+  /**
+   * Where registrants (TB_USER, TB_USER_GRANT) are read when `db` is a database profile's, whose
+   * registrations are there but whose users are in the main database (decisions.md §18).
+   */
+  usersDb?: Queryable;
   metadata: { current(): MetadataModel };
   onQueued: () => void;
 }): BatchHandler {
+  const registrations = deps.usersDb
+    ? registrationsApart(deps.db, deps.usersDb)
+    : (tenants: string[]) => registrationsJoined(deps.db, tenants);
   return async function dispatch(events) {
     const messages = events.map(parseMessage);
     const tenants = [...new Set(messages.map((m) => m.TENANT_ID))];
-    const { rows } = await deps.db.query<Registration & { SOURCE: string } & RegistrantRow>(
-      `SELECT w."WEBHOOK_ID", w."EVENTS", w."DIMENSIONS", w."FILTERS", w."SOURCE", w."CREATED_BY",
-              u."PESO", u."CENTRO_DETT", u."AMBIENTE", u."ACTIVE",
-              CASE WHEN w."CREATED_BY" IS NULL THEN NULL ELSE ${grantsJsonSql(`w."CREATED_BY"`)} END AS "GRANTS"
-         FROM "TB_WEBHOOK" w LEFT JOIN "TB_USER" u ON u."USER_ID" = w."CREATED_BY"
-        WHERE w."SOURCE" = ANY($1::text[]) AND w."ACTIVE" = 'Y'`,
-      [tenants],
-      PREPARED,
-    );
+    const rows = await registrations(tenants);
     if (rows.length === 0) return;
     const model = deps.metadata.current();
     const inScope = registrantScopes(model);
@@ -146,5 +146,47 @@ export function createWebhookDispatcher(deps: {
       PREPARED,
     );
     deps.onQueued();
+  };
+}
+
+type RegistrationRow = Registration & { SOURCE: string } & RegistrantRow;
+
+/** The active registrations of `tenants` with their registrants, one statement (one database). */
+async function registrationsJoined(db: Queryable, tenants: string[]): Promise<RegistrationRow[]> {
+  const { rows } = await db.query<RegistrationRow>(
+    `SELECT w."WEBHOOK_ID", w."EVENTS", w."DIMENSIONS", w."FILTERS", w."SOURCE", w."CREATED_BY",
+              u."PESO", u."CENTRO_DETT", u."AMBIENTE", u."ACTIVE",
+              CASE WHEN w."CREATED_BY" IS NULL THEN NULL ELSE ${grantsJsonSql(`w."CREATED_BY"`)} END AS "GRANTS"
+         FROM "TB_WEBHOOK" w LEFT JOIN "TB_USER" u ON u."USER_ID" = w."CREATED_BY"
+        WHERE w."SOURCE" = ANY($1::text[]) AND w."ACTIVE" = 'Y'`,
+    [tenants],
+    PREPARED,
+  );
+  return rows;
+}
+
+/** The same, registrations read in a profile's database and their registrants in the main's. */
+function registrationsApart(db: Queryable, usersDb: Queryable) {
+  return async (tenants: string[]): Promise<RegistrationRow[]> => {
+    const { rows } = await db.query<Registration & { SOURCE: string; CREATED_BY: string | null }>(
+      `SELECT w."WEBHOOK_ID", w."EVENTS", w."DIMENSIONS", w."FILTERS", w."SOURCE", w."CREATED_BY"
+         FROM "TB_WEBHOOK" w WHERE w."SOURCE" = ANY($1::text[]) AND w."ACTIVE" = 'Y'`,
+      [tenants],
+      PREPARED,
+    );
+    const users = [...new Set(rows.flatMap((r) => (r.CREATED_BY === null ? [] : [r.CREATED_BY])))];
+    if (rows.length === 0) return [];
+    const registrants = new Map<string, Omit<RegistrantRow, "CREATED_BY">>();
+    if (users.length > 0) {
+      const found = await usersDb.query<Omit<RegistrantRow, "CREATED_BY"> & { USER_ID: string }>(
+        `SELECT u."USER_ID", u."PESO", u."CENTRO_DETT", u."AMBIENTE", u."ACTIVE", ${grantsJsonSql(`u."USER_ID"`)} AS "GRANTS"
+           FROM "TB_USER" u WHERE u."USER_ID" = ANY($1::text[])`,
+        [users],
+        PREPARED,
+      );
+      for (const { USER_ID, ...r } of found.rows) registrants.set(USER_ID, r);
+    }
+    const none = { PESO: null, CENTRO_DETT: null, AMBIENTE: null, ACTIVE: null, GRANTS: null };
+    return rows.map((r) => ({ ...r, ...((r.CREATED_BY && registrants.get(r.CREATED_BY)) || none) }));
   };
 }

@@ -4,6 +4,7 @@
 // changed row. The registry reloads before the response, so the next request sees the change.
 import { authorize } from "../../auth/authorize.ts";
 import { type IndexBuild, indexBuildSql, syncTables } from "../../ddl/sync.ts";
+import { inEveryProfile, requireEveryProfile } from "./every-database.ts";
 import { ident } from "../../db/sql.ts";
 import { ConflictError, MetadataError, ValidationError } from "../../errors.ts";
 import { insertOutboxEvent } from "../../events/outbox.ts";
@@ -28,7 +29,8 @@ import { type AppliedChange, applyChange } from "./apply.ts";
 import { type MetadataWriteRequest, parseMetadataRequest, type Row } from "./input.ts";
 import { keyOf, type MetadataTable } from "../../metadata/tables.ts";
 
-export type MetadataWriteDeps = Pick<Services, "db" | "metadata">;
+/** `profiles`: the database profiles whose tables follow the metadata too (decisions.md §18). */
+export type MetadataWriteDeps = Pick<Services, "db" | "metadata"> & Partial<Pick<Services, "profiles">>;
 
 async function deleteRow(tx: Queryable, t: MetadataTable, row: Row): Promise<void> {
   await tx.query(
@@ -134,52 +136,64 @@ export async function writeMetadata(
   // On PostgreSQL new indexes of existing tables are built after the commit, CONCURRENTLY.
   const deferIndexes = deps.db.kind === "postgres";
   let deferred: IndexBuild[] = [];
+  const profileDeferred: Array<{ db: Queryable; builds: IndexBuild[] }> = [];
   try {
-    result = await deps.db.transaction(async (tx) => {
-      await lockMetadataWrites(tx);
-      const rows = await readMetadataRows(tx);
-      const previous = buildModel(rows, 0).dimensions;
-      const change = applyChange(rows, input);
-      if (input.op === "delete" && t.code === "MENU") await refuseMenuInUse(tx, ctx, change.existing!);
-      const problems = validateMetadata(rows);
-      if (problems.length) {
-        throw new MetadataError(
-          "The change would leave the metadata invalid; nothing was written.",
-          problems,
-        );
-      }
+    // Every profile's tables follow, or nothing is written (every-database.ts).
+    if (deps.profiles) await requireEveryProfile(deps.profiles);
+    result = await inEveryProfile(deps.profiles, (profileTxs) =>
+      deps.db.transaction(async (tx) => {
+        await lockMetadataWrites(tx);
+        const rows = await readMetadataRows(tx);
+        const previous = buildModel(rows, 0).dimensions;
+        const change = applyChange(rows, input);
+        if (input.op === "delete" && t.code === "MENU") await refuseMenuInUse(tx, ctx, change.existing!);
+        const problems = validateMetadata(rows);
+        if (problems.length) {
+          throw new MetadataError(
+            "The change would leave the metadata invalid; nothing was written.",
+            problems,
+          );
+        }
 
-      for (const [rt, r] of change.removed) await deleteRow(tx, rt, r);
-      if (change.written) await upsertMetadataRows(tx, { [t.table]: [change.written] });
-      else await deleteRow(tx, t, change.existing!);
-      for (const [rt, r] of change.added)
-        await upsertMetadataRows(tx, { [rt.table]: [r] } as Partial<MetadataRows>);
-      const model = buildModel(rows, 0);
-      const dims = [...shapedDimensions(t, change)].flatMap((c) => model.dimensions.get(c) ?? []);
-      if (dims.length) deferred = (await syncTables(tx, dims, previous, { deferIndexes })).deferred ?? [];
-      const version = await bumpMetadataVersion(tx);
+        for (const [rt, r] of change.removed) await deleteRow(tx, rt, r);
+        if (change.written) await upsertMetadataRows(tx, { [t.table]: [change.written] });
+        else await deleteRow(tx, t, change.existing!);
+        for (const [rt, r] of change.added)
+          await upsertMetadataRows(tx, { [rt.table]: [r] } as Partial<MetadataRows>);
+        const model = buildModel(rows, 0);
+        const dims = [...shapedDimensions(t, change)].flatMap((c) => model.dimensions.get(c) ?? []);
+        if (dims.length) {
+          deferred = (await syncTables(tx, dims, previous, { deferIndexes })).deferred ?? [];
+          for (const p of profileTxs) {
+            const builds = (await syncTables(p.tx, dims, previous, { deferIndexes })).deferred ?? [];
+            profileDeferred.push({ db: p.db, builds });
+          }
+        }
+        const version = await bumpMetadataVersion(tx);
 
-      const main = change.written
-        ? await metadataEvent(
-            tx,
-            ctx,
-            t,
-            input.op === "create" ? "created" : "updated",
-            await readRow(tx, t, change.written),
-          )
-        : await metadataEvent(tx, ctx, t, "deleted", change.existing!);
-      const related: MetadataChange[] = [];
-      for (const [rt, r] of change.removed) related.push(await metadataEvent(tx, ctx, rt, "deleted", r));
-      for (const [rt, r] of change.added) {
-        related.push(await metadataEvent(tx, ctx, rt, "created", await readRow(tx, rt, r)));
-      }
-      return { ...main, version, related };
-    });
+        const main = change.written
+          ? await metadataEvent(
+              tx,
+              ctx,
+              t,
+              input.op === "create" ? "created" : "updated",
+              await readRow(tx, t, change.written),
+            )
+          : await metadataEvent(tx, ctx, t, "deleted", change.existing!);
+        const related: MetadataChange[] = [];
+        for (const [rt, r] of change.removed) related.push(await metadataEvent(tx, ctx, rt, "deleted", r));
+        for (const [rt, r] of change.added) {
+          related.push(await metadataEvent(tx, ctx, rt, "created", await readRow(tx, rt, r)));
+        }
+        return { ...main, version, related };
+      }),
+    );
   } catch (err) {
     mapDataError(err);
   }
   await deps.metadata.refresh(true);
   for (const build of deferred) await buildIndexConcurrently(deps.db, build);
+  for (const p of profileDeferred) for (const build of p.builds) await buildIndexConcurrently(p.db, build);
   return result;
 }
 
