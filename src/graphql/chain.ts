@@ -26,8 +26,7 @@ import {
   specifiedRules,
   validate,
 } from "graphql";
-import type { FastifyReply } from "fastify";
-import type { HeavyRequests } from "../http/heavy-requests.ts";
+import type { HeavyRequests, LaneClient } from "../http/heavy-requests.ts";
 import { MAX_JSON_DEPTH } from "../json-depth.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import type { Config, MetadataModel } from "../types.ts";
@@ -49,8 +48,8 @@ import { checkPlannedWrites, plannedWrites, rootFieldKeys } from "./write-budget
 
 /** What the chain needs of an operation's context beyond the resolvers' GraphQLContext. */
 export interface ChainContext extends GraphQLContext {
-  /** The HTTP reply the operation answers (a client that goes away leaves its tenant's lane). */
-  reply: FastifyReply;
+  /** The request as its tenant's heavy lane sees it (a client that goes away leaves the lane). */
+  laneClient: LaneClient;
   /** The expiry (epoch seconds) of the bearer token the caller was authenticated with. */
   tokenExpiresAt: number | null;
 }
@@ -233,7 +232,7 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
     onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue;
       const values = deps.estimate(args.schema as GraphQLSchema, args.document, args.operationName);
-      if (!deps.heavy.waits(values, ctx.reply)) return;
+      if (!deps.heavy.waits(values, ctx.laneClient)) return;
       return takeTurn(values, ctx, setResultAndStopExecution);
     },
   };
@@ -244,7 +243,7 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
   ) {
     let leave: () => void;
     try {
-      leave = await deps.heavy.enter(ctx.caller.principal.tenantId, values, ctx.reply);
+      leave = await deps.heavy.enter(ctx.caller.principal.tenantId, values, ctx.laneClient);
     } catch (err) {
       setResultAndStopExecution({ errors: [asGraphQLError(err)] });
       return;

@@ -22,11 +22,9 @@
 // module the HTTP transports use (src/graphql/persisted.ts), with the same refusals. The protocol
 // requires `query` to be a string: a payload naming a persisted operation by its hash alone sends
 // `query: ""`, taken as no document.
-import { EventEmitter } from "node:events";
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
 import type { Plugin } from "@envelop/core";
-import type { FastifyReply } from "fastify";
 import {
   type DocumentNode,
   type ExecutionArgs,
@@ -39,6 +37,7 @@ import type { Context } from "graphql-ws";
 import { type Extra, useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
 import { AuthenticationError, RateLimitError } from "../errors.ts";
+import type { LaneClient } from "../http/heavy-requests.ts";
 import type { Caller } from "../types.ts";
 import { type ChainContext, envelopChain } from "./chain.ts";
 import { asGraphQLError } from "./errors.ts";
@@ -73,7 +72,7 @@ export interface WebSocketDeps {
     requestId: string,
   ) => Promise<{ caller: Caller; expiresAt: number | null }>;
   /** An operation's context, as the HTTP routes make it. */
-  context: (caller: Caller, tokenExpiresAt: number | null, reply: FastifyReply) => ChainContext;
+  context: (caller: Caller, tokenExpiresAt: number | null, laneClient: LaneClient) => ChainContext;
   /** Persisted operations, resolved as over HTTP. */
   persisted: PersistedOperations;
   limits: {
@@ -104,7 +103,7 @@ interface Connection {
   holder: { userId: string; tenantId: string } | null;
   expiryTimer: NodeJS.Timeout | null;
   /** Per operation id: what the heavy lanes watch to notice the operation is gone. */
-  operations: Map<string, EventEmitter>;
+  operations: Map<string, AbortController>;
 }
 
 type WsContext = Context<Record<string, unknown> | undefined, Extra>;
@@ -294,11 +293,12 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           payload.extensions,
         );
         if (resolved.error) return [asSent(resolved.error)];
-        // What the heavy lanes watch: 'close' when the operation or its socket ends.
-        const gone = new EventEmitter();
-        connection.operations.set(id, gone);
-        const reply = { raw: gone } as unknown as FastifyReply;
-        const contextValue = deps.context(authenticated.caller, authenticated.expiresAt, reply);
+        // What the heavy lanes watch: aborted when the operation or its socket ends.
+        const ending = new AbortController();
+        connection.operations.set(id, ending);
+        const contextValue = deps.context(authenticated.caller, authenticated.expiresAt, {
+          gone: ending.signal,
+        });
         const run = getEnveloped(contextValue);
         const schema = deps.schema(authenticated.caller);
         let document: DocumentNode;
@@ -340,14 +340,14 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
       },
       onComplete(ctx, id) {
         const connection = connectionOf(ctx.extra.socket);
-        const gone = connection.operations.get(id);
+        const ending = connection.operations.get(id);
         connection.operations.delete(id);
-        gone?.emit("close");
+        ending?.abort(new Error("the operation ended"));
       },
       onClose(ctx) {
         const connection = connectionOf(ctx.extra.socket);
         if (connection.expiryTimer) clearTimeout(connection.expiryTimer);
-        for (const gone of connection.operations.values()) gone.emit("close");
+        for (const ending of connection.operations.values()) ending.abort(new Error("the socket closed"));
         connection.operations.clear();
         if (connection.holder) {
           perUser.remove(connection.holder.userId);

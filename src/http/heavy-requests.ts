@@ -10,7 +10,7 @@
 // cheap GET for hundreds of milliseconds; one at a time, it waits for one of their steps at most.
 // Cheap requests never enter a lane; every read's statements, cheap or heavy, also pass the
 // tenant's read gate (src/ratelimit/tenant-gate.ts).
-import type { FastifyReply } from "fastify";
+import type { ServerResponse } from "node:http";
 import { Gauge, type Registry } from "prom-client";
 import { createTenantLanes, type TenantLanes } from "../ratelimit/tenant-lanes.ts";
 
@@ -23,16 +23,53 @@ export interface HeavyRequestOptions {
   maxWaiting: number;
 }
 
+/**
+ * The request a turn is for, as the lanes see it, whatever carries it (an HTTP request, an
+ * operation on a WebSocket): one object per request, so that a request never waits for a turn it
+ * holds, and `gone`, aborted when its client goes away (it then leaves the queue).
+ */
+export interface LaneClient {
+  readonly gone: AbortSignal;
+}
+
+const httpClients = new WeakMap<ServerResponse, LaneClient>();
+
+/**
+ * The lane client of an HTTP request, one per response: `gone` is made when first asked for (a
+ * request that never waits makes none) and aborted when the response closes (the client went
+ * away, or the answer was sent).
+ */
+export function httpLaneClient(response: ServerResponse): LaneClient {
+  let client = httpClients.get(response);
+  if (!client) {
+    let gone: AbortSignal | null = null;
+    client = {
+      get gone() {
+        if (!gone) {
+          const controller = new AbortController();
+          response.once("close", () =>
+            controller.abort(new Error("the client closed the connection while waiting")),
+          );
+          gone = controller.signal;
+        }
+        return gone;
+      },
+    };
+    httpClients.set(response, client);
+  }
+  return client;
+}
+
 export interface HeavyRequests {
   /**
    * Runs `work` now when `values` is under the threshold, else in `tenantId`'s lane; a client
-   * that closes the connection while waiting leaves the queue (its request ends unanswered).
+   * that goes away while waiting leaves the queue (its request ends unanswered).
    */
-  run<T>(tenantId: string, values: number, reply: FastifyReply, work: () => Promise<T>): Promise<T>;
+  run<T>(tenantId: string, values: number, client: LaneClient, work: () => Promise<T>): Promise<T>;
   /** Whether `enter` would wait for a turn: false for a cheap request (it enters at once). */
-  waits(values: number, reply: FastifyReply): boolean;
+  waits(values: number, client: LaneClient): boolean;
   /** As `run`, for work that ends elsewhere: resolves with the function that ends the turn. */
-  enter(tenantId: string, values: number, reply: FastifyReply): Promise<() => void>;
+  enter(tenantId: string, values: number, client: LaneClient): Promise<() => void>;
   /** Heavy requests running and waiting for a tenant (tests, metrics). */
   state(tenantId: string): { running: number; waiting: number };
 }
@@ -62,28 +99,20 @@ export function createHeavyRequests(options: HeavyRequestOptions, registry?: Reg
   const light = () => {};
   // A request holds at most one turn: a request that took its turn for its large body
   // (heavyBodies) runs its heavy work in that same turn, and never waits for itself.
-  const holding = new WeakSet<FastifyReply>();
+  const holding = new WeakSet<LaneClient>();
 
-  const waits = (values: number, reply: FastifyReply) =>
-    options.thresholdValues > 0 && values >= options.thresholdValues && !holding.has(reply);
+  const waits = (values: number, client: LaneClient) =>
+    options.thresholdValues > 0 && values >= options.thresholdValues && !holding.has(client);
 
-  async function enter(tenantId: string, values: number, reply: FastifyReply): Promise<() => void> {
-    if (!waits(values, reply)) return light;
-    const gone = new AbortController();
-    const onClose = () => gone.abort(new Error("the client closed the connection while waiting"));
-    reply.raw.once("close", onClose);
-    let leave: () => void;
-    try {
-      leave = await lanes.enter(tenantId, gone.signal);
-    } finally {
-      reply.raw.off("close", onClose);
-    }
-    holding.add(reply);
+  async function enter(tenantId: string, values: number, client: LaneClient): Promise<() => void> {
+    if (!waits(values, client)) return light;
+    const leave = await lanes.enter(tenantId, client.gone);
+    holding.add(client);
     let left = false;
     return () => {
       if (left) return;
       left = true;
-      holding.delete(reply);
+      holding.delete(client);
       leave();
     };
   }
@@ -91,9 +120,9 @@ export function createHeavyRequests(options: HeavyRequestOptions, registry?: Reg
   return {
     waits,
     enter,
-    async run(tenantId, values, reply, work) {
+    async run(tenantId, values, client, work) {
       if (options.thresholdValues <= 0 || values < options.thresholdValues) return work();
-      const leave = await enter(tenantId, values, reply);
+      const leave = await enter(tenantId, values, client);
       try {
         return await work();
       } finally {

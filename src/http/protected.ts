@@ -4,7 +4,7 @@
 // requests with `config.public` (GraphiQL's page on GET /graphql).
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from "fastify";
 import type { Auth } from "../auth/service.ts";
-import type { HeavyRequests } from "./heavy-requests.ts";
+import { type HeavyRequests, httpLaneClient } from "./heavy-requests.ts";
 import { BadRequestError } from "../errors.ts";
 import { type Caller, inScope, type RequestContext } from "../types.ts";
 
@@ -101,7 +101,7 @@ export function protectedScope(
             const leave = await heavyBodies.heavy.enter(
               caller.principal.tenantId,
               Number.POSITIVE_INFINITY,
-              reply,
+              httpLaneClient(reply.raw),
             );
             reply.raw.once("close", leave);
             done(null, payload);
