@@ -166,15 +166,23 @@ function unchangedGrants(session: StoredSession): Grant[] | null {
   return same ? session.grants : null;
 }
 
+/**
+ * Where an authentication's response headers go (the rate-limit windows, a renewed token): the
+ * HTTP reply; null where no response carries headers (a WebSocket's messages).
+ */
+export interface ResponseHeaders {
+  headers(values: Record<string, string>): unknown;
+}
+
 /** One request of the session's user and tenant: 429 when a window is spent, else its headers. */
 export async function spendUserWindows(
   deps: AuthDeps,
   session: StoredSession,
-  reply: FastifyReply | null,
+  out: ResponseHeaders | null,
 ): Promise<void> {
   const decision = await deps.limits.request(session.userId, session.tenantId);
   if (decision.exceeded) throw rateLimitError(decision.exceeded, "requests");
-  if (decision.shown && reply) reply.headers(rateLimitHeaders(decision.shown));
+  if (decision.shown && out) out.headers(rateLimitHeaders(decision.shown));
 }
 
 /** The caller of a verified session, with grants and peso as they stand now (no HTTP). */
@@ -194,7 +202,7 @@ export async function principalOf(deps: AuthDeps, session: StoredSession): Promi
 }
 
 /**
- * HTTP hook: LAST_ACTIVITY is written at most every touchIntervalS. Null when there is nothing to
+ * LAST_ACTIVITY is written at most every touchIntervalS. Null when there is nothing to
  * write (most requests): the caller then has no promise to await.
  */
 function markActivity(deps: AuthDeps, session: StoredSession): Promise<void> | null {
@@ -206,51 +214,62 @@ function markActivity(deps: AuthDeps, session: StoredSession): Promise<void> | n
 }
 
 /**
- * HTTP hook: a token older than ACCESS_TOKEN_ACTIVE_S gets a fresh one in X-Access-Token. Null
- * when the token is young enough (most requests).
+ * A token older than ACCESS_TOKEN_ACTIVE_S gets a fresh one in X-Access-Token. Null when the token
+ * is young enough (most requests).
  */
-function renewToken(deps: AuthDeps, verified: VerifiedSession, reply: FastifyReply): Promise<void> | null {
+function renewToken(deps: AuthDeps, verified: VerifiedSession, out: ResponseHeaders): Promise<void> | null {
   const now = deps.clock();
   if (Math.floor(now.getTime() / 1000) - verified.token.iat <= deps.config.accessTokenActiveS) return null;
   return deps.tokens.issue(accessClaims(verified.session)).then((renewed) => {
-    reply.header("X-Access-Token", renewed.token);
+    out.headers({ "X-Access-Token": renewed.token });
   });
 }
 
+/** An authenticated caller and when its token expires (epoch seconds; null: no expiry). */
+export interface Authenticated {
+  caller: Caller;
+  expiresAt: number | null;
+}
+
 /**
- * The protected scope's preHandler (src/http/protected.ts): verifyBearer, then the HTTP hooks
- * (rate-limit windows, activity mark, token renewal). The caller only: the source and center_dett
+ * The one authentication of a request, whatever carries it: the bearer token and its session
+ * verified, the user's and tenant's rate-limit windows spent, the activity mark, and with a
+ * response to carry it (`out`) the token's renewal. The caller only: the source and center_dett
  * of each call are the adapters' business.
  */
+export async function authenticateToken(
+  deps: AuthDeps,
+  token: string,
+  requestId: string,
+  out: ResponseHeaders | null,
+): Promise<Authenticated> {
+  const verified = await verifyBearer(deps, token);
+  await spendUserWindows(deps, verified.session, out);
+  const principal = await principalOf(deps, verified.session);
+  const touched = markActivity(deps, verified.session);
+  if (touched) await touched;
+  const renewed = out ? renewToken(deps, verified, out) : null;
+  if (renewed) await renewed;
+  return { caller: { principal, requestId, now: deps.clock }, expiresAt: verified.token.claims.exp ?? null };
+}
+
+/** The protected scope's preHandler (src/http/protected.ts): the request's bearer token. */
 export async function authenticateRequest(
   deps: AuthDeps,
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<Caller> {
-  const verified = await verifyBearer(deps, bearerToken(request));
-  await spendUserWindows(deps, verified.session, reply);
-  const principal = await principalOf(deps, verified.session);
-  const touched = markActivity(deps, verified.session);
-  if (touched) await touched;
-  const renewed = renewToken(deps, verified, reply);
-  if (renewed) await renewed;
-  return { principal, requestId: request.id, now: deps.clock };
+  return (await authenticateToken(deps, bearerToken(request), request.id, reply)).caller;
 }
 
 /**
  * An Authorization value without HTTP (a WebSocket's connection_init, or each of its operations):
- * verifyBearer, the user's and tenant's rate-limit windows, the activity mark; no renewal (there
- * is no response header to carry it). The caller and its token's expiry (epoch seconds).
+ * no renewal, there being no response header to carry it.
  */
-export async function authenticateBearer(
+export function authenticateBearer(
   deps: AuthDeps,
   authorization: string | undefined,
   requestId: string,
-): Promise<{ caller: Caller; expiresAt: number | null }> {
-  const verified = await verifyBearer(deps, bearerOf(authorization));
-  await spendUserWindows(deps, verified.session, null);
-  const principal = await principalOf(deps, verified.session);
-  const touched = markActivity(deps, verified.session);
-  if (touched) await touched;
-  return { caller: { principal, requestId, now: deps.clock }, expiresAt: verified.token.claims.exp ?? null };
+): Promise<Authenticated> {
+  return authenticateToken(deps, bearerOf(authorization), requestId, null);
 }
