@@ -101,14 +101,22 @@ export function tenantViews<S extends TenantScoped>(
   const moving = new Map<string, S>();
   // Writable: views of views (GraphQL's per tenant, src/graphql/plugin.ts) set their own.
   const own = (value: unknown) => ({ value, enumerable: true, writable: true, configurable: true });
-  const view = (over: Partial<TenantScoped>, from: S | DatabaseParts): S =>
+  // A moving tenant's view: transactions refused, and Prisma (webhook registrations) too.
+  const view = (from: S | DatabaseParts, movingTenant?: string): S =>
     Object.create(base, {
       database: own(from.database),
-      db: own(over.db ?? from.db),
+      db: own(movingTenant === undefined ? from.db : writesRefused(from.db, movingTenant)),
       readDb: own(from.readDb),
       totals: own(from.totals),
       creates: own(from.creates),
-      prisma: { get: () => from.prisma, enumerable: true, configurable: true },
+      prisma: {
+        get: () => {
+          if (movingTenant !== undefined) throw tenantMovingError(movingTenant);
+          return from.prisma;
+        },
+        enumerable: true,
+        configurable: true,
+      },
     }) as S;
   const atDatabase = (name: string | null): S => {
     if (name === null) return base;
@@ -119,7 +127,7 @@ export function tenantViews<S extends TenantScoped>(
         p = make(name);
         parts.set(name, p);
       }
-      v = view({}, p);
+      v = view(p);
       views.set(name, v);
     }
     return v;
@@ -133,7 +141,7 @@ export function tenantViews<S extends TenantScoped>(
       const key = `${tenantId}\u0000${name ?? ""}`;
       let v = moving.get(key);
       if (!v) {
-        v = view({ db: writesRefused(at.db, tenantId) }, at);
+        v = view(at, tenantId);
         moving.set(key, v);
         if (moving.size > 1000) moving.delete(moving.keys().next().value as string);
       }

@@ -1,0 +1,340 @@
+// Moves a tenant's rows to another database (decisions.md §18; `npm run tenant:move`), losing no
+// acknowledged write and no event:
+//
+// 1. Fence: TB_TENANT.MOVING_SINCE is set; every process learns it through NOTIFY (migration
+//    0018) and refuses the tenant's writes with 503 TENANT_MOVING and Retry-After; its reads go
+//    on. The move waits until every listening process has been told, then until the transactions
+//    of the source database that began before that moment have ended (a write already under way).
+// 2. Copy: the tenant's rows of every dimension table, record history, search rows, event
+//    counts, sequences, import ledger, webhooks (new ids there) with their deliveries and log,
+//    into one transaction of the target (whatever an earlier, interrupted move left there of the
+//    tenant is removed first). Its outbox rows not yet published move with the relays' turn held
+//    on the source (no relay publishes them meanwhile): deleted there and inserted in the target
+//    in OUTBOX_ID order, where the target's relay publishes them; the target's OUTBOX_IDs are
+//    moved past the source's so that no id of the tenant's past comes again.
+// 3. Check: every copied table's rows of the tenant are compared (count and an MD5 of their
+//    JSON, key order normalised) between source and target; a difference (a write that slipped
+//    past the fence) is copied again, then checked again.
+// 4. Switch: TB_TENANT.DATABASE names the target, every process is told (reads go there), the
+//    fence is lifted, and the source's rows of the tenant are deleted once the reads that began
+//    there have ended.
+import type { DatabaseHandle } from "./db/database.ts";
+import { ident } from "./db/sql.ts";
+import { OUTBOX_CHANNEL } from "./events/outbox.ts";
+import { RELAY_TURN_LOCK } from "./events/relay.ts";
+import type { Services } from "./services.ts";
+import type { Queryable } from "./types.ts";
+
+/** A move that cannot be made (unknown tenant or profile, already there); nothing was changed. */
+export class TenantMoveError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "TenantMoveError";
+  }
+}
+
+export interface MoveOptions {
+  /** Told of each step (the CLI prints them); the move waits for what it returns. */
+  onStep?: (step: string) => void | Promise<void>;
+  /** After every process was told of a change, how long the move waits for it to be applied. */
+  settleMs?: number;
+  /** The longest wait for the source's earlier transactions to end. */
+  drainTimeoutMs?: number;
+}
+
+export interface MoveResult {
+  tenant: string;
+  from: string | null;
+  to: string | null;
+  /** Rows copied per table. */
+  copied: Record<string, number>;
+  /** Unpublished outbox rows moved. */
+  eventsMoved: number;
+}
+
+/** Fixed tables holding a tenant's rows, with the column naming the tenant. */
+const TENANT_TABLES: ReadonlyArray<{ table: string; tenant: string }> = [
+  { table: "TB_HISTORY", tenant: "TENANT_ID" },
+  { table: "TB_SEARCH", tenant: "TENANT_ID" },
+  { table: "TB_EVENT_STATS", tenant: "TENANT_ID" },
+  { table: "TB_SEQUENCE", tenant: "TENANT_ID" },
+  { table: "TB_IMPORT_LEDGER", tenant: "TENANT_ID" },
+];
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** `main` or a configured profile, as TB_TENANT.DATABASE stores it (null: main). */
+export function targetOf(services: Services, name: string): string | null {
+  if (name.toLowerCase() === "main") return null;
+  const upper = name.toUpperCase();
+  if (!services.profiles.names.includes(upper))
+    throw new TenantMoveError(
+      `${name} is not a configured database profile (set DATABASE_URL_${upper}), nor main; configured: ${[
+        "main",
+        ...services.profiles.names,
+      ].join(", ")}.`,
+    );
+  return upper;
+}
+
+export async function moveTenant(
+  services: Services,
+  tenantId: string,
+  targetName: string,
+  opts: MoveOptions = {},
+): Promise<MoveResult> {
+  const step = opts.onStep ?? (() => {});
+  const settleMs = opts.settleMs ?? 250;
+  const main = services.db;
+  const to = targetOf(services, targetName);
+  const { rows } = await main.query<{ DATABASE: string | null }>(
+    `SELECT upper("DATABASE") AS "DATABASE" FROM "TB_TENANT" WHERE "TENANT_ID" = $1`,
+    [tenantId],
+  );
+  if (rows.length === 0) throw new TenantMoveError(`Tenant ${tenantId} does not exist.`);
+  const from = rows[0]!.DATABASE;
+  if (from === to) throw new TenantMoveError(`Tenant ${tenantId} is in ${to ?? "main"} already.`);
+  for (const name of [from, to])
+    if (name !== null && !(await services.profiles.prepare(name)))
+      throw new TenantMoveError(`The database of profile ${name} is not reachable; nothing was changed.`);
+  const source = services.profiles.handle(from);
+  const target = services.profiles.handle(to);
+
+  /** Every process has applied what TB_TENANT says now; then the source's earlier work ended. */
+  const told = async () => {
+    await services.profiles.refresh();
+    await main.listenersCaughtUp();
+    await sleep(settleMs);
+    await drainEarlierTransactions(source, opts.drainTimeoutMs ?? 60_000);
+  };
+
+  await step(`fencing ${tenantId}'s writes`);
+  await main.query(
+    `UPDATE "TB_TENANT" SET "MOVING_SINCE" = coalesce("MOVING_SINCE", now()) WHERE "TENANT_ID" = $1`,
+    [tenantId],
+  );
+  await told();
+
+  const tables = dimensionTables(services);
+  const copied: Record<string, number> = {};
+  await step(`copying ${tenantId}'s rows from ${from ?? "main"} to ${to ?? "main"}`);
+  await copyEverything(source, target, tenantId, tables, copied);
+  const eventsMoved = await moveUnpublished(source, target, tenantId);
+  await step("checking the copy");
+  for (let round = 0; ; round++) {
+    const differing = await differences(source, target, tenantId, tables);
+    if (differing.length === 0) break;
+    if (round >= 3) throw new Error(`the copy differs from the source in ${differing.join(", ")}`);
+    await step(`copying again: ${differing.join(", ")}`);
+    await copyEverything(source, target, tenantId, tables, copied);
+  }
+
+  await step(`switching ${tenantId} to ${to ?? "main"}`);
+  await main.query(`UPDATE "TB_TENANT" SET "DATABASE" = $2 WHERE "TENANT_ID" = $1`, [tenantId, to]);
+  await told();
+  await main.query(`UPDATE "TB_TENANT" SET "MOVING_SINCE" = NULL WHERE "TENANT_ID" = $1`, [tenantId]);
+  await services.profiles.refresh();
+  // Totals counted on the target before the copy are forgotten; its relays look at the outbox.
+  await target.query(`SELECT pg_notify($1, '')`, [OUTBOX_CHANNEL]);
+
+  await step(`removing ${tenantId}'s rows from ${from ?? "main"}`);
+  await source.transaction(async (tx) => {
+    await deleteTenantRows(tx, tenantId, tables);
+    await tx.query(`DELETE FROM "TB_ANAG_OUTBOX00" WHERE "TENANT_ID" = $1`, [tenantId]);
+  });
+  return { tenant: tenantId, from, to, copied, eventsMoved };
+}
+
+function dimensionTables(services: Services): string[] {
+  return [...new Set([...services.metadata.current().dimensions.values()].map((d) => d.tableName))];
+}
+
+/**
+ * Waits until every transaction of `db` that began before now has ended (as CREATE INDEX
+ * CONCURRENTLY waits): a write that began before the fence commits or rolls back first.
+ */
+async function drainEarlierTransactions(db: DatabaseHandle, timeoutMs: number): Promise<void> {
+  const { rows } = await db.query<{ now: Date }>(`SELECT clock_timestamp() AS now`);
+  const since = rows[0]!.now;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const busy = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start < $1`,
+      [since],
+    );
+    if (busy.rows[0]!.n === 0) return;
+    if (Date.now() > deadline) throw new Error("transactions of the source database did not end in time");
+    await sleep(50);
+  }
+}
+
+/** The tenant's rows of `table` on `db`, as JSON objects. */
+async function rowsOf(db: Queryable, table: string, column: string, tenantId: string) {
+  const { rows } = await db.query<{ row: Record<string, unknown> }>(
+    `SELECT to_jsonb(t) AS "row" FROM ${ident(table)} t WHERE ${ident(column)} = $1`,
+    [tenantId],
+  );
+  return rows.map((r) => r.row);
+}
+
+/** Inserts JSON rows into `table` by column name (the target's column order). */
+async function insertRows(tx: Queryable, table: string, rows: readonly unknown[], omit: string[] = []) {
+  if (rows.length === 0) return;
+  const { rows: cols } = await tx.query<{ name: string }>(
+    `SELECT a.attname AS name FROM pg_attribute a
+      WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
+    [ident(table)],
+  );
+  const names = cols.map((c) => c.name).filter((n) => !omit.includes(n));
+  const list = names.map(ident).join(", ");
+  for (let i = 0; i < rows.length; i += 1000) {
+    await tx.query(
+      `INSERT INTO ${ident(table)} (${list}) OVERRIDING SYSTEM VALUE
+       SELECT ${list} FROM jsonb_populate_recordset(NULL::${ident(table)}, $1::jsonb)`,
+      [JSON.stringify(rows.slice(i, i + 1000))],
+    );
+  }
+  // Identity and serial columns continue past the copied values.
+  for (const col of names) {
+    const seq = await tx.query<{ seq: string | null }>(`SELECT pg_get_serial_sequence($1, $2) AS seq`, [
+      ident(table),
+      col,
+    ]);
+    const name = seq.rows[0]?.seq;
+    if (!name) continue;
+    await tx.query(
+      `SELECT setval($1::regclass, greatest((SELECT coalesce(max(${ident(col)}), 1) FROM ${ident(table)}),
+              (SELECT last_value FROM ${name})))`,
+      [name],
+    );
+  }
+}
+
+async function deleteTenantRows(tx: Queryable, tenantId: string, tables: readonly string[]): Promise<void> {
+  for (const table of tables)
+    await tx.query(`DELETE FROM ${ident(table)} WHERE "TENANT_ID" = $1`, [tenantId]);
+  for (const { table, tenant } of TENANT_TABLES)
+    await tx.query(`DELETE FROM ${ident(table)} WHERE ${ident(tenant)} = $1`, [tenantId]);
+  const hooks = `SELECT "WEBHOOK_ID" FROM "TB_WEBHOOK" WHERE "SOURCE" = $1`;
+  await tx.query(`DELETE FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" IN (${hooks})`, [tenantId]);
+  await tx.query(`DELETE FROM "TB_WEBHOOK_LOG" WHERE "WEBHOOK_ID" IN (${hooks})`, [tenantId]);
+  await tx.query(`DELETE FROM "TB_WEBHOOK" WHERE "SOURCE" = $1`, [tenantId]);
+}
+
+/** The tenant's rows (all but the outbox) into the target, replacing what it had of the tenant. */
+async function copyEverything(
+  source: DatabaseHandle,
+  target: DatabaseHandle,
+  tenantId: string,
+  tables: readonly string[],
+  copied: Record<string, number>,
+): Promise<void> {
+  const read: Array<[string, Record<string, unknown>[]]> = [];
+  for (const table of tables) read.push([table, await rowsOf(source, table, "TENANT_ID", tenantId)]);
+  for (const { table, tenant } of TENANT_TABLES)
+    read.push([table, await rowsOf(source, table, tenant, tenantId)]);
+  const hooks = await rowsOf(source, "TB_WEBHOOK", "SOURCE", tenantId);
+  const ids = hooks.map((h) => h.WEBHOOK_ID);
+  const deliveries = (
+    await source.query<{ row: Record<string, unknown> }>(
+      `SELECT to_jsonb(d) AS "row" FROM "TB_WEBHOOK_DELIVERY" d WHERE "WEBHOOK_ID" = ANY($1::int[])`,
+      [ids],
+    )
+  ).rows.map((r) => r.row);
+  const logs = (
+    await source.query<{ row: Record<string, unknown> }>(
+      `SELECT to_jsonb(l) AS "row" FROM "TB_WEBHOOK_LOG" l WHERE "WEBHOOK_ID" = ANY($1::int[])`,
+      [ids],
+    )
+  ).rows.map((r) => r.row);
+  await target.transaction(async (tx) => {
+    await deleteTenantRows(tx, tenantId, tables);
+    for (const [table, rows] of read) {
+      await insertRows(tx, table, rows);
+      copied[table] = rows.length;
+    }
+    // Webhooks get the target's ids; their deliveries and log follow them.
+    const newIds = new Map<unknown, number>();
+    for (const hook of hooks) {
+      const { rows } = await tx.query<{ id: number }>(
+        `INSERT INTO "TB_WEBHOOK" SELECT (jsonb_populate_record(NULL::"TB_WEBHOOK",
+           $1::jsonb || jsonb_build_object('WEBHOOK_ID', nextval(pg_get_serial_sequence('"TB_WEBHOOK"', 'WEBHOOK_ID'))))).*
+         RETURNING "WEBHOOK_ID" AS id`,
+        [JSON.stringify(hook)],
+      );
+      newIds.set(hook.WEBHOOK_ID, rows[0]!.id);
+    }
+    const remap = (rows: Record<string, unknown>[]) =>
+      rows.map((r) => ({ ...r, WEBHOOK_ID: newIds.get(r.WEBHOOK_ID) }));
+    await insertRows(tx, "TB_WEBHOOK_DELIVERY", remap(deliveries), ["DELIVERY_ID"]);
+    await insertRows(tx, "TB_WEBHOOK_LOG", remap(logs), ["LOG_ID"]);
+    copied.TB_WEBHOOK = hooks.length;
+    copied.TB_WEBHOOK_DELIVERY = deliveries.length;
+    copied.TB_WEBHOOK_LOG = logs.length;
+  });
+}
+
+/**
+ * The tenant's unpublished outbox rows, moved with the relays' turn held on the source (none of
+ * them is published there meanwhile): inserted into the target (new OUTBOX_IDs past every id of
+ * the source, in the same order), then deleted from the source. Resolves to how many moved.
+ */
+async function moveUnpublished(
+  source: DatabaseHandle,
+  target: DatabaseHandle,
+  tenantId: string,
+): Promise<number> {
+  return source.transaction(async (stx) => {
+    await stx.query(`SELECT pg_advisory_xact_lock($1)`, [RELAY_TURN_LOCK]);
+    const { rows } = await stx.query<{ row: Record<string, unknown> }>(
+      `SELECT to_jsonb(o) AS "row" FROM "TB_ANAG_OUTBOX00" o
+        WHERE "TENANT_ID" = $1 AND "PUBLISHED_AT" IS NULL ORDER BY "OUTBOX_ID"`,
+      [tenantId],
+    );
+    const last = await stx.query<{ last: string }>(
+      `SELECT last_value::text AS "last" FROM "TB_ANAG_OUTBOX00_OUTBOX_ID_seq"`,
+    );
+    await target.transaction(async (ttx) => {
+      await ttx.query(
+        `SELECT setval('"TB_ANAG_OUTBOX00_OUTBOX_ID_seq"',
+                greatest($1::bigint, (SELECT last_value FROM "TB_ANAG_OUTBOX00_OUTBOX_ID_seq")))`,
+        [last.rows[0]!.last],
+      );
+      for (const r of rows) {
+        await ttx.query(
+          `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
+           SELECT "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT"
+             FROM jsonb_populate_record(NULL::"TB_ANAG_OUTBOX00", $1::jsonb)`,
+          [JSON.stringify(r.row)],
+        );
+      }
+    });
+    await stx.query(`DELETE FROM "TB_ANAG_OUTBOX00" WHERE "TENANT_ID" = $1 AND "PUBLISHED_AT" IS NULL`, [
+      tenantId,
+    ]);
+    return rows.length;
+  });
+}
+
+/** Tables whose rows of the tenant differ between source and target (count and content). */
+async function differences(
+  source: DatabaseHandle,
+  target: DatabaseHandle,
+  tenantId: string,
+  tables: readonly string[],
+): Promise<string[]> {
+  const digest = async (db: Queryable, table: string, column: string) => {
+    const { rows } = await db.query<{ n: number; md5: string | null }>(
+      `SELECT count(*)::int AS n, md5(string_agg(j, ',' ORDER BY j)) AS md5
+         FROM (SELECT to_jsonb(t)::text AS j FROM ${ident(table)} t WHERE ${ident(column)} = $1) x`,
+      [tenantId],
+    );
+    return `${rows[0]!.n}:${rows[0]!.md5 ?? ""}`;
+  };
+  const out: string[] = [];
+  const all = [...tables.map((table) => ({ table, tenant: "TENANT_ID" })), ...TENANT_TABLES];
+  for (const { table, tenant } of all)
+    if ((await digest(source, table, tenant)) !== (await digest(target, table, tenant))) out.push(table);
+  return out;
+}
