@@ -69,7 +69,11 @@ async function run(argv: string[]): Promise<number> {
       console.error(`No dimension ${dim} with a menu node (TB_MENU.COD_DIM) to read it through.`);
       return 1;
     }
-    const rc = createReadContext({ db: services.readDb, metadata: services.metadata }, ctx);
+    // The tenant's records are in its database (decisions.md §18).
+    const rc = createReadContext(
+      { db: services.forTenant(tenantId).readDb, metadata: services.metadata },
+      ctx,
+    );
     const rows = exportRecords(rc, dim, parseListParams(params));
     await pipeline(Readable.from(exportChunks(format, rows.columns, rows.pages)), process.stdout);
     return 0;
