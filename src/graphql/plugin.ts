@@ -114,11 +114,14 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
   // a tenant's operations see are made once per tenant, not per request (the gate keeps its lanes
   // per tenant either way); inherited, not copied: a copy would call their lazy getters, Prisma's.
   const tenantServices = new LRUCache<string, GraphQLContext["services"]>({ max: MAX_TENANT_VIEWS });
+  // On the tenant's database (decisions.md §18): 503 while it is unreachable; made again when the
+  // tenant's database changes (tenant:move).
   const servicesOf = (tenantId: string): GraphQLContext["services"] => {
+    const base = services.forTenant(tenantId);
     let view = tenantServices.get(tenantId);
-    if (!view) {
-      view = Object.assign(Object.create(services) as typeof services, {
-        readDb: readGate.queryable(services.readDb, tenantId),
+    if (!view || Object.getPrototypeOf(view) !== base) {
+      view = Object.assign(Object.create(base) as typeof services, {
+        readDb: readGate.queryable(base.readDb, tenantId),
       });
       tenantServices.set(tenantId, view);
     }

@@ -42,12 +42,13 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   // one tenant's many requests cannot hold the database against another's.
   const readContext = (request: FastifyRequest): ReadContext => {
     const caller = contextOf(request);
+    const tenant = services.forTenant(caller.principal.tenantId);
     return createReadContext(
       {
-        db: readGate.queryable(services.readDb, caller.principal.tenantId),
+        db: readGate.queryable(tenant.readDb, caller.principal.tenantId),
         metadata: services.metadata,
         countBound: services.config.countExactLimit,
-        totals: services.totals,
+        totals: tenant.totals,
       },
       caller,
     );

@@ -132,7 +132,10 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     const caller = contextOf(request);
     const rc = createReadContext(
       {
-        db: readGate.queryable(services.readDb, caller.principal.tenantId),
+        db: readGate.queryable(
+          services.forTenant(caller.principal.tenantId).readDb,
+          caller.principal.tenantId,
+        ),
         metadata: services.metadata,
         countBound: services.config.countExactLimit,
       },
@@ -183,7 +186,8 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     let spooled: SpooledBody | null = null;
     let leave = () => {};
     try {
-      const target = await authorizeImport(services, ctx, request.params.dim, options);
+      const tenant = services.forTenant(ctx.principal.tenantId);
+      const target = await authorizeImport(tenant, ctx, request.params.dim, options);
       leave = await heavy.enter(ctx.principal.tenantId, Number.POSITIVE_INFINITY, httpLaneClient(reply.raw));
       // Receiving: the whole body into its file, within REQUEST_TIMEOUT_MS (Node's server cuts a
       // request that has not fully arrived by then) and IMPORT_MAX_BYTES.
@@ -191,7 +195,7 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
       // Writing, from the file: bounded by IMPORT_WRITE_TIMEOUT_MS, not by the request timeout
       // (which no longer runs once the body is in). A client that goes away meanwhile does not stop
       // it: its body was received whole, and its rows are written as one that waited would have.
-      const result = await importRecords(services, ctx, target, importRows(spooled.open(), format), options);
+      const result = await importRecords(tenant, ctx, target, importRows(spooled.open(), format), options);
       return { data: result };
     } catch (err) {
       // The rest of a refused body is not read: the connection closes after the answer.
