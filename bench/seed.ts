@@ -1,4 +1,4 @@
-// Bench data: `count` customers of the sample fixture's tenant acme in TB_ANAG_CUST00, spread over
+// Bench data: `count` customers of the sample fixture's tenant acme (or another) in TB_ANAG_CUST00, spread over
 // the given cities, each with a unique CODE (NOT NULL), and the table analysed; orders of them; and
 // the scratch database (openBenchServices) and app (openBenchApp) a bench runs on.
 import path from "node:path";
@@ -17,25 +17,31 @@ export async function seedCustomers(
   db: Queryable,
   count: number,
   cities: readonly string[] = ["MI", "RM", "TO"],
+  tenantId = "acme",
 ): Promise<void> {
   await db.query(
     `INSERT INTO "TB_ANAG_CUST00" ("NAME", "CODE", "CITY_ID", "EMAIL", "CREDIT_LIMIT", "VIP", "TREC", "CDATA", "OWNER", "TENANT_ID")
      SELECT 'Bench customer ' || g, 'B-' || lpad(g::text, 7, '0'), ($2::text[])[1 + g % cardinality($2::text[])],
-            'c' || g || '@bench.example', (g % 1000) * 100.5, g % 2 = 0, 'N', '20260101000000', 'bench', 'acme'
+            'c' || g || '@bench.example', (g % 1000) * 100.5, g % 2 = 0, 'N', '20260101000000', 'bench', $3
        FROM generate_series(1, $1::int) AS g`,
-    [count, cities],
+    [count, cities, tenantId],
   );
   await db.query(`ANALYZE "TB_ANAG_CUST00"`);
 }
 
-/** `count` orders of tenant acme, each of one of the first (at most 1,000) customers, analysed. */
-export async function seedOrders(db: Queryable, count: number, customers: number): Promise<void> {
+/** `count` orders of a tenant (acme), each of one of the first (at most 1,000) customers, analysed. */
+export async function seedOrders(
+  db: Queryable,
+  count: number,
+  customers: number,
+  tenantId = "acme",
+): Promise<void> {
   await db.query(
     `INSERT INTO "TB_DOC_ORD00" ("ORD_NO", "CUST_ID", "ORD_DATE", "STATUS", "TOTAL", "TREC", "CDATA", "OWNER", "TENANT_ID")
-     SELECT 'O-' || g, c."CUST_ID", '20260101', 'N', g % 1000, 'N', '20260101000000', 'bench', 'acme'
+     SELECT 'O-' || g, c."CUST_ID", '20260101', 'N', g % 1000, 'N', '20260101000000', 'bench', $3
        FROM generate_series(1, $1::int) AS g
-       JOIN LATERAL (SELECT "CUST_ID" FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' ORDER BY "CUST_ID" OFFSET (g % $2::int) LIMIT 1) c ON true`,
-    [count, Math.min(customers, 1000)],
+       JOIN LATERAL (SELECT "CUST_ID" FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = $3 ORDER BY "CUST_ID" OFFSET (g % $2::int) LIMIT 1) c ON true`,
+    [count, Math.min(customers, 1000), tenantId],
   );
   await db.query(`ANALYZE "TB_DOC_ORD00"`);
 }
