@@ -296,9 +296,15 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         // What the heavy lanes watch: aborted when the operation or its socket ends.
         const ending = new AbortController();
         connection.operations.set(id, ending);
-        const contextValue = deps.context(authenticated.caller, authenticated.expiresAt, {
-          gone: ending.signal,
-        });
+        // The context holds the tenant's database (decisions.md §18): a profile that is not
+        // reachable refuses the operation (503 DATABASE_UNAVAILABLE), not the socket.
+        let contextValue: ReturnType<typeof deps.context>;
+        try {
+          contextValue = deps.context(authenticated.caller, authenticated.expiresAt, { gone: ending.signal });
+        } catch (err) {
+          connection.operations.delete(id);
+          return [asSent(asGraphQLError(err))];
+        }
         const run = getEnveloped(contextValue);
         const schema = deps.schema(authenticated.caller);
         let document: DocumentNode;

@@ -4,7 +4,10 @@
 // the profile down, /readyz stays ready (the main's only); once the proxy is back, the tenant is
 // served again without anything done. A profile unreachable at start does not stop the start: its
 // tenants get 503 naming it until it answers, then it is readied (migrations, tables) alone.
+import type { AddressInfo } from "node:net";
+import { createClient, type ExecutionResult } from "graphql-ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
 import { buildApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { openPostgres } from "../../src/db/database.ts";
@@ -88,6 +91,58 @@ if (TEST_DATABASE_URL)
       expect(health.json().dependencies).toMatchObject({ database: "up", database_eu: "up" });
     });
 
+    it("refuses a WebSocket operation of the profile's tenant with 503 while it is cut; the socket and others go on", async () => {
+      await t.app.listen({ host: "127.0.0.1", port: 0 });
+      const url = `ws://127.0.0.1:${(t.app.server.address() as AddressInfo).port}/graphql`;
+      const run = async (client: ReturnType<typeof createClient>, query: string) =>
+        new Promise<{ results: ExecutionResult[]; error: unknown }>((resolve) => {
+          const results: ExecutionResult[] = [];
+          client.subscribe(
+            { query },
+            {
+              next: (r) => results.push(r as ExecutionResult),
+              error: (error) => resolve({ results, error }),
+              complete: () => resolve({ results, error: null }),
+            },
+          );
+        });
+      const socket = (token: string) =>
+        createClient({
+          url,
+          webSocketImpl: WebSocket,
+          retryAttempts: 0,
+          connectionParams: { authorization: `Bearer ${token}` },
+        });
+      const gretaWs = socket(greta);
+      const annaWs = socket(anna);
+      const query = `{ CITY(source: "anag-3") { data { CITY_ID } } }`;
+      try {
+        expect((await run(gretaWs, query)).results[0]?.errors).toBeUndefined();
+        proxy.cut();
+        try {
+          const refused = await run(gretaWs, query);
+          expect(refused.results[0]?.errors?.[0]?.extensions).toMatchObject({
+            code: "DATABASE_UNAVAILABLE",
+            status: 503,
+          });
+          const other = await run(annaWs, query);
+          expect(other.error).toBeNull();
+          expect(other.results[0]?.data).toMatchObject({ CITY: { data: expect.any(Array) } });
+          expect((other.results[0]!.data as { CITY: { data: unknown[] } }).CITY.data).toHaveLength(4);
+        } finally {
+          proxy.restore();
+        }
+        // The same socket serves the tenant again once its database answers.
+        await eventually(async () => {
+          const again = await run(gretaWs, query);
+          return again.error === null && again.results[0]?.errors === undefined;
+        });
+      } finally {
+        await gretaWs.dispose();
+        await annaWs.dispose();
+      }
+    });
+
     it("starts with a profile unreachable: 503 naming it for its tenants, readied once it answers", async () => {
       // A second process on the same main database, started while the profile is cut.
       const main = openPostgres((t.services.db as { connectionString: string }).connectionString, { max: 4 });
@@ -118,6 +173,30 @@ if (TEST_DATABASE_URL)
             message: "The tenant's database (profile EU) is not reachable right now; retry shortly.",
             details: { profile: "EU" },
           });
+          // Over WebSocket the operation is refused (the socket stays), naming the profile.
+          await app.listen({ host: "127.0.0.1", port: 0 });
+          const ws = createClient({
+            url: `ws://127.0.0.1:${(app.server.address() as AddressInfo).port}/graphql`,
+            webSocketImpl: WebSocket,
+            retryAttempts: 0,
+            connectionParams: { authorization: `Bearer ${token}` },
+          });
+          try {
+            const error = await new Promise<unknown>((resolve) => {
+              ws.subscribe(
+                { query: `{ CITY(source: "anag-3") { data { CITY_ID } } }` },
+                { next: () => {}, error: resolve, complete: () => resolve(null) },
+              );
+            });
+            expect(error).toEqual([
+              expect.objectContaining({
+                message: "The tenant's database (profile EU) is not reachable right now; retry shortly.",
+                extensions: expect.objectContaining({ code: "DATABASE_UNAVAILABLE", status: 503 }),
+              }),
+            ]);
+          } finally {
+            await ws.dispose();
+          }
           const other = await loginAs(app, "anna", "anna-secret-1");
           expect(
             (
