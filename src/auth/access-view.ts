@@ -254,16 +254,12 @@ export interface AccessView {
    * look.
    */
   nodeFor(dimCode: string, access: Access): string | null;
-  /** `nodeFor(dimCode, "read")`. */
-  readNodeFor(dimCode: string): string | null;
   /**
    * The source through which a related dimension is reached ($expand, documents, relation pages,
    * cascades): the view's own source when it lets the caller perform `access` on `dimCode`, else
    * `nodeFor`.
    */
   sourceFor(dimCode: string, access: Access): string | null;
-  /** `sourceFor(dimCode, "read")`. */
-  readSourceFor(dimCode: string): string | null;
   /** The dimension's fields as the caller sees them. */
   fields(dim: DimensionDef): DimensionFields;
   /** The proof for `access` on `dim` (the same object each time), or the refusal thrown. */
@@ -341,11 +337,9 @@ export function computeAccessView(model: MetadataModel, inputs: GrantInputs, rul
       }
       return found;
     },
-    readNodeFor: (dimCode) => view.nodeFor(dimCode, "read"),
     sourceFor(dimCode, access) {
       return view.may(dimCode, access) ? inputs.source : view.nodeFor(dimCode, access);
     },
-    readSourceFor: (dimCode) => view.sourceFor(dimCode, "read"),
     fields: (dim) => rules.of(dim),
     authorized<A extends Access>(dim: DimensionDef, access: A): AuthorizedDimension<A> {
       view.require(dim.code, access);

@@ -1,7 +1,7 @@
 // Access to a dimension reached through a relation ($expand, document parts, relation pages)
 // rather than through the request's source: allowed when the request's source covers it, or when
 // some TB_MENU node serving that dimension is covered by a read grant of the caller. The caller's
-// access view answers (AccessView.readSourceFor); the rules themselves stay in src/auth.
+// access view answers (AccessView.sourceFor); the rules themselves stay in src/auth.
 import { accessView } from "../auth/access-view.ts";
 import { permissionDenied } from "../auth/authorize.ts";
 import type { MetadataModel, RequestContext } from "../types.ts";
@@ -25,7 +25,7 @@ export function relatedRequest(
   dim: string,
   via: string,
 ): RequestContext {
-  const source = accessView(ctx, model).readSourceFor(dim);
+  const source = accessView(ctx, model).sourceFor(dim, "read");
   if (source === null) throw relatedNotReadable(ctx, dim, via);
   return source === ctx.source ? ctx : { ...ctx, source };
 }

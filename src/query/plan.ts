@@ -275,7 +275,7 @@ export function planExpand(
         `${name.slice(0, 60)} is not a relation of ${dim.code} (relations: ${names}).`,
       );
     }
-    const source = view.readSourceFor(target.code);
+    const source = view.sourceFor(target.code, "read");
     if (source === null) throw relatedNotReadable(ctx, target.code, name);
     out.push({
       name,

@@ -90,13 +90,13 @@ describe("the access view for given grants", () => {
 
   it("answers 'may the caller read dimension X' once: through the source, else a menu node serving X", () => {
     const view = accessView(marco("anag-1"), model);
-    expect(view.readSourceFor("CUST")).toBe("anag-1");
-    expect(view.readNodeFor("ORD")).toBe("sales-1");
-    expect(view.readSourceFor("ORD")).toBe("sales-1");
+    expect(view.sourceFor("CUST", "read")).toBe("anag-1");
+    expect(view.nodeFor("ORD", "read")).toBe("sales-1");
+    expect(view.sourceFor("ORD", "read")).toBe("sales-1");
     const narrow = accessView(lucia("anag-1"), model);
-    expect(narrow.readSourceFor("ORD")).toBe("sales-1");
-    expect(narrow.readSourceFor("ADDR")).toBeNull();
-    expect(narrow.readNodeFor("CITY")).toBeNull();
+    expect(narrow.sourceFor("ORD", "read")).toBe("sales-1");
+    expect(narrow.sourceFor("ADDR", "read")).toBeNull();
+    expect(narrow.nodeFor("CITY", "read")).toBeNull();
     // The planner's $expand, the read resolvers and OpenAPI ask the same view.
     expect(authorizeRead(lucia("anag-1"), model, "CUST").view).toBe(narrow);
   });

@@ -58,7 +58,6 @@ describe("the node and the rule a related read or a cascaded write goes through"
   it("nodeFor answers per access: a node that lets the caller read is not one that lets it write", () => {
     const view = accessView(reader("sales-1"), model);
     expect(view.nodeFor("CUST", "read")).toBe("anag-1");
-    expect(view.readNodeFor("CUST")).toBe("anag-1");
     expect(view.nodeFor("CUST", "update")).toBeNull();
     expect(view.nodeFor("ORD", "update")).toBe("sales-1");
     expect(view.sourceFor("ORD", "update")).toBe("sales-1");

@@ -73,7 +73,7 @@ function registrantScope(
 ): PlannedFilter | null {
   const grants = reg.ACTIVE ? normalizeGrants(reg.GRANTS) : [];
   const inputs = { grants, peso: Number(reg.PESO ?? 3), centerDett: reg.CENTRO_DETT, source: null };
-  const node = viewFor(model, inputs).readNodeFor(dim.code);
+  const node = viewFor(model, inputs).nodeFor(dim.code, "read");
   const rule = viewFor(model, { ...inputs, source: node }).rowRule(dim, "read");
   if (rule.unrestricted) return null;
   return rule.bind({

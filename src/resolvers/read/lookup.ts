@@ -95,7 +95,7 @@ export async function lookupValues(rc: ReadContext, query: LookupQuery): Promise
     tenantId: ctx.principal.tenantId,
     where: items.length === 0 ? null : items.length === 1 ? items[0]! : { kind: "and", items },
     // Only the targets the caller's scope lets it see are offered (decisions.md §17).
-    rowScope: relatedRowScope(ctx, rc.model, target, rc.view.readSourceFor(target.code) ?? ctx.source),
+    rowScope: relatedRowScope(ctx, rc.model, target, rc.view.sourceFor(target.code, "read") ?? ctx.source),
     columns,
     selected: columns,
     sort: [...columns].reverse().map((f) => ({ field: f, direction: "asc" as const })),
