@@ -293,11 +293,13 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
             onFallback: () => metrics.readReplicaFallbacks.inc(),
           }).readDb
         : handle,
-      totals: lateTotals(createTotalsCache(handle, { ttlMs: config.countCacheMs }), (err) =>
-        logger.warn(
-          { profile: name, err: err instanceof Error ? err.message : String(err) },
-          "totals cache off",
-        ),
+      totals: lateTotals(
+        () => createTotalsCache(handle, { ttlMs: config.countCacheMs }),
+        (err) =>
+          logger.warn(
+            { profile: name, err: err instanceof Error ? err.message : String(err) },
+            "totals cache off",
+          ),
       ),
       creates: groupCommit(handle),
       get prisma() {

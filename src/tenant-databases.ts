@@ -33,19 +33,33 @@ export interface TenantScoped {
 }
 
 /**
- * A totals cache made in the background (its LISTEN needs the database): until it is there,
- * nothing is kept. A mark taken before it was there is never honoured by it.
+ * A totals cache made in the background (its LISTEN needs the database; tried again every
+ * `retryMs` while the database does not answer): until it is there, nothing is kept. A mark taken
+ * before it was there is never honoured by it.
  */
-export function lateTotals(making: Promise<TotalsCache>, onError: (err: unknown) => void): TotalsCache {
+export function lateTotals(
+  make: () => Promise<TotalsCache>,
+  onError: (err: unknown) => void,
+  retryMs = 2000,
+): TotalsCache {
   let inner: TotalsCache | null = null;
   let stopped = false;
-  making.then(
-    (cache) => {
-      if (stopped) void cache.stop();
-      else inner = cache;
-    },
-    (err) => onError(err),
-  );
+  let timer: NodeJS.Timeout | null = null;
+  const attempt = () => {
+    make().then(
+      (cache) => {
+        if (stopped) void cache.stop();
+        else inner = cache;
+      },
+      (err) => {
+        onError(err);
+        if (stopped) return;
+        timer = setTimeout(attempt, retryMs);
+        timer.unref();
+      },
+    );
+  };
+  attempt();
   const NONE = -1;
   return {
     get: (key: string): CachedTotal | undefined => inner?.get(key),
@@ -56,6 +70,7 @@ export function lateTotals(making: Promise<TotalsCache>, onError: (err: unknown)
     size: () => inner?.size() ?? 0,
     async stop() {
       stopped = true;
+      if (timer) clearTimeout(timer);
       await inner?.stop();
     },
   };
