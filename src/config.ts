@@ -295,12 +295,14 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
 
 const PROFILE_URL = /^DATABASE_URL_(.+)$/i;
 const PROFILE_READ_URL = /^DATABASE_READ_URL_(.+)$/i;
+const PROFILE_LISTEN_URL = /^DATABASE_LISTEN_URL_(.+)$/i;
 /** A profile's name: an identifier, compared and kept upper-case. */
 const PROFILE_NAME = /^[A-Z][A-Z0-9_]{0,62}$/;
 
 /**
- * The database profiles of the environment (decisions.md §18): DATABASE_URL_<NAME> and the
- * optional DATABASE_READ_URL_<NAME>. Problems (a bad name or URL, a read URL without its profile,
+ * The database profiles of the environment (decisions.md §18): DATABASE_URL_<NAME>, the
+ * optional DATABASE_READ_URL_<NAME> and DATABASE_LISTEN_URL_<NAME> (LISTEN's direct connection
+ * when DATABASE_URL_<NAME> is a PgBouncer). Problems (a bad name or URL, a read URL without its profile,
  * the reserved name MAIN) are added to `problems`, each naming its variable.
  */
 export function databaseProfiles(
@@ -308,7 +310,7 @@ export function databaseProfiles(
   problems: string[],
 ): Record<string, DatabaseProfileConfig> {
   const profiles: Record<string, DatabaseProfileConfig> = {};
-  const readUrls: Array<[string, string, string]> = [];
+  const extraUrls: Array<[string, string, string, "readUrl" | "listenUrl"]> = [];
   const isPostgresUrl = (v: string) => {
     try {
       return ["postgres:", "postgresql:"].includes(new URL(v).protocol);
@@ -319,8 +321,9 @@ export function databaseProfiles(
   for (const [key, raw] of Object.entries(env)) {
     const value = (raw ?? "").trim();
     const read = PROFILE_READ_URL.exec(key);
-    const main = read ? null : PROFILE_URL.exec(key);
-    const match = read ?? main;
+    const listen = read ? null : PROFILE_LISTEN_URL.exec(key);
+    const main = read || listen ? null : PROFILE_URL.exec(key);
+    const match = read ?? listen ?? main;
     if (!match || value === "") continue;
     const name = match[1]!.toUpperCase();
     if (!PROFILE_NAME.test(name)) {
@@ -335,13 +338,13 @@ export function databaseProfiles(
       problems.push(`${key}: must be a postgres:// or postgresql:// URL`);
       continue;
     }
-    if (read) readUrls.push([key, name, value]);
+    if (read || listen) extraUrls.push([key, name, value, read ? "readUrl" : "listenUrl"]);
     else if (profiles[name]) problems.push(`${key}: profile ${name} is configured twice`);
-    else profiles[name] = { url: value, readUrl: null };
+    else profiles[name] = { url: value, readUrl: null, listenUrl: null };
   }
-  for (const [key, name, value] of readUrls) {
+  for (const [key, name, value, which] of extraUrls) {
     const profile = profiles[name];
-    if (profile) profile.readUrl = value;
+    if (profile) profile[which] = value;
     else problems.push(`${key}: DATABASE_URL_${name} is not set`);
   }
   return profiles;

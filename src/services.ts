@@ -232,7 +232,12 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
   const profiles = createDatabaseProfiles({
     main: db,
     profiles: config.databaseProfiles,
-    open: (url) => openPostgres(url, postgresOptions(config, logger)),
+    // The main's options, but LISTEN on the profile's own database (DATABASE_LISTEN_URL_<NAME>).
+    open: (url, name) => {
+      const { listenUrl: _main, ...options } = postgresOptions(config, logger);
+      const listenUrl = config.databaseProfiles[name]?.listenUrl;
+      return openPostgres(url, listenUrl ? { ...options, listenUrl } : options);
+    },
     logger,
     // A profile is readied as the main is at start: migrations, then its tables as the metadata
     // describes them; Prisma's factory for its webhooks.

@@ -27,6 +27,8 @@ export interface RateLimitConfig {
 export interface DatabaseProfileConfig {
   url: string;
   readUrl: string | null;
+  /** Where the profile's LISTEN connects (direct, when `url` is a PgBouncer); `url` when null. */
+  listenUrl: string | null;
 }
 
 export interface Config {

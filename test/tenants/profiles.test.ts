@@ -30,10 +30,11 @@ describe("database profiles in the configuration", () => {
       DATABASE_URL_eu: "postgres://u@h/eu",
       DATABASE_READ_URL_EU: "postgres://u@replica/eu",
       DATABASE_URL_US_EAST: "postgresql://u@h/us",
+      DATABASE_LISTEN_URL_US_EAST: "postgresql://u@direct/us",
     });
     expect(config.databaseProfiles).toEqual({
-      EU: { url: "postgres://u@h/eu", readUrl: "postgres://u@replica/eu" },
-      US_EAST: { url: "postgresql://u@h/us", readUrl: null },
+      EU: { url: "postgres://u@h/eu", readUrl: "postgres://u@replica/eu", listenUrl: null },
+      US_EAST: { url: "postgresql://u@h/us", readUrl: null, listenUrl: "postgresql://u@direct/us" },
     });
     expect(loadConfig(base).databaseProfiles).toEqual({});
   });
@@ -44,6 +45,7 @@ describe("database profiles in the configuration", () => {
         ...base,
         DATABASE_URL_EU: "mysql://h/eu",
         DATABASE_READ_URL_US: "postgres://h/us",
+        DATABASE_LISTEN_URL_CA: "postgres://h/ca",
         DATABASE_URL_MAIN: "postgres://h/x",
         DATABASE_URL_9X: "postgres://h/x",
       }),
@@ -52,6 +54,7 @@ describe("database profiles in the configuration", () => {
         problems: expect.arrayContaining([
           "DATABASE_URL_EU: must be a postgres:// or postgresql:// URL",
           "DATABASE_READ_URL_US: DATABASE_URL_US is not set",
+          "DATABASE_LISTEN_URL_CA: DATABASE_URL_CA is not set",
           "DATABASE_URL_MAIN: MAIN is the main database (DATABASE_URL), not a profile name",
           "DATABASE_URL_9X: the profile name must be a letter then letters, digits or _ (at most 63)",
         ]),
