@@ -83,32 +83,49 @@ function refusedOnly(err: unknown): boolean {
 }
 
 /**
- * Runs `send` on a connection of the pool and gives it back. pg-pool's own `query()` gives its
- * connection back with the statement's error, which closes it: every statement sent on its own
- * that the server refused (a value it rejects, a key already taken, a statement timeout) would
- * cost the next statement a new backend. A refusal (severity ERROR, with its SQLSTATE) leaves the
- * session as it was (pg forgets a named statement whose Parse failed, and keeps one whose
- * execution failed, as the server does), so the connection goes back; it is closed after any
- * other error (test/db/refusals-keep-connections.test.ts).
+ * Sends a statement (`send` calls pg's `client.query` with the callback it is given) on a
+ * connection of the pool and gives it back. pg-pool's own `query()` gives its connection back with
+ * the statement's error, which closes it: every statement sent on its own that the server refused
+ * (a value it rejects, a key already taken, a statement timeout) would cost the next statement a
+ * new backend. A refusal (severity ERROR, with its SQLSTATE) leaves the session as it was (pg
+ * forgets a named statement whose Parse failed, and keeps one whose execution failed, as the
+ * server does), so the connection goes back; it is closed after any other error
+ * (test/db/refusals-keep-connections.test.ts). Callbacks, not promises, below: this is every read's
+ * path (test/query/statements-per-request.test.ts bounds the promises a request makes).
  */
-export async function onItsOwn<R>(pool: pg.Pool, send: (client: ServiceClient) => Promise<R>): Promise<R> {
-  const client = (await pool.connect()) as unknown as ServiceClient & pg.PoolClient;
-  // A checked-out connection has no listener of the pool's: one lost under the statement is told
-  // here (not as an unhandled 'error' event); the statement fails on its own.
-  let lost: Error | null = null;
-  const onLost = (err: Error) => {
-    lost ??= err;
-  };
-  client.on("error", onLost);
-  let result: R;
-  try {
-    result = await send(client);
-  } catch (err) {
-    client.off("error", onLost);
-    client.release(lost ?? (refusedOnly(err) ? undefined : (err as Error)));
-    throw err;
-  }
-  client.off("error", onLost);
-  client.release(lost ?? undefined);
-  return result;
+export function onItsOwn<R>(
+  pool: pg.Pool,
+  send: (client: ServiceClient, done: (err: Error | null, res?: R) => void) => void,
+): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    pool.connect((err, c) => {
+      if (err || !c) return reject(err);
+      const client = c as unknown as ServiceClient & pg.PoolClient;
+      // A checked-out connection has no listener of the pool's: one lost under the statement is
+      // told here (not as an unhandled 'error' event); the statement fails on its own.
+      let lost: Error | null = null;
+      const onLost = (e: Error) => {
+        lost ??= e;
+      };
+      client.on("error", onLost);
+      let answered = false;
+      const done = (e: Error | null, res?: R) => {
+        if (answered) return;
+        answered = true;
+        client.off("error", onLost);
+        if (e) {
+          client.release(lost ?? (refusedOnly(e) ? undefined : e));
+          reject(e);
+        } else {
+          client.release(lost ?? undefined);
+          resolve(res as R);
+        }
+      };
+      try {
+        send(client, done);
+      } catch (e) {
+        done(e as Error);
+      }
+    });
+  });
 }

@@ -7,7 +7,7 @@ import pg from "pg";
 import { TransactionTimeoutError } from "../errors.ts";
 import type { QueryOptions, QueryResult } from "../types.ts";
 import type { StatementObserver, TxQueryable } from "./handle.ts";
-import { type DescribedQueryConfig, DescribedOnceQuery } from "./pg-internals.ts";
+import { DescribedOnceQuery } from "./pg-internals.ts";
 import { onItsOwn } from "./pool.ts";
 
 const INT8 = 20;
@@ -62,23 +62,20 @@ function statementName(namespace: string | number, text: string): string {
   return name;
 }
 
-/** pg's `query` given a Submittable and a callback. */
-type SendSubmittable = (
-  query: DescribedOnceQuery,
+/** pg's `query` given a Submittable, or a text, and a callback. */
+type SendWithCallback = (
+  query: DescribedOnceQuery | string,
   values: undefined,
   callback: (err: Error | null, res: pg.QueryResult) => void,
 ) => unknown;
 
-/** A statement through DescribedOnceQuery (prepared: its row description asked once per connection). */
-function sendQuery(client: pg.ClientBase, config: DescribedQueryConfig): Promise<pg.QueryResult> {
-  return new Promise((resolve, reject) => {
-    (client.query as unknown as SendSubmittable).call(
-      client,
-      new DescribedOnceQuery(config),
-      undefined,
-      (err, res) => (err ? reject(err) : resolve(res)),
-    );
-  });
+/** `query` sent on `client` through DescribedOnceQuery (or a script's text), told to `done`. */
+function sendOn(
+  client: pg.ClientBase,
+  query: DescribedOnceQuery | string,
+  done: (err: Error | null, res?: pg.QueryResult) => void,
+): void {
+  (client.query as unknown as SendWithCallback).call(client, query, undefined, done);
 }
 
 /**
@@ -88,8 +85,12 @@ function sendQuery(client: pg.ClientBase, config: DescribedQueryConfig): Promise
  */
 export function pgQueryable(on: pg.Pool | pg.ClientBase, named: boolean): TxQueryable {
   const pool = on instanceof pg.Pool ? on : null;
-  const send = <R>(fn: (client: pg.ClientBase) => Promise<R>): Promise<R> =>
-    pool ? onItsOwn(pool, fn) : fn(on as pg.ClientBase);
+  const send = (query: DescribedOnceQuery | string): Promise<pg.QueryResult> =>
+    pool
+      ? onItsOwn<pg.QueryResult>(pool, (client, done) => sendOn(client, query, done))
+      : new Promise((resolve, reject) =>
+          sendOn(on as pg.ClientBase, query, (err, res) => (err ? reject(err) : resolve(res!))),
+        );
   return {
     async query<R>(
       text: string,
@@ -97,18 +98,19 @@ export function pgQueryable(on: pg.Pool | pg.ClientBase, named: boolean): TxQuer
       opts?: QueryOptions,
     ): Promise<QueryResult<R>> {
       const name = named && opts?.prepare !== undefined ? statementName(opts.prepare, text) : undefined;
-      const config: DescribedQueryConfig = {
-        text,
-        values: params as unknown[],
-        types: pgTypes,
-        name,
-        plan: name === undefined ? undefined : opts?.plan,
-      };
-      const res = await send((client) => sendQuery(client, config));
+      const res = await send(
+        new DescribedOnceQuery({
+          text,
+          values: params as unknown[],
+          types: pgTypes,
+          name,
+          plan: name === undefined ? undefined : opts?.plan,
+        }),
+      );
       return { rows: res.rows as R[], rowCount: res.rowCount ?? res.rows.length };
     },
     async exec(sql: string) {
-      await send((client) => client.query(sql));
+      await send(sql);
     },
   };
 }
