@@ -18,6 +18,7 @@ import {
   TEST_JWT_SECRET,
   type TestApp,
 } from "../helpers/env.ts";
+import { eventually } from "../events/support.ts";
 import { createProfileDatabase, type ProfileDatabase, sampleWithGlobexOn } from "./helpers.ts";
 
 describe("database profiles in the configuration", () => {
@@ -243,6 +244,37 @@ if (TEST_DATABASE_URL)
       } finally {
         // Closed (and dropped) by the failed start already.
         await db.close().catch(() => {});
+      }
+    });
+  });
+
+if (TEST_DATABASE_URL)
+  describe("closing the services (postgres)", () => {
+    it("closes every profile's connections", async () => {
+      const eu = await createProfileDatabase();
+      try {
+        const t = await createTestApp("postgres", {
+          fixture: await sampleWithGlobexOn("EU"),
+          env: { ...UNLIMITED_ENV, DATABASE_URL_EU: eu.url },
+        });
+        const others = async () =>
+          (
+            await eu.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+            )
+          )[0]!.n;
+        const token = await loginAs(t.app, "greta", "greta-secret-4");
+        const res = await t.app.inject({
+          method: "GET",
+          url: "/api/v4/core/CITY?source=anag-3",
+          headers: bearer(token),
+        });
+        expect(res.statusCode).toBe(200);
+        expect(await others()).toBeGreaterThan(0);
+        await t.close();
+        await eventually(async () => (await others()) === 0, { what: "the profile's connections closed" });
+      } finally {
+        await eu.drop();
       }
     });
   });
