@@ -232,7 +232,10 @@ export function createDatabaseProfiles(opts: DatabaseProfilesOptions): DatabaseP
       const p = placements.get(tenantId);
       if (!p || p.profile === null) return null;
       const slot = slots.get(p.profile);
-      if (!slot) throw profileUnavailableError(p.profile, new UnknownProfileError(tenantId, p.profile));
+      if (!slot) {
+        const unknown = new UnknownProfileError(tenantId, p.profile);
+        throw Object.assign(profileUnavailableError(p.profile, unknown), { message: unknown.message });
+      }
       if (slot.state !== "ready") {
         if (Date.now() - slot.lastAttempt >= retryMs) void prepare(slot.name);
         throw profileUnavailableError(slot.name);

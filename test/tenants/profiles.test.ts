@@ -198,6 +198,36 @@ if (TEST_DATABASE_URL)
       expect(await eu.query(column)).toEqual([{ column_name: "ZIP" }]);
     });
 
+    it("a tenant changed by SQL to a profile that is not configured gets 503 naming it", async () => {
+      const refreshed = new Promise<void>((resolve) => {
+        const off = t.services.profiles.onRefresh(() => {
+          if (t.services.profiles.placement("globex").profile === "NOPE") {
+            off();
+            resolve();
+          }
+        });
+      });
+      await t.services.db.query(`UPDATE "TB_TENANT" SET "DATABASE" = 'NOPE' WHERE "TENANT_ID" = 'globex'`);
+      await refreshed;
+      try {
+        const res = await t.app.inject({
+          method: "GET",
+          url: "/api/v4/core/CITY?source=anag-3",
+          headers: bearer(greta),
+        });
+        expect(res.statusCode).toBe(503);
+        expect(res.json()).toMatchObject({
+          code: "DATABASE_UNAVAILABLE",
+          message:
+            "Tenant globex names the database profile NOPE (TB_TENANT.DATABASE), which is not configured: set DATABASE_URL_NOPE, or change the tenant's DATABASE.",
+          details: { profile: "NOPE" },
+        });
+      } finally {
+        await t.services.db.query(`UPDATE "TB_TENANT" SET "DATABASE" = 'EU' WHERE "TENANT_ID" = 'globex'`);
+        await t.services.profiles.refresh();
+      }
+    });
+
     it("lists every profile on /healthz; /readyz is the main's", async () => {
       const health = await t.app.inject({ method: "GET", url: "/healthz" });
       expect(health.json()).toMatchObject({ dependencies: { database: "up", database_eu: "up" } });
