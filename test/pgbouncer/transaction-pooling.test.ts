@@ -5,7 +5,9 @@
 // startup settings (PgBouncer refuses them), LISTEN on its own direct connection.
 // vitest.config.ts includes this directory only where the pgbouncer binary is found (README).
 import { randomBytes } from "node:crypto";
+import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
+import { createClient, type ExecutionResult } from "graphql-ws";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../../src/app.ts";
@@ -13,12 +15,15 @@ import { loadConfig } from "../../src/config.ts";
 import { type DatabaseHandle, openPostgres } from "../../src/db/database.ts";
 import type { ReceivedEvent } from "../../src/events/bus.ts";
 import { createRelay, type Relay } from "../../src/events/relay.ts";
+import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
 import { importFixture, readFixtureFile } from "../../src/fixtures/import.ts";
 import { createLogger } from "../../src/logger.ts";
 import { openServices, type Services } from "../../src/services.ts";
 import { bearer, loginAs, SAMPLE_USERS, UNLIMITED_ENV } from "../helpers/auth.ts";
 import { SAMPLE_FIXTURE, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../helpers/env.ts";
 import { type PgBouncer, startPgBouncer } from "../helpers/pgbouncer.ts";
+import { eventually } from "../events/support.ts";
+import WebSocket from "ws";
 
 if (!TEST_DATABASE_URL)
   throw new Error(
@@ -242,6 +247,59 @@ describe("the service behind PgBouncer in transaction pooling mode", () => {
       await services.db.listenersCaughtUp(5000);
     } finally {
       await unlisten();
+    }
+  });
+
+  it("a GraphQL subscription over WebSocket gets the events of creates (the service's own relay)", async () => {
+    let runtime: EventRuntime | null = null;
+    const results: ExecutionResult[] = [];
+    const socket = await (async () => {
+      await app.listen({ host: "127.0.0.1", port: 0 });
+      const port = (app.server.address() as AddressInfo).port;
+      return createClient({
+        url: `ws://127.0.0.1:${port}/graphql`,
+        webSocketImpl: WebSocket,
+        retryAttempts: 0,
+        connectionParams: { authorization: headers.authorization },
+      });
+    })();
+    try {
+      await relay?.stop();
+      relay = null;
+      runtime = await startEventRuntime(services, { relay: true });
+      let failed: unknown = null;
+      const dispose = socket.subscribe(
+        { query: `subscription { CUST_events(source: "anag-1") { event_type record_id } }` },
+        {
+          next: (r) => results.push(r as ExecutionResult),
+          error: (e) => {
+            failed = e;
+          },
+          complete: () => {},
+        },
+      );
+      // Live once an event arrives: creates until one does.
+      let n = 0;
+      await eventually(
+        async () => {
+          if (failed) throw failed;
+          if (results.length > 0) return true;
+          const res = await rest("POST", "/api/v4/core/CUST?source=anag-1", {
+            data: { NAME: `Subscribed ${++n}` },
+          });
+          expect(res.status).toBe(201);
+          return false;
+        },
+        { what: "the subscription's first event" },
+      );
+      dispose();
+      expect(results[0]!.errors).toBeUndefined();
+      expect(results[0]!.data).toEqual({
+        CUST_events: { event_type: "CUSTCreated", record_id: expect.stringMatching(/^\d+$/) },
+      });
+    } finally {
+      await socket.dispose();
+      await runtime?.stop();
     }
   });
 });
