@@ -243,7 +243,7 @@ export interface QueryResult<R> {
 /**
  * How PostgreSQL plans a prepared statement's executions: "custom", anew for its values (the
  * default: a read's best plan depends on them), or "generic", once per connection and kept
- * (src/db/outgoing.ts).
+ * (src/db/connection.ts).
  */
 export type PlanMode = "custom" | "generic";
 
@@ -257,7 +257,7 @@ export interface QueryOptions {
   /**
    * "generic": the statement's best plan does not depend on its values (an INSERT … VALUES, a
    * look-up by key), so PostgreSQL plans it once per connection and keeps the plan, instead of
-   * planning every execution (src/db/outgoing.ts). Only with `prepare`, and only for a
+   * planning every execution (src/db/connection.ts). Only with `prepare`, and only for a
    * statement sent outside a transaction (on its own, or a transaction's lastStatement sent on
    * its own); elsewhere, and on PGlite, it runs as any other.
    */

@@ -1,7 +1,7 @@
 // How the event side runs its statements (docs/decisions.md "The event side plans its statements
 // once"): prepared under one namespace, since they read and write fixed tables, which change only
 // with a migration, never with the metadata; and, in the event side's transactions, with generic
-// plans (planned once per connection: no tenant skew there; src/db/outgoing.ts), where the
+// plans (planned once per connection: no tenant skew there; src/db/connection.ts), where the
 // service's connections plan every execution anew for the sake of reads.
 import { awaitAtCommit } from "../db/deferred.ts";
 import type { Database, Queryable, QueryOptions, TransactionOptions } from "../types.ts";

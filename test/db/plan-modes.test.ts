@@ -1,4 +1,4 @@
-// Plan choice per statement (src/db/outgoing.ts), on PostgreSQL (PGlite has no plan modes the
+// Plan choice per statement (src/db/connection.ts), on PostgreSQL (PGlite has no plan modes the
 // service sets): a statement that asks for a generic plan gets one, planned once on its
 // connection; every other statement, and every transaction, still plans each execution with its
 // values (force_custom_plan), whatever the connection served before. Counted by PostgreSQL itself

@@ -3,7 +3,7 @@
 // two round trips (BEGIN with the turn and the claim, the mark with COMMIT); the analytics writer's
 // and the search indexer's one statement each, no transaction, whatever the batch's size. Their
 // prepared statements are planned once per connection (generic plans, chosen for the event side's
-// statements and transactions only: the service's reads plan each execution; src/db/outgoing.ts).
+// statements and transactions only: the service's reads plan each execution; src/db/connection.ts).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAnalyticsWriter } from "../../src/events/analytics.ts";
 import { processEachOnce } from "../../src/events/consumed.ts";

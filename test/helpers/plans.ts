@@ -1,4 +1,4 @@
-// What PostgreSQL says about a session's plans (src/db/outgoing.ts's tests): its prepared
+// What PostgreSQL says about a session's plans (src/db/connection.ts's tests): its prepared
 // statements' generic and custom plans so far (pg_prepared_statements is per session), and its
 // plan_cache_mode.
 import type { Queryable } from "../../src/types.ts";

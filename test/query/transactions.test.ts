@@ -23,7 +23,7 @@ const REQUESTS = 100;
  * NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per request"); a connection's plan
  * mode switched when it serves another kind of statement than before (creates keep generic plans,
  * a session's look-up custom ones: a SET outside a transaction, a transaction of its own;
- * src/db/outgoing.ts), one to three per hundred creates here. Measured idle: reads 101–106,
+ * src/db/connection.ts), one to three per hundred creates here. Measured idle: reads 101–106,
  * creates 103–108 (PostgreSQL's statement log of an idle run of 100 GraphQL creates shows the
  * creates, one SET and one backend start); under CI's parallel test files, where the same
  * requests take several times as long and so meet more of the periodic upkeep, GraphQL creates

@@ -222,7 +222,7 @@ if (TEST_DATABASE_URL)
       expect(groupStatements().length).toBeGreaterThan(0);
       const statements = sent.filter((s) => s.includes('INSERT INTO "TB_ANAG_CUST00"'));
       expect(statements.length).toBeLessThan(40);
-      // Each statement ran with a generic plan (src/db/outgoing.ts): PostgreSQL's own count, on
+      // Each statement ran with a generic plan (src/db/connection.ts): PostgreSQL's own count, on
       // every connection of the pool (each session has its prepared statements).
       const plans = await createPlans(services, heldBefore);
       expect(plans.custom).toBe(0);

@@ -307,7 +307,7 @@ function createdEventSql(
 
 /**
  * How a create's statement runs: prepared per metadata version (as reads are), with a generic plan
- * (src/db/outgoing.ts): an INSERT … VALUES plans the same whatever its values, and its key
+ * (src/db/connection.ts): an INSERT … VALUES plans the same whatever its values, and its key
  * look-ups are by key, so it is planned once per connection instead of at every execution.
  */
 const createStatementOptions = (w: WriteContext): QueryOptions => ({
