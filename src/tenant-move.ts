@@ -87,12 +87,22 @@ export async function moveTenant(
   const settleMs = opts.settleMs ?? 250;
   const main = services.db;
   const to = targetOf(services, targetName);
-  const { rows } = await main.query<{ DATABASE: string | null }>(
-    `SELECT upper("DATABASE") AS "DATABASE" FROM "TB_TENANT" WHERE "TENANT_ID" = $1`,
+  const { rows } = await main.query<{ DATABASE: string | null; MOVING: boolean }>(
+    `SELECT upper("DATABASE") AS "DATABASE", "MOVING_SINCE" IS NOT NULL AS "MOVING"
+       FROM "TB_TENANT" WHERE "TENANT_ID" = $1`,
     [tenantId],
   );
   if (rows.length === 0) throw new TenantMoveError(`Tenant ${tenantId} does not exist.`);
   const from = rows[0]!.DATABASE;
+  if (from === to && rows[0]!.MOVING) {
+    // A move interrupted after its switch: the tenant is served from `to`; its writes resume.
+    await step(
+      `lifting the fence of an interrupted move of ${tenantId} (the old database may keep its rows, unread)`,
+    );
+    await main.query(`UPDATE "TB_TENANT" SET "MOVING_SINCE" = NULL WHERE "TENANT_ID" = $1`, [tenantId]);
+    await services.profiles.refresh();
+    return { tenant: tenantId, from, to, copied: {}, eventsMoved: 0 };
+  }
   if (from === to) throw new TenantMoveError(`Tenant ${tenantId} is in ${to ?? "main"} already.`);
   for (const name of [from, to])
     if (name !== null && !(await services.profiles.prepare(name)))
@@ -303,8 +313,8 @@ async function moveUnpublished(
       );
       for (const r of rows) {
         await ttx.query(
-          `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
-           SELECT "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT"
+          `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT", "PREVIOUS")
+           SELECT "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT", "PREVIOUS"
              FROM jsonb_populate_record(NULL::"TB_ANAG_OUTBOX00", $1::jsonb)`,
           [JSON.stringify(r.row)],
         );

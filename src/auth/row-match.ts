@@ -124,3 +124,19 @@ function evaluate(f: PlannedFilter, record: Record<string, unknown>): Truth {
 export function rowInScope(scope: PlannedFilter | null, record: Record<string, unknown>): boolean {
   return scope === null || evaluate(scope, record) === true;
 }
+
+/**
+ * How an event stands to a scope: `in` when its record after the change is in it; `left` when an
+ * update (one that carries the values it changed, `previous`) took the record out of it, the
+ * record before the change being in it; `out` otherwise. A row that leaves a scope is told to
+ * those who saw it (without its new values: they no longer see it), one that enters it to those
+ * who now do.
+ */
+export function eventScope(
+  scope: PlannedFilter | null,
+  record: Record<string, unknown>,
+  previous: Record<string, unknown> | undefined,
+): "in" | "left" | "out" {
+  if (rowInScope(scope, record)) return "in";
+  return previous !== undefined && rowInScope(scope, { ...record, ...previous }) ? "left" : "out";
+}

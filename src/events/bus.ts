@@ -37,6 +37,12 @@ export interface OutboxMessage {
   PAYLOAD: Record<string, unknown>;
   CREATED_AT: string;
   TENANT_ID: string;
+  /**
+   * An update's values before the change, of the fields that changed (decisions.md §17): what row
+   * scopes judge a row that left them by. Absent for creates and deletes; not in webhook bodies
+   * nor subscription data.
+   */
+  PREVIOUS?: Record<string, unknown>;
 }
 
 export interface ReceivedEvent extends BusEvent {

@@ -16,6 +16,11 @@ export interface OutboxEvent {
   payload: Record<string, unknown> | string;
   /** CREATED_AT; the database clock when absent. */
   createdAt?: Date;
+  /**
+   * PREVIOUS: an update's values before the change, of the fields that changed (JSON text), by
+   * which a row leaving a row scope is judged (decisions.md §17); absent for creates and deletes.
+   */
+  previous?: string;
 }
 
 /** `<COD_DIM>Created`, `<COD_DIM>Updated`, `<COD_DIM>Deleted`. */
@@ -86,12 +91,12 @@ export async function insertOutboxEvent(
   const afterCommit = tx.notifyAfterCommit !== undefined;
   const item = outboxNoticeItem(event.tenantId, event.dim);
   tx.notifyAfterCommit?.(OUTBOX_CHANNEL, item);
-  const also = alongside ? `,\n     also AS (${alongside.sql(afterCommit ? 7 : 8)})` : "";
+  const also = alongside ? `,\n     also AS (${alongside.sql(afterCommit ? 8 : 9)})` : "";
   const res = await tx.query<{ OUTBOX_ID: number | string }>(
     `WITH inserted AS (
-       INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
-       VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now())) RETURNING "OUTBOX_ID")${also}
-     SELECT "OUTBOX_ID"${afterCommit ? "" : `, pg_notify('${OUTBOX_CHANNEL}', $7)`} FROM inserted`,
+       INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT", "PREVIOUS")
+       VALUES ($1, $2, $3, $4, $5, COALESCE($6::timestamptz, now()), $7::jsonb) RETURNING "OUTBOX_ID")${also}
+     SELECT "OUTBOX_ID"${afterCommit ? "" : `, pg_notify('${OUTBOX_CHANNEL}', $8)`} FROM inserted`,
     [
       eventType(event.dim, event.kind),
       event.dim,
@@ -99,6 +104,7 @@ export async function insertOutboxEvent(
       typeof event.payload === "string" ? event.payload : JSON.stringify(event.payload),
       event.tenantId,
       event.createdAt ? event.createdAt.toISOString() : null,
+      event.previous ?? null,
       ...(afterCommit ? [] : [noticePayload(noticeItemsOf(item))]),
       ...(alongside?.params ?? []),
     ],

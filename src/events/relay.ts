@@ -64,6 +64,8 @@ interface ClaimedRow {
   PAYLOAD: string;
   TENANT_ID: string;
   CREATED_AT: Date | string;
+  /** An update's values before it (JSON text), or null. */
+  PREVIOUS: string | null;
 }
 
 /**
@@ -100,7 +102,7 @@ export const RELAY_TURN_SQL = `
 /** The oldest unpublished rows (the partial index on OUTBOX_ID), read by the relay holding the turn. */
 export const RELAY_CLAIM_SQL = `
   SELECT o."OUTBOX_ID"::text AS "OUTBOX_ID", o."EVENT_TYPE", o."AGGREGATE_TYPE", o."AGGREGATE_ID",
-         o."PAYLOAD"::text AS "PAYLOAD", o."TENANT_ID", o."CREATED_AT"
+         o."PAYLOAD"::text AS "PAYLOAD", o."TENANT_ID", o."CREATED_AT", o."PREVIOUS"::text AS "PREVIOUS"
     FROM "TB_ANAG_OUTBOX00" o
    WHERE o."PUBLISHED_AT" IS NULL
    ORDER BY o."OUTBOX_ID" -- the column (bigint), not the text it is answered as
@@ -127,7 +129,7 @@ export function outboxRowToEvent(row: ClaimedRow, database?: string): BusEvent {
     `{"OUTBOX_ID":${JSON.stringify(id)},"EVENT_TYPE":${JSON.stringify(row.EVENT_TYPE)},` +
     `"AGGREGATE_TYPE":${JSON.stringify(row.AGGREGATE_TYPE)},"AGGREGATE_ID":${JSON.stringify(row.AGGREGATE_ID)},` +
     `"PAYLOAD":${row.PAYLOAD},"CREATED_AT":${JSON.stringify(createdAt.toISOString())},` +
-    `"TENANT_ID":${JSON.stringify(row.TENANT_ID)}}`;
+    `"TENANT_ID":${JSON.stringify(row.TENANT_ID)}${row.PREVIOUS ? `,"PREVIOUS":${row.PREVIOUS}` : ""}}`;
   return {
     id,
     type: row.EVENT_TYPE,

@@ -68,7 +68,7 @@ export const OrderDirection = namesEnum("OrderDirection", ["asc", "desc"]);
 export const DimensionEvent = new GraphQLObjectType({
   name: "DimensionEvent",
   description:
-    "A change of a record, as the outbox recorded it; data holds the fields the subscriber may read in detail.",
+    "A change of a record, as the outbox recorded it; data holds the fields the subscriber may read in detail, or is null for an update that took the record out of the rows the subscriber sees.",
   extensions: NO_EXTENSIONS,
   fields: outputs({
     event_id: nn(GraphQLString),

@@ -345,6 +345,60 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
     }
   });
 
+  it("an update that takes a row out of a subscriber's scope is told to them, judged on the row before it too", async () => {
+    const context: RequestContext = {
+      principal: {
+        userId: "vipmi",
+        tenantId: "acme",
+        sessionId: "t",
+        peso: 2,
+        centroDett: "MI01",
+        ambiente: "production",
+        lingua: null,
+        grants: await loadUserGrants(t.services.db, "vipmi"),
+      },
+      source: "anag-1",
+      centerDett: "MI01",
+      requestId: "t",
+      now: () => new Date(),
+    };
+    const [tre, due] = [await idOf("Milano Tre"), await idOf("Milano Due")];
+    const runtime = await startEventRuntime(t.services, { relay: true });
+    const events = await subscribeToEvents(t.services, context, "CUST", ["CUSTUpdated"]);
+    const patch = async (id: number, data: Record<string, unknown>) =>
+      expect((await as.boss!.patch(`/api/v4/core/CUST/${id}?source=anag-1`, { data })).status).toBe(200);
+    try {
+      // vipmi sees MI01's VIP customers. Milano Tre leaves that scope (no longer VIP), Milano Due
+      // (never in it) changes, then Milano Tre comes back.
+      await patch(tre, { VIP: false });
+      await patch(due, { CREDIT_LIMIT: 2500 });
+      await patch(tre, { VIP: true });
+      const seen: Array<[string, unknown]> = [];
+      while (seen.filter(([id]) => id === String(tre)).length < 2) {
+        const { value, done } = await events.next();
+        if (done) break;
+        seen.push([value.record_id, value.data === null ? null : value.data.VIP]);
+      }
+      // The row that left is told without its new values (vipmi no longer sees it); Milano Due's
+      // change never comes; the row's return comes with its data.
+      expect(seen).toEqual([
+        [String(tre), null],
+        [String(tre), true],
+      ]);
+    } finally {
+      await events.return?.();
+      await runtime.stop();
+      await patch(due, { CREDIT_LIMIT: 2000 });
+    }
+    // The event carries the values the update changed, beside the record after it.
+    const { rows } = await t.services.db.query<{ PREVIOUS: Record<string, unknown> | null }>(
+      `SELECT "PREVIOUS" FROM "TB_ANAG_OUTBOX00" WHERE "AGGREGATE_TYPE" = 'CUST' AND "AGGREGATE_ID" = $1
+        ORDER BY "OUTBOX_ID" DESC LIMIT 2`,
+      [String(tre)],
+    );
+    expect(rows.map((r) => r.PREVIOUS?.VIP)).toEqual([false, true]);
+  });
+
   it("a change of the user's unit in TB_USER reaches their open session at once", async () => {
     const token = await loginAs(t.app, "rm", "rm-secret-1");
     const rmNow = client(t.app, token);
@@ -404,6 +458,24 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
       [id],
     );
     expect(rows.map((r) => r.OUTBOX_ID)).toEqual(["900001", "900003"]);
+    // A record now of RM01 whose update took it out of MI01 (its PREVIOUS) reaches the MI01
+    // registrant; one that was never of MI01 does not.
+    const moved = (n: number, previous?: Record<string, unknown>): ReceivedEvent => {
+      const e = event(n, "RM01");
+      const body = JSON.parse(e.body.toString()) as Record<string, unknown>;
+      return {
+        ...e,
+        body: Buffer.from(JSON.stringify({ ...body, ...(previous ? { PREVIOUS: previous } : {}) })),
+      };
+    };
+    await dispatch([moved(4, { CENTRO_DETT: "MI01" }), moved(5, { CENTRO_DETT: "HQ" }), moved(6)]);
+    const after = await t.services.db.query<{ OUTBOX_ID: string; BODY: string }>(
+      `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "BODY" FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" = $1 ORDER BY 1`,
+      [id],
+    );
+    expect(after.rows.map((r) => r.OUTBOX_ID)).toEqual(["900001", "900003", "900004"]);
+    // Its body says which record left, without the values it now holds.
+    expect(after.rows.map((r) => JSON.parse(r.BODY).data === null)).toEqual([false, false, true]);
   });
 
   it("a login may name a unit TB_USER.CENTRI lists, and the session keeps it; any other is 403", async () => {

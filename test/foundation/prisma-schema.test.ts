@@ -318,6 +318,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
       TENANT_ID: "px-tenant",
       CREATED_AT: T0,
       PUBLISHED_AT: T1,
+      PREVIOUS: { AMOUNT: 1 },
     };
     const created = await services.prisma.tbOutbox.create({ data });
     expect(typeof created.OUTBOX_ID).toBe("bigint");

@@ -4,7 +4,7 @@
 // nothing). The delivery worker sends them.
 import { viewFor } from "../../auth/access-view.ts";
 import { grantsJsonSql, normalizeGrants } from "../../auth/profile.ts";
-import { rowInScope } from "../../auth/row-match.ts";
+import { eventScope } from "../../auth/row-match.ts";
 import type { PlannedFilter } from "../../query/types.ts";
 import type { Database, DimensionDef, MetadataModel, Queryable } from "../../types.ts";
 import type { BatchHandler } from "../batching.ts";
@@ -44,25 +44,29 @@ interface RegistrantRow {
 }
 
 /**
- * Whether an event is within the row scope of the registration's registrant (decisions.md §17):
- * the registrant's read rule on the event's dimension, through the first node that lets them read
- * it, judged on the record the event carries (src/auth/row-match.ts). A registration without a
- * recorded registrant (made before registrants were kept) is not scoped; one whose registrant is
- * gone or inactive gets nothing of a scoped dimension. Rules are worked out once per batch.
+ * How an event stands to the row scope of the registration's registrant (decisions.md §17): the
+ * registrant's read rule on the event's dimension, through the first node that lets them read it,
+ * judged on the record the event carries and, for an update, the record before it ("left": its
+ * body then carries no data; src/auth/row-match.ts). A registration without a recorded registrant
+ * (made before registrants were kept) is not scoped; one whose registrant is gone or inactive gets
+ * nothing of a scoped dimension. Rules are worked out once per batch.
  */
 function registrantScopes(model: MetadataModel) {
   const rules = new Map<string, PlannedFilter | null>();
-  return (reg: RegistrantRow & { WEBHOOK_ID: number; SOURCE: string }, message: OutboxMessage): boolean => {
-    if (reg.CREATED_BY === null) return true;
+  return (
+    reg: RegistrantRow & { WEBHOOK_ID: number; SOURCE: string },
+    message: OutboxMessage,
+  ): "in" | "left" | "out" => {
+    if (reg.CREATED_BY === null) return "in";
     const dim = model.dimensions.get(message.AGGREGATE_TYPE);
-    if (!dim) return true;
+    if (!dim) return "in";
     const key = `${reg.WEBHOOK_ID}\u0000${dim.code}`;
     let scope = rules.get(key);
     if (scope === undefined) {
       scope = registrantScope(model, reg, dim);
       rules.set(key, scope);
     }
-    return rowInScope(scope, message.PAYLOAD ?? {});
+    return eventScope(scope, message.PAYLOAD ?? {}, message.PREVIOUS);
   };
 }
 
@@ -85,15 +89,18 @@ function registrantScope(
   });
 }
 
-/** Spec 6.1.2: the body a receiver gets; these exact bytes are signed. */
-export function deliveryBody(message: OutboxMessage): string {
+/**
+ * Spec 6.1.2: the body a receiver gets; these exact bytes are signed. `left`: the update took the
+ * record out of the registrant's row scope, and `data` is null (decisions.md §17).
+ */
+export function deliveryBody(message: OutboxMessage, left = false): string {
   return JSON.stringify({
     event_id: message.OUTBOX_ID,
     event_type: message.EVENT_TYPE,
     timestamp: message.CREATED_AT,
     dimension: message.AGGREGATE_TYPE,
     record_id: message.AGGREGATE_ID,
-    data: message.PAYLOAD,
+    data: left ? null : message.PAYLOAD,
   });
 }
 
@@ -127,14 +134,16 @@ export function createWebhookDispatcher(deps: {
     const bodies: string[] = [];
     for (const message of messages) {
       let body: string | null = null;
+      let leftBody: string | null = null;
       for (const reg of rows) {
         if (reg.SOURCE !== message.TENANT_ID || !matches(reg, message)) continue;
-        if (!inScope(reg, message)) continue;
-        body ??= deliveryBody(message);
+        const standing = inScope(reg, message);
+        if (standing === "out") continue;
         webhooks.push(reg.WEBHOOK_ID);
         outboxIds.push(message.OUTBOX_ID);
         types.push(message.EVENT_TYPE);
-        bodies.push(body);
+        if (standing === "left") bodies.push((leftBody ??= deliveryBody(message, true)));
+        else bodies.push((body ??= deliveryBody(message)));
       }
     }
     if (webhooks.length === 0) return;

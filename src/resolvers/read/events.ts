@@ -3,7 +3,7 @@
 // fields the caller may read in detail (D flag and peso). The stream is bounded: a consumer that
 // falls more than MAX_PENDING events behind is ended with an error instead of buffering forever.
 import { authorizeRead } from "../../auth/authorize.ts";
-import { rowInScope } from "../../auth/row-match.ts";
+import { eventScope } from "../../auth/row-match.ts";
 import { rowScopeOf } from "../../query/plan.ts";
 import { ApiError } from "../../errors.ts";
 import type { OutboxMessage } from "../../events/bus.ts";
@@ -40,7 +40,9 @@ export async function subscribeToEvents(
 ): Promise<AsyncIterableIterator<DimensionEvent>> {
   const dim = authorizeRead(request, deps.metadata.current(), dimCode);
   // Only events of rows the caller's scope lets it see (decisions.md §17), judged on the record the
-  // event carries; a scope that cannot be judged in memory withholds the event (src/auth/row-match.ts).
+  // event carries and, for an update, on the record before it: a row that left the scope is told
+  // with no data (the caller no longer sees it); a scope that cannot be judged in memory withholds
+  // the event (src/auth/row-match.ts).
   const scope = rowScopeOf(request, dim);
   const readable = dim.rules.withFlag("D").map((f) => f.code);
   const wanted = eventTypes?.length ? new Set(eventTypes) : null;
@@ -52,10 +54,13 @@ export async function subscribeToEvents(
   let finished = false;
   let overflow = false;
 
-  const toEvent = (m: OutboxMessage): DimensionEvent => {
+  const toEvent = (m: OutboxMessage, left: boolean): DimensionEvent => {
     const payload = m.PAYLOAD ?? {};
-    const data: Record<string, unknown> = {};
-    for (const code of readable) if (code in payload) data[code] = payload[code];
+    let data: Record<string, unknown> | null = null;
+    if (!left) {
+      data = {};
+      for (const code of readable) if (code in payload) data[code] = payload[code];
+    }
     return {
       event_id: m.OUTBOX_ID,
       event_type: m.EVENT_TYPE,
@@ -69,8 +74,9 @@ export async function subscribeToEvents(
   const stopListening = await deps.feed.listen((m) => {
     if (finished || m.TENANT_ID !== tenant || m.AGGREGATE_TYPE !== dim.code) return;
     if (wanted && !wanted.has(m.EVENT_TYPE)) return;
-    if (scope && !rowInScope(scope, m.PAYLOAD ?? {})) return;
-    const event = toEvent(m);
+    const standing = scope ? eventScope(scope, m.PAYLOAD ?? {}, m.PREVIOUS) : "in";
+    if (standing === "out") return;
+    const event = toEvent(m, standing === "left");
     if (waiting) {
       const w = waiting;
       waiting = null;

@@ -111,6 +111,8 @@ export async function recordChanged(
         })
       : undefined;
   const payload = force ? { ...record, force: true } : record;
+  const previous =
+    action === "updated" && revision?.before ? previousValues(dim, revision.before, record) : null;
   const change: RecordChange = { dim: dim.code, action, recordId, record, eventId: "", force };
   const inserting = insertOutboxEvent(
     w.tx,
@@ -121,6 +123,7 @@ export async function recordChanged(
       tenantId,
       payload: spendEventBudget(w.limits, payload),
       createdAt: w.now,
+      ...(previous ? { previous: spendEventBudget(w.limits, previous) } : {}),
     },
     history,
   ).then((eventId) => {
@@ -130,6 +133,28 @@ export async function recordChanged(
   // on PostgreSQL, and its id is in `change` (the same object the operation returns) by then.
   await awaitAtCommit(w.tx, inserting);
   return change;
+}
+
+/**
+ * An update's values before it, of the record's fields that changed (system fields such as a row
+ * scope's CENTRO_DETT included), or null when none did: what an event's PREVIOUS carries, so that
+ * a row leaving a row scope is judged on its state before the change too (decisions.md §17).
+ */
+function previousValues(
+  dim: DimensionDef,
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+): Record<string, unknown> | null {
+  let previous: Record<string, unknown> | null = null;
+  for (const f of dim.fields) {
+    if (!(f.code in before)) continue;
+    const was = before[f.code] ?? null;
+    const is = after[f.code] ?? null;
+    if (was === is || (was !== null && is !== null && JSON.stringify(was) === JSON.stringify(is))) continue;
+    previous ??= {};
+    previous[f.code] = was;
+  }
+  return previous;
 }
 
 /** The longest text of a bigint (an identity id, a counter's number): "-9223372036854775808". */
