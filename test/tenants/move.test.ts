@@ -210,4 +210,16 @@ if (TEST_DATABASE_URL)
         { TENANT_ID: "globex" },
       ]);
     });
+
+    it("a move interrupted after its switch is finished by running it again: the fence is lifted", async () => {
+      // As a move that stopped between the switch and the fence's end leaves it (globex is in EU).
+      await t.services.db.query(`UPDATE "TB_TENANT" SET "MOVING_SINCE" = now() WHERE "TENANT_ID" = 'globex'`);
+      await eventually(() => t.services.profiles.placement("globex").moving);
+      const refused = await write("MV-HELD");
+      expect(refused.statusCode).toBe(503);
+      expect(refused.json().code).toBe("TENANT_MOVING");
+      const result = await moveTenant(t.services, "globex", "EU");
+      expect(result).toMatchObject({ from: "EU", to: "EU", eventsMoved: 0 });
+      expect((await write("MV-FREE")).statusCode).toBe(201);
+    });
   });
