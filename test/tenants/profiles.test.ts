@@ -198,6 +198,37 @@ if (TEST_DATABASE_URL)
       expect(await eu.query(column)).toEqual([{ column_name: "ZIP" }]);
     });
 
+    it("a metadata change that one profile's rows forbid is refused as a whole, main included", async () => {
+      const patch = (data: Record<string, unknown>) =>
+        t.app.inject({
+          method: "PATCH",
+          url: "/api/v4/core/VAR/CITY/ZIP?source=erp",
+          headers: bearer(anna),
+          payload: { data },
+        });
+      // ZIP holds a value in EU (globex's city) and none in main.
+      const written = await t.app.inject({
+        method: "PATCH",
+        url: "/api/v4/core/CITY/G-NEW?source=anag-3",
+        headers: bearer(greta),
+        payload: { data: { ZIP: "1201" } },
+      });
+      expect(written.statusCode, written.body).toBe(200);
+      expect((await mainRows(`SELECT count("ZIP")::int AS n FROM "TB_ANAG_CITY00"`))[0]).toEqual({ n: 0 });
+      const refused = await patch({ DATA_TYPE: "DATE" });
+      expect(refused.statusCode, refused.body).toBe(409);
+      expect(refused.json()).toMatchObject({
+        code: "UNSAFE_SCHEMA_CHANGE",
+        errors: [{ field: "CITY.ZIP", message: expect.stringContaining("from STRING to DATE") }],
+      });
+      const type = `SELECT data_type FROM information_schema.columns WHERE table_name = 'TB_ANAG_CITY00' AND column_name = 'ZIP'`;
+      expect(await mainRows(type)).toEqual([{ data_type: "character varying" }]);
+      expect(await eu.query(type)).toEqual([{ data_type: "character varying" }]);
+      expect(
+        await mainRows(`SELECT "DATA_TYPE" FROM "TB_VAR" WHERE "COD_DIM" = 'CITY' AND "COD_VAR" = 'ZIP'`),
+      ).toEqual([{ DATA_TYPE: "STRING" }]);
+    });
+
     it("a tenant changed by SQL to a profile that is not configured gets 503 naming it", async () => {
       const refreshed = new Promise<void>((resolve) => {
         const off = t.services.profiles.onRefresh(() => {
