@@ -1,7 +1,7 @@
 // A statement the server refuses keeps its connection (src/db/pool.ts, onItsOwn): pg-pool's own
-// query() closes the connection after any error, so
-// that every refused statement sent on its own (a value PostgreSQL rejects, a key already taken,
-// a statement timeout) cost the next statement a new backend. On a pool of one connection, the
+// query() closes the connection after any error, so that every refused statement sent on its own
+// (a value PostgreSQL rejects, a key already taken, a statement timeout) would cost the next
+// statement a new backend. On a pool of one connection, the
 // backend's pid says whether the next statement met the same session; a lost connection is still
 // closed.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
