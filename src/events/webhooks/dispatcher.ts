@@ -142,8 +142,13 @@ export function createWebhookDispatcher(deps: {
         webhooks.push(reg.WEBHOOK_ID);
         outboxIds.push(message.OUTBOX_ID);
         types.push(message.EVENT_TYPE);
-        if (standing === "left") bodies.push((leftBody ??= deliveryBody(message, true)));
-        else bodies.push((body ??= deliveryBody(message)));
+        if (standing === "left") {
+          leftBody ??= deliveryBody(message, true);
+          bodies.push(leftBody);
+        } else {
+          body ??= deliveryBody(message);
+          bodies.push(body);
+        }
       }
     }
     if (webhooks.length === 0) return;
