@@ -218,6 +218,9 @@ const envSchema = z.object({
   IMPORT_SPOOL_MAX_BYTES: nonNegativeInt(1024 * 1024 * 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
+  INDEX_BUILD_TIMEOUT_MS: nonNegativeInt(3_600_000).refine((n) => n === 0 || n >= 1000, {
+    message: "must be 0 (no limit) or at least 1000",
+  }),
   REQUEST_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   STATEMENT_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
   DATABASE_CONNECT_TIMEOUT_MS: nonNegativeInt(5_000).refine((n) => n >= 100, {
@@ -455,6 +458,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     importWriteTimeoutMs: e.IMPORT_WRITE_TIMEOUT_MS,
     importSpoolDir: e.IMPORT_SPOOL_DIR,
     importSpoolMaxBytes: e.IMPORT_SPOOL_MAX_BYTES,
+    indexBuildTimeoutMs: e.INDEX_BUILD_TIMEOUT_MS,
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,

@@ -160,6 +160,12 @@ export interface Config {
    * default 1 GiB): past it an import answers 503 IMPORT_SPOOL_FULL with Retry-After.
    */
   importSpoolMaxBytes: number;
+  /**
+   * An index a metadata change adds to an existing table is built after the change commits
+   * (CREATE INDEX CONCURRENTLY) for at most this long (INDEX_BUILD_TIMEOUT_MS, default 1 h; 0: no
+   * limit), on a connection of its own: not under the statement timeout of requests.
+   */
+  indexBuildTimeoutMs: number;
   /** Receiving a whole request (headers and body) takes at most this long: 408 beyond. */
   requestTimeoutMs: number;
   /** A statement, and a transaction as a whole, runs at most this long: 504 beyond. */

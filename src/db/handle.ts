@@ -13,6 +13,13 @@ export type TxQueryable = Queryable & ScriptRunner;
 
 interface HandleBase extends Omit<Database, "transaction">, ScriptRunner {
   transaction<T>(fn: (tx: TxQueryable) => Promise<T>, opts?: TransactionOptions): Promise<T>;
+  /**
+   * One statement outside any transaction that may run long (CREATE INDEX CONCURRENTLY of a large
+   * table): on PostgreSQL on a connection of its own, direct (`listenUrl`, behind PgBouncer), with
+   * `timeoutMs` as its statement timeout instead of the pool's (0: none); on PGlite a statement
+   * as any other.
+   */
+  maintenance(sql: string, timeoutMs: number): Promise<void>;
 }
 
 export type DatabaseHandle = HandleBase &

@@ -121,6 +121,9 @@ export async function openPglite(
     pglite,
     query: base.query,
     exec: base.exec,
+    async maintenance(sql) {
+      await base.query(sql);
+    },
     transaction<T>(fn: (tx: Queryable & ScriptRunner) => Promise<T>): Promise<T> {
       // PGlite serialises: while this runs, every other query on the instance waits.
       // The deadline bounds how long one request can hold everyone else.

@@ -43,6 +43,31 @@ async function probeFresh(connectionString: string, attempt: ProbeAttempt): Prom
   }
 }
 
+/**
+ * A long statement on a connection of its own (DatabaseHandle.maintenance), with its own
+ * statement timeout. Through PgBouncer (no direct URL) the timeout cannot be a connection setting
+ * (PgBouncer refuses it): the role's applies.
+ */
+async function runMaintenance(
+  connectionString: string,
+  sql: string,
+  settings: { timeoutMs: number; connectTimeoutMs: number | undefined; asSetting: boolean },
+): Promise<void> {
+  const client = new pg.Client({
+    connectionString,
+    application_name: "dimensio-maintenance",
+    connectionTimeoutMillis: settings.connectTimeoutMs,
+    ...(settings.asSetting ? { statement_timeout: settings.timeoutMs } : {}),
+  });
+  client.on("error", () => {}); // the statement's outcome is its promise
+  try {
+    await client.connect();
+    await client.query(sql);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
 export function openPostgres(connectionString: string, opts: OpenOptions = {}): DatabaseHandle {
   const statementTimeoutMs = opts.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const transactionTimeoutMs = opts.transactionTimeoutMs ?? statementTimeoutMs;
@@ -118,6 +143,18 @@ export function openPostgres(connectionString: string, opts: OpenOptions = {}): 
         onBack: o?.onBack ?? (() => {}),
       }),
     listenersCaughtUp: (timeoutMs = CAUGHT_UP_TIMEOUT_MS) => listening.caughtUp(timeoutMs),
+    maintenance(sql, timeoutMs) {
+      try {
+        watchdog?.check();
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      return runMaintenance(opts.listenUrl ?? connectionString, sql, {
+        timeoutMs,
+        connectTimeoutMs: opts.connectTimeoutMs,
+        asSetting: opts.listenUrl !== undefined || poolMode === "session",
+      });
+    },
     close() {
       // The pool ends only when every client is back: listening clients are returned first.
       closing ??= (async () => {

@@ -133,3 +133,107 @@ describe.each(BACKENDS)("INDEXED fields (%s)", (backend) => {
     );
   });
 });
+
+// An index a metadata change adds is built after the commit, on a connection of its own, bounded
+// by INDEX_BUILD_TIMEOUT_MS rather than by the statement timeout of requests: a large table's build
+// outlasts the latter. Held here by an open write on the table, which the build waits for (that
+// wait counts against a statement timeout as the build itself does).
+if (BACKENDS.includes("postgres"))
+  describe("index builds and their own time bound (postgres)", () => {
+    let t: TestApp;
+    let anna: Client;
+    beforeAll(async () => {
+      t = await createTestApp("postgres", {
+        fixture: "sample",
+        env: { ...NO_RATE_LIMITS, STATEMENT_TIMEOUT_MS: "1000", INDEX_BUILD_TIMEOUT_MS: "3000" },
+      });
+      anna = await clientFor(t.app, "anna");
+    });
+    afterAll(async () => {
+      await t?.close();
+    });
+
+    /** Holds an open write on CUST until `release`; the build waits for it. */
+    async function holdTable() {
+      if (t.services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+      const holder = new pg.Client({ connectionString: t.services.db.connectionString });
+      await holder.connect();
+      await holder.query("BEGIN");
+      await holder.query(`UPDATE "TB_ANAG_CUST00" SET "NOTES" = 'held' WHERE "TENANT_ID" = 'acme'`);
+      return {
+        async release() {
+          await holder.query("ROLLBACK");
+          await holder.end();
+        },
+      };
+    }
+
+    /** Resolves once the build has waited longer than `ms` on its own connection. */
+    const buildWaited = (ms: number) =>
+      eventually(
+        async () => {
+          const { rows } = await t.services.db.query(
+            `SELECT 1 FROM pg_stat_activity
+            WHERE application_name = 'dimensio-maintenance' AND query LIKE 'CREATE INDEX CONCURRENTLY%'
+              AND now() - query_start > make_interval(secs => $1::float / 1000)`,
+            [ms],
+          );
+          return rows.length > 0;
+        },
+        { what: `the index build waiting ${ms} ms`, timeoutMs: 10_000 },
+      );
+
+    /** Resolves once a statement starting with `prefix` waits on the maintenance connection. */
+    const maintenanceWaiting = (prefix: string) =>
+      eventually(
+        async () => {
+          const { rows } = await t.services.db.query(
+            `SELECT 1 FROM pg_stat_activity
+              WHERE application_name = 'dimensio-maintenance' AND starts_with(query, $1) AND wait_event IS NOT NULL`,
+            [prefix],
+          );
+          return rows.length > 0;
+        },
+        { what: `${prefix} waiting`, timeoutMs: 10_000 },
+      );
+
+    const validity = async (name: string) =>
+      (
+        await t.services.db.query<{ indisvalid: boolean }>(
+          `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1`,
+          [name],
+        )
+      ).rows;
+
+    it("a build longer than the statement timeout (1 s) completes within INDEX_BUILD_TIMEOUT_MS (3 s)", async () => {
+      const held = await holdTable();
+      const patch = anna.patch("/api/v4/core/VAR/CUST/EMAIL?source=erp", { data: { INDEXED: true } });
+      try {
+        await buildWaited(1500);
+      } finally {
+        await held.release();
+      }
+      expect((await patch).status).toBe(200);
+      expect(await validity(custIndex("EMAIL"))).toEqual([{ indisvalid: true }]);
+    });
+
+    it("a build past INDEX_BUILD_TIMEOUT_MS is cancelled: 504, no invalid index left behind, the next sync tries again", async () => {
+      const held = await holdTable();
+      const patch = anna.patch("/api/v4/core/VAR/CUST/CODE?source=erp", { data: { INDEXED: true } });
+      try {
+        // The build is cancelled at 3 s; the invalid index it leaves is dropped (CONCURRENTLY
+        // too, which waits for the same write): the write goes once the drop waits.
+        await maintenanceWaiting("DROP INDEX CONCURRENTLY");
+      } finally {
+        await held.release();
+      }
+      const res = await patch;
+      expect(res.status).toBe(504);
+      expect(res.body).toMatchObject({ code: "QUERY_TIMEOUT", status: 504 });
+      expect(await validity(custIndex("CODE"))).toEqual([]);
+      // The next change of the dimension's metadata builds it.
+      const next = await anna.patch("/api/v4/core/VAR/CUST/EMAIL?source=erp", { data: { INDEXED: false } });
+      expect(next.status).toBe(200);
+      expect(await validity(custIndex("CODE"))).toEqual([{ indisvalid: true }]);
+    });
+  });

@@ -5,6 +5,7 @@
 import { authorize } from "../../auth/authorize.ts";
 import { type IndexBuild, indexBuildSql, syncTables } from "../../ddl/sync.ts";
 import { inEveryProfile, requireEveryProfile } from "./every-database.ts";
+import type { DatabaseHandle } from "../../db/database.ts";
 import { ident } from "../../db/sql.ts";
 import { ConflictError, MetadataError, ValidationError } from "../../errors.ts";
 import { insertOutboxEvent } from "../../events/outbox.ts";
@@ -30,7 +31,8 @@ import { type MetadataWriteRequest, parseMetadataRequest, type Row } from "./inp
 import { keyOf, type MetadataTable } from "../../metadata/tables.ts";
 
 /** `profiles`: the database profiles whose tables follow the metadata too (decisions.md §18). */
-export type MetadataWriteDeps = Pick<Services, "db" | "metadata"> & Partial<Pick<Services, "profiles">>;
+export type MetadataWriteDeps = Pick<Services, "db" | "metadata" | "config"> &
+  Partial<Pick<Services, "profiles">>;
 
 async function deleteRow(tx: Queryable, t: MetadataTable, row: Row): Promise<void> {
   await tx.query(
@@ -136,7 +138,7 @@ export async function writeMetadata(
   // On PostgreSQL new indexes of existing tables are built after the commit, CONCURRENTLY.
   const deferIndexes = deps.db.kind === "postgres";
   let deferred: IndexBuild[] = [];
-  const profileDeferred: Array<{ db: Queryable; builds: IndexBuild[] }> = [];
+  const profileDeferred: Array<{ db: DatabaseHandle; builds: IndexBuild[] }> = [];
   try {
     // Every profile's tables follow, or nothing is written (every-database.ts).
     if (deps.profiles) await requireEveryProfile(deps.profiles);
@@ -192,22 +194,30 @@ export async function writeMetadata(
     mapDataError(err);
   }
   await deps.metadata.refresh(true);
-  for (const build of deferred) await buildIndexConcurrently(deps.db, build);
-  for (const p of profileDeferred) for (const build of p.builds) await buildIndexConcurrently(p.db, build);
+  const timeoutMs = deps.config.indexBuildTimeoutMs;
+  for (const build of deferred) await buildIndexConcurrently(deps.db, build, timeoutMs);
+  for (const p of profileDeferred)
+    for (const build of p.builds) await buildIndexConcurrently(p.db, build, timeoutMs);
   return result;
 }
 
 /**
- * CREATE INDEX CONCURRENTLY outside any transaction. A failed build leaves an invalid index
- * behind: it is dropped, so that the next sync of the table tries again, and the error reported.
+ * CREATE INDEX CONCURRENTLY outside any transaction, on a connection of its own for at most
+ * `timeoutMs` (INDEX_BUILD_TIMEOUT_MS: a large table's build outlasts a request's statement
+ * timeout). A failed build leaves an invalid index behind: it is dropped, so that the next sync of
+ * the table tries again, and the error reported.
  */
-async function buildIndexConcurrently(db: Queryable, build: IndexBuild): Promise<void> {
+async function buildIndexConcurrently(
+  db: DatabaseHandle,
+  build: IndexBuild,
+  timeoutMs: number,
+): Promise<void> {
   try {
-    await db.query(indexBuildSql(build, { concurrently: true }));
+    await db.maintenance(indexBuildSql(build, { concurrently: true }), timeoutMs);
   } catch (err) {
     if (build.kind === "create") {
       await db
-        .query(indexBuildSql({ kind: "drop", name: build.name }, { concurrently: true }))
+        .maintenance(indexBuildSql({ kind: "drop", name: build.name }, { concurrently: true }), timeoutMs)
         .catch(() => {});
     }
     throw err;
