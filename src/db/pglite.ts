@@ -14,6 +14,7 @@ import {
   type TxQueryable,
 } from "./handle.ts";
 import { deferredWork, hooked, SERVICE_PARSERS, TIMESTAMPTZ } from "./statements.ts";
+import { processAlive } from "../process-alive.ts";
 
 const pgliteParsers = {
   ...SERVICE_PARSERS,
@@ -72,15 +73,6 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
     }
   }
   throw new DatabaseInUseError(`Could not lock the embedded database in ${dataDir}.`);
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as { code?: string }).code === "EPERM";
-  }
 }
 
 /**
