@@ -16,16 +16,17 @@
 //
 // BENCH_CUSTOMERS (20,000), BENCH_ORDERS (100,000), BENCH_SECONDS (5), BENCH_CONNECTIONS (16),
 // BENCH_ROUNDS (3), BENCH_WORKLOADS=W1,W2 runs only those.
-import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import pg from "pg";
+import type pg from "pg";
 import { loginOverHttp } from "../test/helpers/auth.ts";
-import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../test/helpers/env.ts";
+import { SAMPLE_FIXTURE } from "../test/helpers/env.ts";
 import { freePort, spawnScript, spawnStart, waitReady } from "../test/helpers/process.ts";
+import { createProfileDatabase, type ProfileDatabase } from "../test/tenants/helpers.ts";
 import { autocannon } from "./autocannon.ts";
+import { memoryMb, processCpuMs, processQuiet } from "./process-stats.ts";
 import {
   BENCH_CREATE,
   BENCH_CREATE_MUTATION,
@@ -42,7 +43,6 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const ONLY = process.env.BENCH_WORKLOADS?.split(",");
-const TICK_MS = 10;
 const PROFILES = ["P1", "P2", "P3"] as const;
 /** The tenants of the bench beyond the sample's acme: where each lives, and its user. */
 const TENANTS = [
@@ -52,37 +52,6 @@ const TENANTS = [
   { id: "near", database: null, user: "anna_near" },
 ] as const;
 const CUST_FIELDS = "CUST_ID CODE NAME CITY_ID CREDIT_LIMIT VIP SALES_REP TREC CDATA OWNER LDATA LOWNER";
-
-interface Scratch {
-  url: string;
-  client: pg.Client;
-}
-
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: TEST_DATABASE_URL! });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
-
-async function scratchDatabase(label: string): Promise<Scratch> {
-  const name = `dimensio_bench_${label}_${process.pid}_${randomBytes(3).toString("hex")}`;
-  await admin((c) => c.query(`CREATE DATABASE "${name}"`));
-  const u = new URL(TEST_DATABASE_URL!);
-  u.pathname = `/${name}`;
-  const client = new pg.Client({ connectionString: u.toString() });
-  await client.connect();
-  return { url: u.toString(), client };
-}
-
-async function dropDatabase(s: Scratch): Promise<void> {
-  await s.client.end().catch(() => {});
-  const name = new URL(s.url).pathname.slice(1);
-  await admin((c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
-}
 
 /** The sample fixture with the bench's tenants, each with a copy of anna (all rights). */
 function benchFixture(): Record<string, unknown> {
@@ -100,30 +69,6 @@ function benchFixture(): Record<string, unknown> {
     fixture.users.push({ ...anna, user_id: t.user, tenant_id: t.id });
   }
   return fixture;
-}
-
-function processCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-}
-
-function rssMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8")
-    .split("\n")
-    .find((l) => l.startsWith("VmRSS:"));
-  return Number(line?.split(/\s+/)[1] ?? 0) / 1024;
-}
-
-/** Resolves once the process has used less than two clock ticks of CPU in 300 ms. */
-async function quiet(pid: number): Promise<void> {
-  let last = processCpuMs(pid);
-  for (let i = 0; i < 100; i++) {
-    await new Promise((r) => setTimeout(r, 300));
-    const now = processCpuMs(pid);
-    if (now - last < 2 * TICK_MS) return;
-    last = now;
-  }
 }
 
 /** Outbox rows not yet published in a database. */
@@ -144,11 +89,11 @@ interface Measured {
 async function main() {
   requireBenchDatabase();
   const dataDir = await mkdtemp(path.join(os.tmpdir(), "dimensio-bench-profiles-"));
-  const main = await scratchDatabase("main");
-  const profiles = new Map<string, Scratch>();
+  const main = await createProfileDatabase();
+  const profiles = new Map<string, ProfileDatabase>();
   let running: ReturnType<typeof spawnStart> | null = null;
   try {
-    for (const p of PROFILES) profiles.set(p, await scratchDatabase(p.toLowerCase()));
+    for (const p of PROFILES) profiles.set(p, await createProfileDatabase());
     const profileEnv = Object.fromEntries(PROFILES.map((p) => [`DATABASE_URL_${p}`, profiles.get(p)!.url]));
     const env = { ...benchServiceEnv(main.url, 0, dataDir), ...profileEnv };
     // The fixture through `npm run import`: the main's tables and every profile's.
@@ -203,19 +148,19 @@ async function main() {
       return { cold: await timed(), warm: await timed() };
     };
     await warm("acme");
-    await quiet(pid);
+    await processQuiet(pid);
     const control = await first("near");
     await warm("near");
     await warm("acme");
-    await quiet(pid);
-    const rssControl = rssMb(pid);
+    await processQuiet(pid);
+    const rssControl = memoryMb(pid, "VmRSS");
     const colds: Array<[string, { cold: number; warm: number }]> = [];
     for (const t of TENANTS.filter((x) => x.database))
       colds.push([`${t.id} (${t.database})`, await first(t.id)]);
     for (const t of TENANTS.filter((x) => x.database)) await warm(t.id);
     await warm("acme");
-    await quiet(pid);
-    const rssProfiles = rssMb(pid);
+    await processQuiet(pid);
+    const rssProfiles = memoryMb(pid, "VmRSS");
 
     // 2. W1–W5 on P1 against main.
     const ids = { acme: await byIdOf(main.client, "acme"), far: await byIdOf(p1, "far") };
@@ -279,7 +224,7 @@ async function main() {
     const dbOf = { acme: main.client, far: p1 };
     const measure = async (tenant: "acme" | "far", run: Run, creates: boolean): Promise<Measured> => {
       await autocannon({ ...run, connections: 4, duration: 1 });
-      await quiet(pid);
+      await processQuiet(pid);
       const cpu0 = processCpuMs(pid);
       const r = await autocannon({ ...run, connections: CONNECTIONS, duration: SECONDS });
       if (r.errors || r.non2xx)
@@ -356,8 +301,8 @@ async function main() {
       running.child.kill("SIGTERM");
       await running.exited;
     }
-    for (const s of profiles.values()) await dropDatabase(s).catch(() => {});
-    await dropDatabase(main).catch(() => {});
+    for (const s of profiles.values()) await s.drop().catch(() => {});
+    await main.drop().catch(() => {});
     await rm(dataDir, { recursive: true, force: true });
   }
 }

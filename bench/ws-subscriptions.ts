@@ -8,7 +8,6 @@
 // CPU per event and per subscriber.
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/ws-subscriptions.ts
-import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -16,36 +15,13 @@ import { type Client, createClient } from "graphql-ws";
 import WebSocket from "ws";
 import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, spawnStart, waitReady } from "../test/helpers/process.ts";
+import { memoryMb, processCpuMs, processQuiet } from "./process-stats.ts";
 import { BENCH_CREATE, BENCH_PATHS, benchServiceEnv, openBenchServices } from "./seed.ts";
 
 const SUBSCRIBERS = Number(process.env.BENCH_SUBSCRIBERS ?? 1000);
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20);
 /** Subscriptions per socket (graphql-ws multiplexes): 1, every subscription its own socket. */
 const PER_SOCKET = Math.max(1, Number(process.env.BENCH_PER_SOCKET ?? 1));
-const TICK_MS = 10;
-
-function status(pid: number, field: string): number {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8")
-    .split("\n")
-    .find((l) => l.startsWith(`${field}:`));
-  return Number(line?.split(/\s+/)[1] ?? 0) / 1024;
-}
-
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-}
-
-async function quiet(pid: number): Promise<void> {
-  let last = cpuMs(pid);
-  for (let i = 0; i < 100; i++) {
-    await new Promise((r) => setTimeout(r, 500));
-    const now = cpuMs(pid);
-    if (now - last < 2 * TICK_MS) return;
-    last = now;
-  }
-}
 
 async function main() {
   const services = await openBenchServices();
@@ -129,8 +105,8 @@ async function main() {
     await clients.pop()?.dispose();
     current = null;
     received[0] = 0;
-    await quiet(pid);
-    const rssBefore = status(pid, "VmRSS");
+    await processQuiet(pid, 500);
+    const rssBefore = memoryMb(pid, "VmRSS");
 
     for (let i = 0; i < SUBSCRIBERS; i++) subscribe(i);
     // Every subscription is live once each has had an event: creates until then.
@@ -139,12 +115,12 @@ async function main() {
       await create();
       await new Promise((r) => setTimeout(r, 500));
     }
-    await quiet(pid);
-    const rssIdle = status(pid, "VmRSS");
+    await processQuiet(pid, 500);
+    const rssIdle = memoryMb(pid, "VmRSS");
 
     // Fan-out: one create at a time, until every subscriber has it.
     const times: number[] = [];
-    const cpu0 = cpuMs(pid);
+    const cpu0 = processCpuMs(pid);
     for (let e = 1; e <= EVENTS; e++) {
       const past = [...received];
       const t0 = performance.now();
@@ -152,7 +128,7 @@ async function main() {
       await allPast(past);
       times.push(performance.now() - t0);
     }
-    const cpu = (cpuMs(pid) - cpu0) / EVENTS;
+    const cpu = (processCpuMs(pid) - cpu0) / EVENTS;
     const sorted = [...times].sort((a, b) => a - b);
     console.log(
       `\nbench/ws-subscriptions: ${SUBSCRIBERS} WebSocket subscriptions of one user (${PER_SOCKET} per socket: ${clients.length} sockets), ${EVENTS} events fanned out; Node ${process.version}; load average ${os

@@ -22,15 +22,8 @@ export interface DatabaseParts {
   readonly prisma: PrismaClient;
 }
 
-/** The per-database members of a services object (what a view replaces). */
-export interface TenantScoped {
-  database: string | null;
-  db: DatabaseHandle;
-  readDb: Queryable;
-  totals: TotalsCache;
-  creates: CreateGroups | null;
-  readonly prisma: PrismaClient;
-}
+/** The per-database members of a services object: what a tenant's view replaces. */
+export type TenantScoped = DatabaseParts;
 
 /**
  * A totals cache made in the background (its LISTEN needs the database; tried again every

@@ -9,6 +9,8 @@ import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../helpers/env.ts";
 export interface ProfileDatabase {
   name: string;
   url: string;
+  /** A connection to it (closed by `drop`). */
+  client: pg.Client;
   /** A statement on it, directly (not through the service). */
   query<R = Record<string, unknown>>(text: string, params?: unknown[]): Promise<R[]>;
   drop(): Promise<void>;
@@ -38,6 +40,7 @@ export async function createProfileDatabase(): Promise<ProfileDatabase> {
   return {
     name,
     url,
+    client,
     async query<R>(text: string, params: unknown[] = []) {
       return (await client.query(text, params)).rows as R[];
     },
