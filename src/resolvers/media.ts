@@ -32,6 +32,7 @@ import {
   stagingKey,
 } from "../media/keys.ts";
 import type { MediaStore } from "../media/store.ts";
+import { rowScopeSql } from "../query/compile.ts";
 import { emptyRecordQuery } from "../query/types.ts";
 import type { DimensionDef, FieldDef, MetadataModel, Queryable, RequestContext } from "../types.ts";
 import { createReadContext } from "./read/context.ts";
@@ -40,6 +41,7 @@ import { ApiFieldError } from "./write/field-rules.ts";
 import { type MediaValue, UploadedMedia } from "./write/media-values.ts";
 import { updateOne } from "./write/operations.ts";
 import { parseRecordId, recordNotFound } from "./write/record-store.ts";
+import { callerWriteScope } from "./write/row-scope.ts";
 import type { WriteDeps } from "./write/pipeline.ts";
 
 export const MAX_MEGAPIXELS = 40;
@@ -249,13 +251,17 @@ export async function authorizeUpload(
       throw new ApiFieldError("FIELD_NOT_MODIFIABLE", "FieldNotModifiable", field.code, dim.code);
   }
   if (target.recordId) {
+    // A record outside the caller's write scope is not found, as one that does not exist: the
+    // upload is refused before its body is read either way (decisions.md §17).
     const id = parseRecordId(dim, target.recordId);
+    const params: unknown[] = [request.principal.tenantId, id];
+    const scope = rowScopeSql(callerWriteScope(request, model, dim), params, "$1");
     const found =
       id !== null &&
       (
         await deps.db.query(
-          `SELECT 1 FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = $2`,
-          [request.principal.tenantId, id],
+          `SELECT 1 FROM ${ident(dim.tableName)} t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = $2${scope}`,
+          params,
         )
       ).rows.length > 0;
     if (!found) throw recordNotFound(dim, target.recordId);

@@ -4,10 +4,12 @@
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadUserGrants } from "../../src/auth/profile.ts";
+import { ApiError } from "../../src/errors.ts";
 import { checkFixture } from "../../src/fixtures/import.ts";
 import type { ReceivedEvent } from "../../src/events/bus.ts";
 import { startEventRuntime } from "../../src/events/runtime.ts";
 import { createWebhookDispatcher } from "../../src/events/webhooks/dispatcher.ts";
+import { authorizeUpload } from "../../src/resolvers/media.ts";
 import { subscribeToEvents } from "../../src/resolvers/read/events.ts";
 import type { RequestContext } from "../../src/types.ts";
 import { loginAs } from "../helpers/auth.ts";
@@ -397,6 +399,45 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
       [String(tre)],
     );
     expect(rows.map((r) => r.PREVIOUS?.VIP)).toEqual([false, true]);
+  });
+
+  it("an upload onto a record outside the caller's write scope is refused as a missing record, before its body", async () => {
+    const context: RequestContext = {
+      principal: {
+        userId: "mi",
+        tenantId: "acme",
+        sessionId: "t",
+        peso: 2,
+        centroDett: "MI01",
+        ambiente: "production",
+        lingua: null,
+        grants: await loadUserGrants(t.services.db, "mi"),
+      },
+      source: "anag-1",
+      centerDett: "MI01",
+      requestId: "t",
+      now: () => new Date(),
+    };
+    const [mine, theirs] = [await idOf("Milano Uno"), await idOf("Roma Uno")];
+    await expect(
+      authorizeUpload(t.services, context, { dim: "CUST", recordId: String(mine) }),
+    ).resolves.toBeUndefined();
+    const refused = await authorizeUpload(t.services, context, {
+      dim: "CUST",
+      recordId: String(theirs),
+    }).catch((err: unknown) => err);
+    const missing = await authorizeUpload(t.services, context, { dim: "CUST", recordId: "987654" }).catch(
+      (err: unknown) => err,
+    );
+    expect(refused).toBeInstanceOf(ApiError);
+    expect((refused as ApiError).status).toBe(404);
+    // Byte for byte a record that does not exist, but for its id.
+    const absent = (missing as ApiError).toBody();
+    expect((refused as ApiError).toBody()).toEqual({
+      ...absent,
+      message: absent.message.replace("987654", String(theirs)),
+      details: { ...absent.details, id: String(theirs) },
+    });
   });
 
   it("a change of the user's unit in TB_USER reaches their open session at once", async () => {

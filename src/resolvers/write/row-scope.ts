@@ -15,23 +15,31 @@ import { RowNotAllowedError } from "../../errors.ts";
 import { TENANT_COLUMN } from "../../metadata/data-types.ts";
 import { rowScopeSql } from "../../query/compile.ts";
 import type { PlannedFilter } from "../../query/types.ts";
-import type { DimensionDef, FieldDef } from "../../types.ts";
+import type { DimensionDef, FieldDef, MetadataModel, RequestContext } from "../../types.ts";
 import type { WriteContext } from "./context.ts";
 
 /**
  * The rule a write of `dim` goes by: through the source when it lets the caller write `dim`, else
  * through the first node that does (a cascade), else the dimension's scope keys alone.
  */
-function writeRule(w: WriteContext, dim: DimensionDef): RowRule {
-  const view = accessView(w.ctx, w.model);
+function writeRule(ctx: RequestContext, model: MetadataModel, dim: DimensionDef): RowRule {
+  const view = accessView(ctx, model);
   return view.rowRuleThrough(dim, "update", view.sourceFor(dim.code, "update"));
+}
+
+/** The row scope the caller's writes of `dim` are held to (null: every row of the tenant). */
+export function callerWriteScope(
+  ctx: RequestContext,
+  model: MetadataModel,
+  dim: DimensionDef,
+): PlannedFilter | null {
+  const rule = writeRule(ctx, model, dim);
+  return rule.unrestricted ? null : rule.bind(scopeValuesOf(ctx));
 }
 
 /** The row scope a write of `dim` is held to (null: every row of the tenant). */
 export function writeRowScope(w: WriteContext, dim: DimensionDef): PlannedFilter | null {
-  if (w.trusted) return null;
-  const rule = writeRule(w, dim);
-  return rule.unrestricted ? null : rule.bind(scopeValuesOf(w.ctx));
+  return w.trusted ? null : callerWriteScope(w.ctx, w.model, dim);
 }
 
 /** ` AND (…)` over the alias `t` for the write's scope on `dim`, its values added to `params`. */
