@@ -131,7 +131,7 @@ async function main() {
       `| errors, non-2xx | ${sum(reads, (r) => r.errors)}, ${sum(reads, (r) => r.non2xx)} | ${sum(creates, (r) => r.errors)}, ${sum(creates, (r) => r.non2xx)} |`,
     );
     console.log(
-      `\nCreated rows ${ids.size}; their Created events on the broker ${events.length}: missing ${missing}, published more than once ${twice}; unpublished outbox rows at the end ${outbox[0]!.n}; the service's connections to PostgreSQL at the end ${backends[0]!.n} (PgBouncer's ${SERVER_CONNECTIONS} and the ${PROCESSES} direct LISTEN connections at most).`,
+      `\nCreated rows ${ids.size}; their Created events on the broker ${events.length}: missing ${missing}, published more than once ${twice}; unpublished outbox rows at the end ${outbox[0]!.n}; connections named dimensio* to PostgreSQL at the end ${backends[0]!.n} (PgBouncer's server connections, at most ${SERVER_CONNECTIONS}, the processes' direct LISTEN connections, and the bench's own pool).`,
     );
     const failed = sum(results, (r) => r.errors + r.non2xx);
     if (failed || missing || twice || outbox[0]!.n) process.exitCode = 1;
