@@ -98,6 +98,23 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
     );
     return Number(rows[0]!.CUST_ID);
   };
+  /** A user's request context on anag-1, as the protected scope makes it (resolvers called directly). */
+  const contextOf = async (userId: string, centro: string): Promise<RequestContext> => ({
+    principal: {
+      userId,
+      tenantId: "acme",
+      sessionId: "t",
+      peso: 2,
+      centroDett: centro,
+      ambiente: "production",
+      lingua: null,
+      grants: await loadUserGrants(t.services.db, userId),
+    },
+    source: "anag-1",
+    centerDett: centro,
+    requestId: "t",
+    now: () => new Date(),
+  });
   const inUnit = (unit: string) =>
     CUSTOMERS.filter((c) => c.CENTRO_DETT === unit)
       .map((c) => c.NAME)
@@ -289,22 +306,6 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
   });
 
   it("a live subscription gets only the events of rows in the subscriber's scope", async () => {
-    const contextOf = async (userId: string, centro: string): Promise<RequestContext> => ({
-      principal: {
-        userId,
-        tenantId: "acme",
-        sessionId: "t",
-        peso: 2,
-        centroDett: centro,
-        ambiente: "production",
-        lingua: null,
-        grants: await loadUserGrants(t.services.db, userId),
-      },
-      source: "anag-1",
-      centerDett: centro,
-      requestId: "t",
-      now: () => new Date(),
-    });
     const runtime = await startEventRuntime(t.services, { relay: true });
     const miEvents = await subscribeToEvents(t.services, await contextOf("mi", "MI01"), "CUST", null);
     const rmEvents = await subscribeToEvents(t.services, await contextOf("rm", "RM01"), "CUST", null);
@@ -348,22 +349,7 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
   });
 
   it("an update that takes a row out of a subscriber's scope is told to them, judged on the row before it too", async () => {
-    const context: RequestContext = {
-      principal: {
-        userId: "vipmi",
-        tenantId: "acme",
-        sessionId: "t",
-        peso: 2,
-        centroDett: "MI01",
-        ambiente: "production",
-        lingua: null,
-        grants: await loadUserGrants(t.services.db, "vipmi"),
-      },
-      source: "anag-1",
-      centerDett: "MI01",
-      requestId: "t",
-      now: () => new Date(),
-    };
+    const context = await contextOf("vipmi", "MI01");
     const [tre, due] = [await idOf("Milano Tre"), await idOf("Milano Due")];
     const runtime = await startEventRuntime(t.services, { relay: true });
     const events = await subscribeToEvents(t.services, context, "CUST", ["CUSTUpdated"]);
@@ -402,22 +388,7 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
   });
 
   it("an upload onto a record outside the caller's write scope is refused as a missing record, before its body", async () => {
-    const context: RequestContext = {
-      principal: {
-        userId: "mi",
-        tenantId: "acme",
-        sessionId: "t",
-        peso: 2,
-        centroDett: "MI01",
-        ambiente: "production",
-        lingua: null,
-        grants: await loadUserGrants(t.services.db, "mi"),
-      },
-      source: "anag-1",
-      centerDett: "MI01",
-      requestId: "t",
-      now: () => new Date(),
-    };
+    const context = await contextOf("mi", "MI01");
     const [mine, theirs] = [await idOf("Milano Uno"), await idOf("Roma Uno")];
     await expect(
       authorizeUpload(t.services, context, { dim: "CUST", recordId: String(mine) }),
