@@ -213,13 +213,22 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
   it("a body received at once whose rows take longer than REQUEST_TIMEOUT_MS to write: every row written, the counts answered, no file left", async () => {
     // 1 MB, far more than Node buffers before it stops reading a socket nobody reads: before
     // spooling, the body was read at the pace of its rows and REQUEST_TIMEOUT_MS cut it (408).
-    // Its own app, with the shortest request timeout (100 ms) and batches of 10 rows: writing a
-    // hundred batches, each its own commit, outlasts the timeout by far on any host.
-    const quick = 100;
-    const slow = await startImportApp(backend, { REQUEST_TIMEOUT_MS: String(quick), MAX_BATCH_SIZE: "10" });
+    // Its own app, with a request timeout (1 s) that receiving 1 MB on loopback meets on any
+    // host, and rows that take 12 ms each to write (a trigger the test adds): 250 rows of 4 KB
+    // take three times the timeout whatever the host's speed.
+    const timeout = 1000;
+    const slow = await startImportApp(backend, {
+      REQUEST_TIMEOUT_MS: String(timeout),
+      MAX_BATCH_SIZE: "100",
+    });
+    const db = slow.t.services.db;
+    await db.exec(`
+      CREATE FUNCTION test_slow_row() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN PERFORM pg_sleep(0.012); RETURN NEW; END $$;
+      CREATE TRIGGER test_slow_row BEFORE INSERT ON "TB_ANAG_CUST00" FOR EACH ROW EXECUTE FUNCTION test_slow_row();`);
     try {
-      const rows = 1000;
-      const body = paddedRows("Slow", rows, 1024);
+      const rows = 250;
+      const body = paddedRows("Slow", rows, 4096);
       expect(body.length).toBeGreaterThan(900 * 1024);
       const res = await slow.importNdjson(body);
       expect(res.body).toEqual({
@@ -227,7 +236,7 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
       });
       expect(res.status).toBe(200);
       // The premise: the rows were written for longer than the request timeout after the body went.
-      expect(res.answeredAt - res.sentAt).toBeGreaterThan(quick);
+      expect(res.answeredAt - res.sentAt).toBeGreaterThan(timeout);
       const names = await slow.named("Slow");
       expect(names).toHaveLength(rows);
       expect([names[0], names.at(-1)]).toEqual(["Slow 0", `Slow ${rows - 1}`]);
