@@ -40,7 +40,8 @@ const trackedList = perDefinition((dim: DimensionDef): string =>
     .join(", "),
 );
 
-function sameValue(a: unknown, b: unknown): boolean {
+/** Whether a field holds the same value before and after a change (null and absent alike). */
+export function sameValue(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (a === null || a === undefined || b === null || b === undefined) return a == null && b == null;
   if (typeof a !== "object" && typeof b !== "object") return false;

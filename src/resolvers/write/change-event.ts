@@ -11,6 +11,7 @@ import {
   type RevisionOperation,
   revisionInsert,
   revisionsRemoval,
+  sameValue,
 } from "../../history/revisions.ts";
 
 const KIND = { created: "Created", updated: "Updated", deleted: "Deleted" } as const;
@@ -148,11 +149,9 @@ function previousValues(
   let previous: Record<string, unknown> | null = null;
   for (const f of dim.fields) {
     if (!(f.code in before)) continue;
-    const was = before[f.code] ?? null;
-    const is = after[f.code] ?? null;
-    if (was === is || (was !== null && is !== null && JSON.stringify(was) === JSON.stringify(is))) continue;
+    if (sameValue(before[f.code], after[f.code])) continue;
     previous ??= {};
-    previous[f.code] = was;
+    previous[f.code] = before[f.code] ?? null;
   }
   return previous;
 }
