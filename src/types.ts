@@ -757,4 +757,16 @@ export interface MetadataWriteResult extends MetadataChange {
   version: number;
   /** Rows created or removed along with the row (a new DIM's fields; a removed DIM's or VAR's rows). */
   related: MetadataChange[];
+  /** What the committed change left undone (an index build cancelled past its bound); absent if nothing. */
+  warnings?: MetadataWarning[];
+}
+
+/**
+ * Work that a metadata change, already committed, did not finish (decisions.md, "A cancelled index
+ * build is a warning"): answered in the success body's `warnings`, not as an error.
+ */
+export interface MetadataWarning {
+  code: string;
+  message: string;
+  details?: Record<string, unknown>;
 }

@@ -468,10 +468,13 @@ export interface SyncResult {
   statements: string[];
   /**
    * With `deferIndexes`: the index builds of existing tables, left for the caller to run after its
-   * commit with CONCURRENTLY (indexBuildSql).
+   * commit with CONCURRENTLY (indexBuildSql), each with the code of its table's dimension.
    */
-  deferred?: IndexBuild[];
+  deferred?: DeferredIndexBuild[];
 }
+
+/** An index build left for after the commit, and the dimension whose table it is on. */
+export type DeferredIndexBuild = IndexBuild & { dim: string };
 
 export interface SyncOptions {
   deferIndexes?: boolean;
@@ -766,12 +769,12 @@ export async function syncTables(
     );
   }
   const result: SyncResult = { created: [], altered: [], statements: [] };
-  const deferred: IndexBuild[] = [];
+  const deferred: DeferredIndexBuild[] = [];
   if (opts.deferIndexes) result.deferred = deferred;
   for (const { dim, step } of plans) {
     for (const statement of step.statements) await tx.query(statement);
     const builds = step.indexBuilds.map((build) => indexBuildSql(build, { concurrently: false }));
-    if (opts.deferIndexes) deferred.push(...step.indexBuilds);
+    if (opts.deferIndexes) deferred.push(...step.indexBuilds.map((build) => ({ ...build, dim: dim.code })));
     else for (const statement of builds) await tx.query(statement);
     const all = [...step.statements, ...builds];
     result.statements.push(...all);

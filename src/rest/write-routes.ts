@@ -74,10 +74,14 @@ function batchBody(result: BatchResult): Body {
 function metadataBody(result: MetadataWriteResult, verb: string): Body {
   const body: Body = {
     data: result.row,
-    message: `${result.code} ${result.key} ${verb}.`,
+    message: result.warnings?.length
+      ? `${result.code} ${result.key} ${verb}; see warnings.`
+      : `${result.code} ${result.key} ${verb}.`,
     event_id: result.eventId,
     version: result.version,
   };
+  // Work the committed change left undone (a cancelled index build): the change itself stands.
+  if (result.warnings?.length) body.warnings = result.warnings;
   if (result.related.length) {
     body.related = result.related.map((r) => ({
       code: r.code,

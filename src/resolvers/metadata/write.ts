@@ -3,7 +3,7 @@
 // written, the affected table synced, the metadata version bumped and one outbox row written per
 // changed row. The registry reloads before the response, so the next request sees the change.
 import { authorize } from "../../auth/authorize.ts";
-import { type IndexBuild, indexBuildSql, syncTables } from "../../ddl/sync.ts";
+import { type DeferredIndexBuild, type IndexBuild, indexBuildSql, syncTables } from "../../ddl/sync.ts";
 import { inEveryProfile, requireEveryProfile } from "./every-database.ts";
 import type { DatabaseHandle } from "../../db/database.ts";
 import { ident } from "../../db/sql.ts";
@@ -21,6 +21,7 @@ import type { Services } from "../../services.ts";
 import type {
   MetadataChange,
   MetadataRows,
+  MetadataWarning,
   MetadataWriteResult,
   Queryable,
   RequestContext,
@@ -137,8 +138,8 @@ export async function writeMetadata(
   let result: MetadataWriteResult;
   // On PostgreSQL new indexes of existing tables are built after the commit, CONCURRENTLY.
   const deferIndexes = deps.db.kind === "postgres";
-  let deferred: IndexBuild[] = [];
-  const profileDeferred: Array<{ db: DatabaseHandle; builds: IndexBuild[] }> = [];
+  let deferred: DeferredIndexBuild[] = [];
+  const profileDeferred: Array<{ database: string; db: DatabaseHandle; builds: DeferredIndexBuild[] }> = [];
   try {
     // Every profile's tables follow, or nothing is written (every-database.ts).
     if (deps.profiles) await requireEveryProfile(deps.profiles);
@@ -168,7 +169,7 @@ export async function writeMetadata(
           deferred = (await syncTables(tx, dims, previous, { deferIndexes })).deferred ?? [];
           for (const p of profileTxs) {
             const builds = (await syncTables(p.tx, dims, previous, { deferIndexes })).deferred ?? [];
-            profileDeferred.push({ db: p.db, builds });
+            profileDeferred.push({ database: p.name, db: p.db, builds });
           }
         }
         const version = await bumpMetadataVersion(tx);
@@ -194,32 +195,97 @@ export async function writeMetadata(
     mapDataError(err);
   }
   await deps.metadata.refresh(true);
-  const timeoutMs = deps.config.indexBuildTimeoutMs;
-  for (const build of deferred) await buildIndexConcurrently(deps.db, build, timeoutMs);
-  for (const p of profileDeferred)
-    for (const build of p.builds) await buildIndexConcurrently(p.db, build, timeoutMs);
-  return result;
+  const warning = await runDeferredBuilds(
+    [{ database: null, db: deps.db, builds: deferred }, ...profileDeferred],
+    deps.config.indexBuildTimeoutMs,
+  );
+  return warning ? { ...result, warnings: [warning] } : result;
+}
+
+/**
+ * The index builds a committed change left for after its commit, database by database. The first
+ * one cancelled past `timeoutMs` stops them (each later one would wait as long): the change stands,
+ * and the answer carries a warning naming what was not done instead of an error. Any other failure
+ * is the request's error, as before.
+ */
+async function runDeferredBuilds(
+  databases: ReadonlyArray<{ database: string | null; db: DatabaseHandle; builds: DeferredIndexBuild[] }>,
+  timeoutMs: number,
+): Promise<MetadataWarning | null> {
+  const all = databases.flatMap((d) => d.builds.map((build) => ({ ...d, build })));
+  for (const [i, { database, db, build }] of all.entries()) {
+    const outcome = await buildIndexConcurrently(db, build, timeoutMs);
+    if (outcome === "built") continue;
+    const notRun = all.slice(i + 1).map((b) => ({
+      dimension: b.build.dim,
+      index: b.build.name,
+      action: b.build.kind === "create" ? "build" : "drop",
+      ...(b.database === null ? {} : { database: b.database }),
+    }));
+    return indexBuildCancelled(build, { timeoutMs, dropped: outcome === "dropped", database, notRun });
+  }
+  return null;
 }
 
 /**
  * CREATE INDEX CONCURRENTLY outside any transaction, on a connection of its own for at most
  * `timeoutMs` (INDEX_BUILD_TIMEOUT_MS: a large table's build outlasts a request's statement
  * timeout). A failed build leaves an invalid index behind: it is dropped, so that the next sync of
- * the table tries again, and the error reported.
+ * the table need not (one left anyway is dropped and built again by the next sync). A build
+ * cancelled past its bound (SQLSTATE 57014) answers whether its invalid index was dropped; any
+ * other failure is thrown.
  */
 async function buildIndexConcurrently(
   db: DatabaseHandle,
   build: IndexBuild,
   timeoutMs: number,
-): Promise<void> {
+): Promise<"built" | "dropped" | "left"> {
   try {
     await db.maintenance(indexBuildSql(build, { concurrently: true }), timeoutMs);
+    return "built";
   } catch (err) {
+    let dropped = false;
     if (build.kind === "create") {
-      await db
+      dropped = await db
         .maintenance(indexBuildSql({ kind: "drop", name: build.name }, { concurrently: true }), timeoutMs)
-        .catch(() => {});
+        .then(
+          () => true,
+          () => false,
+        );
     }
-    throw err;
+    if ((err as { code?: unknown } | null)?.code !== "57014") throw err;
+    return dropped ? "dropped" : "left";
   }
+}
+
+/** The warning of a build (or drop) cancelled past INDEX_BUILD_TIMEOUT_MS: what stands, what waits. */
+function indexBuildCancelled(
+  build: DeferredIndexBuild,
+  opts: { timeoutMs: number; dropped: boolean; database: string | null; notRun: object[] },
+): MetadataWarning {
+  const where = opts.database === null ? "" : ` in the database of profile ${opts.database}`;
+  const cancelled = `ran past INDEX_BUILD_TIMEOUT_MS (${opts.timeoutMs} ms) and was cancelled`;
+  const next = `The next change to ${build.dim}'s DIM, VAR or OBJECT metadata`;
+  const index = `index ${build.name} of ${build.dim}${where}`;
+  const what =
+    build.kind === "drop"
+      ? `${index} was not dropped: it ${cancelled}. ${next} drops it`
+      : opts.dropped
+        ? `${index} was not built: it ${cancelled}, and its invalid index was dropped. ${next} builds it`
+        : `${index} was not built: it ${cancelled}, and its invalid index could not be dropped. ${next} drops and builds it`;
+  const rest = opts.notRun.length
+    ? "; the change's later index work (details.not_run) was not started and waits likewise"
+    : "";
+  return {
+    code: "INDEX_BUILD_TIMEOUT",
+    message: `The change was saved, but ${what}${rest}; raise INDEX_BUILD_TIMEOUT_MS for a large table.`,
+    details: {
+      dimension: build.dim,
+      index: build.name,
+      timeout_ms: opts.timeoutMs,
+      ...(build.kind === "create" ? { invalid_index_dropped: opts.dropped } : {}),
+      ...(opts.database === null ? {} : { database: opts.database }),
+      ...(opts.notRun.length ? { not_run: opts.notRun } : {}),
+    },
+  };
 }
