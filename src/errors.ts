@@ -159,7 +159,17 @@ export class MediaStoreUnavailableError extends ApiError {
   }
 }
 
-/** 413 for a request whose work would exceed a bound (records, bytes of events). */
+/**
+ * What to do about a request body over its route's limit (413 PAYLOAD_TOO_LARGE). Bulk data goes
+ * to the import endpoint (src/rest/transfer-routes.ts), which streams its body to disk.
+ */
+export const BODY_TOO_LARGE_ADVICE =
+  "send less or split a batch into smaller requests; for bulk data use POST /api/v4/core/{dim}/import (CSV or NDJSON)";
+
+/**
+ * 413 for a request whose work would exceed a bound (records, bytes of events): the message names
+ * the bound and what to do, `details` the bound's value (max_bytes, max_batch_size...).
+ */
 export class PayloadTooLargeError extends ApiError {
   constructor(message: string, details: Record<string, unknown>) {
     super(413, "PAYLOAD_TOO_LARGE", "PayloadTooLarge", message, { details });

@@ -4,7 +4,7 @@ import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { databaseApiError } from "../db/errors.ts";
-import { ApiError, type ErrorBody, internalErrorBody } from "../errors.ts";
+import { ApiError, BODY_TOO_LARGE_ADVICE, type ErrorBody, internalErrorBody } from "../errors.ts";
 
 export interface MappedError {
   status: number;
@@ -37,8 +37,8 @@ function fastifyClientError(err: FastifyError, limits: RouteLimits): MappedError
         error: "PayloadTooLarge",
         message:
           limits.bodyLimit === undefined
-            ? "The request body is too large."
-            : `The request body is over ${limits.bodyLimit} bytes, the most this route takes.`,
+            ? `The request body is too large: ${BODY_TOO_LARGE_ADVICE}.`
+            : `The request body is over ${limits.bodyLimit} bytes, the most this route takes: ${BODY_TOO_LARGE_ADVICE}.`,
         code: "PAYLOAD_TOO_LARGE",
         status,
         ...(limits.bodyLimit === undefined ? {} : { details: { max_bytes: limits.bodyLimit } }),

@@ -24,9 +24,10 @@ import { ApiError, PayloadTooLargeError } from "../errors.ts";
 import { processAlive } from "../process-alive.ts";
 
 export function tooLarge(max: number): PayloadTooLargeError {
-  return new PayloadTooLargeError(`An import body holds at most ${max} bytes (IMPORT_MAX_BYTES).`, {
-    max_bytes: max,
-  });
+  return new PayloadTooLargeError(
+    `An import body holds at most ${max} bytes (IMPORT_MAX_BYTES); split the rows into several imports.`,
+    { max_bytes: max },
+  );
 }
 
 /** 503 for an import that would take the process's spool past IMPORT_SPOOL_MAX_BYTES. */

@@ -163,7 +163,7 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     }
   });
 
-  it("a body over BODY_LIMIT_BYTES is a 413 PAYLOAD_TOO_LARGE naming the limit", async () => {
+  it("a body over BODY_LIMIT_BYTES is a 413 PAYLOAD_TOO_LARGE naming the limit and what to do", async () => {
     const res = await app.inject({
       method: "POST",
       url: "/auth/login",
@@ -173,7 +173,7 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     expect(res.statusCode).toBe(413);
     expect(res.json()).toEqual({
       error: "PayloadTooLarge",
-      message: `The request body is over ${BODY_LIMIT} bytes, the most this route takes.`,
+      message: `The request body is over ${BODY_LIMIT} bytes, the most this route takes: send less or split a batch into smaller requests; for bulk data use POST /api/v4/core/{dim}/import (CSV or NDJSON).`,
       code: "PAYLOAD_TOO_LARGE",
       status: 413,
       details: { max_bytes: BODY_LIMIT },
@@ -440,7 +440,13 @@ describe("mapError: every error becomes the standard body", () => {
   it("framework client errors keep a 4xx status", () => {
     const fe = (statusCode: number, code: string, message = "m") =>
       Object.assign(new Error(message), { statusCode, code });
-    expect(mapError(fe(413, "FST_ERR_CTP_BODY_TOO_LARGE")).body.code).toBe("PAYLOAD_TOO_LARGE");
+    expect(mapError(fe(413, "FST_ERR_CTP_BODY_TOO_LARGE")).body).toEqual({
+      error: "PayloadTooLarge",
+      message:
+        "The request body is too large: send less or split a batch into smaller requests; for bulk data use POST /api/v4/core/{dim}/import (CSV or NDJSON).",
+      code: "PAYLOAD_TOO_LARGE",
+      status: 413,
+    });
     expect(mapError(fe(415, "FST_ERR_CTP_INVALID_MEDIA_TYPE")).body.code).toBe("UNSUPPORTED_MEDIA_TYPE");
     expect(mapError(fe(400, "FST_ERR_CTP_EMPTY_JSON_BODY")).body.code).toBe("INVALID_JSON");
     expect(mapError(fe(400, "FST_ERR_VALIDATION")).body.code).toBe("INVALID_REQUEST");

@@ -276,7 +276,11 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
     expect(Buffer.byteLength(big)).toBeGreaterThan(MAX_BYTES);
     const declared = await csv(big);
     expect(declared.status).toBe(413);
-    expect(declared.body).toMatchObject({ code: "PAYLOAD_TOO_LARGE", details: { max_bytes: MAX_BYTES } });
+    expect(declared.body).toMatchObject({
+      code: "PAYLOAD_TOO_LARGE",
+      message: `An import body holds at most ${MAX_BYTES} bytes (IMPORT_MAX_BYTES); split the rows into several imports.`,
+      details: { max_bytes: MAX_BYTES },
+    });
     expect(declared.headers.connection).toBe("close");
     // Streamed without a length: refused once the count passes the bound; atomic: nothing written.
     const streamed = await send(Readable.from([Buffer.from(big)]), "text/csv", "&atomic=true");
