@@ -17,7 +17,8 @@
 // average, the CPU time per request of each server and of PostgreSQL, and each server's peak RSS.
 // BENCH_ROLE=write runs Dimensio as the write backend (no relay or subscribers in its process);
 // BENCH_NODE_OPTIONS passes V8 flags to it, BENCH_ENV (K=V,K=V) settings; BENCH_WORKLOADS=W2,W4 runs only those;
-// BENCH_GC=1 runs it with --trace-gc and prints its collections per request after each measurement.
+// BENCH_GC=1 runs it with --trace-gc and prints its collections per request after each measurement;
+// BENCH_CPU_PROF=dir has it write a CPU profile into dir when it stops.
 // BENCH_HISTORY=1 measures only W4 on Dimensio (REST and GraphQL) with the record history of CUST
 // on and off (TB_DIM.HISTORY, switched through the metadata API between measurements), the two
 // interleaved in every round and their order swapped every other round, and prints on / off.
@@ -187,8 +188,12 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
       // BENCH_ENV: more settings of the Dimensio process, e.g. EVENTS_GATHER_MS=20,LOG_LEVEL=info.
       ...benchEnv(),
     },
-    // BENCH_GC=1: V8 traces its collections, summed per measurement (gcSummary).
-    process.env.BENCH_GC ? ["--trace-gc"] : [],
+    // BENCH_GC=1: V8 traces its collections, summed per measurement (gcSummary); BENCH_CPU_PROF=dir:
+    // the process writes a CPU profile there when it stops (bench/summarise-profile.mjs reads it).
+    [
+      ...(process.env.BENCH_GC ? ["--trace-gc"] : []),
+      ...(process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+    ],
   );
   const base = `http://127.0.0.1:${port}`;
   await waitReady(base, running);

@@ -4,7 +4,7 @@
 // app.inject, BENCH_CONCURRENCY at a time, and prints the process's CPU time (user + system) per
 // request; the least of BENCH_ROUNDS rounds is printed last. gW2 is bench/compare's W2 as a GraphQL
 // POST (one customer by id), gW3 its W3 (the 20 newest orders with their customer); rW2 is REST's
-// W2, for the difference the adapter makes; gW1 is W1's list of 20 customers of a city by name,
+// W2, for the difference the adapter makes; gW5 is W5 (a city's customers counted), rW5 the same over REST; gW1 is W1's list of 20 customers of a city by name,
 // gPage1000 a page of 1,000 customers (bench/isolation's heavy page), at BENCH_REQUESTS / 20; gW4
 // is W4's create of a customer as a GraphQL mutation, rW4 the same create over REST (201).
 // BENCH_WORKLOADS=gW1,gPage1000 runs only those; BENCH_GC=1 adds the garbage collector's time per
@@ -65,6 +65,8 @@ async function main() {
       ],
       ["gPage1000", gql(`{ CUST(source: "anag-1", limit: 1000) { data { ${CUST_FIELDS} } } }`)],
       ["rW2", { method: "GET", url: "/api/v4/core/CUST/5000?source=anag-1", headers }],
+      ["gW5", gql(`{ CUST_count(source: "anag-1", where: {CITY_ID: {_eq: "MI"}}) }`)],
+      ["rW5", { method: "GET", url: BENCH_PATHS.count, headers }],
       ["gW4", gql(BENCH_CREATE_MUTATION)],
       [
         "rW4",

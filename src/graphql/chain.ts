@@ -232,7 +232,8 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
     onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue;
       const values = deps.estimate(args.schema as GraphQLSchema, args.document, args.operationName);
-      if (!deps.heavy.waits(values, ctx.laneClient)) return;
+      // A cheap operation never asks for its lane client (made per request when first asked).
+      if (!deps.heavy.isHeavy(values) || !deps.heavy.waits(values, ctx.laneClient)) return;
       return takeTurn(values, ctx, setResultAndStopExecution);
     },
   };

@@ -22,7 +22,7 @@
 //   (`readTrustedDocuments`). Its documents are known to every tenant. With GRAPHQL_TRUSTED_ONLY=true
 //   only they run: any other document, or an unknown hash, is 400 `PERSISTED_QUERY_ONLY`, and nothing
 //   is registered.
-import { createHash } from "node:crypto";
+import { hash as digest } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { GraphQLError } from "graphql";
 import { LRUCache } from "lru-cache";
@@ -55,7 +55,7 @@ export interface PersistedOperations {
 
 /** The hex SHA-256 of a document's exact text: the hash persisted operations are named by. */
 export function documentHash(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
+  return digest("sha256", text, "hex");
 }
 
 function refusal(message: string, code: string, status: number): GraphQLError {

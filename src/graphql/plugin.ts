@@ -215,7 +215,10 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
         const context: ServerContext & ChainContext = {
           req: request,
           reply,
-          laneClient: httpLaneClient(reply.raw),
+          // Asked for by a heavy operation only.
+          get laneClient() {
+            return httpLaneClient(reply.raw);
+          },
           caller,
           // Read by subscriptions only: not decoded for every query.
           get tokenExpiresAt() {

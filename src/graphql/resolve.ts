@@ -257,9 +257,34 @@ const COMPARISONS: Record<string, FilterOperator> = {
 
 type Where = Record<string, unknown>;
 
+/**
+ * Filters of `where` arguments a document gives as literals: planned execution coerces those once
+ * per document and freezes them (src/graphql/planned-execution.ts), so every request of the
+ * document hands the same object; its filter is built once too, and frozen as well.
+ */
+const literalFilters = new WeakMap<Where, FilterExpr | null>();
+
 /** `D_where` as a filter expression (null when it asks for nothing). */
 export function whereToFilter(where: Where | null | undefined, origin = "where"): FilterExpr | null {
   if (!where) return null;
+  if (origin !== "where" || !Object.isFrozen(where)) return filterOfWhere(where, origin);
+  let filter = literalFilters.get(where);
+  if (filter === undefined) {
+    filter = deepFrozen(filterOfWhere(where, origin));
+    literalFilters.set(where, filter);
+  }
+  return filter;
+}
+
+function deepFrozen<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const item of Object.values(value)) deepFrozen(item);
+  }
+  return value;
+}
+
+function filterOfWhere(where: Where, origin: string): FilterExpr | null {
   const items: FilterExpr[] = [];
   for (const [key, value] of Object.entries(where)) {
     if (value === null || value === undefined) continue;

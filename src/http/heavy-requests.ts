@@ -61,11 +61,14 @@ export function httpLaneClient(response: ServerResponse): LaneClient {
 }
 
 export interface HeavyRequests {
+  /** Whether a request of `values` is heavy (takes turns in its tenant's lane). */
+  isHeavy(values: number): boolean;
   /**
    * Runs `work` now when `values` is under the threshold, else in `tenantId`'s lane; a client
-   * that goes away while waiting leaves the queue (its request ends unanswered).
+   * that goes away while waiting leaves the queue (its request ends unanswered). `clientOf` is
+   * asked only for a heavy request: a cheap one makes no lane client.
    */
-  run<T>(tenantId: string, values: number, client: LaneClient, work: () => Promise<T>): Promise<T>;
+  run<T>(tenantId: string, values: number, clientOf: () => LaneClient, work: () => Promise<T>): Promise<T>;
   /** Whether `enter` would wait for a turn: false for a cheap request (it enters at once). */
   waits(values: number, client: LaneClient): boolean;
   /** As `run`, for work that ends elsewhere: resolves with the function that ends the turn. */
@@ -101,8 +104,8 @@ export function createHeavyRequests(options: HeavyRequestOptions, registry?: Reg
   // (heavyBodies) runs its heavy work in that same turn, and never waits for itself.
   const holding = new WeakSet<LaneClient>();
 
-  const waits = (values: number, client: LaneClient) =>
-    options.thresholdValues > 0 && values >= options.thresholdValues && !holding.has(client);
+  const isHeavy = (values: number) => options.thresholdValues > 0 && values >= options.thresholdValues;
+  const waits = (values: number, client: LaneClient) => isHeavy(values) && !holding.has(client);
 
   async function enter(tenantId: string, values: number, client: LaneClient): Promise<() => void> {
     if (!waits(values, client)) return light;
@@ -118,11 +121,12 @@ export function createHeavyRequests(options: HeavyRequestOptions, registry?: Reg
   }
 
   return {
+    isHeavy,
     waits,
     enter,
-    async run(tenantId, values, client, work) {
-      if (options.thresholdValues <= 0 || values < options.thresholdValues) return work();
-      const leave = await enter(tenantId, values, client);
+    async run(tenantId, values, clientOf, work) {
+      if (!isHeavy(values)) return work();
+      const leave = await enter(tenantId, values, clientOf());
       try {
         return await work();
       } finally {

@@ -67,10 +67,15 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     const rc = readContext(request);
     const params = parseListParams(query(request));
     const values = listValues(rc, request.params.dim, params);
-    return heavy.run(rc.request.principal.tenantId, values, httpLaneClient(reply.raw), async () => {
-      const result = await listRecords(rc, request.params.dim, params);
-      return jsonBody(reply, serializers.list(rc.model.version, result));
-    });
+    return heavy.run(
+      rc.request.principal.tenantId,
+      values,
+      () => httpLaneClient(reply.raw),
+      async () => {
+        const result = await listRecords(rc, request.params.dim, params);
+        return jsonBody(reply, serializers.list(rc.model.version, result));
+      },
+    );
   });
 
   app.get<DimParams>("/api/v4/core/:dim/count", async (request, _reply) => {
@@ -97,10 +102,15 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
       const named = rc.model.dimensions.get(request.params.dim)?.sorts.get(request.params.sortKey);
       const ordered = named ? { ...params, sort: parseSortExpression(named.expr) } : params;
       const values = listValues(rc, request.params.dim, ordered);
-      return heavy.run(rc.request.principal.tenantId, values, httpLaneClient(reply.raw), async () => {
-        const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
-        return jsonBody(reply, serializers.list(rc.model.version, result));
-      });
+      return heavy.run(
+        rc.request.principal.tenantId,
+        values,
+        () => httpLaneClient(reply.raw),
+        async () => {
+          const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
+          return jsonBody(reply, serializers.list(rc.model.version, result));
+        },
+      );
     },
   );
 

@@ -41,13 +41,31 @@ describe("lane clients", () => {
     const client: LaneClient = { gone: new AbortController().signal };
     const leave = await heavy.enter("acme", 100, client);
     expect(heavy.waits(100, client)).toBe(false);
-    expect(await heavy.run("acme", 100, client, async () => heavy.state("acme"))).toEqual({
+    expect(
+      await heavy.run(
+        "acme",
+        100,
+        () => client,
+        async () => heavy.state("acme"),
+      ),
+    ).toEqual({
       running: 1,
       waiting: 0,
     });
     leave();
     expect(heavy.waits(100, client)).toBe(true);
     expect(heavy.waits(9, client)).toBe(false);
+    // A cheap request runs at once and never asks for its lane client (none is made for it).
+    expect(heavy.isHeavy(9)).toBe(false);
+    let asked = 0;
+    const clientOf = () => {
+      asked++;
+      return client;
+    };
+    expect(await heavy.run("acme", 9, clientOf, async () => "ran")).toBe("ran");
+    expect(asked).toBe(0);
+    expect(await heavy.run("acme", 100, clientOf, async () => "ran")).toBe("ran");
+    expect(asked).toBe(1);
   });
 
   it("an HTTP request's client is one per response, and its signal aborts when the client goes away", async () => {
