@@ -57,6 +57,12 @@ interface FieldPlan {
   def: GraphQLField<unknown, unknown>;
   /** The field's resolver, or graphql-js's default; null for __typename. */
   resolve: GraphQLFieldResolver<unknown, unknown> | null;
+  /**
+   * Whether the resolver is given its resolve info (and the field its path): not for a leaf whose
+   * resolver declares fewer than four parameters (the schema's field readers, `(parent) => …`),
+   * which cannot read it; its value is completed by its type alone. Two objects less per value.
+   */
+  needsInfo: boolean;
   hasArgs: boolean;
   /**
    * The field's arguments when the document gives them without variables: coerced once, at
@@ -130,6 +136,11 @@ function completionOf(
   throw NOT_PLANNED; // interfaces and unions: graphql-js resolves their runtime type
 }
 
+/** A leaf, or a non-null leaf: completed by its type's serializer, without a path. */
+function isLeafCompletion(completion: Completion): boolean {
+  return completion.kind === "leaf" || (completion.kind === "nonNull" && completion.inner.kind === "leaf");
+}
+
 function deepFreeze<T>(value: T): T {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);
@@ -175,6 +186,7 @@ function selectionPlan(
         nodes,
         def: null as never,
         resolve: null,
+        needsInfo: false,
         hasArgs: false,
         literalArgs: null,
         completion: null as never,
@@ -184,14 +196,17 @@ function selectionPlan(
     if (name.startsWith("__")) throw NOT_PLANNED; // introspection
     const def = defs[name];
     if (!def) throw NOT_PLANNED;
+    const resolve = def.resolve ?? defaultFieldResolver;
+    const completion = completionOf(def.type, nodes, fragments);
     fields.push({
       key,
       nodes,
       def,
-      resolve: def.resolve ?? defaultFieldResolver,
+      resolve,
+      needsInfo: resolve.length >= 4 || !isLeafCompletion(completion),
       hasArgs: def.args.length > 0,
       literalArgs: def.args.length > 0 ? literalArguments(def, nodes[0]!) : null,
-      completion: completionOf(def.type, nodes, fragments),
+      completion,
     });
   }
   return { type, fields };
@@ -260,6 +275,9 @@ function abandon(pending: Promise<unknown>[] | null) {
 }
 
 const NO_ARGS = Object.freeze(Object.create(null)) as Record<string, unknown>;
+/** What a leaf's resolver that declares no info parameter is given in its place (it cannot read it). */
+const NO_INFO = undefined as unknown as GraphQLResolveInfo;
+const NO_PATH: Path = Object.freeze({ prev: undefined, key: "", typename: undefined });
 
 /** The completed value, or a promise of it; throws NOT_PLANNED for anything graphql-js answers. */
 function complete(run: Run, completion: Completion, value: unknown, path: Path): unknown {
@@ -315,16 +333,22 @@ function fieldsOf(run: Run, plan: SelectionPlan, source: unknown, path: Path | u
         out[field.key] = plan.type.name;
         continue;
       }
-      const at: Path = { prev: path, key: field.key, typename: plan.type.name };
       const args =
         field.literalArgs ??
         (field.hasArgs ? getArgumentValues(field.def, field.nodes[0]!, run.variables) : NO_ARGS);
-      const value = complete(
-        run,
-        field.completion,
-        field.resolve(source, args, run.context, resolveInfo(run, field, plan.type, at)),
-        at,
-      );
+      let value: unknown;
+      if (field.needsInfo) {
+        const at: Path = { prev: path, key: field.key, typename: plan.type.name };
+        value = complete(
+          run,
+          field.completion,
+          field.resolve(source, args, run.context, resolveInfo(run, field, plan.type, at)),
+          at,
+        );
+      } else {
+        // A leaf's completion reads no path (a failure goes back to graphql-js, which makes its own).
+        value = complete(run, field.completion, field.resolve(source, args, run.context, NO_INFO), NO_PATH);
+      }
       out[field.key] = value;
       if (value instanceof Promise) {
         if (!pending) pending = [];

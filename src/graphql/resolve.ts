@@ -58,6 +58,8 @@ import { lookahead, type SelectedField, under } from "./lookahead.ts";
 /** One GraphQL request: the caller (authenticated once, source-less) and the services. */
 export interface GraphQLContext {
   caller: Caller;
+  /** What one request's resolvers share besides the maps below (stateOf; absent until needed). */
+  resolverState?: RequestState;
   services: Pick<
     Services,
     "db" | "readDb" | "metadata" | "config" | "feed" | "commands" | "totals" | "creates"
@@ -83,15 +85,10 @@ interface RequestState {
   plans: Map<string, ExpandPlan | ApiError>;
 }
 
-const states = new WeakMap<GraphQLContext, RequestState>();
-
+/** The request's state, made by the first resolver that needs it (kept on the context itself). */
 function stateOf(ctx: GraphQLContext): RequestState {
-  let state = states.get(ctx);
-  if (!state) {
-    state = { roots: new Map(), plans: new Map() };
-    states.set(ctx, state);
-  }
-  return state;
+  ctx.resolverState ??= { roots: new Map(), plans: new Map() };
+  return ctx.resolverState;
 }
 
 interface ContextArgs {
