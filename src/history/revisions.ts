@@ -33,12 +33,45 @@ export const trackedFields = perDefinition((dim: DimensionDef): readonly string[
   dim.fields.filter((f) => !f.system || f.code === "TREC").map((f) => f.code),
 );
 
-/** trackedFields as SQL string literals (codes are validated identifiers; quotes doubled anyway). */
-const trackedList = perDefinition((dim: DimensionDef): string =>
-  trackedFields(dim)
-    .map((code) => `'${code.replaceAll("'", "''")}'`)
-    .join(", "),
-);
+/** A field code as an SQL string literal (codes are validated identifiers; quotes doubled anyway). */
+const literal = (code: string) => `'${code.replaceAll("'", "''")}'`;
+
+/**
+ * The JSON object of the tracked fields of the event payload `payload` (an SQL expression), as
+ * jsonb_build_object calls of at most 50 pairs (PostgreSQL's 100 arguments) joined by `||`: a field
+ * without a value is a JSON null (a create's revision leaves those out when read).
+ */
+function trackedObjectSql(dim: DimensionDef, payload: string): string {
+  const pairs = trackedFields(dim).map((code) => `${literal(code)}, ${payload}->${literal(code)}`);
+  const chunks: string[] = [];
+  for (let i = 0; i < pairs.length; i += 50)
+    chunks.push(`jsonb_build_object(${pairs.slice(i, i + 50).join(", ")})`);
+  return chunks.length ? chunks.join(" || ") : "'{}'::jsonb";
+}
+
+/**
+ * The key under which a create revision written in SQL keeps the record's tracked fields as they
+ * were created, `{"$created": {FIELD: value}}`, instead of `{FIELD: {before: null, after: value}}`:
+ * the same revision, built by one jsonb_build_object instead of a jsonb_each and an aggregate (a
+ * third of the PostgreSQL time of the revision's row; docs/benchmarks.md). No field code starts
+ * with `$`. Read through `revisionChanges`.
+ */
+const CREATED_KEY = "$created";
+
+/**
+ * A revision's changes as stored (TB_HISTORY.CHANGES, JSON text or parsed), in the one form every
+ * reader takes: {FIELD: {before, after}}. A create written in SQL (CREATED_KEY) gives every field
+ * that had a value, before null, as changedFields(dim, null, record) does.
+ */
+export function revisionChanges(stored: unknown): Changes {
+  const parsed = (typeof stored === "string" ? JSON.parse(stored) : stored) as Record<string, unknown>;
+  const created = parsed?.[CREATED_KEY];
+  if (!created || typeof created !== "object") return parsed as Changes;
+  const changes: Changes = {};
+  for (const [code, value] of Object.entries(created as Record<string, unknown>))
+    if (value !== null && value !== undefined) changes[code] = { before: null, after: value };
+  return changes;
+}
 
 /** Whether a field holds the same value before and after a change (null and absent alike). */
 export function sameValue(a: unknown, b: unknown): boolean {
@@ -121,8 +154,8 @@ export async function moveRevisions(
 /**
  * For a statement that inserts records and their Created events (record-store.ts): the INSERT of
  * one create revision per event row of `events` (a data-modifying CTE answering AGGREGATE_ID and
- * PAYLOAD), its changes built in SQL from the event's payload: every tracked field with a value,
- * before null, as changedFields(dim, null, record) gives them. Its user is the record's creator
+ * PAYLOAD), its changes built in SQL from the event's payload: every tracked field, under
+ * CREATED_KEY (revisionChanges reads them as changedFields(dim, null, record) gives them). Its user is the record's creator
  * (OWNER or CREATED_BY, the caller's id: the creates of a group may be different users'); its time
  * the event's (a group's first create's, as its events'). `param` adds a parameter.
  */
@@ -140,8 +173,6 @@ export function createRevisionsSql(
               COALESCE((SELECT max(h."REVISION") FROM "TB_HISTORY" h
                          WHERE h."TENANT_ID" = ${tenant} AND h."DIMENSION" = ${dimCode} AND h."RECORD_ID" = e."AGGREGATE_ID"), 0) + 1,
               ${param(at.toISOString())}::timestamptz, e."PAYLOAD"->>'${dim.auditStyle === "CREATED" ? "CREATED_BY" : "OWNER"}', 'create',
-              COALESCE((SELECT jsonb_object_agg(f.key, jsonb_build_object('before', NULL, 'after', f.value))
-                          FROM jsonb_each(e."PAYLOAD") f
-                         WHERE f.value <> 'null'::jsonb AND f.key IN (${trackedList(dim)})), '{}'::jsonb)
+              jsonb_build_object('${CREATED_KEY}', ${trackedObjectSql(dim, 'e."PAYLOAD"')})
          FROM ${events} e`;
 }

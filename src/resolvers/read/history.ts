@@ -6,7 +6,7 @@ import { ident } from "../../db/sql.ts";
 import { TENANT_COLUMN } from "../../metadata/data-types.ts";
 import { rowScopeSql } from "../../query/compile.ts";
 import { rowScopeOf } from "../../query/plan.ts";
-import type { Changes, RevisionOperation } from "../../history/revisions.ts";
+import { type Changes, type RevisionOperation, revisionChanges } from "../../history/revisions.ts";
 import type { DimensionDef } from "../../types.ts";
 import { compactTimestamp } from "../write/values.ts";
 import { parseRecordId, recordNotFound } from "../write/record-store.ts";
@@ -107,10 +107,7 @@ export async function listHistory(
       at: compactTimestamp(r.CHANGED_AT instanceof Date ? r.CHANGED_AT : new Date(r.CHANGED_AT)),
       user: r.USER_ID,
       operation: r.OPERATION,
-      changes: visibleChanges(
-        typeof r.CHANGES === "string" ? (JSON.parse(r.CHANGES) as Changes) : r.CHANGES,
-        shown,
-      ),
+      changes: visibleChanges(revisionChanges(r.CHANGES), shown),
     })),
     meta: { total, num_rows: shownRows.length, offset: page.offset, has_more: hasMore },
   };

@@ -4,7 +4,7 @@
 // of operation `restore`. Needs the write grant.
 import { accessView } from "../../auth/access-view.ts";
 import { BadRequestError, NotFoundError } from "../../errors.ts";
-import type { Changes } from "../../history/revisions.ts";
+import { type Changes, revisionChanges } from "../../history/revisions.ts";
 import type { RequestContext, WriteOutcome } from "../../types.ts";
 import { runWrite, spendRecords, type WriteDeps, type WriteOptions } from "./pipeline.ts";
 import { withVisible } from "./present.ts";
@@ -67,7 +67,7 @@ export async function restoreRevision(
         },
       );
     }
-    const changes = typeof row.CHANGES === "string" ? (JSON.parse(row.CHANGES) as Changes) : row.CHANGES;
+    const changes = revisionChanges(row.CHANGES);
     const rules = accessView(ctx, w.model).fields(dim);
     const body: Record<string, unknown> = {};
     for (const [code, change] of Object.entries(changes)) {
