@@ -60,7 +60,8 @@ interface FieldPlan {
   /**
    * Whether the resolver is given its resolve info (and the field its path): not for a leaf whose
    * resolver declares fewer than four parameters (the schema's field readers, `(parent) => …`),
-   * which cannot read it; its value is completed by its type alone. Two objects less per value.
+   * which cannot read it; its value is completed by its type alone. Two objects less per value. (A
+   * leaf resolver that reads its info through a rest parameter must name it: `(s, a, c, info)`.)
    */
   needsInfo: boolean;
   hasArgs: boolean;
