@@ -2,7 +2,8 @@
 // a record (TB_HISTORY), written in the write's own transaction beside its outbox row, so a write
 // rolled back leaves none. A revision holds only the fields that changed, {FIELD: {before, after}},
 // values in their REST JSON form (as the event payload has them): the dimension's TB_VAR fields and
-// TREC; the other audit fields are the revision's own `at` and `user`.
+// TREC; the other audit fields are the revision's own `at` and `user`. A create written in SQL is
+// stored compactly (CREATED_KEY); readers take every revision through revisionChanges.
 import type { AlongsideStatement } from "../events/outbox.ts";
 import type { DimensionDef, Queryable } from "../types.ts";
 import { perDefinition } from "../metadata/per-definition.ts";
@@ -155,9 +156,10 @@ export async function moveRevisions(
  * For a statement that inserts records and their Created events (record-store.ts): the INSERT of
  * one create revision per event row of `events` (a data-modifying CTE answering AGGREGATE_ID and
  * PAYLOAD), its changes built in SQL from the event's payload: every tracked field, under
- * CREATED_KEY (revisionChanges reads them as changedFields(dim, null, record) gives them). Its user is the record's creator
- * (OWNER or CREATED_BY, the caller's id: the creates of a group may be different users'); its time
- * the event's (a group's first create's, as its events'). `param` adds a parameter.
+ * CREATED_KEY (revisionChanges reads them as changedFields(dim, null, record) gives them). Its
+ * user is the record's creator (OWNER or CREATED_BY, the caller's id: the creates of a group may be
+ * different users'); its time the event's (a group's first create's, as its events'). `param` adds
+ * a parameter.
  */
 export function createRevisionsSql(
   dim: DimensionDef,
