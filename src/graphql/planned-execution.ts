@@ -43,6 +43,7 @@ import {
   visit,
   BREAK,
 } from "graphql";
+import { deepFreeze } from "../deep-freeze.ts";
 
 /** How a field's value is completed into the answer. */
 type Completion =
@@ -140,14 +141,6 @@ function completionOf(
 /** A leaf, or a non-null leaf: completed by its type's serializer, without a path. */
 function isLeafCompletion(completion: Completion): boolean {
   return completion.kind === "leaf" || (completion.kind === "nonNull" && completion.inner.kind === "leaf");
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
-  }
-  return value;
 }
 
 /** A field's coerced arguments if none of them refers to a variable; null if one does (or they do not coerce). */

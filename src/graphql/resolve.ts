@@ -53,6 +53,7 @@ import { type Caller, type Config, type DimensionDef, inScope, type RequestConte
 import { loadSigningSecret } from "../auth/keys.ts";
 import { type CursorCodec, type CursorScope, cursorCodec } from "./cursor.ts";
 import { plain } from "./input-values.ts";
+import { deepFreeze } from "../deep-freeze.ts";
 import { lookahead, type SelectedField, under } from "./lookahead.ts";
 
 /** One GraphQL request: the caller (authenticated once, source-less) and the services. */
@@ -267,18 +268,10 @@ export function whereToFilter(where: Where | null | undefined, origin = "where")
   if (origin !== "where" || !Object.isFrozen(where)) return filterOfWhere(where, origin);
   let filter = literalFilters.get(where);
   if (filter === undefined) {
-    filter = deepFrozen(filterOfWhere(where, origin));
+    filter = deepFreeze(filterOfWhere(where, origin));
     literalFilters.set(where, filter);
   }
   return filter;
-}
-
-function deepFrozen<T>(value: T): T {
-  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const item of Object.values(value)) deepFrozen(item);
-  }
-  return value;
 }
 
 function filterOfWhere(where: Where, origin: string): FilterExpr | null {

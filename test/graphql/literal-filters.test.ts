@@ -3,15 +3,8 @@
 // it (src/graphql/resolve.ts, whereToFilter). A `where` from variables is a new object per request
 // and gets a filter of its own each time. Both give the same filter.
 import { describe, expect, it } from "vitest";
+import { deepFreeze } from "../../src/deep-freeze.ts";
 import { whereToFilter } from "../../src/graphql/resolve.ts";
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === "object" && value !== null) {
-    Object.freeze(value);
-    for (const item of Object.values(value)) deepFreeze(item);
-  }
-  return value;
-}
 
 const where = () => ({
   CITY_ID: { _eq: "MI" },
