@@ -7,14 +7,16 @@
 //    of the source database that began before that moment have ended (a write already under way).
 // 2. Copy: the tenant's rows of every dimension table, record history, search rows, event
 //    counts, sequences, import ledger, webhooks (new ids there) with their deliveries and log,
-//    into one transaction of the target (whatever an earlier, interrupted move left there of the
-//    tenant is removed first). Its outbox rows not yet published move with the relays' turn held
-//    on the source (no relay publishes them meanwhile): deleted there and inserted in the target
-//    in OUTBOX_ID order, where the target's relay publishes them; the target's OUTBOX_IDs are
-//    moved past the source's so that no id of the tenant's past comes again.
-// 3. Check: every copied table's rows of the tenant are compared (count and an MD5 of their
-//    JSON, key order normalised) between source and target; a difference (a write that slipped
-//    past the fence) is copied again, then checked again.
+//    read in one snapshot of the source and written in one transaction of the target, a page of
+//    rows at a time (memory holds one page: MoveOptions.pageRows); whatever an earlier,
+//    interrupted move left there of the tenant is removed first. Its outbox rows not yet
+//    published move with the relays' turn held on the source (no relay publishes them
+//    meanwhile): deleted there and inserted in the target in OUTBOX_ID order, where the target's
+//    relay publishes them; the target's OUTBOX_IDs are moved past the source's so that no id of
+//    the tenant's past comes again.
+// 3. Check: every copied table's rows of the tenant are compared (count and the sum of their
+//    JSON's 64-bit hashes, key order normalised, in constant memory) between source and target; a
+//    difference (a write that slipped past the fence) is copied again, then checked again.
 // 4. Switch: TB_TENANT.DATABASE names the target, every process is told (reads go there), the
 //    fence is lifted, and the source's rows of the tenant are deleted once the reads that began
 //    there have ended.
@@ -40,7 +42,12 @@ export interface MoveOptions {
   settleMs?: number;
   /** The longest wait for the source's earlier transactions to end. */
   drainTimeoutMs?: number;
+  /** Rows read from the source and written to the target at a time (memory is bounded by it). */
+  pageRows?: number;
 }
+
+/** The page of rows a copy holds at a time, unless MoveOptions.pageRows says otherwise. */
+const PAGE_ROWS = 1000;
 
 export interface MoveResult {
   tenant: string;
@@ -128,7 +135,8 @@ export async function moveTenant(
   const tables = dimensionTables(services);
   const copied: Record<string, number> = {};
   await step(`copying ${tenantId}'s rows from ${from ?? "main"} to ${to ?? "main"}`);
-  await copyEverything(source, target, tenantId, tables, copied);
+  const pageRows = Math.max(1, opts.pageRows ?? PAGE_ROWS);
+  await copyEverything(source, target, tenantId, tables, copied, pageRows);
   const eventsMoved = await moveUnpublished(source, target, tenantId);
   await step("checking the copy");
   for (let round = 0; ; round++) {
@@ -136,7 +144,7 @@ export async function moveTenant(
     if (differing.length === 0) break;
     if (round >= 3) throw new Error(`the copy differs from the source in ${differing.join(", ")}`);
     await step(`copying again: ${differing.join(", ")}`);
-    await copyEverything(source, target, tenantId, tables, copied);
+    await copyEverything(source, target, tenantId, tables, copied, pageRows);
   }
 
   await step(`switching ${tenantId} to ${to ?? "main"}`);
@@ -179,18 +187,43 @@ async function drainEarlierTransactions(db: DatabaseHandle, timeoutMs: number): 
   }
 }
 
-/** The tenant's rows of `table` on `db`, as JSON objects. */
-async function rowsOf(db: Queryable, table: string, column: string, tenantId: string) {
-  const { rows } = await db.query<{ row: Record<string, unknown> }>(
-    `SELECT to_jsonb(t) AS "row" FROM ${ident(table)} t WHERE ${ident(column)} = $1`,
-    [tenantId],
-  );
-  return rows.map((r) => r.row);
+/**
+ * The rows of `from` (an SQL query answering one JSON column "row") on the source, `pageRows` at a
+ * time through a cursor of `stx` (the source's transaction: one snapshot for the whole copy), each
+ * page handed to `page` before the next is read: memory holds one page, whatever the tenant's size.
+ */
+async function eachPage(
+  stx: Queryable,
+  from: string,
+  params: readonly unknown[],
+  pageRows: number,
+  page: (rows: Record<string, unknown>[]) => Promise<void>,
+): Promise<number> {
+  await stx.query(`DECLARE move_rows NO SCROLL CURSOR FOR ${from}`, params);
+  let count = 0;
+  try {
+    for (;;) {
+      const { rows } = await stx.query<{ row: Record<string, unknown> }>(`FETCH ${pageRows} FROM move_rows`);
+      if (rows.length === 0) break;
+      count += rows.length;
+      await page(rows.map((r) => r.row));
+      if (rows.length < pageRows) break;
+    }
+  } finally {
+    await stx.query(`CLOSE move_rows`);
+  }
+  return count;
 }
 
-/** Inserts JSON rows into `table` by column name (the target's column order). */
-async function insertRows(tx: Queryable, table: string, rows: readonly unknown[], omit: string[] = []) {
-  if (rows.length === 0) return;
+/** The tenant's rows of `table`, as the query eachPage reads. */
+const rowsOf = (table: string, column: string) =>
+  `SELECT to_jsonb(t) AS "row" FROM ${ident(table)} t WHERE ${ident(column)} = $1`;
+
+/**
+ * Inserts pages of JSON rows into `table` by column name (the target's column order, `omit` left
+ * to their defaults); `finish` moves identity and serial columns past the copied values.
+ */
+async function tableWriter(tx: Queryable, table: string, omit: string[] = []) {
   const { rows: cols } = await tx.query<{ name: string }>(
     `SELECT a.attname AS name FROM pg_attribute a
       WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`,
@@ -198,27 +231,49 @@ async function insertRows(tx: Queryable, table: string, rows: readonly unknown[]
   );
   const names = cols.map((c) => c.name).filter((n) => !omit.includes(n));
   const list = names.map(ident).join(", ");
-  for (let i = 0; i < rows.length; i += 1000) {
-    await tx.query(
-      `INSERT INTO ${ident(table)} (${list}) OVERRIDING SYSTEM VALUE
-       SELECT ${list} FROM jsonb_populate_recordset(NULL::${ident(table)}, $1::jsonb)`,
-      [JSON.stringify(rows.slice(i, i + 1000))],
-    );
-  }
-  // Identity and serial columns continue past the copied values.
-  for (const col of names) {
-    const seq = await tx.query<{ seq: string | null }>(`SELECT pg_get_serial_sequence($1, $2) AS seq`, [
-      ident(table),
-      col,
-    ]);
-    const name = seq.rows[0]?.seq;
-    if (!name) continue;
-    await tx.query(
-      `SELECT setval($1::regclass, greatest((SELECT coalesce(max(${ident(col)}), 1) FROM ${ident(table)}),
-              (SELECT last_value FROM ${name})))`,
-      [name],
-    );
-  }
+  return {
+    async insert(rows: readonly unknown[]) {
+      if (rows.length === 0) return;
+      await tx.query(
+        `INSERT INTO ${ident(table)} (${list}) OVERRIDING SYSTEM VALUE
+         SELECT ${list} FROM jsonb_populate_recordset(NULL::${ident(table)}, $1::jsonb)`,
+        [JSON.stringify(rows)],
+      );
+    },
+    async finish() {
+      for (const col of names) {
+        const seq = await tx.query<{ seq: string | null }>(`SELECT pg_get_serial_sequence($1, $2) AS seq`, [
+          ident(table),
+          col,
+        ]);
+        const name = seq.rows[0]?.seq;
+        if (!name) continue;
+        await tx.query(
+          `SELECT setval($1::regclass, greatest((SELECT coalesce(max(${ident(col)}), 1) FROM ${ident(table)}),
+                  (SELECT last_value FROM ${name})))`,
+          [name],
+        );
+      }
+    },
+  };
+}
+
+/** Copies the rows `from` reads on the source into `table` of the target, page by page. */
+async function copyTable(
+  stx: Queryable,
+  ttx: Queryable,
+  table: string,
+  from: string,
+  params: readonly unknown[],
+  pageRows: number,
+  opts: { omit?: string[]; remap?: (row: Record<string, unknown>) => Record<string, unknown> } = {},
+): Promise<number> {
+  const writer = await tableWriter(ttx, table, opts.omit);
+  const n = await eachPage(stx, from, params, pageRows, (rows) =>
+    writer.insert(opts.remap ? rows.map(opts.remap) : rows),
+  );
+  if (n > 0) await writer.finish();
+  return n;
 }
 
 async function deleteTenantRows(tx: Queryable, tenantId: string, tables: readonly string[]): Promise<void> {
@@ -232,56 +287,63 @@ async function deleteTenantRows(tx: Queryable, tenantId: string, tables: readonl
   await tx.query(`DELETE FROM "TB_WEBHOOK" WHERE "SOURCE" = $1`, [tenantId]);
 }
 
-/** The tenant's rows (all but the outbox) into the target, replacing what it had of the tenant. */
+/**
+ * The tenant's rows (all but the outbox) into the target, replacing what it had of the tenant: read
+ * in one snapshot of the source (a repeatable-read transaction) and written in one transaction of
+ * the target, `pageRows` rows at a time.
+ */
 async function copyEverything(
   source: DatabaseHandle,
   target: DatabaseHandle,
   tenantId: string,
   tables: readonly string[],
   copied: Record<string, number>,
+  pageRows: number,
 ): Promise<void> {
-  const read: Array<[string, Record<string, unknown>[]]> = [];
-  for (const table of tables) read.push([table, await rowsOf(source, table, "TENANT_ID", tenantId)]);
-  for (const { table, tenant } of TENANT_TABLES)
-    read.push([table, await rowsOf(source, table, tenant, tenantId)]);
-  const hooks = await rowsOf(source, "TB_WEBHOOK", "SOURCE", tenantId);
-  const ids = hooks.map((h) => h.WEBHOOK_ID);
-  const deliveries = (
-    await source.query<{ row: Record<string, unknown> }>(
-      `SELECT to_jsonb(d) AS "row" FROM "TB_WEBHOOK_DELIVERY" d WHERE "WEBHOOK_ID" = ANY($1::int[])`,
-      [ids],
-    )
-  ).rows.map((r) => r.row);
-  const logs = (
-    await source.query<{ row: Record<string, unknown> }>(
-      `SELECT to_jsonb(l) AS "row" FROM "TB_WEBHOOK_LOG" l WHERE "WEBHOOK_ID" = ANY($1::int[])`,
-      [ids],
-    )
-  ).rows.map((r) => r.row);
-  await target.transaction(async (tx) => {
-    await deleteTenantRows(tx, tenantId, tables);
-    for (const [table, rows] of read) {
-      await insertRows(tx, table, rows);
-      copied[table] = rows.length;
-    }
-    // Webhooks get the target's ids; their deliveries and log follow them.
-    const newIds = new Map<unknown, number>();
-    for (const hook of hooks) {
-      const { rows } = await tx.query<{ id: number }>(
-        `INSERT INTO "TB_WEBHOOK" SELECT (jsonb_populate_record(NULL::"TB_WEBHOOK",
-           $1::jsonb || jsonb_build_object('WEBHOOK_ID', nextval(pg_get_serial_sequence('"TB_WEBHOOK"', 'WEBHOOK_ID'))))).*
-         RETURNING "WEBHOOK_ID" AS id`,
-        [JSON.stringify(hook)],
+  await source.transaction(async (stx) => {
+    await stx.query(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`);
+    await target.transaction(async (tx) => {
+      await deleteTenantRows(tx, tenantId, tables);
+      for (const table of tables)
+        copied[table] = await copyTable(stx, tx, table, rowsOf(table, "TENANT_ID"), [tenantId], pageRows);
+      for (const { table, tenant } of TENANT_TABLES)
+        copied[table] = await copyTable(stx, tx, table, rowsOf(table, tenant), [tenantId], pageRows);
+      // Webhooks get the target's ids (a tenant has few); their deliveries and log follow them.
+      const hooks = (
+        await stx.query<{ row: Record<string, unknown> }>(rowsOf("TB_WEBHOOK", "SOURCE"), [tenantId])
+      ).rows.map((r) => r.row);
+      const newIds = new Map<unknown, number>();
+      for (const hook of hooks) {
+        const { rows } = await tx.query<{ id: number }>(
+          `INSERT INTO "TB_WEBHOOK" SELECT (jsonb_populate_record(NULL::"TB_WEBHOOK",
+             $1::jsonb || jsonb_build_object('WEBHOOK_ID', nextval(pg_get_serial_sequence('"TB_WEBHOOK"', 'WEBHOOK_ID'))))).*
+           RETURNING "WEBHOOK_ID" AS id`,
+          [JSON.stringify(hook)],
+        );
+        newIds.set(hook.WEBHOOK_ID, rows[0]!.id);
+      }
+      const ids = hooks.map((h) => h.WEBHOOK_ID);
+      const remap = (r: Record<string, unknown>) => ({ ...r, WEBHOOK_ID: newIds.get(r.WEBHOOK_ID) });
+      copied.TB_WEBHOOK = hooks.length;
+      copied.TB_WEBHOOK_DELIVERY = await copyTable(
+        stx,
+        tx,
+        "TB_WEBHOOK_DELIVERY",
+        `SELECT to_jsonb(d) AS "row" FROM "TB_WEBHOOK_DELIVERY" d WHERE "WEBHOOK_ID" = ANY($1::int[])`,
+        [ids],
+        pageRows,
+        { omit: ["DELIVERY_ID"], remap },
       );
-      newIds.set(hook.WEBHOOK_ID, rows[0]!.id);
-    }
-    const remap = (rows: Record<string, unknown>[]) =>
-      rows.map((r) => ({ ...r, WEBHOOK_ID: newIds.get(r.WEBHOOK_ID) }));
-    await insertRows(tx, "TB_WEBHOOK_DELIVERY", remap(deliveries), ["DELIVERY_ID"]);
-    await insertRows(tx, "TB_WEBHOOK_LOG", remap(logs), ["LOG_ID"]);
-    copied.TB_WEBHOOK = hooks.length;
-    copied.TB_WEBHOOK_DELIVERY = deliveries.length;
-    copied.TB_WEBHOOK_LOG = logs.length;
+      copied.TB_WEBHOOK_LOG = await copyTable(
+        stx,
+        tx,
+        "TB_WEBHOOK_LOG",
+        `SELECT to_jsonb(l) AS "row" FROM "TB_WEBHOOK_LOG" l WHERE "WEBHOOK_ID" = ANY($1::int[])`,
+        [ids],
+        pageRows,
+        { omit: ["LOG_ID"], remap },
+      );
+    });
   });
 }
 
@@ -335,12 +397,14 @@ async function differences(
   tables: readonly string[],
 ): Promise<string[]> {
   const digest = async (db: Queryable, table: string, column: string) => {
-    const { rows } = await db.query<{ n: number; md5: string | null }>(
-      `SELECT count(*)::int AS n, md5(string_agg(j, ',' ORDER BY j)) AS md5
-         FROM (SELECT to_jsonb(t)::text AS j FROM ${ident(table)} t WHERE ${ident(column)} = $1) x`,
+    // Order-free and in constant memory: the sum of every row's 64-bit hash of its JSON (key order
+    // normalised by jsonb), beside the count.
+    const { rows } = await db.query<{ n: string; h: string | null }>(
+      `SELECT count(*)::text AS n, sum(hashtextextended(to_jsonb(t)::text, 0)::numeric)::text AS h
+         FROM ${ident(table)} t WHERE ${ident(column)} = $1`,
       [tenantId],
     );
-    return `${rows[0]!.n}:${rows[0]!.md5 ?? ""}`;
+    return `${rows[0]!.n}:${rows[0]!.h ?? ""}`;
   };
   const out: string[] = [];
   const all = [...tables.map((table) => ({ table, tenant: "TENANT_ID" })), ...TENANT_TABLES];

@@ -17,8 +17,14 @@ export function refusalLines(err: ApiError): string[] {
 }
 
 /** Opens the services, runs `body` on them, closes them; refusals print and give 1. */
-export async function withServices(body: CommandBody): Promise<number> {
-  const services = await openServices(loadConfig(), { logger: createLogger("warn") });
+export async function withServices(
+  body: CommandBody,
+  /** Settings the command takes unless the environment names them (e.g. a longer statement bound). */
+  defaults: Record<string, string> = {},
+): Promise<number> {
+  const services = await openServices(loadConfig({ ...defaults, ...process.env }), {
+    logger: createLogger("warn"),
+  });
   try {
     return await body(services);
   } catch (err) {

@@ -27,9 +27,14 @@ if (TEST_DATABASE_URL)
     let runtime: EventRuntime;
     let greta: string;
     const feed: OutboxMessage[] = [];
+    /** The copy's reads of the source (main): its cursor's pages. */
+    const fetches: string[] = [];
     beforeAll(async () => {
       eu = await createProfileDatabase();
       t = await createTestApp("postgres", {
+        onStatement: (text) => {
+          if (text.startsWith("FETCH ")) fetches.push(text);
+        },
         fixture: (await readFixtureFile(SAMPLE_FIXTURE)) as Record<string, unknown>,
         env: { ...UNLIMITED_ENV, DATABASE_URL_EU: eu.url },
       });
@@ -92,6 +97,8 @@ if (TEST_DATABASE_URL)
       let during: { write: number; code: string; retryAfter: unknown; read: number } | null = null;
       const result = await moveTenant(t.services, "globex", "EU", {
         settleMs: 100,
+        // Pages of 3 rows: every table of the tenant is copied over several pages of the cursor.
+        pageRows: 3,
         onStep: async (step) => {
           if (step !== "checking the copy") return;
           // Between the copy and the switch: writes refused with Retry-After, reads served.
@@ -111,6 +118,10 @@ if (TEST_DATABASE_URL)
       await Promise.all(writers);
 
       expect(result).toMatchObject({ tenant: "globex", from: null, to: "EU" });
+      // More rows than a page: the copy read the source 3 rows at a time and left none out (below).
+      expect(result.copied.TB_ANAG_CITY00).toBeGreaterThan(3);
+      expect(fetches.length).toBeGreaterThan(result.copied.TB_ANAG_CITY00! / 3);
+      expect(new Set(fetches)).toEqual(new Set(["FETCH 3 FROM move_rows"]));
       expect(during).toEqual({ write: 503, code: "TENANT_MOVING", retryAfter: "2", read: 200 });
       // Every refusal was the fence's, nothing else went wrong.
       for (const r of refused) expect(r).toEqual({ status: 503, code: "TENANT_MOVING", retryAfter: "2" });
