@@ -325,24 +325,14 @@ async function copyEverything(
       const ids = hooks.map((h) => h.WEBHOOK_ID);
       const remap = (r: Record<string, unknown>) => ({ ...r, WEBHOOK_ID: newIds.get(r.WEBHOOK_ID) });
       copied.TB_WEBHOOK = hooks.length;
-      copied.TB_WEBHOOK_DELIVERY = await copyTable(
-        stx,
-        tx,
-        "TB_WEBHOOK_DELIVERY",
-        `SELECT to_jsonb(d) AS "row" FROM "TB_WEBHOOK_DELIVERY" d WHERE "WEBHOOK_ID" = ANY($1::int[])`,
-        [ids],
-        pageRows,
-        { omit: ["DELIVERY_ID"], remap },
-      );
-      copied.TB_WEBHOOK_LOG = await copyTable(
-        stx,
-        tx,
-        "TB_WEBHOOK_LOG",
-        `SELECT to_jsonb(l) AS "row" FROM "TB_WEBHOOK_LOG" l WHERE "WEBHOOK_ID" = ANY($1::int[])`,
-        [ids],
-        pageRows,
-        { omit: ["LOG_ID"], remap },
-      );
+      // A webhook's deliveries and log: new ids of their own, the webhook's new id.
+      for (const [table, id] of [
+        ["TB_WEBHOOK_DELIVERY", "DELIVERY_ID"],
+        ["TB_WEBHOOK_LOG", "LOG_ID"],
+      ] as const) {
+        const of = `SELECT to_jsonb(r) AS "row" FROM ${ident(table)} r WHERE "WEBHOOK_ID" = ANY($1::int[])`;
+        copied[table] = await copyTable(stx, tx, table, of, [ids], pageRows, { omit: [id], remap });
+      }
     });
   });
 }
