@@ -18,9 +18,8 @@
 // BENCH_ROLE=write runs Dimensio as the write backend (no relay or subscribers in its process);
 // BENCH_NODE_OPTIONS passes V8 flags to it, BENCH_ENV (K=V,K=V) settings; BENCH_WORKLOADS=W2,W4 runs only those;
 // BENCH_GC=1 runs it with --trace-gc and prints its collections per request after each measurement;
-// BENCH_CPU_PROF=dir has it write a CPU profile into dir when it stops, BENCH_HEAP_PROF=dir a heap
-// profile sampled every 4 KB of what it still holds then (bench/rest-alloc counts what a request
-// allocates); BENCH_SERVERS=gql,page
+// BENCH_CPU_PROF=dir has it write a CPU profile into dir when it stops (bench/rest-alloc counts
+// what a request allocates); BENCH_SERVERS=gql,page
 // measures only those servers.
 // BENCH_HISTORY=1 measures only W4 on Dimensio (REST and GraphQL) with the record history of CUST
 // on and off (TB_DIM.HISTORY, switched through the metadata API between measurements), the two
@@ -196,9 +195,6 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
     [
       ...(process.env.BENCH_GC ? ["--trace-gc"] : []),
       ...(process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
-      ...(process.env.BENCH_HEAP_PROF
-        ? ["--heap-prof", "--heap-prof-interval=4096", `--heap-prof-dir=${process.env.BENCH_HEAP_PROF}`]
-        : []),
     ],
   );
   const base = `http://127.0.0.1:${port}`;

@@ -38,17 +38,19 @@ export const trackedFields = perDefinition((dim: DimensionDef): readonly string[
 const literal = (code: string) => `'${code.replaceAll("'", "''")}'`;
 
 /**
- * The JSON object of the tracked fields of the event payload `payload` (an SQL expression), as
- * jsonb_build_object calls of at most 50 pairs (PostgreSQL's 100 arguments) joined by `||`: a field
- * without a value is a JSON null (a create's revision leaves those out when read).
+ * The JSON object of the tracked fields of the event payload `e."PAYLOAD"` (createRevisionsSql's
+ * event rows), as jsonb_build_object calls of at most 50 pairs (PostgreSQL's 100 arguments) joined
+ * by `||`: a field without a value is a JSON null (a create's revision leaves those out when read).
+ * Made once per dimension definition, not per create.
  */
-function trackedObjectSql(dim: DimensionDef, payload: string): string {
+const trackedObjectSql = perDefinition((dim: DimensionDef): string => {
+  const payload = 'e."PAYLOAD"';
   const pairs = trackedFields(dim).map((code) => `${literal(code)}, ${payload}->${literal(code)}`);
   const chunks: string[] = [];
   for (let i = 0; i < pairs.length; i += 50)
     chunks.push(`jsonb_build_object(${pairs.slice(i, i + 50).join(", ")})`);
   return chunks.length ? chunks.join(" || ") : "'{}'::jsonb";
-}
+});
 
 /**
  * The key under which a create revision written in SQL keeps the record's tracked fields as they
@@ -175,6 +177,6 @@ export function createRevisionsSql(
               COALESCE((SELECT max(h."REVISION") FROM "TB_HISTORY" h
                          WHERE h."TENANT_ID" = ${tenant} AND h."DIMENSION" = ${dimCode} AND h."RECORD_ID" = e."AGGREGATE_ID"), 0) + 1,
               ${param(at.toISOString())}::timestamptz, e."PAYLOAD"->>'${dim.auditStyle === "CREATED" ? "CREATED_BY" : "OWNER"}', 'create',
-              jsonb_build_object('${CREATED_KEY}', ${trackedObjectSql(dim, 'e."PAYLOAD"')})
+              jsonb_build_object('${CREATED_KEY}', ${trackedObjectSql(dim)})
          FROM ${events} e`;
 }
