@@ -1,10 +1,16 @@
 // The live event feed of this process (GraphQL subscriptions): one non-durable bus subscription,
 // opened when the first listener arrives and closed with the last, fanned out to the listeners.
-// Redelivered messages are dropped by a bounded memory of recent message ids.
+// Redelivered messages are dropped by a bounded memory of recent message ids. The listeners of one
+// event share a memo of what they make from it (the same view of it for the same visible fields:
+// src/resolvers/read/events.ts), dropped once the event is fanned out.
 import type { Logger } from "../logger.ts";
 import { type EventBus, eventKey, type OutboxMessage, parseMessage, type Unsubscribe } from "./bus.ts";
 
-export type FeedListener = (message: OutboxMessage) => void;
+/**
+ * Told each event; `shared` is one map for every listener of this event, for what they would
+ * otherwise each make from it alike.
+ */
+export type FeedListener = (message: OutboxMessage, shared: Map<string, unknown>) => void;
 
 export interface EventFeed {
   listen(listener: FeedListener): Promise<() => Promise<void>>;
@@ -31,7 +37,8 @@ export function createEventFeed(bus: EventBus, logger: Logger): EventFeed {
       logger.warn({ err, event_id: event.id }, "event feed: unreadable message dropped");
       return;
     }
-    for (const l of listeners) l(message);
+    const shared = new Map<string, unknown>();
+    for (const l of listeners) l(message, shared);
   };
 
   const release = async () => {

@@ -148,6 +148,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     persisted,
     limits: { ...services.config.webSocket, maxMessageBytes: services.config.graphql.maxBodyBytes },
     clock: services.clock,
+    metrics: services.metrics,
     onError: (err) => services.logger.warn({ err }, "GraphQL WebSocket failed"),
   });
   app.addHook("preClose", async () => webSocket.close());

@@ -76,6 +76,11 @@ export interface GraphQLContext {
    * request, however many parent rows): what tests count planning with.
    */
   onPlan?: (dim: string, relation: string) => void;
+  /**
+   * A subscription's event whose result is being made (set by its field's resolver): results of
+   * one event and one field set are serialised once over WebSocket (src/graphql/websocket.ts).
+   */
+  currentEvent?: object;
 }
 
 /** What one request's resolvers share besides the context's own maps. */
@@ -746,6 +751,11 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
 
     events: (dim) => (_root, args: ContextArgs & { event_types?: string[] | null }, ctx) =>
       subscribeToEvents(ctx.services, requestFor(ctx, args), dim.code, args.event_types ?? null),
+
+    event: () => (event, _args, ctx) => {
+      ctx.currentEvent = event as object;
+      return event;
+    },
   };
 }
 

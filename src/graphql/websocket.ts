@@ -16,6 +16,11 @@
 //     WS_MAX_BUFFERED_BYTES when a result is due (many operations on one socket) is closed with
 //     1013 (try again later), that result not queued.
 //   - Heartbeats: a ping every WS_KEEPALIVE_MS; a socket without a pong by the next is terminated.
+//   - One event, one serialisation per field set (issue 38 §5): a subscription's result is made
+//     into JSON once per event and field set (schema, document, operation and variables) and those
+//     bytes sent to every subscriber of that field set; subscribers who see the same fields of the
+//     event share its view (src/resolvers/read/events.ts). A result with errors goes the protocol's
+//     usual way (onNext).
 // A refused operation (limits, costs, budget, caps) answers the protocol's `error` (before it runs)
 // or `next` message with the errors in the same shape, codes and extensions as over HTTP.
 // Persisted operations: a `subscribe` payload's `extensions.persistedQuery` is resolved by the
@@ -28,12 +33,14 @@ import type { Plugin } from "@envelop/core";
 import {
   type DocumentNode,
   type ExecutionArgs,
+  type ExecutionResult,
   type FormattedExecutionResult,
   GraphQLError,
   getOperationAST,
   type GraphQLSchema,
 } from "graphql";
 import type { Context } from "graphql-ws";
+import type { Counter } from "prom-client";
 import { type Extra, useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
 import { AuthenticationError, RateLimitError } from "../errors.ts";
@@ -85,6 +92,7 @@ export interface WebSocketDeps {
     maxMessageBytes: number;
   };
   clock: () => Date;
+  metrics: { graphqlWsEventResults: Pick<Counter<"by">, "inc"> };
   onError?: (err: unknown) => void;
 }
 
@@ -151,6 +159,31 @@ function pathOf(request: IncomingMessage): string {
   return path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
 }
 
+/** What graphql-ws's adapter does to send a message: nothing once the socket is not open. */
+function send(socket: WebSocket, data: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (socket.readyState !== socket.OPEN) return resolve();
+    socket.send(data, (err) => (err ? reject(err) : resolve()));
+  });
+}
+
+const isAsyncIterable = (value: unknown): value is AsyncIterable<ExecutionResult> =>
+  typeof (value as AsyncIterable<unknown> | null)?.[Symbol.asyncIterator] === "function";
+
+/** A number per object (a schema, a document) while it lives. */
+function objectIds() {
+  const ids = new WeakMap<object, number>();
+  let last = 0;
+  return (o: object) => {
+    let id = ids.get(o);
+    if (id === undefined) {
+      id = ++last;
+      ids.set(o, id);
+    }
+    return id;
+  };
+}
+
 /** Open sockets per key (a user, a tenant); a key without any is not kept. */
 function socketCounts() {
   const counts = new Map<string, number>();
@@ -169,7 +202,11 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const { limits } = deps;
   const getEnveloped = envelopChain(deps.chain);
   type Run = ReturnType<typeof getEnveloped>;
-  const runs = new WeakMap<object, Run>();
+  /** Per operation's context: its chain, and its field set (what its results depend on besides the event). */
+  const runs = new WeakMap<object, { run: Run; fieldSet: string }>();
+  const idOf = objectIds();
+  /** Per event (the subscription field's value), its results' JSON per field set. */
+  const serialised = new WeakMap<object, Map<string, string>>();
   const connections = new WeakMap<WebSocket, Connection>();
   // Authenticated sockets, per user, per tenant and in all (the caps of onConnect).
   const perUser = socketCounts();
@@ -318,7 +355,10 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         if (!getOperationAST(document, payload.operationName ?? undefined)) return [noOperationToRun()];
         const errors = run.validate(schema, document);
         if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
-        runs.set(contextValue, run);
+        runs.set(contextValue, {
+          run,
+          fieldSet: `${idOf(schema)}:${idOf(document)}:${payload.operationName ?? ""}:${JSON.stringify(payload.variables ?? null)}`,
+        });
         return {
           schema,
           document,
@@ -327,15 +367,16 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           contextValue,
         } satisfies ExecutionArgs;
       },
-      execute: (args) => runs.get(args.contextValue as object)!.execute(args) as never,
-      subscribe: (args) => runs.get(args.contextValue as object)!.subscribe(args) as never,
+      execute: (args) => runs.get(args.contextValue as object)!.run.execute(args) as never,
+      subscribe: (args) => runs.get(args.contextValue as object)!.run.subscribe(args) as never,
+      onOperation(ctx, id, _payload, args, result) {
+        if (!isAsyncIterable(result)) return;
+        const fieldSet = runs.get(args.contextValue as object)!.fieldSet;
+        return sendingShared(result, ctx.extra.socket, id, args.contextValue as ChainContext, fieldSet);
+      },
       onNext(ctx, _id, _payload, _args, result) {
         const socket = ctx.extra.socket;
-        if (socket.bufferedAmount > limits.maxBufferedBytes) {
-          if (socket.readyState === socket.OPEN) dropped++;
-          socket.close(WS_CLOSE.tooSlow, "The client does not read its results fast enough.");
-          return;
-        }
+        if (tooSlow(socket)) return;
         const errors = result.errors?.map((e) => asSent(e instanceof GraphQLError ? e : asGraphQLError(e)));
         const ended = errors?.find((e) => AUTH_CODE.test(String(e.extensions?.code ?? "")));
         // A subscription ended by logout or expiry: its error goes out, then the socket closes.
@@ -366,6 +407,64 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
     wss,
     limits.keepAliveMs > 0 ? limits.keepAliveMs : Number.POSITIVE_INFINITY,
   );
+
+  /** Whether the socket has more unsent than it may: it is closed (1013), the result not sent. */
+  function tooSlow(socket: WebSocket): boolean {
+    if (socket.bufferedAmount <= limits.maxBufferedBytes) return false;
+    if (socket.readyState === socket.OPEN) dropped++;
+    socket.close(WS_CLOSE.tooSlow, "The client does not read its results fast enough.");
+    return true;
+  }
+
+  /** The JSON of a result without errors of `context`'s current event, made once per field set. */
+  function sharedJson(result: ExecutionResult, context: ChainContext, fieldSet: string): string | null {
+    const event = context.currentEvent;
+    context.currentEvent = undefined;
+    if (!event || result.errors !== undefined || result.extensions !== undefined) return null;
+    let bySet = serialised.get(event);
+    if (!bySet) {
+      bySet = new Map();
+      serialised.set(event, bySet);
+    }
+    let json = bySet.get(fieldSet);
+    if (json === undefined) {
+      json = JSON.stringify(result);
+      bySet.set(fieldSet, json);
+      deps.metrics.graphqlWsEventResults.inc({ by: "serialised" });
+    } else deps.metrics.graphqlWsEventResults.inc({ by: "shared" });
+    return json;
+  }
+
+  /**
+   * A subscription's results as graphql-ws iterates them, those of an event sent here as the
+   * protocol's `next` message around their shared JSON; any other (with errors, or due when the
+   * socket is too slow) is given to graphql-ws to send (onNext). Ending it ends the results' source.
+   */
+  function sendingShared(
+    results: AsyncIterable<ExecutionResult>,
+    socket: WebSocket,
+    id: string,
+    context: ChainContext,
+    fieldSet: string,
+  ): AsyncIterableIterator<ExecutionResult> {
+    const source = results[Symbol.asyncIterator]();
+    const head = `{"id":${JSON.stringify(id)},"type":"next","payload":`;
+    const iterator: AsyncIterableIterator<ExecutionResult> = {
+      async next() {
+        for (;;) {
+          const step = await source.next();
+          if (step.done || socket.bufferedAmount > limits.maxBufferedBytes) return step;
+          const json = sharedJson(step.value, context, fieldSet);
+          if (json === null) return step;
+          await send(socket, `${head}${json}}`);
+        }
+      },
+      return: (value) => source.return?.(value) ?? Promise.resolve({ done: true, value }),
+      throw: (err) => source.throw?.(err) ?? Promise.reject(err),
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
+  }
 
   const onUpgrade = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (!deps.paths.includes(pathOf(request))) {

@@ -23,6 +23,11 @@ export interface Metrics {
    * `plan_then_interpreter` (a planned run met an error or a null graphql-js must answer).
    */
   graphqlExecutions: Counter<"by">;
+  /**
+   * Subscription results sent over WebSocket, by `serialised` (made into JSON for the first
+   * subscriber of an event and field set) or `shared` (that JSON sent again).
+   */
+  graphqlWsEventResults: Counter<"by">;
   /** Rate-limit decisions made in memory because Redis did not answer, by window. */
   rateLimitFallbacks: Counter<"window">;
   /** Reads the primary served because the read replica (DATABASE_READ_URL) was unreachable. */
@@ -83,6 +88,12 @@ export function createMetrics(opts: { db: DatabaseHandle | null; role: string })
     graphqlDocumentsParsed: new Counter({
       name: "dimensio_graphql_documents_parsed_total",
       help: "GraphQL documents parsed: requests whose document the parsed-document cache did not hold.",
+      registers: [registry],
+    }),
+    graphqlWsEventResults: new Counter({
+      name: "dimensio_graphql_ws_event_results_total",
+      help: "Subscription results sent over WebSocket: serialised for an event and field set, or shared (sent again).",
+      labelNames: ["by"],
       registers: [registry],
     }),
     graphqlExecutions: new Counter({

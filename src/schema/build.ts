@@ -68,6 +68,8 @@ export interface SchemaResolvers<C> {
   restoreRevision(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
   /** Subscription: an async iterator of DimensionEvent payloads. */
   events(dim: DimensionDef): GraphQLFieldResolver<unknown, C>;
+  /** A subscription field's value: the event its iterator gave. */
+  event(): GraphQLFieldResolver<unknown, C>;
 }
 
 /** A root field's config: its arguments after the context ones (source, center_dett). */
@@ -146,7 +148,7 @@ export function buildProfileSchema<C>(profile: SchemaProfile, types: SharedTypes
       ...rootField(
         nn(DimensionEvent),
         { event_types: input(list(nn(GraphQLString))) },
-        (payload: unknown) => payload,
+        resolvers.event(),
         `Changes of ${code} records of the caller's tenant, as they are published (GraphQL over SSE).`,
       ),
       subscribe: resolvers.events(dim),

@@ -108,6 +108,7 @@ function sharedResolvers<C>(made: SchemaResolvers<C>): SchemaResolvers<C> {
     history: (dim) => once(`history\0${dim.code}`, () => made.history(dim)),
     restoreRevision: (dim) => once(`restoreRevision\0${dim.code}`, () => made.restoreRevision(dim)),
     events: (dim) => once(`events\0${dim.code}`, () => made.events(dim)),
+    event: () => once("event", () => made.event()),
   };
 }
 

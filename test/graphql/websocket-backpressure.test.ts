@@ -77,6 +77,7 @@ describe("GraphQL over WebSocket: backpressure and heartbeats", () => {
         maxMessageBytes: 65536,
       },
       clock: () => new Date(),
+      metrics: { graphqlWsEventResults: { inc: () => {} } },
     });
     return new Promise((resolve) =>
       server!.listen(0, "127.0.0.1", () => resolve((server!.address() as AddressInfo).port)),

@@ -173,6 +173,72 @@ describe.each(BACKENDS)("GraphQL over WebSocket (%s)", (backend) => {
     await ws.client.dispose();
   });
 
+  it("one event is serialised once per field set: subscribers of the same fields share its bytes", async () => {
+    const results = async () => {
+      const { values } = await t.services.metrics.graphqlWsEventResults.get();
+      const of = (by: string) => values.find((v) => v.labels.by === by)?.value ?? 0;
+      return { serialised: of("serialised"), shared: of("shared") };
+    };
+    const full = `subscription { CUST_events(source: "anag-1") { event_type record_id data } }`;
+    const idOnly = `subscription { CUST_events(source: "anag-1") { record_id } }`;
+    // anna on two sockets (one field set); lucia, whose peso hides CREDIT_LIMIT, with the same
+    // document (another view of the event: another field set) and with another document.
+    const [annaA, annaB, luciaSocket] = [
+      connect(`Bearer ${tokens.anna}`),
+      connect(`Bearer ${tokens.anna}`),
+      connect(`Bearer ${tokens.lucia}`),
+    ];
+    const ops = [annaA.run(full), annaB.run(full), luciaSocket.run(full), luciaSocket.run(idOnly)];
+    const writer = client(t.app, tokens.anna!);
+    const create = async (name: string) => {
+      const res = await writer.post("/api/v4/core/CUST?source=anag-1", {
+        data: { NAME: name, CREDIT_LIMIT: 1500 },
+      });
+      expect(res.status).toBe(201);
+      return String(res.body.data.CUST_ID);
+    };
+    /** Whether every subscription's latest result is the event of record `id`. */
+    const everyoneHas = (id: string) =>
+      ops.every((op) => (op.results.at(-1)?.data?.CUST_events as { record_id?: string })?.record_id === id);
+    try {
+      // Live once every subscription has the event of one create (and so every earlier one).
+      await eventually(
+        async () => {
+          const warmUp = await create("Shared bytes warm-up");
+          try {
+            return await eventually(() => everyoneHas(warmUp), { timeoutMs: 1000, what: "the warm-up" });
+          } catch {
+            return false;
+          }
+        },
+        { what: "every subscription live" },
+      );
+      const before = await results();
+      const id = await create("Shared bytes");
+      await eventually(() => everyoneHas(id), { what: "the event at every subscriber" });
+      const after = await results();
+      expect({
+        serialised: after.serialised - before.serialised,
+        shared: after.shared - before.shared,
+      }).toEqual({ serialised: 3, shared: 1 });
+      const [a, b, l, lId] = ops.map((op) => op.results.at(-1)!);
+      expect(a).toEqual(b);
+      expect(a!.data).toMatchObject({
+        CUST_events: {
+          event_type: "CUSTCreated",
+          record_id: id,
+          data: { NAME: "Shared bytes", CREDIT_LIMIT: 1500 },
+        },
+      });
+      expect(l!.data).toMatchObject({ CUST_events: { record_id: id, data: { NAME: "Shared bytes" } } });
+      expect(l!.data!.CUST_events).not.toHaveProperty("data.CREDIT_LIMIT");
+      expect(lId).toEqual({ data: { CUST_events: { record_id: id } } });
+    } finally {
+      for (const op of ops) op.dispose();
+      for (const s of [annaA, annaB, luciaSocket]) await s.client.dispose();
+    }
+  });
+
   it("no token or a bad one closes the socket with 4401", async () => {
     const bad = connect("Bearer not-a-token");
     expect((await bad.closed).code).toBe(4401);

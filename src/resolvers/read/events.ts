@@ -54,7 +54,18 @@ export async function subscribeToEvents(
   let finished = false;
   let overflow = false;
 
-  const toEvent = (m: OutboxMessage, left: boolean): DimensionEvent => {
+  // Subscribers who see the same fields share one view of an event (the feed's memo per event):
+  // what the WebSocket transport serialises once per field set (src/graphql/websocket.ts).
+  const readableKey = `${dim.code}:${readable.join(",")}`;
+  const toEvent = (m: OutboxMessage, left: boolean, shared: Map<string, unknown>): DimensionEvent => {
+    const key = left ? `${dim.code}:left` : readableKey;
+    const known = shared.get(key) as DimensionEvent | undefined;
+    if (known) return known;
+    const event = eventView(m, left);
+    shared.set(key, event);
+    return event;
+  };
+  const eventView = (m: OutboxMessage, left: boolean): DimensionEvent => {
     const payload = m.PAYLOAD ?? {};
     let data: Record<string, unknown> | null = null;
     if (!left) {
@@ -71,12 +82,12 @@ export async function subscribeToEvents(
     };
   };
 
-  const stopListening = await deps.feed.listen((m) => {
+  const stopListening = await deps.feed.listen((m, shared) => {
     if (finished || m.TENANT_ID !== tenant || m.AGGREGATE_TYPE !== dim.code) return;
     if (wanted && !wanted.has(m.EVENT_TYPE)) return;
     const standing = scope ? eventScope(scope, m.PAYLOAD ?? {}, m.PREVIOUS) : "in";
     if (standing === "out") return;
-    const event = toEvent(m, standing === "left");
+    const event = toEvent(m, standing === "left", shared);
     if (waiting) {
       const w = waiting;
       waiting = null;
