@@ -57,6 +57,19 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   const listValues = (rc: ReadContext, dimCode: string, q: ListQuery): number =>
     estimateListValues(q, rc.model.dimensions.get(dimCode), services.config.countExactLimit);
   const query = (request: FastifyRequest) => request.query as QueryParams;
+  /** A list page of `values`, read in its tenant's heavy lane when heavy, as the list's body. */
+  const listInLane = (
+    rc: ReadContext,
+    reply: FastifyReply,
+    values: number,
+    list: () => Promise<Parameters<typeof serializers.list>[1]>,
+  ) =>
+    heavy.run(
+      rc.request.principal.tenantId,
+      values,
+      () => httpLaneClient(reply.raw),
+      async () => jsonBody(reply, serializers.list(rc.model.version, await list())),
+    );
 
   // Foreign-key lookups (spec 4.4): a bare array of {key field, display field}.
   app.get("/api/v4/core/vars", async (request) => {
@@ -66,15 +79,8 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   app.get<DimParams>("/api/v4/core/:dim", async (request, reply) => {
     const rc = readContext(request);
     const params = parseListParams(query(request));
-    const values = listValues(rc, request.params.dim, params);
-    return heavy.run(
-      rc.request.principal.tenantId,
-      values,
-      () => httpLaneClient(reply.raw),
-      async () => {
-        const result = await listRecords(rc, request.params.dim, params);
-        return jsonBody(reply, serializers.list(rc.model.version, result));
-      },
+    return listInLane(rc, reply, listValues(rc, request.params.dim, params), () =>
+      listRecords(rc, request.params.dim, params),
     );
   });
 
@@ -101,15 +107,8 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
       // Weighed in the named sort's order (an unknown sort is the resolver's 404).
       const named = rc.model.dimensions.get(request.params.dim)?.sorts.get(request.params.sortKey);
       const ordered = named ? { ...params, sort: parseSortExpression(named.expr) } : params;
-      const values = listValues(rc, request.params.dim, ordered);
-      return heavy.run(
-        rc.request.principal.tenantId,
-        values,
-        () => httpLaneClient(reply.raw),
-        async () => {
-          const result = await listRecordsBySort(rc, request.params.dim, request.params.sortKey, params);
-          return jsonBody(reply, serializers.list(rc.model.version, result));
-        },
+      return listInLane(rc, reply, listValues(rc, request.params.dim, ordered), () =>
+        listRecordsBySort(rc, request.params.dim, request.params.sortKey, params),
       );
     },
   );

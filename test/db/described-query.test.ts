@@ -26,7 +26,8 @@ describe.each(BACKENDS)("prepared statements (%s)", (backend) => {
   };
 
   beforeAll(async () => {
-    services = await createTestServices(backend);
+    // Named statements per connection: a session of its own, not through a PgBouncer.
+    services = await createTestServices(backend, { databaseDirect: true });
     if (services.db.kind !== "postgres") {
       db = services.db;
       return;

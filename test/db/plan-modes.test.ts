@@ -25,7 +25,8 @@ if (TEST_DATABASE_URL)
     const mode = planCacheMode;
 
     beforeAll(async () => {
-      services = await createTestServices("postgres");
+      // Plans per session: not through a PgBouncer.
+      services = await createTestServices("postgres", { databaseDirect: true });
       if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
       const handle = openPostgres(services.db.connectionString, { max: 1 });
       db = own = handle;

@@ -21,7 +21,8 @@ if (TEST_DATABASE_URL)
     const pid = async () => (await db.query<{ PID: number }>(PID)).rows[0]!.PID;
 
     beforeAll(async () => {
-      services = await createTestServices("postgres");
+      // The same backend before and after a refusal: a session of its own, not through a PgBouncer.
+      services = await createTestServices("postgres", { databaseDirect: true });
       if (services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
       const handle = openPostgres(services.db.connectionString, { max: 1, statementTimeoutMs: 300 });
       db = own = handle;

@@ -24,6 +24,8 @@ if (TEST_DATABASE_URL)
     beforeAll(async () => {
       t = await createTestApp("postgres", {
         fixture: "sample",
+        // pg_prepared_statements is per session: not through a PgBouncer.
+        databaseDirect: true,
         env: UNLIMITED_ENV,
         onStatement: (text, how) =>
           sent.push({ text: text.replace(/\s+/g, " ").trim(), pipelined: how.pipelined }),

@@ -6,6 +6,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { type DatabaseHandle, openPglite, openPostgres } from "../../src/db/database.ts";
 import { BACKENDS, createTestDatabase } from "../helpers/env.ts";
+
+/** The data layer's own tests: its session mode on a session of its own, not through a PgBouncer. */
+const SESSION = { direct: true };
 import { faultyProxy, throughProxy } from "../helpers/proxy.ts";
 
 async function until(ok: () => boolean, ms = 5000): Promise<void> {
@@ -26,7 +29,7 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 describe.each(BACKENDS)("DatabaseHandle on %s", (backend) => {
   let db: DatabaseHandle;
   beforeAll(async () => {
-    db = await createTestDatabase(backend);
+    db = await createTestDatabase(backend, SESSION);
     await db.exec(
       `CREATE TABLE "t" ("id" BIGSERIAL PRIMARY KEY, "n" NUMERIC(12, 2), "s" VARCHAR(10), "j" JSONB)`,
     );
@@ -105,7 +108,7 @@ describe.each(BACKENDS)("DatabaseHandle on %s", (backend) => {
   });
 
   it("close() finishes while a LISTEN subscription is open, and twice is harmless", async () => {
-    const other = await createTestDatabase(backend);
+    const other = await createTestDatabase(backend, SESSION);
     await other.listen("dimensio_test", () => {});
     await within(other.close(), 5000, "close()");
     await within(other.close(), 5000, "a second close()");
@@ -116,7 +119,7 @@ describe.each(BACKENDS)("DatabaseHandle on %s", (backend) => {
 // PostgreSQL only: a LISTEN connection that breaks is re-established.
 describe.each(BACKENDS.filter((b) => b === "postgres"))("query timeout on %s", (backend) => {
   it("a statement over the pool's statement timeout is cancelled with SQLSTATE 57014", async () => {
-    const db = await createTestDatabase(backend);
+    const db = await createTestDatabase(backend, SESSION);
     if (db.kind !== "postgres") throw new Error("expected PostgreSQL");
     const short = openPostgres(db.connectionString, { max: 1, statementTimeoutMs: 200 });
     try {
@@ -134,7 +137,7 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("query timeout on %s", (
 // PostgreSQL only: a transaction takes its connection from the pool with its first statement.
 describe.each(BACKENDS.filter((b) => b === "postgres"))("connections of transactions on %s", (backend) => {
   it("a transaction that sends nothing takes no connection; one that does takes it at its first statement and sends in order", async () => {
-    const db = await createTestDatabase(backend);
+    const db = await createTestDatabase(backend, SESSION);
     if (db.kind !== "postgres") throw new Error("expected PostgreSQL");
     const one = openPostgres(db.connectionString, { max: 1, watchdogMs: 0 });
     try {
@@ -197,7 +200,7 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("connections of transact
 describe.each(BACKENDS.filter((b) => b === "postgres"))("LISTEN resilience on %s", (backend) => {
   let db: DatabaseHandle;
   beforeAll(async () => {
-    db = await createTestDatabase(backend);
+    db = await createTestDatabase(backend, SESSION);
   });
   afterAll(async () => {
     await db?.close();
@@ -258,7 +261,7 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("listenersCaughtUp on %s
   let other: DatabaseHandle;
   let proxy: Awaited<ReturnType<typeof faultyProxy>>;
   beforeAll(async () => {
-    db = await createTestDatabase(backend);
+    db = await createTestDatabase(backend, SESSION);
     if (db.kind !== "postgres") throw new Error("postgres only");
     const url = new URL(db.connectionString);
     proxy = await faultyProxy(url.hostname, Number(url.port || 5432));
@@ -366,7 +369,7 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))("wake-ups and writes on 
   let db: DatabaseHandle;
   let other: DatabaseHandle;
   beforeAll(async () => {
-    db = await createTestDatabase(backend);
+    db = await createTestDatabase(backend, SESSION);
     if (db.kind !== "postgres") throw new Error("PostgreSQL expected");
     other = openPostgres(db.connectionString, { max: 2 });
   });

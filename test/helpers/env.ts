@@ -45,6 +45,11 @@ export interface TestDatabaseOptions {
    * to TEST_DATABASE_URL's server, to cut); the test's own create and drop go direct.
    */
   through?: number;
+  /**
+   * PostgreSQL: never through the run's PgBouncer (TEST_PGBOUNCER_URL): for what a session of
+   * its own is needed for (named prepared statements and their plans).
+   */
+  direct?: boolean;
 }
 
 /** A new, empty database. Closing it drops it (PostgreSQL) or discards it (PGlite, in memory). */
@@ -60,17 +65,30 @@ export async function createTestDatabase(
   await admin.connect();
   await admin.query(`CREATE DATABASE "${name}"`);
   await admin.end();
-  const url = new URL(withDatabase(TEST_DATABASE_URL, name));
+  const direct = withDatabase(TEST_DATABASE_URL, name);
+  const url = new URL(direct);
+  // Through PgBouncer when the run started one (TEST_PGBOUNCER=1: global-setup.ts), as a
+  // deployment of many processes runs (decisions.md §18, DATABASE_POOL_MODE=transaction), its
+  // LISTEN direct; a test that cuts its own proxy goes through that instead.
+  const bouncer = opts.through === undefined && !opts.direct ? process.env.TEST_PGBOUNCER_URL : undefined;
   if (opts.through !== undefined) {
     url.hostname = "127.0.0.1";
     url.port = String(opts.through);
+  } else if (bouncer) {
+    const b = new URL(bouncer);
+    url.hostname = b.hostname;
+    url.port = b.port;
   }
   const db = openPostgres(url.toString(), {
     max: 10,
+    ...(bouncer ? { poolMode: "transaction" as const, listenUrl: direct } : {}),
     ...(opts.onStatement ? { onStatement: opts.onStatement } : {}),
   });
   const close = db.close;
   return Object.assign(db, {
+    // Behind the run's PgBouncer, what a test hands another process or handle of its own (a CLI,
+    // a second service, a listener) is the database itself: such a process's default session mode.
+    ...(bouncer ? { connectionString: direct } : {}),
     async close() {
       await close();
       const a = new pg.Client({ connectionString: TEST_DATABASE_URL! });
@@ -92,6 +110,8 @@ export interface TestEnvOptions {
   onStatement?: StatementObserver;
   /** PostgreSQL: the service's connections go through this local port (see TestDatabaseOptions). */
   databaseThrough?: number;
+  /** PostgreSQL: never through the run's PgBouncer (see TestDatabaseOptions.direct). */
+  databaseDirect?: boolean;
   /**
    * PostgreSQL: DATABASE_READ_URL names the test database through 127.0.0.1:<replicaThrough> (a
    * TCP proxy the test started to TEST_DATABASE_URL's server): the replica is the same database.
@@ -103,6 +123,7 @@ export async function createTestServices(backend: Backend, opts: TestEnvOptions 
   const db = await createTestDatabase(backend, {
     ...(opts.onStatement ? { onStatement: opts.onStatement } : {}),
     ...(opts.databaseThrough !== undefined ? { through: opts.databaseThrough } : {}),
+    ...(opts.databaseDirect ? { direct: true } : {}),
   });
   let replicaUrl: string | null = null;
   if (opts.replicaThrough !== undefined) {

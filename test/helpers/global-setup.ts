@@ -4,9 +4,40 @@
 // TEST_DATABASE_URL set (as .ci/run sets it): that server, nothing started.
 // TEST_EMBEDDED_POSTGRES=off: nothing started either (PGlite only; the PostgreSQL-only files
 // then hold no test, and vitest says so).
+// TEST_PGBOUNCER=1 (as .ci/run sets it; issue 36 §3): a PgBouncer in transaction pooling mode is
+// started in front of that PostgreSQL, named in TEST_PGBOUNCER_URL: the services of the
+// PostgreSQL suites reach their database through it (test/helpers/env.ts createTestDatabase).
 import { type EmbeddedPostgres, startEmbeddedPostgres } from "./embedded-postgres.ts";
+import { startPgBouncer } from "./pgbouncer.ts";
 
-export default async function setup(): Promise<(() => Promise<void>) | undefined> {
+type Teardown = () => Promise<void>;
+
+export default async function setup(): Promise<Teardown | undefined> {
+  const stopPostgres = await postgres();
+  if (process.env.TEST_PGBOUNCER !== "1" || !process.env.TEST_DATABASE_URL) return stopPostgres;
+  let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
+  try {
+    // Server connections per test database: a test's service pool (10) and its own queries.
+    bouncer = await startPgBouncer(process.env.TEST_DATABASE_URL, { poolMode: "transaction", poolSize: 8 });
+  } catch (err) {
+    await stopPostgres?.();
+    throw new Error(
+      `TEST_PGBOUNCER=1: PgBouncer did not start: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  process.env.TEST_PGBOUNCER_URL = bouncer.urlFor(process.env.TEST_DATABASE_URL);
+  process.stderr.write(
+    `[test] the suites' services reach PostgreSQL through PgBouncer on 127.0.0.1:${bouncer.port} (transaction pooling)\n`,
+  );
+  return async () => {
+    delete process.env.TEST_PGBOUNCER_URL;
+    await bouncer.stop();
+    await stopPostgres?.();
+  };
+}
+
+/** The run's own PostgreSQL unless one is named or none is wanted: its teardown. */
+async function postgres(): Promise<Teardown | undefined> {
   if (process.env.TEST_DATABASE_URL || process.env.TEST_EMBEDDED_POSTGRES === "off") return undefined;
   const started = Date.now();
   let server: EmbeddedPostgres;

@@ -51,6 +51,8 @@ if (TEST_DATABASE_URL) {
     beforeAll(async () => {
       t = await createTestApp("postgres", {
         fixture: "sample",
+        // Named statements and their plans: a session of its own, not through a PgBouncer.
+        databaseDirect: true,
         // The session is read again once a minute rather than every 5 s: on a slow machine the
         // requests of one kind take long enough for the 5 s re-reads to exceed the upkeep.
         // Totals are counted every time (a kept total would make a count no transaction at all:

@@ -51,7 +51,7 @@ if (TEST_DATABASE_URL) {
     let seeded: Services;
     let url: string;
     beforeAll(async () => {
-      seeded = await createTestServices("postgres", { fixture: "sample" });
+      seeded = await createTestServices("postgres", { fixture: "sample", databaseDirect: true });
       if (seeded.db.kind !== "postgres") throw new Error("expected PostgreSQL");
       url = seeded.db.connectionString;
     });
@@ -90,7 +90,7 @@ if (TEST_DATABASE_URL) {
     it("a read backend on DATABASE_READ_URL answers from the replica; writes go to the primary", async () => {
       // The "replica": a second database loaded with the same data by the test, then changed behind
       // the service's back, so that an answer shows which database it came from.
-      const replica = await createTestServices("postgres", { fixture: "sample" });
+      const replica = await createTestServices("postgres", { fixture: "sample", databaseDirect: true });
       try {
         if (replica.db.kind !== "postgres") throw new Error("expected PostgreSQL");
         await replica.db.query(

@@ -199,6 +199,8 @@ if (TEST_DATABASE_URL)
     beforeAll(async () => {
       services = await createTestServices("postgres", {
         fixture: "sample",
+        // pg_prepared_statements is per session: not through a PgBouncer.
+        databaseDirect: true,
         onStatement: (text) => sent.push(text.replace(/\s+/g, " ")),
       });
     });
@@ -379,6 +381,7 @@ if (TEST_DATABASE_URL)
       const statements: string[] = [];
       const alone = await createTestServices("postgres", {
         fixture: "sample",
+        databaseDirect: true,
         env: { CREATE_GROUP_MAX_ROWS: "1" },
         onStatement: (text) => statements.push(text),
       });
