@@ -39,17 +39,16 @@ const literal = (code: string) => `'${code.replaceAll("'", "''")}'`;
 
 /**
  * The JSON object of the tracked fields of the event payload `e."PAYLOAD"` (createRevisionsSql's
- * event rows), as jsonb_build_object calls of at most 50 pairs (PostgreSQL's 100 arguments) joined
- * by `||`: a field without a value is a JSON null (a create's revision leaves those out when read).
- * Made once per dimension definition, not per create.
+ * event rows): the payload, which holds every field of the dimension (record-store.ts eventSql),
+ * less its untracked ones, in one `jsonb - text[]` (a field without a value is a JSON null, left
+ * out when read). About 2.5 µs of PostgreSQL per row, where extracting each tracked field into a
+ * jsonb_build_object took 8 (docs/benchmarks.md, "Record history on W4"). Made once per dimension
+ * definition, not per create.
  */
 const trackedObjectSql = perDefinition((dim: DimensionDef): string => {
-  const payload = 'e."PAYLOAD"';
-  const pairs = trackedFields(dim).map((code) => `${literal(code)}, ${payload}->${literal(code)}`);
-  const chunks: string[] = [];
-  for (let i = 0; i < pairs.length; i += 50)
-    chunks.push(`jsonb_build_object(${pairs.slice(i, i + 50).join(", ")})`);
-  return chunks.length ? chunks.join(" || ") : "'{}'::jsonb";
+  const tracked = new Set(trackedFields(dim));
+  const untracked = dim.fields.filter((f) => !tracked.has(f.code)).map((f) => literal(f.code));
+  return untracked.length ? `(e."PAYLOAD" - ARRAY[${untracked.join(", ")}]::text[])` : 'e."PAYLOAD"';
 });
 
 /**
