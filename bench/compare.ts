@@ -5,8 +5,11 @@
 //   bare server;
 // - PostGraphile 5 (Amber preset) over the same tables, no authentication (BENCH_POSTGRAPHILE=0
 //   leaves it out; it needs Node 22 or later: the project's node_modules/.bin/node);
-// - Dimensio over REST and over GraphQL,
-// with the ratios per workload. Ratios, not absolute numbers, are what to compare across machines
+// - Dimensio over REST and over GraphQL: a document per request (POST /graphql), a persisted
+//   operation by its hash alone (registered once before: automatic persisted queries), and over
+//   WebSocket (graphql-transport-ws, one operation at a time per socket: bench/ws-load.ts),
+// with the ratios per workload. W1v is W1 with its city passed as a variable (GraphQL and
+// PostGraphile). Ratios, not absolute numbers, are what to compare across machines
 // and runs.
 //
 //   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/compare.ts
@@ -37,7 +40,9 @@ import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { loginOverHttp } from "../test/helpers/auth.ts";
 import { freePort, type Running, spawnStart, waitReady } from "../test/helpers/process.ts";
-import { autocannon } from "./autocannon.ts";
+import { createHash } from "node:crypto";
+import { type AutocannonResult, autocannon } from "./autocannon.ts";
+import { wsLoad } from "./ws-load.ts";
 import {
   allEventsPublished,
   BENCH_CREATE,
@@ -183,6 +188,8 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
   const running = spawnStart(
     {
       ...benchServiceEnv(url, port, `/tmp/dimensio-bench-${process.pid}`),
+      // The WebSocket runs' sockets of one user: more than the default 20 while one run's close.
+      WS_MAX_SOCKETS_PER_USER: "1000",
       // BENCH_ROLE: run Dimensio as one backend role (e.g. write: no relay or subscribers in it).
       ...(process.env.BENCH_ROLE ? { ROLE: process.env.BENCH_ROLE, GATEWAY_SECRET: BENCH_SECRET } : {}),
       // BENCH_NODE_OPTIONS: V8 settings of the Dimensio process (e.g. --max-semi-space-size=4).
@@ -204,14 +211,18 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
 
 const BENCH_SECRET = "bench-gateway-secret";
 
-type ServerName = "page" | "floor" | "pgl" | "rest" | "gql";
+type ServerName = "page" | "floor" | "pgl" | "rest" | "gql" | "gqlp" | "gqlws";
 const SERVERS: ReadonlyArray<[ServerName, string]> = [
   ["page", "page-only floor"],
   ["floor", "floor (same SQL)"],
   ["pgl", "PostGraphile 5"],
   ["rest", "Dimensio REST"],
   ["gql", "Dimensio GraphQL"],
+  ["gqlp", "GraphQL persisted"],
+  ["gqlws", "GraphQL over WebSocket"],
 ];
+/** Dimensio's servers (one process): what a create's measurement waits for the events of. */
+const DIMENSIO: ReadonlySet<ServerName> = new Set(["rest", "gql", "gqlp", "gqlws"]);
 /**
  * The servers in the order of a round. Dimensio's REST and GraphQL share one process, so whatever
  * one leaves behind (garbage in V8's old generation, work queued for the event side) could fall
@@ -225,7 +236,23 @@ function serverOrder(round: number): ServerName[] {
   if (round % 2 === 0) return order;
   return order.map((s) => (s === "rest" ? "gql" : s === "gql" ? "rest" : s));
 }
-type Run = { url: string; method?: string; body?: string; headers?: Record<string, string> };
+type Run = {
+  url: string;
+  method?: string;
+  body?: string;
+  headers?: Record<string, string>;
+  /** A GraphQL operation: what its persisted and WebSocket runs send. */
+  graphql?: { query: string; variables?: Record<string, unknown> };
+  /** Sent over WebSocket (url a ws: URL) with this token, not over HTTP. */
+  wsToken?: string;
+};
+
+/** A run's load for `duration` seconds over `connections`: HTTP by autocannon, else WebSocket. */
+function loadRun(run: Run, connections: number, duration: number): Promise<AutocannonResult> {
+  if (run.wsToken && run.graphql)
+    return wsLoad({ url: run.url, token: run.wsToken, ...run.graphql, connections, duration });
+  return autocannon({ ...run, connections, duration });
+}
 interface Workload {
   name: string;
   runs: Partial<Record<ServerName, Run>>;
@@ -331,9 +358,12 @@ async function main() {
       headers: { ...headers, ...json },
     });
     const dimensioCreate = (body: string) => post(`${base}${BENCH_PATHS.create}`, body, auth);
-    const gql = (query: string) => post(`${base}/graphql`, JSON.stringify({ query }), auth);
-    const pglQuery = (query: string) =>
-      pgl ? post(`${pgl.base}/graphql`, JSON.stringify({ query })) : undefined;
+    const gql = (query: string, variables?: Record<string, unknown>): Run => ({
+      ...post(`${base}/graphql`, JSON.stringify({ query, variables }), auth),
+      graphql: { query, ...(variables ? { variables } : {}) },
+    });
+    const pglQuery = (query: string, variables?: Record<string, unknown>) =>
+      pgl ? post(`${pgl.base}/graphql`, JSON.stringify({ query, variables })) : undefined;
     const workloads: Workload[] = [
       {
         name: "W1 list 20 customers of a city, sorted by name (REST: + total; GraphQL, PostGraphile, page floor: no total)",
@@ -349,6 +379,21 @@ async function main() {
           },
           gql: gql(
             `{ CUST(source: "anag-1", where: {CITY_ID: {_eq: "MI"}}, order_by: [{NAME: asc}], limit: 20) { data { ${CUST_FIELDS} } } }`,
+          ),
+        },
+      },
+      {
+        name: "W1v W1 with the city as a variable (GraphQL, PostGraphile; the floors as W1)",
+        runs: {
+          page: { url: `${floorBase}/p1?city=MI` },
+          floor: { url: `${floorBase}/w1?city=MI` },
+          pgl: pglQuery(
+            `query($c: String!) { allTbAnagCust00S(condition: {tenantId: "acme", cityId: $c}, orderBy: NAME_ASC, first: 20) { nodes { ${PGL_CUST_FIELDS} } } }`,
+            { c: "MI" },
+          ),
+          gql: gql(
+            `query($c: String!) { CUST(source: "anag-1", where: {CITY_ID: {_eq: $c}}, order_by: [{NAME: asc}], limit: 20) { data { ${CUST_FIELDS} } } }`,
+            { c: "MI" },
           ),
         },
       },
@@ -410,6 +455,28 @@ async function main() {
         },
       },
     ];
+    // Each GraphQL run again as a persisted operation (its hash alone, registered here once) and
+    // over WebSocket.
+    const wsBase = `${base.replace(/^http/, "ws")}/graphql`;
+    for (const w of workloads) {
+      const operation = w.runs.gql?.graphql;
+      if (!operation) continue;
+      const sha256Hash = createHash("sha256").update(operation.query).digest("hex");
+      const persistedQuery = { version: 1, sha256Hash };
+      const registered = await fetch(`${base}/graphql`, {
+        method: "POST",
+        headers: { ...auth, ...json },
+        body: JSON.stringify({ ...operation, extensions: { persistedQuery } }),
+      });
+      if (registered.status !== 200) throw new Error(`registering ${w.name}: ${registered.status}`);
+      await registered.arrayBuffer();
+      w.runs.gqlp = post(
+        `${base}/graphql`,
+        JSON.stringify({ variables: operation.variables, extensions: { persistedQuery } }),
+        auth,
+      );
+      w.runs.gqlws = { url: wsBase, graphql: operation, wsToken: token };
+    }
     // BENCH_WORKLOADS=W4,W4s runs only those (their names' first word).
     const only = process.env.BENCH_WORKLOADS?.split(",");
     if (only)
@@ -420,11 +487,19 @@ async function main() {
       pgl: pgl?.pid,
       rest: dimensio.running.child.pid,
       gql: dimensio.running.child.pid,
+      gqlp: dimensio.running.child.pid,
+      gqlws: dimensio.running.child.pid,
     };
     // Each run answers as it should once (a GraphQL error is a 200 that autocannon would count).
     for (const w of workloads) {
       for (const [server, run] of Object.entries(w.runs) as Array<[ServerName, Run | undefined]>) {
         if (!run) continue;
+        if (run.wsToken) {
+          const once = await loadRun(run, 1, 0.1);
+          if (once.errors || !once.requests.total)
+            throw new Error(`${w.name.split(" ")[0]} ${server}: ${once.errors} errors over WebSocket`);
+          continue;
+        }
         const res = await fetch(run.url, {
           method: run.method ?? "GET",
           headers: run.headers,
@@ -438,9 +513,7 @@ async function main() {
     const before = cpuTimes();
     const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
     // Warm-up: every endpoint once for a second (connections, plans, JIT of the processes).
-    for (const w of workloads)
-      for (const run of Object.values(w.runs))
-        if (run) await autocannon({ ...run, connections: 4, duration: 1 });
+    for (const w of workloads) for (const run of Object.values(w.runs)) if (run) await loadRun(run, 4, 1);
     // The customers the creates made go again (the page floor's from floor_cust too), so that
     // every read measures the seeded data: they are named "Bench create", which sorts before the
     // seeded "Bench customer …", so that W1's scan in NAME order would otherwise step over
@@ -468,7 +541,7 @@ async function main() {
       const gcFrom = running.output().length;
       const cpu0 = processCpuMs(pid);
       const pg0 = postgresCpu();
-      const r = await autocannon({ ...run, connections: CONNECTIONS, duration: SECONDS });
+      const r = await loadRun(run, CONNECTIONS, SECONDS);
       let backlog: number | undefined;
       if (dimensioCreates) {
         // The outbox's backlog when the load stopped: a relay that fell behind would leave work
@@ -542,11 +615,7 @@ async function main() {
         for (const server of serverOrder(round)) {
           const run = w.runs[server];
           if (!run) continue;
-          const m = await measure(
-            pidOf[server]!,
-            run,
-            !!w.creates && (server === "rest" || server === "gql"),
-          );
+          const m = await measure(pidOf[server]!, run, !!w.creates && DIMENSIO.has(server));
           if (m.failed) console.error(`${w.name.split(" ")[0]} ${server}: ${m.failed} failed requests`);
           // Each round on stderr: the spread behind the median the tables show.
           console.error(
@@ -579,12 +648,12 @@ async function main() {
     const ratio = (a: Measured | undefined, b: Measured | undefined) =>
       a && b ? (a.rps / b.rps).toFixed(2) : "–";
     console.log(
-      `| workload | ${SERVERS.map(([, label]) => `${label} req/s`).join(" | ")} | REST / page floor | REST / floor | GraphQL / PostGraphile | GraphQL / page floor |`,
+      `| workload | ${SERVERS.map(([, label]) => `${label} req/s`).join(" | ")} | REST / page floor | REST / floor | GraphQL / PostGraphile | persisted / PostGraphile | WebSocket / PostGraphile | persisted / GraphQL | WebSocket / GraphQL | GraphQL / page floor |`,
     );
-    console.log(`|---|${SERVERS.map(() => "---:").join("|")}|---:|---:|---:|---:|`);
+    console.log(`|---|${SERVERS.map(() => "---:").join("|")}|---:|---:|---:|---:|---:|---:|---:|---:|`);
     for (const { w, by } of results) {
       console.log(
-        `| ${w.name} | ${SERVERS.map(([s]) => cell(by[s])).join(" | ")} | ${ratio(by.rest, by.page)} | ${ratio(by.rest, by.floor)} | ${ratio(by.gql, by.pgl)} | ${ratio(by.gql, by.page)} |`,
+        `| ${w.name} | ${SERVERS.map(([s]) => cell(by[s])).join(" | ")} | ${ratio(by.rest, by.page)} | ${ratio(by.rest, by.floor)} | ${ratio(by.gql, by.pgl)} | ${ratio(by.gqlp, by.pgl)} | ${ratio(by.gqlws, by.pgl)} | ${ratio(by.gqlp, by.gql)} | ${ratio(by.gqlws, by.gql)} | ${ratio(by.gql, by.page)} |`,
       );
     }
     console.log(
