@@ -17,7 +17,8 @@ export default async function setup(): Promise<Teardown | undefined> {
   if (process.env.TEST_PGBOUNCER !== "1" || !process.env.TEST_DATABASE_URL) return stopPostgres;
   let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
   try {
-    // Server connections per test database: a test's service pool (10) and its own queries.
+    // PgBouncer's server connections per test database: fewer than a service's pool of 10 clients,
+    // as a deployment behind it has.
     bouncer = await startPgBouncer(process.env.TEST_DATABASE_URL, { poolMode: "transaction", poolSize: 8 });
   } catch (err) {
     await stopPostgres?.();
