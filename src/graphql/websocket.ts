@@ -202,8 +202,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const { limits } = deps;
   const getEnveloped = envelopChain(deps.chain);
   type Run = ReturnType<typeof getEnveloped>;
-  /** Per operation's context: its chain, and its field set (what its results depend on besides the event). */
-  const runs = new WeakMap<object, { run: Run; fieldSet: string }>();
+  const runs = new WeakMap<object, Run>();
   const idOf = objectIds();
   /** Per event (the subscription field's value), its results' JSON per field set. */
   const serialised = new WeakMap<object, Map<string, string>>();
@@ -355,10 +354,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         if (!getOperationAST(document, payload.operationName ?? undefined)) return [noOperationToRun()];
         const errors = run.validate(schema, document);
         if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
-        runs.set(contextValue, {
-          run,
-          fieldSet: `${idOf(schema)}:${idOf(document)}:${payload.operationName ?? ""}:${JSON.stringify(payload.variables ?? null)}`,
-        });
+        runs.set(contextValue, run);
         return {
           schema,
           document,
@@ -367,11 +363,12 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           contextValue,
         } satisfies ExecutionArgs;
       },
-      execute: (args) => runs.get(args.contextValue as object)!.run.execute(args) as never,
-      subscribe: (args) => runs.get(args.contextValue as object)!.run.subscribe(args) as never,
+      execute: (args) => runs.get(args.contextValue as object)!.execute(args) as never,
+      subscribe: (args) => runs.get(args.contextValue as object)!.subscribe(args) as never,
       onOperation(ctx, id, _payload, args, result) {
         if (!isAsyncIterable(result)) return;
-        const fieldSet = runs.get(args.contextValue as object)!.fieldSet;
+        // What a subscription's results depend on besides the event.
+        const fieldSet = `${idOf(args.schema)}:${idOf(args.document)}:${args.operationName ?? ""}:${JSON.stringify(args.variableValues ?? null)}`;
         return sendingShared(result, ctx.extra.socket, id, args.contextValue as ChainContext, fieldSet);
       },
       onNext(ctx, _id, _payload, _args, result) {
