@@ -405,9 +405,12 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
     limits.keepAliveMs > 0 ? limits.keepAliveMs : Number.POSITIVE_INFINITY,
   );
 
+  /** Whether the socket holds more unsent bytes than WS_MAX_BUFFERED_BYTES. */
+  const overBound = (socket: WebSocket) => socket.bufferedAmount > limits.maxBufferedBytes;
+
   /** Whether the socket has more unsent than it may: it is closed (1013), the result not sent. */
   function tooSlow(socket: WebSocket): boolean {
-    if (socket.bufferedAmount <= limits.maxBufferedBytes) return false;
+    if (!overBound(socket)) return false;
     if (socket.readyState === socket.OPEN) dropped++;
     socket.close(WS_CLOSE.tooSlow, "The client does not read its results fast enough.");
     return true;
@@ -450,7 +453,8 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
       async next() {
         for (;;) {
           const step = await source.next();
-          if (step.done || socket.bufferedAmount > limits.maxBufferedBytes) return step;
+          // Over the bound, graphql-ws's onNext refuses it (tooSlow): one place closes the socket.
+          if (step.done || overBound(socket)) return step;
           const json = sharedJson(step.value, context, fieldSet);
           if (json === null) return step;
           await send(socket, `${head}${json}}`);
