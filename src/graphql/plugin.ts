@@ -10,7 +10,7 @@ import { LRUCache } from "lru-cache";
 import type { YogaServerInstance } from "graphql-yoga";
 import { bearerToken } from "../auth/request-input.ts";
 import { clientAborted, closeIfUnread, errorHandler, mapError } from "../http/error-handler.ts";
-import { httpLaneClient } from "../http/heavy-requests.ts";
+import { httpLaneClient, type LaneClient } from "../http/heavy-requests.ts";
 import { callerOf } from "../http/protected.ts";
 import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
@@ -50,6 +50,39 @@ interface ServerContext {
   req: FastifyRequest;
   reply: FastifyReply;
   caller: Caller;
+}
+
+/**
+ * A GraphQL operation's context over HTTP. What only some operations read (the lane client of a
+ * heavy one, the token's expiry for a subscription) are getters of the class, made once: a getter
+ * in an object literal gives each request its own accessor pair, which V8 allocates in the old
+ * generation; its closures then held the request and its reply through every young collection
+ * until the next full one, and each GraphQL request's objects were promoted (docs/decisions.md,
+ * "Per-request objects have no accessors of their own").
+ */
+class HttpOperationContext implements ServerContext, ChainContext {
+  readonly readContexts: ChainContext["readContexts"] = new Map();
+  readonly pageLoaders: ChainContext["pageLoaders"] = new Map();
+  resolverState: ChainContext["resolverState"] = undefined;
+  currentEvent: ChainContext["currentEvent"] = undefined;
+
+  constructor(
+    readonly req: FastifyRequest,
+    readonly reply: FastifyReply,
+    readonly caller: Caller,
+    readonly services: ChainContext["services"],
+    readonly writeBudget: ChainContext["writeBudget"],
+  ) {}
+
+  /** Asked for by a heavy operation only. */
+  get laneClient(): LaneClient {
+    return httpLaneClient(this.reply.raw);
+  }
+
+  /** Read by subscriptions only: not decoded for every query. */
+  get tokenExpiresAt(): number | null {
+    return tokenExpiry(tokenOf(this.req));
+  }
 }
 
 /** The verified bearer token of the request, or null. */
@@ -213,23 +246,13 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
           return sendGraphiQLPage(request, reply, await graphiql());
         }
         const caller = callerOf(request);
-        const context: ServerContext & ChainContext = {
-          req: request,
+        const context = new HttpOperationContext(
+          request,
           reply,
-          // Asked for by a heavy operation only.
-          get laneClient() {
-            return httpLaneClient(reply.raw);
-          },
           caller,
-          // Read by subscriptions only: not decoded for every query.
-          get tokenExpiresAt() {
-            return tokenExpiry(tokenOf(request));
-          },
-          services: servicesOf(caller.principal.tenantId),
-          readContexts: new Map(),
-          pageLoaders: new Map(),
-          writeBudget: requestBudget(services.config),
-        };
+          servicesOf(caller.principal.tenantId),
+          requestBudget(services.config),
+        );
         const answer = await plainPost(request, schemas.forCaller(caller.principal), context);
         if (answer) {
           // The body returned, not the reply (docs/decisions.md, "Handlers return their body").

@@ -34,6 +34,24 @@ export interface LaneClient {
 
 const httpClients = new WeakMap<ServerResponse, LaneClient>();
 
+/** An HTTP request's lane client; its getter is the class's (no accessor pair per request). */
+class HttpLaneClient implements LaneClient {
+  #gone: AbortSignal | null = null;
+
+  constructor(private readonly response: ServerResponse) {}
+
+  get gone(): AbortSignal {
+    if (!this.#gone) {
+      const controller = new AbortController();
+      this.response.once("close", () =>
+        controller.abort(new Error("the client closed the connection while waiting")),
+      );
+      this.#gone = controller.signal;
+    }
+    return this.#gone;
+  }
+}
+
 /**
  * The lane client of an HTTP request, one per response: `gone` is made when first asked for (a
  * request that never waits makes none) and aborted when the response closes (the client went
@@ -42,19 +60,7 @@ const httpClients = new WeakMap<ServerResponse, LaneClient>();
 export function httpLaneClient(response: ServerResponse): LaneClient {
   let client = httpClients.get(response);
   if (!client) {
-    let gone: AbortSignal | null = null;
-    client = {
-      get gone() {
-        if (!gone) {
-          const controller = new AbortController();
-          response.once("close", () =>
-            controller.abort(new Error("the client closed the connection while waiting")),
-          );
-          gone = controller.signal;
-        }
-        return gone;
-      },
-    };
+    client = new HttpLaneClient(response);
     httpClients.set(response, client);
   }
   return client;
