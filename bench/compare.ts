@@ -19,7 +19,8 @@
 // each server's median round shown). Prints Markdown tables with the machine's CPU steal, load
 // average, the CPU time per request of each server and of PostgreSQL, and each server's peak RSS.
 // BENCH_ROLE=write runs Dimensio as the write backend (no relay or subscribers in its process);
-// BENCH_NODE_OPTIONS passes V8 flags to it, BENCH_ENV (K=V,K=V) settings; BENCH_WORKLOADS=W2,W4 runs only those;
+// BENCH_NODE_OPTIONS passes V8 flags to it, BENCH_NODE_ARGS flags placed after npm start's own (to
+// override them, e.g. --max-semi-space-size=16), BENCH_ENV (K=V,K=V) settings; BENCH_WORKLOADS=W2,W4 runs only those;
 // BENCH_GC=1 runs it with --trace-gc and prints its collections per request after each measurement;
 // BENCH_CPU_PROF=dir has it write a CPU profile into dir when it stops (bench/rest-alloc counts
 // what a request allocates); BENCH_SERVERS=gql,page
@@ -200,6 +201,8 @@ async function startDimensio(url: string): Promise<{ base: string; running: Runn
     // BENCH_GC=1: V8 traces its collections, summed per measurement (gcSummary); BENCH_CPU_PROF=dir:
     // the process writes a CPU profile there when it stops (bench/summarise-profile.mjs reads it).
     [
+      // BENCH_NODE_ARGS: V8 flags after npm start's own (which NODE_OPTIONS cannot override).
+      ...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(" ") : []),
       ...(process.env.BENCH_GC ? ["--trace-gc"] : []),
       ...(process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
     ],

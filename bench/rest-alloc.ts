@@ -9,6 +9,8 @@
 //   BENCH_METHOD=POST BENCH_URL=/graphql BENCH_BODY=w4 …   (W4 over GraphQL; BENCH_BODY=w4 alone:
 //   the GraphQL mutation bench/compare sends). A create's event side (relay, subscribers) runs in
 //   the same process and is counted with it: sampling stops once every event was published.
+//   BENCH_DETAIL=@envelop/core: that package's bytes by function and line; BENCH_SURVIVORS=1: only
+//   what outlived a young collection (what a request keeps alive, or leaves promoted).
 import { Session } from "node:inspector/promises";
 import { eventPartsOf, startEventRuntime } from "../src/events/runtime.ts";
 import { bearer, loginAs } from "../test/helpers/auth.ts";
@@ -23,7 +25,7 @@ const BODY =
   process.env.BENCH_BODY === "w4" ? JSON.stringify({ query: BENCH_CREATE_MUTATION }) : process.env.BENCH_BODY;
 
 interface SampleNode {
-  callFrame: { url: string; functionName: string };
+  callFrame: { url: string; functionName: string; lineNumber: number };
   selfSize: number;
   children: SampleNode[];
 }
@@ -31,6 +33,9 @@ interface SampleNode {
 function ownerOf(node: SampleNode, inherited: string): string {
   const { url, functionName } = node.callFrame;
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  // BENCH_DETAIL=pkg: that package's allocations by function and line.
+  if (pkg && pkg[1] === process.env.BENCH_DETAIL)
+    return `${pkg[1]} ${functionName} ${url.split("/").pop()}:${node.callFrame.lineNumber}`;
   if (pkg) return pkg[1]!;
   if (url.includes("/src/")) return `src/${url.split("/src/")[1]} ${functionName}`;
   return inherited;
@@ -59,7 +64,8 @@ async function main() {
     await session.post("HeapProfiler.startSampling", {
       samplingInterval: 512,
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
+      // BENCH_SURVIVORS=1: only what outlived a young collection (promoted, or live at the end).
+      includeObjectsCollectedByMinorGC: !process.env.BENCH_SURVIVORS,
     });
     for (let i = 0; i < REQUESTS; i++) await get();
     if (METHOD === "POST") await allEventsPublished(bench.services.db, 10_000);
