@@ -18,6 +18,7 @@ import { envelop, type Plugin, useEngine, useMaskedErrors } from "@envelop/core"
 import { normalizedExecutor } from "@graphql-tools/executor";
 import {
   type DocumentNode,
+  type ExecutionArgs,
   type ExecutionResult,
   type GraphQLSchema,
   GraphQLError,
@@ -91,19 +92,95 @@ function operationOf(document: DocumentNode, operationName: string | null | unde
  * answers as yoga gives.
  */
 export function envelopChain<C extends object>(chain: Plugin<C>[]) {
-  return envelop({
-    plugins: [
-      useEngine({
-        parse,
-        validate,
-        execute: normalizedExecutor,
-        subscribe: normalizedExecutor,
-        specifiedRules,
-      }),
-      ...chain,
-    ],
-  });
+  return envelop({ plugins: [useEngine(ENGINE), ...chain] });
 }
+
+/** graphql-js's parser and validation, @graphql-tools/executor's interpreter: yoga's engine. */
+const ENGINE = {
+  parse,
+  validate,
+  execute: normalizedExecutor,
+  subscribe: normalizedExecutor,
+  specifiedRules,
+};
+
+/**
+ * The chain's execute phase for a query or a mutation (one result, not a stream), as envelop's
+ * orchestrator runs it: each plugin's onExecute in order (awaited when it returns a promise; one
+ * that sets a result stops the rest and the execution), then the execute function the hooks left
+ * (`setExecuteFn`), then each returned onExecuteDone in order, which may replace the result. The
+ * same plugin objects, not a copy of their rules; what it saves is envelop's promise helpers, a
+ * callback, a fake promise and a closure per hook and request: about 10 % of a small query's CPU
+ * (docs/benchmarks.md, "GraphQL without graphql-jit"). Subscriptions, and every request yoga
+ * carries, still run through envelop; the equivalence test (test/graphql/plain-post.test.ts)
+ * compares the two byte for byte. Hooks this runner does not run are refused when it is made.
+ */
+export function chainExecute<C extends object>(
+  chain: Plugin<C>[],
+  execute: ExecuteFn = ENGINE.execute as ExecuteFn,
+) {
+  for (const plugin of chain) {
+    const unsupported = Object.keys(plugin).filter((hook) => !RUNNABLE_HOOKS.has(hook));
+    if (unsupported.length) throw new Error(`chainExecute does not run the hooks ${unsupported.join(", ")}`);
+  }
+  const hooks = chain.flatMap((plugin) => (plugin.onExecute ? [plugin.onExecute] : []));
+  type Hook = (typeof hooks)[number];
+  type Payload = Parameters<Hook>[0];
+  type Done = NonNullable<Extract<Awaited<ReturnType<Hook>>, object>["onExecuteDone"]>;
+  return async (args: ExecutionArgs): Promise<ExecutionResult> => {
+    let executeFn = execute as Payload["executeFn"];
+    let result: ExecutionResult | undefined;
+    let stopped = false;
+    let done: Done[] | null = null;
+    const context = (args.contextValue ?? {}) as C;
+    const setExecuteFn: Payload["setExecuteFn"] = (fn) => {
+      executeFn = fn;
+    };
+    const setResultAndStopExecution: Payload["setResultAndStopExecution"] = (stop) => {
+      result = stop as ExecutionResult;
+      stopped = true;
+    };
+    const extendContext: Payload["extendContext"] = (extension) => {
+      Object.assign(context, extension);
+    };
+    for (const hook of hooks) {
+      // A payload per hook, as envelop's: each sees the execute function the hooks before it left.
+      // Data properties only (a getter in a literal would be an accessor pair per request, kept in
+      // the old generation: docs/decisions.md, "Per-request objects have no accessors of their own").
+      let after = hook({
+        args: args as Payload["args"],
+        context,
+        executeFn,
+        setExecuteFn,
+        setResultAndStopExecution,
+        extendContext,
+      });
+      if (after instanceof Promise) after = await after;
+      if (after && typeof after === "object" && after.onExecuteDone) {
+        done ??= [];
+        done.push(after.onExecuteDone);
+      }
+      if (stopped) break;
+    }
+    if (!stopped) result = (await executeFn({ ...args, contextValue: context } as never)) as ExecutionResult;
+    if (!done) return result!;
+    const donePayload = {
+      args: args as Payload["args"],
+      result: result!,
+      setResult(replaced: ExecutionResult) {
+        donePayload.result = replaced;
+      },
+    };
+    for (const onDone of done) {
+      const next = onDone(donePayload as never);
+      if (next instanceof Promise) await next;
+    }
+    return donePayload.result;
+  };
+}
+
+/** The hooks whose phases chainExecute's callers run elsewhere (parse, validate, subscribe) or itself. */
+const RUNNABLE_HOOKS = new Set(["onParse", "onValidate", "onSubscribe", "onExecute", "onPluginInit"]);
 
 export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
   const { limits } = deps;

@@ -11,7 +11,7 @@
 import type { Plugin } from "@envelop/core";
 import type { FastifyRequest } from "fastify";
 import { type DocumentNode, type ExecutionResult, type GraphQLSchema, getOperationAST } from "graphql";
-import { envelopChain } from "./chain.ts";
+import { chainExecute, envelopChain } from "./chain.ts";
 import type { PersistedOperations, TenantScoped } from "./persisted.ts";
 
 type MediaType = "application/json" | "application/graphql-response+json";
@@ -115,6 +115,8 @@ export type PlainPost = (
  */
 export function createPlainPost(chain: Plugin[], persisted: PersistedOperations): PlainPost {
   const getEnveloped = envelopChain(chain);
+  // Parsed and validated through envelop; executed by the chain's own runner of its execute hooks.
+  const execute = chainExecute(chain);
   return async (request, schema, contextValue) => {
     const plain = plainRequest(request);
     if (!plain) return null;
@@ -131,13 +133,13 @@ export function createPlainPost(chain: Plugin[], persisted: PersistedOperations)
     if (run.validate(schema, document).length) return null;
     const operation = getOperationAST(document, plain.operationName);
     if (!operation || operation.operation === "subscription") return null;
-    const result = (await run.execute({
+    const result = await execute({
       schema,
       document,
       contextValue,
       variableValues: plain.variables,
       operationName: plain.operationName,
-    })) as ExecutionResult;
+    });
     return { ...replyOf(result, plain.mediaType), operation: operation.operation };
   };
 }

@@ -46,7 +46,7 @@ import { type WebSocket, WebSocketServer } from "ws";
 import { AuthenticationError, RateLimitError } from "../errors.ts";
 import type { LaneClient } from "../http/heavy-requests.ts";
 import type { Caller } from "../types.ts";
-import { type ChainContext, envelopChain } from "./chain.ts";
+import { type ChainContext, chainExecute, envelopChain } from "./chain.ts";
 import { asGraphQLError } from "./errors.ts";
 import type { PersistedOperations } from "./persisted.ts";
 
@@ -201,6 +201,8 @@ function socketCounts() {
 export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const { limits } = deps;
   const getEnveloped = envelopChain(deps.chain);
+  // Queries and mutations by the chain's runner of its execute hooks; subscriptions by envelop's.
+  const execute = chainExecute(deps.chain);
   type Run = ReturnType<typeof getEnveloped>;
   const runs = new WeakMap<object, Run>();
   const idOf = objectIds();
@@ -363,7 +365,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           contextValue,
         } satisfies ExecutionArgs;
       },
-      execute: (args) => runs.get(args.contextValue as object)!.execute(args) as never,
+      execute: (args) => execute(args) as never,
       subscribe: (args) => runs.get(args.contextValue as object)!.subscribe(args) as never,
       onOperation(ctx, id, _payload, args, result) {
         if (!isAsyncIterable(result)) return;
