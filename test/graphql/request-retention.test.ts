@@ -7,12 +7,9 @@
 // every few hundred milliseconds under load (docs/decisions.md, "Per-request objects have no
 // accessors of their own"). Measured on the service as `npm start` runs it, from V8's own trace of
 // its young collections (bytes promoted), under GraphQL and REST requests over HTTP.
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { UNLIMITED_ENV } from "../helpers/auth.ts";
-import { freePort, type Running, spawnStart, waitReady } from "../helpers/process.ts";
+import { loginOverHttp, UNLIMITED_ENV } from "../helpers/auth.ts";
+import { type DemoService, type Running, startDemoService } from "../helpers/process.ts";
 
 const REQUESTS = 3000;
 const CONCURRENCY = 8;
@@ -30,30 +27,18 @@ function promotedBytes(trace: string): { collections: number; promoted: number }
 }
 
 describe("GraphQL request retention", () => {
-  let dir: string;
+  let service: DemoService;
   let base: string;
   let running: Running;
   let token: string;
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(tmpdir(), "dimensio-retention-"));
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    running = spawnStart({ DATA_DIR: path.join(dir, "data"), PORT: String(port), ...UNLIMITED_ENV }, [
-      "--trace-gc-nvp",
-    ]);
-    await waitReady(base, running);
-    const login = await fetch(`${base}/auth/login`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ username: "olga", password: "olga-demo-1" }),
-    });
-    token = ((await login.json()) as { data: { access_token: string } }).data.access_token;
+    service = await startDemoService(UNLIMITED_ENV, ["--trace-gc-nvp"]);
+    ({ base, running } = service);
+    token = await loginOverHttp(base, "olga", "olga-demo-1");
   });
   afterAll(async () => {
-    running?.child.kill("SIGTERM");
-    await running?.exited;
-    await rm(dir, { recursive: true, force: true });
+    await service?.stop();
   });
 
   /** Promoted bytes per request over REQUESTS requests of `send`, CONCURRENCY at a time. */

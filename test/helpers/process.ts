@@ -1,6 +1,8 @@
 // The service as a child process (node + tsx, as `npm start` runs it), for end-to-end tests.
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { createServer } from "node:net";
 import path from "node:path";
 
@@ -84,4 +86,41 @@ export async function waitReady(base: string, running: Running): Promise<void> {
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`the service did not become ready:\n${running.output()}`);
+}
+
+export interface DemoService {
+  base: string;
+  running: Running;
+  /** Its data directory (the embedded database, media). */
+  dir: string;
+  /** SIGTERM, its exit awaited, its data directory removed. */
+  stop: () => Promise<void>;
+}
+
+/**
+ * `npm start` on the embedded database with its demo data, in a data directory of its own under
+ * the system's temporary directory, on a free port, ready: what a newcomer runs. `env` may be
+ * made from that directory (files a test reads afterwards, removed with it).
+ */
+export async function startDemoService(
+  env: Record<string, string> | ((dir: string) => Record<string, string>) = {},
+  nodeArgs: string[] = [],
+): Promise<DemoService> {
+  const dir = await mkdtemp(path.join(tmpdir(), "dimensio-demo-"));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const settings = typeof env === "function" ? env(dir) : env;
+  const running = spawnStart({ DATA_DIR: path.join(dir, "data"), PORT: String(port), ...settings }, nodeArgs);
+  const stop = async () => {
+    running.child.kill("SIGTERM");
+    await running.exited;
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitReady(base, running);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { base, running, dir, stop };
 }
