@@ -121,7 +121,10 @@ export function chainExecute<C extends object>(
 ) {
   for (const plugin of chain) {
     const unsupported = Object.keys(plugin).filter((hook) => !RUNNABLE_HOOKS.has(hook));
-    if (unsupported.length) throw new Error(`chainExecute does not run the hooks ${unsupported.join(", ")}`);
+    if (unsupported.length)
+      throw new Error(
+        `chainExecute does not run the hooks ${unsupported.join(", ")}: run them in chainExecute (with a case in test/graphql/chain-execute.test.ts), or keep the plugin out of the chain`,
+      );
   }
   const hooks = chain.flatMap((plugin) => (plugin.onExecute ? [plugin.onExecute] : []));
   type Hook = (typeof hooks)[number];
