@@ -204,6 +204,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   // Queries and mutations by the chain's runner of its execute hooks; subscriptions by envelop's.
   const execute = chainExecute(deps.chain);
   type Run = ReturnType<typeof getEnveloped>;
+  /** Per subscription's context, the envelop run that subscribes it. */
   const runs = new WeakMap<object, Run>();
   const idOf = objectIds();
   /** Per event (the subscription field's value), its results' JSON per field set. */
@@ -353,10 +354,12 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           return [asSent(asGraphQLError(err), "GRAPHQL_PARSE_FAILED")];
         }
         // As yoga over HTTP, once parsed: a document without the operation to run is refused.
-        if (!getOperationAST(document, payload.operationName ?? undefined)) return [noOperationToRun()];
+        const operation = getOperationAST(document, payload.operationName ?? undefined);
+        if (!operation) return [noOperationToRun()];
         const errors = run.validate(schema, document);
         if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
-        runs.set(contextValue, run);
+        // Kept for a subscription only: queries and mutations run by chainExecute.
+        if (operation.operation === "subscription") runs.set(contextValue, run);
         return {
           schema,
           document,

@@ -30,20 +30,33 @@ function oneParam(request: FastifyRequest, name: string): string | undefined {
   return v;
 }
 
+/**
+ * A webhook request's dependencies on its tenant's database. Prisma is read on use (made when the
+ * first webhook request needs it) by the class's getter: a getter in an object literal would be an
+ * accessor pair per request (docs/decisions.md, "Per-request objects have no accessors of their own").
+ */
+class TenantWebhookDeps implements WebhookDeps {
+  constructor(
+    private readonly tenant: { readonly prisma: WebhookDeps["prisma"] },
+    readonly metadata: WebhookDeps["metadata"],
+    readonly allowPrivate: boolean,
+    readonly maxPerTenant: number,
+  ) {}
+
+  get prisma(): WebhookDeps["prisma"] {
+    return this.tenant.prisma;
+  }
+}
+
 export const webhookRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
   // Registrations and deliveries live in the tenant's database (decisions.md §18).
-  const depsOf = (request: FastifyRequest): WebhookDeps => {
-    const tenant = servicesOf(services, request);
-    return {
-      // Read on use: Prisma is made when the first webhook request needs it.
-      get prisma() {
-        return tenant.prisma;
-      },
-      metadata: services.metadata,
-      allowPrivate: services.config.webhookAllowPrivate,
-      maxPerTenant: services.config.webhookMaxPerTenant,
-    };
-  };
+  const depsOf = (request: FastifyRequest): WebhookDeps =>
+    new TenantWebhookDeps(
+      servicesOf(services, request),
+      services.metadata,
+      services.config.webhookAllowPrivate,
+      services.config.webhookMaxPerTenant,
+    );
   const admin = (request: FastifyRequest) => authorizeTenantAdmin(callerOf(request).principal);
 
   app.post("/api/v4/webhooks", async (request, reply) => {
