@@ -1,7 +1,7 @@
 // The read query model: what a list, count or detail request asks for, independent of the adapter
 // (REST query string or GraphQL arguments) that built it. Field names are still plain strings here;
 // src/query/plan.ts checks them against the metadata and the caller's rights.
-import type { DimensionDef, FieldDef, Relation } from "../types.ts";
+import type { DimensionDef, FieldDef, PlanMode, Relation } from "../types.ts";
 
 export const FILTER_OPERATORS = [
   "eq",
@@ -298,4 +298,9 @@ export type ListPlan = RecordsPlan | GroupsPlan;
 export interface CompiledQuery {
   readonly text: string;
   readonly params: readonly unknown[];
+  /**
+   * "generic" when the statement's best plan is the same whatever its values (keyedPlan in
+   * src/query/compile.ts): PostgreSQL then plans it once per connection (QueryOptions.plan).
+   */
+  readonly plan?: PlanMode;
 }

@@ -25,7 +25,8 @@ function params(query: string): Record<string, string | string[]> {
 }
 
 function render(title: string, q: CompiledQuery): string {
-  return `-- ${title}\n-- params: ${JSON.stringify(q.params)}\n${q.text}\n`;
+  const plan = q.plan ? `-- plan: ${q.plan}\n` : "";
+  return `-- ${title}\n-- params: ${JSON.stringify(q.params)}\n${plan}${q.text}\n`;
 }
 
 const LIST_CASES: Array<[name: string, dim: string, source: string, query: string]> = [

@@ -5,12 +5,13 @@ import { buildApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
 import { openPostgres } from "../../src/db/database.ts";
 import { createLogger } from "../../src/logger.ts";
-import { emptyListQuery } from "../../src/query/types.ts";
-import { createReadContext, listRecords } from "../../src/resolvers/read/index.ts";
+import { emptyListQuery, emptyRecordQuery } from "../../src/query/types.ts";
+import { createReadContext, getRecord, listRecords } from "../../src/resolvers/read/index.ts";
 import { openServices, type Services } from "../../src/services.ts";
 import type { RequestContext } from "../../src/types.ts";
 import { bearer, loginAs } from "../helpers/auth.ts";
 import { BACKENDS, createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../helpers/env.ts";
+import { planCacheMode, preparedPlans } from "../helpers/plans.ts";
 
 const ctx = (tenantId: string): RequestContext => ({
   principal: {
@@ -63,10 +64,14 @@ if (TEST_DATABASE_URL) {
       const one = openPostgres(url, { max: 1 });
       try {
         const rc = createReadContext({ db: one, metadata: seeded.metadata }, ctx("acme"));
-        const first = await listRecords(rc, "CUST", emptyListQuery());
-        const again = await listRecords(rc, "CUST", emptyListQuery());
+        const inMilan = emptyListQuery({
+          filter: { kind: "condition", field: "CITY_ID", op: "eq", value: "MI", origin: "test" },
+          withTotal: false,
+        });
+        const first = await listRecords(rc, "CUST", inMilan);
+        const again = await listRecords(rc, "CUST", inMilan);
         expect(again.data).toEqual(first.data);
-        expect(first.data.length).toBe(4);
+        expect(first.data.map((c) => c.CITY_ID)).toEqual(["MI", "MI"]);
         const prepared = await one.query<{ name: string; statement: string }>(
           "SELECT name, statement FROM pg_prepared_statements",
         );
@@ -74,14 +79,55 @@ if (TEST_DATABASE_URL) {
         expect(prepared.rows.length).toBeGreaterThan(0);
         for (const p of prepared.rows) expect(p.name.startsWith(`d${version}_`)).toBe(true);
         expect(prepared.rows.some((p) => p.statement.includes('"TB_ANAG_CUST00"'))).toBe(true);
-        // Each execution is planned with its parameters: no generic plan shared by every tenant.
-        const mode = await one.query<{ plan_cache_mode: string }>("SHOW plan_cache_mode");
-        expect(mode.rows[0]!.plan_cache_mode).toBe("force_custom_plan");
-        const counts = await one.query<{ generic_plans: string; custom_plans: string }>(
-          "SELECT generic_plans, custom_plans FROM pg_prepared_statements",
+        // A filtered page is planned with its values at each execution: no generic plan shared by
+        // every tenant and every value.
+        expect(await planCacheMode(one)).toBe("force_custom_plan");
+        expect(await preparedPlans(one, '%"CITY_ID" = $%')).toEqual({ generic: 0, custom: 2 });
+      } finally {
+        await one.close();
+      }
+    });
+
+    it("a read by id alone (a record, a page in id order, its relations by their id) keeps one generic plan per connection, with the same answers", async () => {
+      const one = openPostgres(url, { max: 1 });
+      try {
+        const custom = createReadContext({ db: seeded.db, metadata: seeded.metadata }, ctx("acme"));
+        const rc = createReadContext({ db: one, metadata: seeded.metadata }, ctx("acme"));
+        const sales = { ...ctx("acme"), source: "sales-1" };
+        const orders = createReadContext({ db: one, metadata: seeded.metadata }, sales);
+        const byId = () => getRecord(rc, "CUST", "1", emptyRecordQuery());
+        const latest = emptyListQuery({
+          sort: [{ field: "ORD_ID", direction: "desc" }],
+          expand: ["CUST"],
+          withTotal: false,
+        });
+        const page = () => listRecords(orders, "ORD", latest);
+        const [record, list] = [await byId(), await page()];
+        for (let i = 0; i < 2; i++) {
+          expect((await byId()).data).toEqual(record.data);
+          expect((await page()).data).toEqual(list.data);
+        }
+        expect(record.data.CUST_ID).toBe(1);
+        expect(list.data.length).toBeGreaterThan(0);
+        expect(list.data.every((o) => (o.CUST as { CUST_ID: unknown }).CUST_ID === o.CUST_ID)).toBe(true);
+        // The same answers as statements planned with their values (another pool: custom plans).
+        expect((await getRecord(custom, "CUST", "1", emptyRecordQuery())).data).toEqual(record.data);
+        const customSales = createReadContext({ db: seeded.db, metadata: seeded.metadata }, sales);
+        expect((await listRecords(customSales, "ORD", latest)).data).toEqual(list.data);
+        expect(
+          await preparedPlans(one, '%"TB_ANAG_CUST00"%WHERE t."TENANT_ID" = $1 AND t."CUST_ID" = $2%'),
+        ).toEqual({
+          generic: 3,
+          custom: 0,
+        });
+        expect(await preparedPlans(one, "%LEFT JOIN LATERAL%")).toEqual({ generic: 3, custom: 0 });
+        // The session is back to custom plans for whatever does not ask (src/db/connection.ts).
+        await listRecords(
+          rc,
+          "CUST",
+          emptyListQuery({ sort: [{ field: "NAME", direction: "asc" }], withTotal: false }),
         );
-        expect(counts.rows.every((r) => Number(r.generic_plans) === 0)).toBe(true);
-        expect(counts.rows.some((r) => Number(r.custom_plans) >= 2)).toBe(true);
+        expect(await preparedPlans(one, '%ORDER BY t."NAME" ASC%')).toEqual({ generic: 0, custom: 1 });
       } finally {
         await one.close();
       }
