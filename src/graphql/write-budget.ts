@@ -97,8 +97,38 @@ function stringBytes(value: unknown, depth = 0): number {
 }
 
 /**
+ * The planned writes of mutations that declare no variables, per document, schema, metadata
+ * version and operation name (weakly: they go with the document, the schema or the model): what
+ * such a mutation writes is in its text, so a document sent again is not coerced again.
+ */
+const withoutVariables = new WeakMap<
+  DocumentNode,
+  WeakMap<GraphQLSchema, WeakMap<MetadataModel, Map<string, PlannedWrites | null>>>
+>();
+
+function keptFor(document: DocumentNode, schema: GraphQLSchema, model: MetadataModel) {
+  let bySchema = withoutVariables.get(document);
+  if (!bySchema) {
+    bySchema = new WeakMap();
+    withoutVariables.set(document, bySchema);
+  }
+  let byModel = bySchema.get(schema);
+  if (!byModel) {
+    byModel = new WeakMap();
+    bySchema.set(schema, byModel);
+  }
+  let byName = byModel.get(model);
+  if (!byName) {
+    byName = new Map();
+    byModel.set(model, byName);
+  }
+  return byName;
+}
+
+/**
  * The writes `document`'s mutation would make; null when it is no mutation or its variables do not
- * coerce (graphql-js then refuses it before anything runs).
+ * coerce (graphql-js then refuses it before anything runs). A mutation without variables is
+ * worked out once per document, schema and metadata version (frozen, then kept).
  */
 export function plannedWrites(
   schema: GraphQLSchema,
@@ -110,6 +140,27 @@ export function plannedWrites(
   const operation = getOperationAST(document, operationName ?? undefined);
   const mutationType = schema.getMutationType();
   if (operation?.operation !== "mutation" || !mutationType) return null;
+  if (operation.variableDefinitions?.length)
+    return writesOf(schema, model, document, operation, rawVariables);
+  const kept = keptFor(document, schema, model);
+  const name = operationName ?? "";
+  let planned = kept.get(name);
+  if (planned === undefined) {
+    const made = writesOf(schema, model, document, operation, undefined);
+    planned = made && Object.freeze(made);
+    kept.set(name, planned);
+  }
+  return planned;
+}
+
+function writesOf(
+  schema: GraphQLSchema,
+  model: MetadataModel,
+  document: DocumentNode,
+  operation: OperationDefinitionNode,
+  rawVariables: Variables | null | undefined,
+): PlannedWrites | null {
+  const mutationType = schema.getMutationType()!;
   const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], rawVariables ?? {}, {
     maxErrors: 1,
   });
