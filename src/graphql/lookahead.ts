@@ -1,12 +1,15 @@
 // Look-ahead: what a field's selection set asks for, walked once from the field's resolver. Named
 // and inline fragments are followed, @skip/@include applied, fields merged by response key (as
 // graphql-js executes them: an alias is a field of its own, the same key twice is one field), and
-// every field's arguments coerced (variables and defaults applied) against the schema.
+// every field's arguments coerced (variables and defaults applied) against the schema. An operation
+// that declares no variables selects what its text says: its look-aheads are walked once per field
+// and kept (frozen), since planned execution hands every request of a document the same field nodes.
 import {
   type FieldNode,
   type GraphQLField,
   GraphQLIncludeDirective,
   type GraphQLNamedType,
+  type GraphQLOutputType,
   type GraphQLResolveInfo,
   GraphQLSkipDirective,
   getArgumentValues,
@@ -17,6 +20,7 @@ import {
   type SelectionNode,
   type SelectionSetNode,
 } from "graphql";
+import { deepFreeze } from "../deep-freeze.ts";
 
 export interface SelectedField {
   /** The response key: the alias, or the field's name. */
@@ -90,9 +94,38 @@ function selectionsOn(
   return out;
 }
 
-/** What is selected under the field being resolved: one walk of its selection set. */
-export function lookahead(info: GraphQLResolveInfo): SelectedField[] {
-  return selectionsOn(info, getNamedType(info.returnType), info.fieldNodes);
+/**
+ * Look-aheads of operations without variables, by the first of their field nodes (weakly: they go
+ * with the document): the nodes and the return type (its schema's) they were walked for, and what
+ * was selected. A field node is the document's, so its fragments are the same too.
+ */
+const kept = new WeakMap<
+  FieldNode,
+  { nodes: readonly FieldNode[]; returnType: GraphQLOutputType; selected: readonly SelectedField[] }
+>();
+
+function sameNodes(a: readonly FieldNode[], b: readonly FieldNode[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * What is selected under the field being resolved: one walk of its selection set, or, for an
+ * operation that declares no variables, the walk made for the same field nodes and schema before
+ * (frozen: every request of the document shares it).
+ */
+export function lookahead(info: GraphQLResolveInfo): readonly SelectedField[] {
+  if (info.operation.variableDefinitions?.length)
+    return selectionsOn(info, getNamedType(info.returnType), info.fieldNodes);
+  const first = info.fieldNodes[0]!;
+  const entry = kept.get(first);
+  if (entry && entry.returnType === info.returnType && sameNodes(entry.nodes, info.fieldNodes))
+    return entry.selected;
+  const selected = deepFreeze(selectionsOn(info, getNamedType(info.returnType), info.fieldNodes));
+  kept.set(first, { nodes: info.fieldNodes, returnType: info.returnType, selected });
+  return selected;
 }
 
 /** The selections under every field named `name` among `fields` (all its aliases together). */
