@@ -49,6 +49,7 @@ import {
 } from "graphql";
 import { MAX_JSON_DEPTH } from "../json-depth.ts";
 import { DEFAULT_NUM_ROWS, MAX_NUM_ROWS } from "../query/types.ts";
+import { getOrMake } from "../get-or-make.ts";
 
 export interface ComplexityLimits {
   maxDepth: number;
@@ -386,16 +387,8 @@ export type ValueEstimate = (
 export function createValueEstimate(): ValueEstimate {
   const bySchema = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, ReturnType<typeof measureDocument>>>();
   return (schema, document, operationName) => {
-    let byDocument = bySchema.get(schema);
-    if (!byDocument) {
-      byDocument = new WeakMap();
-      bySchema.set(schema, byDocument);
-    }
-    let measured = byDocument.get(document);
-    if (!measured) {
-      measured = measureDocument(schema, document);
-      byDocument.set(document, measured);
-    }
+    const byDocument = getOrMake(bySchema, schema, () => new WeakMap());
+    const measured = getOrMake(byDocument, document, () => measureDocument(schema, document));
     const one = measured.find((m) => !operationName || m.operation.name?.value === operationName);
     return one?.measure.nodes ?? 0;
   };

@@ -44,6 +44,7 @@ import {
   BREAK,
 } from "graphql";
 import { deepFreeze } from "../deep-freeze.ts";
+import { getOrMake } from "../get-or-make.ts";
 
 /** How a field's value is completed into the answer. */
 type Completion =
@@ -374,16 +375,8 @@ export type ExecutedBy = "plan" | "interpreter" | "plan_then_interpreter";
 export function plannedExecution(executed: (by: ExecutedBy) => void = () => {}): PlannedExecution {
   const plans = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, Map<string, OperationPlan | null>>>();
   const planOf = (args: ExecutionArgs): OperationPlan | null => {
-    let bySchema = plans.get(args.schema);
-    if (!bySchema) {
-      bySchema = new WeakMap();
-      plans.set(args.schema, bySchema);
-    }
-    let byName = bySchema.get(args.document);
-    if (!byName) {
-      byName = new Map();
-      bySchema.set(args.document, byName);
-    }
+    const bySchema = getOrMake(plans, args.schema, () => new WeakMap());
+    const byName = getOrMake(bySchema, args.document, () => new Map<string, OperationPlan | null>());
     const name = args.operationName ?? "";
     let plan = byName.get(name);
     if (plan === undefined) {

@@ -26,6 +26,7 @@ import {
   type SelectionSetNode,
 } from "graphql";
 import { PayloadTooLargeError } from "../errors.ts";
+import { getOrMake } from "../get-or-make.ts";
 import { recordsInCreate } from "../resolvers/write/pipeline.ts";
 import type { WriteKind } from "../schema/build.ts";
 import type { MetadataModel } from "../types.ts";
@@ -107,22 +108,9 @@ const withoutVariables = new WeakMap<
 >();
 
 function keptFor(document: DocumentNode, schema: GraphQLSchema, model: MetadataModel) {
-  let bySchema = withoutVariables.get(document);
-  if (!bySchema) {
-    bySchema = new WeakMap();
-    withoutVariables.set(document, bySchema);
-  }
-  let byModel = bySchema.get(schema);
-  if (!byModel) {
-    byModel = new WeakMap();
-    bySchema.set(schema, byModel);
-  }
-  let byName = byModel.get(model);
-  if (!byName) {
-    byName = new Map();
-    byModel.set(model, byName);
-  }
-  return byName;
+  const bySchema = getOrMake(withoutVariables, document, () => new WeakMap());
+  const byModel = getOrMake(bySchema, schema, () => new WeakMap());
+  return getOrMake(byModel, model, () => new Map<string, PlannedWrites | null>());
 }
 
 /**
