@@ -4,7 +4,7 @@
 // nin, not) true, which is what the in-memory evaluation of the property test checks.
 import { ident } from "../db/sql.ts";
 import { TENANT_COLUMN } from "../metadata/data-types.ts";
-import type { FieldDef, PlanMode } from "../types.ts";
+import type { FieldDef } from "../types.ts";
 import type {
   CompiledQuery,
   CountScope,
@@ -278,10 +278,9 @@ function keyedRelation(e: ExpandPlan): boolean {
   return e.direction === "forward" && e.rowScope === null && e.targetKey.code === e.target.idField;
 }
 
-/** The plan mode of a statement of `plan`: "generic" when keyedPlan, else none (custom). */
-function withPlanMode(q: { text: string; params: unknown[] }, generic: boolean): CompiledQuery {
-  const plan: PlanMode | undefined = generic ? "generic" : undefined;
-  return plan ? { text: q.text, params: q.params, plan } : q;
+/** `q` asking for a generic plan when `generic` (keyedPlan, keyedRelation), else as it is (custom). */
+function withPlanMode(q: CompiledQuery, generic: boolean): CompiledQuery {
+  return generic ? { ...q, plan: "generic" } : q;
 }
 
 export function compileRecordsPage(
