@@ -38,7 +38,9 @@ describe("a mutation's planned writes", () => {
       `mutation($d: CUST_create_input!) { CUST_create(source: "anag-1", data: $d) { event_id } }`,
     );
     const short = plannedWrites(schema, model, document, undefined, { d: { NAME: "A", CODE: "C" } });
-    const long = plannedWrites(schema, model, document, undefined, { d: { NAME: "A".repeat(50), CODE: "C" } });
+    const long = plannedWrites(schema, model, document, undefined, {
+      d: { NAME: "A".repeat(50), CODE: "C" },
+    });
     expect(short).toEqual({ records: 1, stringBytes: 2 });
     expect(long).toEqual({ records: 1, stringBytes: 51 });
     // Variables that do not coerce: nothing planned (graphql-js refuses the operation itself).
