@@ -1,9 +1,10 @@
 // Look-ahead: what a field's selection set asks for, walked once from the field's resolver. Named
 // and inline fragments are followed, @skip/@include applied, fields merged by response key (as
 // graphql-js executes them: an alias is a field of its own, the same key twice is one field), and
-// every field's arguments coerced (variables and defaults applied) against the schema. An operation
-// that declares no variables selects what its text says: its look-aheads are walked once per field
-// and kept (frozen), since planned execution hands every request of a document the same field nodes.
+// every field's arguments coerced (variables and defaults applied) against the schema. A selection
+// set whose arguments and directives name no variable selects what its text says: it is walked once
+// per field and schema and kept (frozen), since planned execution hands every request of a document
+// the same field nodes.
 import {
   type FieldNode,
   type GraphQLField,
@@ -19,6 +20,7 @@ import {
   Kind,
   type SelectionNode,
   type SelectionSetNode,
+  type ValueNode,
 } from "graphql";
 import { deepFreeze } from "../deep-freeze.ts";
 
@@ -35,69 +37,87 @@ export interface SelectedField {
   readonly selections: readonly SelectedField[];
 }
 
-type Variables = GraphQLResolveInfo["variableValues"];
+/** One walk: the field's resolve info, and whether what it read named a variable. */
+interface Walk {
+  readonly info: GraphQLResolveInfo;
+  usesVariables: boolean;
+}
+
+function hasVariable(value: ValueNode): boolean {
+  switch (value.kind) {
+    case Kind.VARIABLE:
+      return true;
+    case Kind.LIST:
+      return value.values.some(hasVariable);
+    case Kind.OBJECT:
+      return value.fields.some((f) => hasVariable(f.value));
+    default:
+      return false;
+  }
+}
 
 /** Whether @skip/@include keep a selection. */
-function included(node: SelectionNode, variables: Variables): boolean {
+function included(node: SelectionNode, walk: Walk): boolean {
   if (!node.directives?.length) return true;
+  if (node.directives.some((d) => d.arguments?.some((a) => hasVariable(a.value)))) walk.usesVariables = true;
+  const variables = walk.info.variableValues;
   if (getDirectiveValues(GraphQLSkipDirective, node, variables)?.if === true) return false;
   return getDirectiveValues(GraphQLIncludeDirective, node, variables)?.if !== false;
 }
 
 /** The field nodes of `sets`, grouped by response key (fragments followed). */
 function collect(
-  info: GraphQLResolveInfo,
+  walk: Walk,
   sets: readonly SelectionSetNode[],
   out: Map<string, FieldNode[]> = new Map(),
 ): Map<string, FieldNode[]> {
+  const { info } = walk;
   for (const set of sets) {
     for (const s of set.selections) {
-      if (!included(s, info.variableValues)) continue;
+      if (!included(s, walk)) continue;
       if (s.kind === Kind.FIELD) {
         const key = s.alias?.value ?? s.name.value;
         const list = out.get(key);
         if (list) list.push(s);
         else out.set(key, [s]);
       } else if (s.kind === Kind.INLINE_FRAGMENT) {
-        collect(info, [s.selectionSet], out);
+        collect(walk, [s.selectionSet], out);
       } else {
         const fragment = info.fragments[s.name.value];
-        if (fragment) collect(info, [fragment.selectionSet], out);
+        if (fragment) collect(walk, [fragment.selectionSet], out);
       }
     }
   }
   return out;
 }
 
-function selectionsOn(
-  info: GraphQLResolveInfo,
-  type: GraphQLNamedType,
-  nodes: readonly FieldNode[],
-): SelectedField[] {
+function selectionsOn(walk: Walk, type: GraphQLNamedType, nodes: readonly FieldNode[]): SelectedField[] {
   if (!isObjectType(type)) return [];
   const fields = type.getFields();
   const sets = nodes.flatMap((n) => (n.selectionSet ? [n.selectionSet] : []));
   const out: SelectedField[] = [];
-  for (const [key, group] of collect(info, sets)) {
+  for (const [key, group] of collect(walk, sets)) {
     const first = group[0]!;
     const name = first.name.value;
     const def: GraphQLField<unknown, unknown> | undefined = fields[name];
     if (!def) continue; // __typename and other meta fields
+    const given = first.arguments ?? [];
+    if (given.some((a) => hasVariable(a.value))) walk.usesVariables = true;
     out.push({
       key,
       name,
-      args: first.arguments?.length ? getArgumentValues(def, first, info.variableValues) : {},
-      hasArguments: (first.arguments?.length ?? 0) > 0,
-      selections: selectionsOn(info, getNamedType(def.type), group),
+      args: given.length ? getArgumentValues(def, first, walk.info.variableValues) : {},
+      hasArguments: given.length > 0,
+      selections: selectionsOn(walk, getNamedType(def.type), group),
     });
   }
   return out;
 }
 
 /**
- * Look-aheads of operations without variables, by the first of their field nodes (weakly: they go
- * with the document): the nodes and the return type (its schema's) they were walked for, and what
- * was selected. A field node is the document's, so its fragments are the same too.
+ * Look-aheads that named no variable, by the first of their field nodes (weakly: they go with the
+ * document): the nodes and the return type (its schema's) they were walked for, and what was
+ * selected. A field node is the document's, so its fragments are the same too.
  */
 const kept = new WeakMap<
   FieldNode,
@@ -112,19 +132,19 @@ function sameNodes(a: readonly FieldNode[], b: readonly FieldNode[]): boolean {
 }
 
 /**
- * What is selected under the field being resolved: one walk of its selection set, or, for an
- * operation that declares no variables, the walk made for the same field nodes and schema before
- * (frozen: every request of the document shares it).
+ * What is selected under the field being resolved: one walk of its selection set, or the walk made
+ * for the same field nodes and schema before when that one named no variable in an argument or a
+ * directive (frozen: every request of the document shares it, whatever its variables).
  */
 export function lookahead(info: GraphQLResolveInfo): readonly SelectedField[] {
-  if (info.operation.variableDefinitions?.length)
-    return selectionsOn(info, getNamedType(info.returnType), info.fieldNodes);
   const first = info.fieldNodes[0]!;
   const entry = kept.get(first);
   if (entry && entry.returnType === info.returnType && sameNodes(entry.nodes, info.fieldNodes))
     return entry.selected;
-  const selected = deepFreeze(selectionsOn(info, getNamedType(info.returnType), info.fieldNodes));
-  kept.set(first, { nodes: info.fieldNodes, returnType: info.returnType, selected });
+  const walk: Walk = { info, usesVariables: false };
+  const selected = selectionsOn(walk, getNamedType(info.returnType), info.fieldNodes);
+  if (walk.usesVariables) return selected;
+  kept.set(first, { nodes: info.fieldNodes, returnType: info.returnType, selected: deepFreeze(selected) });
   return selected;
 }
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { lookahead, type SelectedField } from "../../src/graphql/lookahead.ts";
 
 const SDL = `
-  type Query { item: Item }
+  type Query { item(id: Int): Item }
   type Item { a: String, b(x: Int = 1): String, child: Item }
 `;
 
@@ -67,7 +67,15 @@ describe("lookahead", () => {
     expect(onOther).toEqual(first);
   });
 
-  it("is walked for each request of an operation with variables (they may change what is selected)", () => {
+  it("is kept for an operation with variables when the selection set names none of them", () => {
+    // The item's own argument is a variable; what is selected under it names none.
+    const document = parse(`query($id: Int) { item(id: $id) { a b(x: 3) child { a } } }`);
+    const first = selectedUnder(schema, document, { id: 1 });
+    expect(keys(first)).toEqual(["a", "b", { child: ["a"] }]);
+    expect(selectedUnder(schema, document, { id: 2 })).toBe(first);
+  });
+
+  it("is walked for each request when its arguments or directives name variables (they may change what is selected)", () => {
     const document = parse(`query($skip: Boolean!, $x: Int) { item { a @skip(if: $skip) b(x: $x) } }`);
     const skipped = selectedUnder(schema, document, { skip: true, x: 5 });
     const kept = selectedUnder(schema, document, { skip: false, x: 6 });
