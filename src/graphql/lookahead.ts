@@ -20,9 +20,9 @@ import {
   Kind,
   type SelectionNode,
   type SelectionSetNode,
-  type ValueNode,
 } from "graphql";
 import { deepFreeze } from "../deep-freeze.ts";
+import { argumentsNameVariable } from "./names-variable.ts";
 
 export interface SelectedField {
   /** The response key: the alias, or the field's name. */
@@ -43,23 +43,10 @@ interface Walk {
   usesVariables: boolean;
 }
 
-function hasVariable(value: ValueNode): boolean {
-  switch (value.kind) {
-    case Kind.VARIABLE:
-      return true;
-    case Kind.LIST:
-      return value.values.some(hasVariable);
-    case Kind.OBJECT:
-      return value.fields.some((f) => hasVariable(f.value));
-    default:
-      return false;
-  }
-}
-
 /** Whether @skip/@include keep a selection. */
 function included(node: SelectionNode, walk: Walk): boolean {
   if (!node.directives?.length) return true;
-  if (node.directives.some((d) => d.arguments?.some((a) => hasVariable(a.value)))) walk.usesVariables = true;
+  if (node.directives.some((d) => argumentsNameVariable(d.arguments))) walk.usesVariables = true;
   const variables = walk.info.variableValues;
   if (getDirectiveValues(GraphQLSkipDirective, node, variables)?.if === true) return false;
   return getDirectiveValues(GraphQLIncludeDirective, node, variables)?.if !== false;
@@ -102,7 +89,7 @@ function selectionsOn(walk: Walk, type: GraphQLNamedType, nodes: readonly FieldN
     const def: GraphQLField<unknown, unknown> | undefined = fields[name];
     if (!def) continue; // __typename and other meta fields
     const given = first.arguments ?? [];
-    if (given.some((a) => hasVariable(a.value))) walk.usesVariables = true;
+    if (argumentsNameVariable(given)) walk.usesVariables = true;
     out.push({
       key,
       name,

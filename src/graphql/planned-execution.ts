@@ -40,11 +40,10 @@ import {
   Kind,
   type OperationDefinitionNode,
   type SelectionSetNode,
-  visit,
-  BREAK,
 } from "graphql";
 import { deepFreeze } from "../deep-freeze.ts";
 import { getOrMake } from "../get-or-make.ts";
+import { argumentsNameVariable } from "./names-variable.ts";
 
 /** How a field's value is completed into the answer. */
 type Completion =
@@ -149,15 +148,7 @@ function literalArguments(
   def: GraphQLField<unknown, unknown>,
   node: FieldNode,
 ): Record<string, unknown> | null {
-  let variables = false;
-  for (const argument of node.arguments ?? [])
-    visit(argument, {
-      Variable() {
-        variables = true;
-        return BREAK;
-      },
-    });
-  if (variables) return null;
+  if (argumentsNameVariable(node.arguments)) return null;
   try {
     return deepFreeze(getArgumentValues(def, node, {}));
   } catch {

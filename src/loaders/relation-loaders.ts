@@ -46,7 +46,7 @@ export function createRelationLoaders(
           const { rows } = await db.query<Row>(
             q.text,
             q.params,
-            prepare === undefined ? undefined : q.plan ? { prepare, plan: q.plan } : { prepare },
+            prepare === undefined ? undefined : { prepare, plan: q.plan },
           );
           const byKey = new Map<string, Row[]>();
           for (const row of rows) {

@@ -41,8 +41,7 @@ export function assertDebugAllowed(rc: ReadContext): void {
  * refuse one, src/db/errors.ts maps the failure (a data exception is a 400, never a 500).
  */
 export async function runQuery<R = Record<string, unknown>>(rc: ReadContext, q: CompiledQuery): Promise<R[]> {
-  const opts = q.plan ? { prepare: rc.model.version, plan: q.plan } : { prepare: rc.model.version };
-  return (await rc.db.query<R>(q.text, q.params, opts)).rows;
+  return (await rc.db.query<R>(q.text, q.params, { prepare: rc.model.version, plan: q.plan })).rows;
 }
 
 export type DataRecord = Record<string, unknown>;
