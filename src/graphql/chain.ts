@@ -365,10 +365,11 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
     },
   };
 
-  // Queries over a plan made once per document (src/graphql/planned-execution.ts); the rest, and
-  // anything a plan does not answer exactly as graphql-js, by the engine's interpreter.
+  // Queries and mutations over a plan made once per document (src/graphql/planned-execution.ts);
+  // the rest, and anything a plan does not answer exactly as graphql-js, by the engine's
+  // interpreter (a failed mutation over a replay of what its planned run did, never run twice).
   const planned = plannedExecution((by) => deps.metrics.graphqlExecutions.inc({ by }));
-  const planQueries: Plugin<ChainContext> = {
+  const planOperations: Plugin<ChainContext> = {
     onExecute({ executeFn, setExecuteFn }) {
       if (!limits.plannedExecution) {
         deps.metrics.graphqlExecutions.inc({ by: "interpreter" });
@@ -389,6 +390,6 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
     takeTurns,
     useMaskedErrors({ maskError: (error) => deps.maskError(error) }),
     reportCommitted,
-    planQueries,
+    planOperations,
   ];
 }

@@ -8,14 +8,19 @@
 // arguments, same resolve info, in the same order, so loaders batch alike), each leaf serialized by
 // its type. Nothing in the document becomes code: the plan holds the schema's own functions.
 //
-// The plan answers only what it answers exactly as graphql-js would: a query (no mutation: those
-// write, and a mutation has one path) whose selections carry no directive and whose types are
-// object, list, non-null and leaf types, and a run in which nothing fails. Anything else goes to
-// graphql-js: a document outside that subset, at planning; variables that do not coerce, a resolver
-// that throws or rejects, a null where the type forbids it, a value a scalar cannot serialize, at
-// run time (the query is run again by graphql-js from the start, which reads the same rows and
-// answers the error as it always does). The equivalence test (test/graphql/planned-execution.test.ts)
-// runs documents both ways and compares the answers byte for byte.
+// The plan answers only what it answers exactly as graphql-js would: a query or a mutation whose
+// selections carry no directive and whose types are object, list, non-null and leaf types, and a
+// run in which nothing fails. Anything else goes to graphql-js: a document outside that subset, at
+// planning; variables that do not coerce, a resolver that throws or rejects, a null where the type
+// forbids it, a value a scalar cannot serialize, at run time (a query is run again by graphql-js
+// from the start, which reads the same rows and answers the error as it always does). A mutation's
+// root fields run one after the other, as graphql-js runs them, and cannot be run twice (they
+// write): when one fails, graphql-js runs the operation over a replay of what the plan's run did —
+// each root field the plan called answers what its resolver answered then (its value or its error),
+// without writing again, and the rest run for the first time — so that the error, the partial data
+// and the fields after it are graphql-js's own. The equivalence test
+// (test/graphql/planned-execution.test.ts) runs documents both ways and compares the answers byte
+// for byte.
 import {
   type DocumentNode,
   type ExecutionArgs,
@@ -25,11 +30,12 @@ import {
   type GraphQLField,
   type GraphQLFieldResolver,
   type GraphQLLeafType,
-  type GraphQLObjectType,
+  GraphQLObjectType,
   type GraphQLOutputType,
   type GraphQLResolveInfo,
-  type GraphQLSchema,
+  GraphQLSchema,
   defaultFieldResolver,
+  type GraphQLFieldConfigMap,
   getArgumentValues,
   getOperationAST,
   getVariableValues,
@@ -84,6 +90,8 @@ interface OperationPlan {
   operation: OperationDefinitionNode;
   fragments: Record<string, FragmentDefinitionNode>;
   root: SelectionPlan;
+  /** A mutation's: its root fields run one after the other (graphql-js's executeFieldsSerially). */
+  serial: boolean;
 }
 
 /** Thrown inside a planned run for anything graphql-js must answer itself. */
@@ -198,16 +206,30 @@ function selectionPlan(
   return { type, fields };
 }
 
-function operationPlan(schema: GraphQLSchema, document: DocumentNode, operationName?: string | null) {
+function operationPlan(
+  schema: GraphQLSchema,
+  document: DocumentNode,
+  operationName?: string | null,
+): OperationPlan | null {
   const operation = getOperationAST(document, operationName);
-  if (operation?.operation !== "query") return null;
-  const root = schema.getQueryType();
+  if (!operation) return null;
+  const root =
+    operation.operation === "query"
+      ? schema.getQueryType()
+      : operation.operation === "mutation"
+        ? schema.getMutationType()
+        : null;
   if (!root) return null;
   const fragments: Record<string, FragmentDefinitionNode> = Object.create(null);
   for (const definition of document.definitions)
     if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments[definition.name.value] = definition;
   try {
-    return { operation, fragments, root: selectionPlan(root, [operation.selectionSet], fragments) };
+    return {
+      operation,
+      fragments,
+      root: selectionPlan(root, [operation.selectionSet], fragments),
+      serial: operation.operation === "mutation",
+    };
   } catch (err) {
     if (err instanceof NotPlanned) return null;
     throw err;
@@ -352,11 +374,82 @@ function fieldsOf(run: Run, plan: SelectionPlan, source: unknown, path: Path | u
   return pending ? Promise.all(pending).then(() => out) : out;
 }
 
+/** What a root field's resolver answered in a planned run of a mutation. */
+type Outcome = { value: unknown } | { error: unknown };
+
+/** The root value of a mutation's replay: what the planned run's root fields answered, by key. */
+interface Replay {
+  rootValue: unknown;
+  outcomes: Map<string, Outcome>;
+}
+
+/**
+ * A mutation's root fields one after the other, each completed before the next is resolved, as
+ * graphql-js runs them; each resolver's outcome is kept in `outcomes` before its value is
+ * completed, so that a failure can be replayed (`replaySchema`) without writing again.
+ */
+async function rootFieldsInSeries(
+  run: Run,
+  plan: SelectionPlan,
+  outcomes: Map<string, Outcome>,
+): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const field of plan.fields) {
+    if (!field.resolve) {
+      out[field.key] = plan.type.name;
+      continue;
+    }
+    const args =
+      field.literalArgs ??
+      (field.hasArgs ? getArgumentValues(field.def, field.nodes[0]!, run.variables) : NO_ARGS);
+    const at: Path = { prev: undefined, key: field.key, typename: plan.type.name };
+    let value: unknown;
+    try {
+      value = await field.resolve(run.rootValue, args, run.context, resolveInfo(run, field, plan.type, at));
+    } catch (error) {
+      outcomes.set(field.key, { error });
+      throw NOT_PLANNED;
+    }
+    outcomes.set(field.key, { value });
+    out[field.key] = await complete(run, field.completion, value, at);
+  }
+  return out;
+}
+
+/**
+ * The schema a failed planned mutation is replayed on: the same types, and a mutation type whose
+ * root fields answer what the planned run's resolvers answered (the root value is a `Replay`),
+ * and run their own resolver on the original root value where the planned run did not reach them.
+ */
+function replaySchemaOf(schema: GraphQLSchema): GraphQLSchema {
+  const mutation = schema.getMutationType()!;
+  const config = mutation.toConfig();
+  const fields: GraphQLFieldConfigMap<Replay, unknown> = {};
+  for (const [name, field] of Object.entries(config.fields)) {
+    const resolve = field.resolve ?? defaultFieldResolver;
+    fields[name] = {
+      ...field,
+      resolve: (replay, args, context, info) => {
+        const outcome = replay.outcomes.get(info.path.key as string);
+        if (!outcome) return resolve(replay.rootValue, args, context, info);
+        if ("error" in outcome) throw outcome.error;
+        return outcome.value;
+      },
+    };
+  }
+  const schemaConfig = schema.toConfig();
+  return new GraphQLSchema({
+    ...schemaConfig,
+    types: schemaConfig.types.filter((type) => type !== mutation),
+    mutation: new GraphQLObjectType({ ...config, fields }),
+  });
+}
+
 export type ExecuteFn = (args: ExecutionArgs) => unknown;
 
 /**
- * Runs an operation: planned queries here, every other operation and every planned run that meets
- * anything graphql-js must answer by `fallback` (graphql-js's interpreter). Plans are kept per
+ * Runs an operation: planned queries and mutations here, every other operation and every planned
+ * run that meets anything graphql-js must answer by `fallback` (graphql-js's interpreter). Plans are kept per
  * schema and document (weakly: they go with either).
  */
 export type PlannedExecution = (args: ExecutionArgs, fallback: ExecuteFn) => unknown;
@@ -365,6 +458,25 @@ export type ExecutedBy = "plan" | "interpreter" | "plan_then_interpreter";
 
 export function plannedExecution(executed: (by: ExecutedBy) => void = () => {}): PlannedExecution {
   const plans = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, Map<string, OperationPlan | null>>>();
+  const replaySchemas = new WeakMap<GraphQLSchema, GraphQLSchema>();
+
+  /** A mutation: planned, and on a failure replayed by graphql-js over what its run did. */
+  const mutate = (args: ExecutionArgs, run: Run, fallback: ExecuteFn): Promise<unknown> => {
+    const outcomes = new Map<string, Outcome>();
+    return rootFieldsInSeries(run, run.plan.root, outcomes).then(
+      (data) => {
+        executed("plan");
+        return { data } as ExecutionResult;
+      },
+      () => {
+        executed("plan_then_interpreter");
+        if (!outcomes.size) return fallback(args);
+        const replay: Replay = { rootValue: args.rootValue, outcomes };
+        const schema = getOrMake(replaySchemas, args.schema, () => replaySchemaOf(args.schema));
+        return fallback({ ...args, schema, rootValue: replay });
+      },
+    );
+  };
   const planOf = (args: ExecutionArgs): OperationPlan | null => {
     const bySchema = getOrMake(plans, args.schema, () => new WeakMap());
     const byName = getOrMake(bySchema, args.document, () => new Map<string, OperationPlan | null>());
@@ -400,6 +512,7 @@ export function plannedExecution(executed: (by: ExecutedBy) => void = () => {}):
       variables: coerced.coerced,
       signal: (args as { signal?: AbortSignal }).signal,
     };
+    if (plan.serial) return mutate(args, run, fallback);
     let data: unknown;
     try {
       data = fieldsOf(run, plan.root, args.rootValue, undefined);
