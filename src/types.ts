@@ -202,8 +202,9 @@ export interface Config {
     /** The largest body of a GraphQL request (document and variables): 413 beyond, unread. */
     maxBodyBytes: number;
     /**
-     * Queries run over a plan made once per document (src/graphql/planned-execution.ts); false:
-     * every operation by graphql-js's interpreter alone (the answers are the same).
+     * Queries and mutations run over a plan made once per document
+     * (src/graphql/planned-execution.ts); false: every operation by graphql-js's interpreter alone
+     * (the answers are the same).
      */
     plannedExecution: boolean;
     /** Persisted operations (src/graphql/persisted.ts): registrations' bounds, trusted documents. */
