@@ -1,12 +1,13 @@
 // Queries and mutations run over a plan made once per document (issue 35: GraphQL speed without
-// turning a request into code). graphql-js's interpreter works out, for every field of every row, what the
-// document asks there (the field's definition, its type's kind, the sub-selection merged from the
-// field's nodes) and builds a resolve info for it; for a page of 20 rows of 12 fields that is 240
-// times per request. The plan does that work once per (schema, document, operation name) — it is
-// kept with the parsed document, which the document cache bounds — as a tree of plain data; at run
-// time the rows are walked along it: each field's resolver called as graphql-js calls it (same
-// arguments, same resolve info, in the same order, so loaders batch alike), each leaf serialized by
-// its type. Nothing in the document becomes code: the plan holds the schema's own functions.
+// turning a request into code). graphql-js's interpreter works out, for every field of every row,
+// what the document asks there (the field's definition, its type's kind, the sub-selection merged
+// from the field's nodes) and builds a resolve info for it; for a page of 20 rows of 12 fields
+// that is 240 times per request. The plan does that work once per (schema, document, operation
+// name) — it is kept with the parsed document, which the document cache bounds — as a tree of
+// plain data; at run time the rows are walked along it: each field's resolver called as graphql-js
+// calls it (same arguments, same resolve info, in the same order, so loaders batch alike), each
+// leaf serialized by its type. Nothing in the document becomes code: the plan holds the schema's
+// own functions.
 //
 // The plan answers only what it answers exactly as graphql-js would: a query or a mutation whose
 // selections carry no directive and whose types are object, list, non-null and leaf types, and a
@@ -386,7 +387,7 @@ interface Replay {
 /**
  * A mutation's root fields one after the other, each completed before the next is resolved, as
  * graphql-js runs them; each resolver's outcome is kept in `outcomes` before its value is
- * completed, so that a failure can be replayed (`replaySchema`) without writing again.
+ * completed, so that a failure can be replayed (`replaySchemaOf`) without writing again.
  */
 async function rootFieldsInSeries(
   run: Run,
@@ -449,8 +450,8 @@ export type ExecuteFn = (args: ExecutionArgs) => unknown;
 
 /**
  * Runs an operation: planned queries and mutations here, every other operation and every planned
- * run that meets anything graphql-js must answer by `fallback` (graphql-js's interpreter). Plans are kept per
- * schema and document (weakly: they go with either).
+ * run that meets anything graphql-js must answer by `fallback` (graphql-js's interpreter). Plans
+ * are kept per schema and document (weakly: they go with either).
  */
 export type PlannedExecution = (args: ExecutionArgs, fallback: ExecuteFn) => unknown;
 
