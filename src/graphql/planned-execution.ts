@@ -330,6 +330,14 @@ function complete(run: Run, completion: Completion, value: unknown, path: Path):
   }
 }
 
+/** A field's arguments: coerced once at planning when literal, else from this run's variables. */
+function argumentsOf(run: Run, field: FieldPlan): Record<string, unknown> {
+  return (
+    field.literalArgs ??
+    (field.hasArgs ? getArgumentValues(field.def, field.nodes[0]!, run.variables) : NO_ARGS)
+  );
+}
+
 /** A selection on one object (the root value or a row): its fields in the document's order. */
 function fieldsOf(run: Run, plan: SelectionPlan, source: unknown, path: Path | undefined): unknown {
   // A plain object (graphql-js makes them without a prototype): V8 serializes these a third
@@ -342,9 +350,7 @@ function fieldsOf(run: Run, plan: SelectionPlan, source: unknown, path: Path | u
         out[field.key] = plan.type.name;
         continue;
       }
-      const args =
-        field.literalArgs ??
-        (field.hasArgs ? getArgumentValues(field.def, field.nodes[0]!, run.variables) : NO_ARGS);
+      const args = argumentsOf(run, field);
       let value: unknown;
       if (field.needsInfo) {
         const at: Path = { prev: path, key: field.key, typename: plan.type.name };
@@ -400,9 +406,7 @@ async function rootFieldsInSeries(
       out[field.key] = plan.type.name;
       continue;
     }
-    const args =
-      field.literalArgs ??
-      (field.hasArgs ? getArgumentValues(field.def, field.nodes[0]!, run.variables) : NO_ARGS);
+    const args = argumentsOf(run, field);
     const at: Path = { prev: undefined, key: field.key, typename: plan.type.name };
     let value: unknown;
     try {
