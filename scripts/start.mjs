@@ -29,4 +29,9 @@ await build({
 });
 await rename(written, out);
 await stop();
+// Production unless the environment says otherwise, as deploy/Dockerfile sets it (and the
+// service's own settings take an unset NODE_ENV): graphql-js drops its development checks (a
+// cross-realm test on every failed instanceof), graphql-ws keeps internal error messages out of
+// WebSocket close reasons. Set before the bundle loads them: they read it once.
+process.env.NODE_ENV ||= "production";
 if (!process.argv.includes("--build")) await import(pathToFileURL(out).href);

@@ -4,6 +4,7 @@
 import { access, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../helpers/env.ts";
 import {
@@ -12,6 +13,7 @@ import {
   spawnScript,
   spawnStart,
   startCommand,
+  startDemoService,
   waitReady,
 } from "../helpers/process.ts";
 
@@ -128,5 +130,29 @@ describe("the image runs the service as npm start does", () => {
     expect(imageFlags).toEqual(startFlags);
     // docs/decisions.md: request-scoped objects of GraphQL writes were pretenured without it.
     expect(startFlags).toContain("--no-allocation-site-pretenuring");
+  });
+});
+
+describe("npm start's NODE_ENV", () => {
+  const HOOK = fileURLToPath(new URL("../helpers/record-node-env.mjs", import.meta.url));
+
+  async function nodeEnvOf(nodeEnv: string): Promise<string> {
+    const service = await startDemoService(
+      (dir) => ({ NODE_ENV: nodeEnv, RECORD_NODE_ENV: path.join(dir, "node-env.txt") }),
+      ["--import", HOOK],
+    );
+    const file = path.join(service.dir, "node-env.txt");
+    service.running.child.kill("SIGTERM");
+    await service.running.exited;
+    try {
+      return await readFile(file, "utf8");
+    } finally {
+      await service.stop();
+    }
+  }
+
+  it("is production when the environment leaves it unset, as in the image; an explicit one is kept", async () => {
+    expect(await nodeEnvOf("")).toBe("production");
+    expect(await nodeEnvOf("development")).toBe("development");
   });
 });
