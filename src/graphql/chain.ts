@@ -45,7 +45,7 @@ import { guarded, stopSignal } from "./guarded-stream.ts";
 import { type ExecuteFn, plannedExecution } from "./planned-execution.ts";
 import type { GraphQLContext } from "./resolve.ts";
 import type { SubscriptionGuard } from "./subscription-guard.ts";
-import { checkPlannedWrites, plannedWrites, rootFieldKeys } from "./write-budget.ts";
+import { checkPlannedWrites, createPlannedWrites, rootFieldKeys } from "./write-budget.ts";
 
 /** What the chain needs of an operation's context beyond the resolvers' GraphQLContext. */
 export interface ChainContext extends GraphQLContext {
@@ -289,6 +289,8 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
     },
   };
 
+  // A variable-free mutation's writes are worked out once per document (kept by this chain).
+  const plannedWrites = createPlannedWrites();
   const checkWriteBudget: Plugin<ChainContext> = {
     onExecute({ args, setResultAndStopExecution }) {
       const planned = plannedWrites(

@@ -101,16 +101,6 @@ function selectionsOn(walk: Walk, type: GraphQLNamedType, nodes: readonly FieldN
   return out;
 }
 
-/**
- * Look-aheads that named no variable, by the first of their field nodes (weakly: they go with the
- * document): the nodes and the return type (its schema's) they were walked for, and what was
- * selected. A field node is the document's, so its fragments are the same too.
- */
-const kept = new WeakMap<
-  FieldNode,
-  { nodes: readonly FieldNode[]; returnType: GraphQLOutputType; selected: readonly SelectedField[] }
->();
-
 function sameNodes(a: readonly FieldNode[], b: readonly FieldNode[]): boolean {
   if (a === b) return true;
   if (a.length !== b.length) return false;
@@ -118,21 +108,33 @@ function sameNodes(a: readonly FieldNode[], b: readonly FieldNode[]): boolean {
   return true;
 }
 
+/** What is selected under the field being resolved (createLookahead). */
+export type Lookahead = (info: GraphQLResolveInfo) => readonly SelectedField[];
+
 /**
  * What is selected under the field being resolved: one walk of its selection set, or the walk made
  * for the same field nodes and schema before when that one named no variable in an argument or a
- * directive (frozen: every request of the document shares it, whatever its variables).
+ * directive (frozen: every request of the document shares it, whatever its variables). The walks
+ * are kept by the first of their field nodes (weakly: they go with the document), with the nodes
+ * and the return type (its schema's) they were made for; a field node is the document's, so its
+ * fragments are the same too.
  */
-export function lookahead(info: GraphQLResolveInfo): readonly SelectedField[] {
-  const first = info.fieldNodes[0]!;
-  const entry = kept.get(first);
-  if (entry && entry.returnType === info.returnType && sameNodes(entry.nodes, info.fieldNodes))
-    return entry.selected;
-  const walk: Walk = { info, usesVariables: false };
-  const selected = selectionsOn(walk, getNamedType(info.returnType), info.fieldNodes);
-  if (walk.usesVariables) return selected;
-  kept.set(first, { nodes: info.fieldNodes, returnType: info.returnType, selected: deepFreeze(selected) });
-  return selected;
+export function createLookahead(): Lookahead {
+  const kept = new WeakMap<
+    FieldNode,
+    { nodes: readonly FieldNode[]; returnType: GraphQLOutputType; selected: readonly SelectedField[] }
+  >();
+  return (info) => {
+    const first = info.fieldNodes[0]!;
+    const entry = kept.get(first);
+    if (entry && entry.returnType === info.returnType && sameNodes(entry.nodes, info.fieldNodes))
+      return entry.selected;
+    const walk: Walk = { info, usesVariables: false };
+    const selected = selectionsOn(walk, getNamedType(info.returnType), info.fieldNodes);
+    if (walk.usesVariables) return selected;
+    kept.set(first, { nodes: info.fieldNodes, returnType: info.returnType, selected: deepFreeze(selected) });
+    return selected;
+  };
 }
 
 /** The selections under every field named `name` among `fields` (all its aliases together). */

@@ -54,7 +54,7 @@ import { loadSigningSecret } from "../auth/keys.ts";
 import { type CursorCodec, type CursorScope, cursorCodec } from "./cursor.ts";
 import { plain } from "./input-values.ts";
 import { deepFreeze } from "../deep-freeze.ts";
-import { lookahead, type SelectedField, under } from "./lookahead.ts";
+import { createLookahead, type SelectedField, under } from "./lookahead.ts";
 
 /** One GraphQL request: the caller (authenticated once, source-less) and the services. */
 export interface GraphQLContext {
@@ -476,6 +476,8 @@ function fieldNotVisible(dim: DimensionDef, field: string): GraphQLError {
 // ---------------------------------------------------------------- the resolvers
 
 export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
+  // Selection sets walked once per document where they name no variable (kept by these resolvers).
+  const lookahead = createLookahead();
   const writeDeps = (ctx: GraphQLContext) => ({
     db: ctx.services.db,
     metadata: ctx.services.metadata,

@@ -97,48 +97,40 @@ function stringBytes(value: unknown, depth = 0): number {
   return n;
 }
 
-/**
- * The planned writes of mutations that declare no variables, per document, schema, metadata
- * version and operation name (weakly: they go with the document, the schema or the model): what
- * such a mutation writes is in its text, so a document sent again is not coerced again.
- */
-const withoutVariables = new WeakMap<
-  DocumentNode,
-  WeakMap<GraphQLSchema, WeakMap<MetadataModel, Map<string, PlannedWrites | null>>>
->();
-
-function keptFor(document: DocumentNode, schema: GraphQLSchema, model: MetadataModel) {
-  const bySchema = getOrMake(withoutVariables, document, () => new WeakMap());
-  const byModel = getOrMake(bySchema, schema, () => new WeakMap());
-  return getOrMake(byModel, model, () => new Map<string, PlannedWrites | null>());
-}
-
-/**
- * The writes `document`'s mutation would make; null when it is no mutation or its variables do not
- * coerce (graphql-js then refuses it before anything runs). A mutation without variables is
- * worked out once per document, schema and metadata version (frozen, then kept).
- */
-export function plannedWrites(
+/** The writes a document's mutation would make (createPlannedWrites). */
+export type PlannedWritesOf = (
   schema: GraphQLSchema,
   model: MetadataModel,
   document: DocumentNode,
   operationName: string | null | undefined,
   rawVariables: Variables | null | undefined,
-): PlannedWrites | null {
-  const operation = getOperationAST(document, operationName ?? undefined);
-  const mutationType = schema.getMutationType();
-  if (operation?.operation !== "mutation" || !mutationType) return null;
-  if (operation.variableDefinitions?.length)
-    return writesOf(schema, model, document, operation, rawVariables);
-  const kept = keptFor(document, schema, model);
-  const name = operationName ?? "";
-  let planned = kept.get(name);
-  if (planned === undefined) {
-    const made = writesOf(schema, model, document, operation, undefined);
-    planned = made && Object.freeze(made);
-    kept.set(name, planned);
-  }
-  return planned;
+) => PlannedWrites | null;
+
+/**
+ * The writes `document`'s mutation would make; null when it is no mutation or its variables do not
+ * coerce (graphql-js then refuses it before anything runs). A mutation without variables is
+ * worked out once per document, schema, metadata version and operation name and kept (frozen;
+ * weakly: it goes with the document, the schema or the model): what it writes is in its text, so
+ * a document sent again is not coerced again.
+ */
+export function createPlannedWrites(): PlannedWritesOf {
+  const withoutVariables = new WeakMap<
+    DocumentNode,
+    WeakMap<GraphQLSchema, WeakMap<MetadataModel, Map<string, PlannedWrites | null>>>
+  >();
+  return (schema, model, document, operationName, rawVariables) => {
+    const operation = getOperationAST(document, operationName ?? undefined);
+    if (operation?.operation !== "mutation" || !schema.getMutationType()) return null;
+    if (operation.variableDefinitions?.length)
+      return writesOf(schema, model, document, operation, rawVariables);
+    const bySchema = getOrMake(withoutVariables, document, () => new WeakMap());
+    const byModel = getOrMake(bySchema, schema, () => new WeakMap());
+    const kept = getOrMake(byModel, model, () => new Map<string, PlannedWrites | null>());
+    return getOrMake(kept, operationName ?? "", () => {
+      const made = writesOf(schema, model, document, operation, undefined);
+      return made && Object.freeze(made);
+    });
+  };
 }
 
 function writesOf(

@@ -3,12 +3,14 @@
 // schema executed by graphql-js, no database (test/graphql/lookahead.test.ts runs it over the API).
 import { buildSchema, execute, parse } from "graphql";
 import { describe, expect, it } from "vitest";
-import { lookahead, type SelectedField } from "../../src/graphql/lookahead.ts";
+import { createLookahead, type SelectedField } from "../../src/graphql/lookahead.ts";
 
 const SDL = `
   type Query { item(id: Int): Item }
   type Item { a: String, b(x: Int = 1): String, child: Item }
 `;
+
+const lookahead = createLookahead();
 
 /** Runs `document` on `schema`, answering the look-ahead the item's resolver saw. */
 function selectedUnder(

@@ -5,12 +5,13 @@
 import { parse } from "graphql";
 import { describe, expect, it } from "vitest";
 import { graphqlResolvers } from "../../src/graphql/resolve.ts";
-import { plannedWrites } from "../../src/graphql/write-budget.ts";
+import { createPlannedWrites } from "../../src/graphql/write-budget.ts";
 import { buildGraphQLSchema } from "../../src/schema/build.ts";
 import { sampleModel } from "../read/support.ts";
 
 const model = sampleModel();
 const schema = buildGraphQLSchema(model, graphqlResolvers());
+const plannedWrites = createPlannedWrites();
 
 describe("a mutation's planned writes", () => {
   it("are worked out once for a document without variables, per schema and metadata version", () => {
