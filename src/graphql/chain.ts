@@ -2,7 +2,7 @@
 // HTTP and SSE transport and the plain POST transport (src/graphql/plain-post.ts) run these same
 // envelop plugins, made once per route. In order:
 //   1. the document limit (GRAPHQL_MAX_DOCUMENT_BYTES: 413 before anything reads the text);
-//   2. parsed documents by the hash of their text (src/graphql/document-cache.ts);
+//   2. parsed documents by a hash of their text (src/graphql/document-cache.ts);
 //   3. the source nesting and token limits while parsing, the cost and depth limits before
 //      graphql-js validates (src/graphql/complexity.ts), validation results kept per document;
 //   4. the operation counted (metrics);
@@ -119,13 +119,7 @@ export function chainExecute<C extends object>(
   chain: Plugin<C>[],
   execute: ExecuteFn = ENGINE.execute as ExecuteFn,
 ) {
-  for (const plugin of chain) {
-    const unsupported = Object.keys(plugin).filter((hook) => !RUNNABLE_HOOKS.has(hook));
-    if (unsupported.length)
-      throw new Error(
-        `chainExecute does not run the hooks ${unsupported.join(", ")}: run them in chainExecute (with a case in test/graphql/chain-execute.test.ts), or keep the plugin out of the chain`,
-      );
-  }
+  refuseUnrunnableHooks(chain);
   const hooks = chain.flatMap((plugin) => (plugin.onExecute ? [plugin.onExecute] : []));
   type Hook = (typeof hooks)[number];
   type Payload = Parameters<Hook>[0];
@@ -182,8 +176,148 @@ export function chainExecute<C extends object>(
   };
 }
 
-/** The hooks whose phases chainExecute's callers run elsewhere (parse, validate, subscribe) or itself. */
+/**
+ * The hooks the chain's runners run (chainDocuments: onParse, onValidate; chainExecute: onExecute),
+ * envelop's subscribe (onSubscribe) and envelop's orchestrator when it is made (onPluginInit).
+ */
 const RUNNABLE_HOOKS = new Set(["onParse", "onValidate", "onSubscribe", "onExecute", "onPluginInit"]);
+
+function refuseUnrunnableHooks(chain: readonly object[]): void {
+  for (const plugin of chain) {
+    const unsupported = Object.keys(plugin).filter((hook) => !RUNNABLE_HOOKS.has(hook));
+    if (unsupported.length)
+      throw new Error(
+        `The chain's runners do not run the hooks ${unsupported.join(", ")}: run them in chainExecute or chainDocuments (with a case in test/graphql/chain-execute.test.ts), or keep the plugin out of the chain`,
+      );
+  }
+}
+
+type ParseHook<C extends object> = NonNullable<Plugin<C>["onParse"]>;
+type ParseDone<C extends object> = Extract<ReturnType<ParseHook<C>>, (...args: never[]) => unknown>;
+type ValidateHook<C extends object> = NonNullable<Plugin<C>["onValidate"]>;
+type ValidateDone<C extends object> = Extract<ReturnType<ValidateHook<C>>, (...args: never[]) => unknown>;
+type ValidationRule = (typeof specifiedRules)[number];
+
+/** The engine's validation rules, as useEngine's onValidate adds them; copied before another is added. */
+const ENGINE_RULES: readonly ValidationRule[] = Object.freeze([...ENGINE.specifiedRules]);
+
+/**
+ * The chain's parse and validate phases, as envelop's orchestrator runs them after its engine's
+ * hooks (useEngine: graphql-js's parse and validate and its specified rules, where this runner
+ * starts from): each plugin's onParse in
+ * order with the parse function the hooks before it left; the document one of them set, or else
+ * the parse function's (its error kept as the result); each returned onParseDone in order, which
+ * may replace the result; an error result thrown. Likewise onValidate, with the rules the hooks
+ * added, a result one of them set or else the validation function's, then each onValidateDone.
+ * The same plugin objects, not a copy of their rules; what it saves over envelop's `getEnveloped`
+ * is a run object per request, and the instrumentation wrappers, closures and rule copies of each
+ * phase: about 2 µs of a small query (docs/benchmarks.md, "GraphQL without graphql-jit"). The
+ * envelop equivalence is tested in test/graphql/chain-execute.test.ts; yoga's requests still parse
+ * and validate through envelop.
+ */
+export function chainDocuments<C extends object>(chain: Plugin<C>[]) {
+  refuseUnrunnableHooks(chain);
+  const parseHooks = chain.flatMap((plugin) => (plugin.onParse ? [plugin.onParse] : []));
+  const validateHooks = chain.flatMap((plugin) => (plugin.onValidate ? [plugin.onValidate] : []));
+  type ParsePayload = Parameters<ParseHook<C>>[0];
+  type ValidatePayload = Parameters<ValidateHook<C>>[0];
+  return {
+    /** The document of `source`; throws what envelop's parse throws. */
+    parse(context: C, source: string): DocumentNode {
+      let parseFn: ParsePayload["parseFn"] = ENGINE.parse;
+      let result: DocumentNode | Error | null = null;
+      let done: ParseDone<C>[] | null = null;
+      const extendContext = (extension: Partial<C>) => {
+        Object.assign(context, extension);
+      };
+      const setParseFn: ParsePayload["setParseFn"] = (fn) => {
+        parseFn = fn;
+      };
+      const setParsedDocument: ParsePayload["setParsedDocument"] = (document) => {
+        result = document as DocumentNode;
+      };
+      for (const hook of parseHooks) {
+        // A payload per hook, as envelop's, of data properties only (no accessor pairs per request).
+        const after = hook({
+          context,
+          extendContext,
+          params: { source, options: undefined },
+          parseFn,
+          setParseFn,
+          setParsedDocument,
+        } as ParsePayload);
+        if (typeof after === "function") {
+          done ??= [];
+          done.push(after as ParseDone<C>);
+        }
+      }
+      if (result === null) {
+        try {
+          result = parseFn(source, undefined) as DocumentNode;
+        } catch (err) {
+          result = err as Error;
+        }
+      }
+      if (done) {
+        const replaceParseResult = (replaced: unknown) => {
+          result = replaced as DocumentNode | Error | null;
+        };
+        for (const onDone of done) onDone({ context, extendContext, replaceParseResult, result } as never);
+      }
+      if (result === null) throw new Error("Failed to parse document.");
+      if (result instanceof Error) throw result;
+      return result;
+    },
+    /** graphql-js's validation errors of `document` on `schema` (none: valid), as envelop's. */
+    validate(context: C, schema: GraphQLSchema, document: DocumentNode): readonly GraphQLError[] {
+      let rules: readonly ValidationRule[] = ENGINE_RULES;
+      let validateFn: ValidatePayload["validateFn"] = ENGINE.validate;
+      let result: readonly GraphQLError[] | null = null;
+      let done: ValidateDone<C>[] | null = null;
+      const extendContext = (extension: Partial<C>) => {
+        Object.assign(context, extension);
+      };
+      let ownRules: ValidationRule[] | null = null;
+      const addValidationRule: ValidatePayload["addValidationRule"] = (rule) => {
+        ownRules ??= [...ENGINE_RULES];
+        ownRules.push(rule);
+        rules = ownRules;
+      };
+      const setValidationFn: ValidatePayload["setValidationFn"] = (fn) => {
+        validateFn = fn;
+      };
+      const setResult: ValidatePayload["setResult"] = (errors) => {
+        result = errors;
+      };
+      for (const hook of validateHooks) {
+        const after = hook({
+          context,
+          extendContext,
+          params: { schema, documentAST: document, rules, typeInfo: undefined, options: undefined },
+          validateFn,
+          addValidationRule,
+          setValidationFn,
+          setResult,
+        } as ValidatePayload);
+        if (typeof after === "function") {
+          done ??= [];
+          done.push(after as ValidateDone<C>);
+        }
+      }
+      result ||= validateFn(schema, document, rules, undefined, undefined);
+      if (!result) return [];
+      if (done) {
+        const valid = result.length === 0;
+        const replaceResult = (replaced: readonly GraphQLError[]) => {
+          result = replaced;
+        };
+        for (const onDone of done)
+          onDone({ valid, result, context, extendContext, setResult: replaceResult } as never);
+      }
+      return result;
+    },
+  };
+}
 
 export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
   const { limits } = deps;

@@ -2,7 +2,8 @@
 // JSON body of query, variables and operationName, answered as application/json (or
 // application/graphql-response+json), whose document is a query or a mutation that parses and
 // validates. It runs the same envelop chain and engine as yoga (src/graphql/chain.ts; graphql-js's
-// parser and validation, @graphql-tools/executor's interpreter); its status and body are those yoga's regular result processor makes (the
+// parser and validation, @graphql-tools/executor's interpreter), by the chain's own runners of its
+// hooks; its status and body are those yoga's regular result processor makes (the
 // equivalence test, test/graphql/plain-post.test.ts, compares them byte for byte). Everything else
 // (GET, other media types, subscriptions, a document refused before it runs) is left to yoga,
 // which answers it through the same chain. A body may carry `extensions.persistedQuery` (persisted
@@ -11,7 +12,7 @@
 import type { Plugin } from "@envelop/core";
 import type { FastifyRequest } from "fastify";
 import { type DocumentNode, type ExecutionResult, type GraphQLSchema, getOperationAST } from "graphql";
-import { chainExecute, envelopChain } from "./chain.ts";
+import { chainDocuments, chainExecute } from "./chain.ts";
 import type { PersistedOperations, TenantScoped } from "./persisted.ts";
 
 type MediaType = "application/json" | "application/graphql-response+json";
@@ -114,8 +115,8 @@ export type PlainPost = (
  * persisted operations (the same resolution yoga's side runs).
  */
 export function createPlainPost(chain: Plugin[], persisted: PersistedOperations): PlainPost {
-  const getEnveloped = envelopChain(chain);
-  // Parsed and validated through envelop; executed by the chain's own runner of its execute hooks.
+  // Parsed, validated and executed by the chain's own runners of its hooks (as envelop runs them).
+  const documents = chainDocuments(chain);
   const execute = chainExecute(chain);
   return async (request, schema, contextValue) => {
     const plain = plainRequest(request);
@@ -123,14 +124,13 @@ export function createPlainPost(chain: Plugin[], persisted: PersistedOperations)
     const resolved = persisted.resolve(contextValue.caller.principal.tenantId, plain.query, plain.extensions);
     if (resolved.error) return { ...replyOf({ errors: [resolved.error] }, plain.mediaType), operation: null };
     if (resolved.query === undefined) return null; // yoga answers a body without a document
-    const run = getEnveloped(contextValue);
     let document: DocumentNode;
     try {
-      document = run.parse(resolved.query);
+      document = documents.parse(contextValue, resolved.query);
     } catch {
       return null; // yoga reads it again (from the cache's miss) and answers with the error
     }
-    if (run.validate(schema, document).length) return null;
+    if (documents.validate(contextValue, schema, document).length) return null;
     const operation = getOperationAST(document, plain.operationName);
     if (!operation || operation.operation === "subscription") return null;
     const result = await execute({

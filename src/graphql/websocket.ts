@@ -46,7 +46,7 @@ import { type WebSocket, WebSocketServer } from "ws";
 import { AuthenticationError, RateLimitError } from "../errors.ts";
 import type { LaneClient } from "../http/heavy-requests.ts";
 import type { Caller } from "../types.ts";
-import { type ChainContext, chainExecute, envelopChain } from "./chain.ts";
+import { type ChainContext, chainDocuments, chainExecute, envelopChain } from "./chain.ts";
 import { asGraphQLError } from "./errors.ts";
 import type { PersistedOperations } from "./persisted.ts";
 
@@ -201,7 +201,8 @@ function socketCounts() {
 export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const { limits } = deps;
   const getEnveloped = envelopChain(deps.chain);
-  // Queries and mutations by the chain's runner of its execute hooks; subscriptions by envelop's.
+  // Documents and queries and mutations by the chain's runners of its hooks; subscriptions by envelop's.
+  const documents = chainDocuments(deps.chain);
   const execute = chainExecute(deps.chain);
   type Run = ReturnType<typeof getEnveloped>;
   /** Per subscription's context, the envelop run that subscribes it. */
@@ -344,22 +345,21 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           connection.operations.delete(id);
           return [asSent(asGraphQLError(err))];
         }
-        const run = getEnveloped(contextValue);
         const schema = deps.schema(authenticated.caller);
         let document: DocumentNode;
         try {
           // A hash resolves to its document or to a refusal, never to no document.
-          document = run.parse(resolved.query ?? "");
+          document = documents.parse(contextValue, resolved.query ?? "");
         } catch (err) {
           return [asSent(asGraphQLError(err), "GRAPHQL_PARSE_FAILED")];
         }
         // As yoga over HTTP, once parsed: a document without the operation to run is refused.
         const operation = getOperationAST(document, payload.operationName ?? undefined);
         if (!operation) return [noOperationToRun()];
-        const errors = run.validate(schema, document);
+        const errors = documents.validate(contextValue, schema, document);
         if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
         // Kept for a subscription only: queries and mutations run by chainExecute.
-        if (operation.operation === "subscription") runs.set(contextValue, run);
+        if (operation.operation === "subscription") runs.set(contextValue, getEnveloped(contextValue));
         return {
           schema,
           document,

@@ -1,11 +1,22 @@
-// The chain's own runner of its execute hooks (chainExecute, src/graphql/chain.ts), which the plain
-// POST and WebSocket transports run queries and mutations with: the same order, stops, replaced
-// execute functions and replaced results as envelop's orchestrator gives the same plugins (which
-// yoga's transport runs them with), and a refusal of hooks it does not run.
+// The chain's own runners of its hooks (src/graphql/chain.ts), which the plain POST and WebSocket
+// transports run queries and mutations with: chainExecute's execute hooks and chainDocuments' parse
+// and validate hooks give the same order, stops, replaced functions, added rules and replaced
+// results as envelop's orchestrator gives the same plugins (which yoga's transport runs them with),
+// and both refuse hooks they do not run.
 import type { Plugin } from "@envelop/core";
-import { buildSchema, type ExecutionArgs, type ExecutionResult, parse } from "graphql";
+import {
+  buildSchema,
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  GraphQLError,
+  parse,
+  print,
+  specifiedRules,
+  type ValidationRule,
+} from "graphql";
 import { describe, expect, it } from "vitest";
-import { chainExecute, envelopChain } from "../../src/graphql/chain.ts";
+import { chainDocuments, chainExecute, envelopChain } from "../../src/graphql/chain.ts";
 
 const schema = buildSchema("type Query { a: String }");
 const document = parse("{ a }");
@@ -98,6 +109,165 @@ describe("chainExecute", () => {
 
   it("refuses a chain with a hook it does not run", () => {
     const building: Plugin = { onContextBuilding() {} };
-    expect(() => chainExecute([building])).toThrow("chainExecute does not run the hooks onContextBuilding");
+    expect(() => chainExecute([building])).toThrow(
+      "The chain's runners do not run the hooks onContextBuilding",
+    );
+    expect(() => chainDocuments([building])).toThrow(
+      "The chain's runners do not run the hooks onContextBuilding",
+    );
+  });
+});
+
+/** A chain of parse and validate hooks that records what ran into the context's `seen`. */
+function documentChain(options: {
+  cached?: DocumentNode;
+  replaceParse?: boolean;
+  replaceParsed?: boolean;
+  knownErrors?: readonly GraphQLError[];
+  addRule?: boolean;
+  replaceErrors?: boolean;
+}) {
+  type Ctx = { seen: string[] };
+  const noB: ValidationRule = (context) => ({
+    Field(node) {
+      if (node.name.value === "b") context.reportError(new GraphQLError("no b here"));
+    },
+  });
+  const hook = (name: string): Plugin<Ctx> => ({
+    onParse({ context, params, parseFn, setParseFn, setParsedDocument }) {
+      context.seen.push(`parse ${name} ${String(params.source)}`);
+      if (options.cached && name === "first") setParsedDocument(options.cached);
+      if (options.replaceParse && name === "second")
+        setParseFn((source, parseOptions) => {
+          context.seen.push("replaced parse");
+          return parseFn(`${String(source)} `, parseOptions);
+        });
+      return ({ result, replaceParseResult }) => {
+        context.seen.push(
+          `parsed ${name} ${result instanceof Error ? result.message : print(result as DocumentNode)}`,
+        );
+        if (options.replaceParsed && name === "third") replaceParseResult(parse("{ a }"));
+      };
+    },
+    onValidate({ context, params, setResult, addValidationRule }) {
+      context.seen.push(`validate ${name} ${params.rules?.length ?? "no"} rules`);
+      if (options.knownErrors && name === "second") setResult(options.knownErrors);
+      if (options.addRule && name === "first") addValidationRule(noB);
+      return ({ valid, result, setResult: replace }) => {
+        context.seen.push(`validated ${name} ${valid} ${result.map((e) => e.message).join("; ")}`);
+        if (options.replaceErrors && name === "third") replace([...result, new GraphQLError("replaced")]);
+      };
+    },
+  });
+  return [hook("first"), hook("second"), hook("third")];
+}
+
+/** `text` parsed and validated by chainDocuments and by envelop over the same chain. */
+function documentsBothWays(chain: Plugin<{ seen: string[] }>[], text: string) {
+  type Validate = (ctx: { seen: string[] }, document: DocumentNode) => readonly GraphQLError[];
+  const run = (parseOne: (ctx: { seen: string[] }) => DocumentNode, validateOne: Validate) => {
+    const ctx = { seen: [] as string[] };
+    try {
+      const document = parseOne(ctx);
+      const errors = validateOne(ctx, document);
+      return { document: print(document), errors: errors.map((e) => e.message), seen: ctx.seen };
+    } catch (err) {
+      return { thrown: (err as Error).message, seen: ctx.seen };
+    }
+  };
+  const ours = chainDocuments(chain);
+  const enveloped = envelopChain(chain);
+  return {
+    ours: run(
+      (ctx) => ours.parse(ctx, text),
+      (ctx, document) => ours.validate(ctx, twoFields, document),
+    ),
+    envelop: run(
+      (ctx) => enveloped(ctx).parse(text),
+      (ctx, document) => enveloped(ctx).validate(twoFields, document),
+    ),
+  };
+}
+
+const twoFields = buildSchema("type Query { a: String b: String }");
+const SPECIFIED = specifiedRules.length;
+
+describe("chainDocuments", () => {
+  it("parses and validates through every hook in order, then every done hook, as envelop does", () => {
+    const { ours, envelop } = documentsBothWays(documentChain({}), "{ b }");
+    expect(ours).toEqual({
+      document: "{\n  b\n}",
+      errors: [],
+      seen: [
+        "parse first { b }",
+        "parse second { b }",
+        "parse third { b }",
+        "parsed first {\n  b\n}",
+        "parsed second {\n  b\n}",
+        "parsed third {\n  b\n}",
+        `validate first ${SPECIFIED} rules`,
+        `validate second ${SPECIFIED} rules`,
+        `validate third ${SPECIFIED} rules`,
+        "validated first true ",
+        "validated second true ",
+        "validated third true ",
+      ],
+    });
+    expect(ours).toEqual(envelop);
+  });
+
+  it("a document a hook sets is not parsed; the later hooks still run; a done hook may replace it", () => {
+    const cached = documentChain({ cached: parse("{ b }"), replaceParsed: true });
+    const { ours, envelop } = documentsBothWays(cached, "{ a b }");
+    expect(ours.document).toBe("{\n  a\n}");
+    expect(ours.seen.slice(0, 6)).toEqual([
+      "parse first { a b }",
+      "parse second { a b }",
+      "parse third { a b }",
+      "parsed first {\n  b\n}",
+      "parsed second {\n  b\n}",
+      "parsed third {\n  b\n}",
+    ]);
+    expect(ours).toEqual(envelop);
+  });
+
+  it("a replaced parse function is the one run; a parse error is thrown after the done hooks saw it", () => {
+    const replaced = documentsBothWays(documentChain({ replaceParse: true }), "{ a }");
+    expect(replaced.ours.seen).toContain("replaced parse");
+    expect(replaced.ours).toEqual(replaced.envelop);
+    const broken = documentsBothWays(documentChain({}), "{ a");
+    expect(broken.ours).toEqual({
+      thrown: "Syntax Error: Expected Name, found <EOF>.",
+      seen: [
+        "parse first { a",
+        "parse second { a",
+        "parse third { a",
+        "parsed first Syntax Error: Expected Name, found <EOF>.",
+        "parsed second Syntax Error: Expected Name, found <EOF>.",
+        "parsed third Syntax Error: Expected Name, found <EOF>.",
+      ],
+    });
+    expect(broken.ours).toEqual(broken.envelop);
+  });
+
+  it("validation errors a hook sets are the result, not graphql-js's; done hooks may replace them", () => {
+    const known = documentsBothWays(documentChain({ knownErrors: [new GraphQLError("known")] }), "{ c }");
+    expect(known.ours.errors).toEqual(["known"]);
+    expect(known.ours).toEqual(known.envelop);
+    const invalid = documentsBothWays(documentChain({ replaceErrors: true }), "{ c }");
+    expect(invalid.ours.errors).toEqual([
+      'Cannot query field "c" on type "Query". Did you mean "a" or "b"?',
+      "replaced",
+    ]);
+    expect(invalid.ours).toEqual(invalid.envelop);
+  });
+
+  it("a rule a hook adds is run beside graphql-js's, and seen by the later hooks", () => {
+    const { ours, envelop } = documentsBothWays(documentChain({ addRule: true }), "{ a b }");
+    expect(ours.errors).toEqual(["no b here"]);
+    expect(ours.seen).toContain(`validate second ${SPECIFIED + 1} rules`);
+    expect(ours).toEqual(envelop);
+    // graphql-js's own rules are not changed by it.
+    expect(specifiedRules.length).toBe(SPECIFIED);
   });
 });

@@ -242,8 +242,27 @@ describe("the document cache", () => {
     expect(entries).toBeLessThan(10);
     expect(cache.get(text(199))?.kind).toBe("Document");
     expect(cache.get(text(0))).toBeUndefined();
-    // The key is a digest, never the text.
-    expect(documentKey(text(1))).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+    // The key is a number, never the text; seeded: another seed keys the same text elsewhere.
+    expect(Number.isSafeInteger(documentKey(text(1), 1))).toBe(true);
+    expect(documentKey(text(1), 1)).toBe(documentKey(text(1), 1));
+    expect(documentKey(text(1), 2)).not.toBe(documentKey(text(1), 1));
+    expect(documentKey(text(2), 1)).not.toBe(documentKey(text(1), 1));
+  });
+
+  it("answers a key's document only for its own text: texts that share a key cost a parse, never the other's document", () => {
+    const cache = createDocumentCache(1_000_000, { keyOf: () => 7 });
+    cache.set("{ mine }", parse("{ mine }"));
+    expect(cache.get("{ mine }")?.loc?.source.body).toBe("{ mine }");
+    expect(cache.get("{ theirs }")).toBeUndefined();
+    cache.set("{ theirs }", parse("{ theirs }"));
+    expect(cache.get("{ theirs }")?.loc?.source.body).toBe("{ theirs }");
+    expect(cache.get("{ mine }")).toBeUndefined();
+    // A document that is not the text's own (no source, or another's) is not kept for it.
+    cache.set("{ other }", parse("{ mine }"));
+    expect(cache.get("{ other }")).toBeUndefined();
+    cache.set("{ bare }", parse("{ bare }", { noLocation: true }));
+    expect(cache.get("{ bare }")).toBeUndefined();
+    expect(cache.stats().entries).toBe(1);
   });
 
   it("keeps nothing when its size is 0", () => {
