@@ -16,6 +16,34 @@ const GENERATED = 10_000;
 const BIO_BYTES = 2_000;
 const PAGE_ROWS = 500;
 
+/**
+ * Until the service's export response waits for its client (the sockets' buffers full); fails at
+ * once, saying how, if the response ends first (an export cut short, or finished whole).
+ */
+async function untilBuffersFill(res: http.ServerResponse): Promise<void> {
+  if (res.writableNeedDrain) return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setInterval(() => {
+      if (!res.writableNeedDrain) return;
+      settle();
+      resolve();
+    }, 20);
+    const onClose = () => {
+      settle();
+      reject(
+        new Error(
+          `the export's response closed before its client's buffers filled: status ${res.statusCode}, finished ${res.writableFinished}, ${res.socket?.bytesWritten ?? "?"} bytes written`,
+        ),
+      );
+    };
+    const settle = () => {
+      clearInterval(timer);
+      res.off("close", onClose);
+    };
+    res.once("close", onClose);
+  });
+}
+
 describe.each(BACKENDS)("export (%s)", (backend) => {
   let t: TestApp;
   let anna: string;
@@ -167,7 +195,8 @@ describe.each(BACKENDS)("export (%s)", (backend) => {
     let received = 0;
     const request = http.get(
       `${base}/api/v4/core/CUST/export?source=anag-1&format=ndjson&$fields=CUST_ID,BIO&filter[NAME][$like]=Gen %25`,
-      { headers: bearer(anna) },
+      // A connection of its own (no keep-alive socket another test used).
+      { headers: bearer(anna), agent: false },
     );
     try {
       const response = await new Promise<http.IncomingMessage>((resolve) =>
@@ -177,7 +206,7 @@ describe.each(BACKENDS)("export (%s)", (backend) => {
       // Not read: the sockets' buffers fill, then the service's response waits for them to drain.
       response.pause();
       const res = responses.at(-1)!;
-      await vi.waitFor(() => expect(res.writableNeedDrain).toBe(true), { timeout: 30_000, interval: 20 });
+      await untilBuffersFill(res);
       // Round trips through the service meanwhile: the export stays in the tenant's lane, its reads
       // stay far from the whole (what was read went to the kernel's socket buffers), and the
       // service holds at most about a page unsent.
@@ -204,13 +233,14 @@ describe.each(BACKENDS)("export (%s)", (backend) => {
     const before = pageStatements;
     const request = http.get(
       `${base}/api/v4/core/CUST/export?source=anag-1&format=csv&$fields=CUST_ID,BIO&filter[NAME][$like]=Gen %25`,
-      { headers: bearer(anna) },
+      { headers: bearer(anna), agent: false },
     );
     const response = await new Promise<http.IncomingMessage>((resolve) => request.once("response", resolve));
     response.pause();
+    expect(response.statusCode).toBe(200);
     const res = responses.at(-1)!;
     try {
-      await vi.waitFor(() => expect(res.writableNeedDrain).toBe(true), { timeout: 30_000, interval: 20 });
+      await untilBuffersFill(res);
       expect(await heavyGauge(t, "running")).toBe(1);
     } finally {
       request.destroy();
