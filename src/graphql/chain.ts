@@ -204,16 +204,17 @@ const ENGINE_RULES: readonly ValidationRule[] = Object.freeze([...ENGINE.specifi
 /**
  * The chain's parse and validate phases, as envelop's orchestrator runs them after its engine's
  * hooks (useEngine: graphql-js's parse and validate and its specified rules, where this runner
- * starts from): each plugin's onParse in
- * order with the parse function the hooks before it left; the document one of them set, or else
- * the parse function's (its error kept as the result); each returned onParseDone in order, which
- * may replace the result; an error result thrown. Likewise onValidate, with the rules the hooks
- * added, a result one of them set or else the validation function's, then each onValidateDone.
- * The same plugin objects, not a copy of their rules; what it saves over envelop's `getEnveloped`
- * is a run object per request, and the instrumentation wrappers, closures and rule copies of each
- * phase: about 2 µs of a small query (docs/benchmarks.md, "GraphQL without graphql-jit"). The
- * envelop equivalence is tested in test/graphql/chain-execute.test.ts; yoga's requests still parse
- * and validate through envelop.
+ * starts from): each plugin's onParse in order with the parse function the hooks before it left;
+ * the document one of them set, or else the parse function's (its error kept as the result); each
+ * returned onParseDone in order, which may replace the result; an error result thrown. Likewise
+ * onValidate, with the rules the hooks added, a result one of them set or else the validation
+ * function's, then each onValidateDone. The same plugin objects, not a copy of their rules; what
+ * it saves over envelop's `getEnveloped` is a run object per request, and the instrumentation
+ * wrappers, closures and rule copies of each phase: about 2 µs of a small query
+ * (docs/benchmarks.md, "GraphQL without graphql-jit"). Nor does it fill envelop's map of documents
+ * to their text (`getDocumentString`), which no plugin of the chain reads. The envelop equivalence
+ * is tested in test/graphql/chain-execute.test.ts; yoga's requests still parse and validate
+ * through envelop.
  */
 export function chainDocuments<C extends object>(chain: Plugin<C>[]) {
   refuseUnrunnableHooks(chain);
