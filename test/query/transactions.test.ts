@@ -3,9 +3,13 @@
 // counted by PostgreSQL itself (pg_stat_database: xact_commit + xact_rollback of the test's
 // database) over 100 sequential requests of one kind on an otherwise idle process.
 //
-// A backend reports its counts to pg_stat_database at most once a second while busy, and within
-// PGSTAT_IDLE_INTERVAL (10 s) once idle: a count is read once it has stood still for 11 s. The
-// counting connection is on another database, so that its own transactions are not counted.
+// A backend reports its counts to pg_stat_database at most once a second while busy, within
+// PGSTAT_IDLE_INTERVAL (10 s) once idle, and at once when it exits. So after each kind's requests
+// the pool's connections are closed, and the count is read once those backends are gone and it
+// has stood still for a second (instead of waiting 11 s for idle backends to report). The
+// listening connection runs no transaction during the requests; what it ran at start-up is
+// reported before the first baseline, which waits the 11 s once. The counting connection is on
+// another database, so that its own transactions are not counted.
 // Reads of more than one statement (a total estimated beyond COUNT_EXACT_LIMIT, a reverse relation
 // loaded after its page) are one transaction per statement: docs/benchmarks.md.
 import pg from "pg";
@@ -17,8 +21,8 @@ const REQUESTS = 100;
 /**
  * What a process does per period, not per request, counted in a measurement now and then: the
  * session row read again when its cache entry expired (SESSION_CACHE_MS, 5 s) and its
- * LAST_ACTIVITY mark (at most every 30 s); a pool connection opened again after the settling
- * pause closed it (a backend's start commits a transaction of its own); for writes, the NOTIFY
+ * LAST_ACTIVITY mark (at most every 30 s); the pool's connections opened again after the previous
+ * measurement closed them (a backend's start commits a transaction of its own); for writes, the NOTIFY
  * owed to commits folded into a window, sent on its own when no commit follows within
  * NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per request"); a connection's plan
  * mode switched when it serves another kind of statement than before (creates keep generic plans,
@@ -40,6 +44,12 @@ function expectOnePerRequest(counts: Record<string, number>) {
 }
 /** PostgreSQL's PGSTAT_IDLE_INTERVAL (10 s) and a second of margin. */
 const SETTLED_MS = 11_000;
+/**
+ * How long the count stands still, once the pool's backends are gone, before it is read: an exiting
+ * backend leaves pg_stat_activity just before it reports its counts.
+ */
+const STILL_MS = 1000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 if (TEST_DATABASE_URL) {
   describe("transactions per request (postgres)", () => {
@@ -85,14 +95,14 @@ if (TEST_DATABASE_URL) {
       return Number(rows[0]!.n);
     }
 
-    /** The count once it has not moved for SETTLED_MS (every backend has reported). */
-    async function settled(): Promise<number> {
+    /** The count once it has not moved for `stillMs`. */
+    async function standing(stillMs: number): Promise<number> {
       const deadline = Date.now() + 90_000;
       let last = await transactions();
       let since = Date.now();
-      while (Date.now() - since < SETTLED_MS) {
+      while (Date.now() - since < stillMs) {
         if (Date.now() > deadline) throw new Error("pg_stat_database kept moving on an idle process");
-        await new Promise((r) => setTimeout(r, 250));
+        await sleep(100);
         const now = await transactions();
         if (now !== last) {
           last = now;
@@ -100,6 +110,36 @@ if (TEST_DATABASE_URL) {
         }
       }
       return last;
+    }
+
+    /** Client backends of the test database other than the process's listening connection. */
+    async function poolBackends(): Promise<number> {
+      const { rows } = await monitor.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = $1 AND backend_type = 'client backend' AND application_name <> 'dimensio listening'`,
+        [database],
+      );
+      return rows[0]!.n;
+    }
+
+    /**
+     * The count once every backend that served the requests has reported it: the pool's idle
+     * connections are closed (a connection held a moment, by a periodic statement, once it is idle
+     * again) until none of the pool's backends is left, and the count has then stood still for
+     * STILL_MS.
+     */
+    async function settled(): Promise<number> {
+      if (t.services.db.kind !== "postgres") throw new Error("PostgreSQL expected");
+      const { pool } = t.services.db;
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const idle = await Promise.all(Array.from({ length: pool.idleCount }, () => pool.connect()));
+        for (const client of idle) client.release(true);
+        if ((await poolBackends()) === 0) break;
+        if (Date.now() > deadline) throw new Error("the pool's backends did not go");
+        await sleep(50);
+      }
+      return standing(STILL_MS);
     }
 
     type Request = { method: "GET" | "POST"; url: string; payload?: Record<string, unknown> };
@@ -119,10 +159,12 @@ if (TEST_DATABASE_URL) {
         if (r.url.includes("graphql")) expect(res.json().errors, res.body.slice(0, 300)).toBeUndefined();
       };
       // The warm-up's own transactions are in the baseline: taken before the previous settled
-      // count only when none was taken yet.
+      // count only when none was taken yet, once every backend of the start-up has reported (the
+      // listening connection's LISTENs too, which it does not exit to report).
       if (baseline === null) {
         await send(make(-1));
-        baseline = await settled();
+        await settled();
+        baseline = await standing(SETTLED_MS);
       }
       const before = baseline;
       for (let i = 0; i < REQUESTS; i++) await send(make(i));
