@@ -137,9 +137,7 @@ export function chainExecute<C extends object>(
       result = stop as ExecutionResult;
       stopped = true;
     };
-    const extendContext: Payload["extendContext"] = (extension) => {
-      Object.assign(context, extension);
-    };
+    const extendContext: Payload["extendContext"] = extenderOf(context);
     for (const hook of hooks) {
       // A payload per hook, as envelop's: each sees the execute function the hooks before it left.
       // Data properties only (a getter in a literal would be an accessor pair per request, kept in
@@ -181,6 +179,13 @@ export function chainExecute<C extends object>(
  * envelop's subscribe (onSubscribe) and envelop's orchestrator when it is made (onPluginInit).
  */
 const RUNNABLE_HOOKS = new Set(["onParse", "onValidate", "onSubscribe", "onExecute", "onPluginInit"]);
+
+/** A hook payload's `extendContext`: merges what a hook adds into the request's context. */
+function extenderOf<C extends object>(context: C): (extension: Partial<C>) => void {
+  return (extension) => {
+    Object.assign(context, extension);
+  };
+}
 
 function refuseUnrunnableHooks(chain: readonly object[]): void {
   for (const plugin of chain) {
@@ -228,9 +233,7 @@ export function chainDocuments<C extends object>(chain: Plugin<C>[]) {
       let parseFn: ParsePayload["parseFn"] = ENGINE.parse;
       let result: DocumentNode | Error | null = null;
       let done: ParseDone<C>[] | null = null;
-      const extendContext = (extension: Partial<C>) => {
-        Object.assign(context, extension);
-      };
+      const extendContext = extenderOf(context);
       const setParseFn: ParsePayload["setParseFn"] = (fn) => {
         parseFn = fn;
       };
@@ -275,9 +278,7 @@ export function chainDocuments<C extends object>(chain: Plugin<C>[]) {
       let validateFn: ValidatePayload["validateFn"] = ENGINE.validate;
       let result: readonly GraphQLError[] | null = null;
       let done: ValidateDone<C>[] | null = null;
-      const extendContext = (extension: Partial<C>) => {
-        Object.assign(context, extension);
-      };
+      const extendContext = extenderOf(context);
       let ownRules: ValidationRule[] | null = null;
       const addValidationRule: ValidatePayload["addValidationRule"] = (rule) => {
         ownRules ??= [...ENGINE_RULES];

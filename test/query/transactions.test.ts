@@ -22,8 +22,8 @@ const REQUESTS = 100;
  * What a process does per period, not per request, counted in a measurement now and then: the
  * session row read again when its cache entry expired (SESSION_CACHE_MS, 5 s) and its
  * LAST_ACTIVITY mark (at most every 30 s); the pool's connections opened again after the previous
- * measurement closed them (a backend's start commits a transaction of its own); for writes, the NOTIFY
- * owed to commits folded into a window, sent on its own when no commit follows within
+ * measurement closed them (a backend's start commits a transaction of its own); for writes, the
+ * NOTIFY owed to commits folded into a window, sent on its own when no commit follows within
  * NOTIFY_OWED_MS to carry it (docs/decisions.md, "Transactions per request"); a connection's plan
  * mode switched when it serves another kind of statement than before (creates keep generic plans,
  * a session's look-up custom ones: a SET outside a transaction, a transaction of its own;
