@@ -25,6 +25,7 @@ import {
   getOperationAST,
   parse,
   specifiedRules,
+  subscribe,
   validate,
 } from "graphql";
 import type { HeavyRequests, LaneClient } from "../http/heavy-requests.ts";
@@ -87,9 +88,10 @@ function operationOf(document: DocumentNode, operationName: string | null | unde
 }
 
 /**
- * The chain on yoga's engine (graphql-js's parser and validation, @graphql-tools/executor's
- * interpreter), for transports that run operations without yoga (plain POST, WebSocket): the same
- * answers as yoga gives.
+ * The chain as envelop runs it on yoga's engine (graphql-js's parser and validation,
+ * @graphql-tools/executor's interpreter): what the chain's own runners below (chainDocuments,
+ * chainExecute, chainSubscribe), which the plain POST and the WebSocket run, are held to
+ * (test/graphql/chain-execute.test.ts).
  */
 export function envelopChain<C extends object>(chain: Plugin<C>[]) {
   return envelop({ plugins: [useEngine(ENGINE), ...chain] });
@@ -174,9 +176,206 @@ export function chainExecute<C extends object>(
   };
 }
 
+type SubscribeHook<C extends object> = NonNullable<Plugin<C>["onSubscribe"]>;
+type SubscribeHooks<C extends object> = Extract<Awaited<ReturnType<SubscribeHook<C>>>, object>;
+type SubscribeResultHook<C extends object> = NonNullable<SubscribeHooks<C>["onSubscribeResult"]>;
+type SubscribeStreamHooks<C extends object> = Extract<ReturnType<SubscribeResultHook<C>>, object>;
+type SubscribeNextHook<C extends object> = NonNullable<SubscribeStreamHooks<C>["onNext"]>;
+type SubscribeEndHook = () => void;
+type SubscribeErrorHook = NonNullable<SubscribeHooks<object>["onSubscribeError"]>;
+type SubscribeFn = (args: ExecutionArgs) => unknown;
+type SubscribeResult = AsyncIterableIterator<ExecutionResult> | ExecutionResult;
+
 /**
- * The hooks the chain's runners run (chainDocuments: onParse, onValidate; chainExecute: onExecute),
- * envelop's subscribe (onSubscribe) and envelop's orchestrator when it is made (onPluginInit).
+ * The chain's subscribe phase, as envelop's orchestrator runs it: each plugin's onSubscribe in
+ * order (awaited when it returns a promise; one that sets a result stops the rest and the
+ * subscription), then the subscribe function the hooks left, then each onSubscribeResult in order
+ * (which may replace the result, and give onNext and onEnd hooks for the stream); a stream's
+ * results then pass every onNext in order, its end every onEnd, and an error it throws every
+ * onSubscribeError before it is thrown on. The same plugin objects, not a copy of their rules; what
+ * it saves over envelop's `getEnveloped` is kept for as long as the subscription lives: envelop's
+ * run of the chain per subscription, its arrays of hooks, and the three iterators it wraps a
+ * stream in (one here, only when a hook asks for it): about 5 KB of a WebSocket subscription's
+ * memory (docs/benchmarks.md, "bench/ws-subscriptions"). The envelop equivalence is tested in
+ * test/graphql/chain-execute.test.ts; yoga's SSE subscriptions still run through envelop.
+ */
+export function chainSubscribe<C extends object>(chain: Plugin<C>[], subscribe: SubscribeFn = subscribeLean) {
+  refuseUnrunnableHooks(chain);
+  const hooks = chain.flatMap((plugin) => (plugin.onSubscribe ? [plugin.onSubscribe] : []));
+  type Payload = Parameters<SubscribeHook<C>>[0];
+  return async (args: ExecutionArgs): Promise<SubscribeResult> => {
+    let subscribeFn = subscribe as unknown as Payload["subscribeFn"];
+    let result: SubscribeResult | undefined;
+    let stopped = false;
+    let resultHooks: SubscribeResultHook<C>[] | null = null;
+    let errorHooks: SubscribeErrorHook[] | null = null;
+    const context = (args.contextValue ?? {}) as C;
+    const setSubscribeFn: Payload["setSubscribeFn"] = (fn) => {
+      subscribeFn = fn;
+    };
+    const setResultAndStopExecution: Payload["setResultAndStopExecution"] = (stop) => {
+      result = stop as SubscribeResult;
+      stopped = true;
+    };
+    const extendContext = extenderOf(context);
+    for (const hook of hooks) {
+      let after = hook({
+        args: args as Payload["args"],
+        context,
+        subscribeFn,
+        setSubscribeFn,
+        setResultAndStopExecution,
+        extendContext,
+      });
+      if (after instanceof Promise) after = await after;
+      if (after && typeof after === "object") {
+        if (after.onSubscribeResult) resultHooks = appended(resultHooks, after.onSubscribeResult);
+        if (after.onSubscribeError) errorHooks = appended(errorHooks, after.onSubscribeError);
+      }
+      if (stopped) break;
+    }
+    if (!stopped) result = (await subscribeFn(args as never)) as SubscribeResult;
+    let onNext: SubscribeNextHook<C>[] | null = null;
+    let onEnd: SubscribeEndHook[] | null = null;
+    for (const hook of resultHooks ?? []) {
+      const streamHooks = hook({
+        args: args as Payload["args"],
+        result: result!,
+        setResult(replaced) {
+          result = replaced as SubscribeResult;
+        },
+      });
+      if (streamHooks?.onNext) onNext = appended(onNext, streamHooks.onNext);
+      if (streamHooks?.onEnd) onEnd = appended(onEnd, streamHooks.onEnd);
+    }
+    if (!isStream(result) || (!onNext && !onEnd && !errorHooks)) return result!;
+    return hookedStream(result, args as Payload["args"], onNext, onEnd, errorHooks);
+  };
+}
+
+/**
+ * graphql-js's subscribe, its refusals of the operation's arguments (the errors before any field
+ * runs, which have no path: variables that do not coerce) coded as yoga's interpreter codes them
+ * (BAD_USER_INPUT, HTTP 400). Its stream is one iterator that runs each event through graphql-js's
+ * execute; @graphql-tools/executor's (yoga's) keeps three, an execution context per subscription,
+ * and each subscriber's last result and the generator that yielded it until the next event:
+ * about 4 KB of a WebSocket subscription (docs/benchmarks.md, "bench/ws-subscriptions").
+ */
+async function subscribeLean(args: ExecutionArgs): Promise<SubscribeResult> {
+  const result = await subscribe(args);
+  if (isStream(result) || !result.errors) return result as SubscribeResult;
+  return {
+    ...result,
+    errors: result.errors.map((error) =>
+      error.path
+        ? error
+        : new GraphQLError(error.message, {
+            nodes: error.nodes,
+            source: error.source,
+            positions: error.positions,
+            originalError: error.originalError,
+            extensions: { ...error.extensions, http: { status: 400 }, code: "BAD_USER_INPUT" },
+          }),
+    ),
+  };
+}
+
+/** `list` with `item` at its end: made with its first item (hooks are rare; most lists stay null). */
+function appended<T>(list: T[] | null, item: T): T[] {
+  if (!list) return [item];
+  list.push(item);
+  return list;
+}
+
+const isStream = (value: unknown): value is AsyncIterable<ExecutionResult> =>
+  typeof (value as AsyncIterable<unknown> | null)?.[Symbol.asyncIterator] === "function";
+
+/**
+ * A subscription's stream through its hooks, in one iterator: each result through every onNext
+ * in order (an onNext that throws closes the source), the end through every onEnd once (done, or
+ * closed by its consumer), an error the source or an onNext throws through every onSubscribeError
+ * (each may replace it) before it is thrown on.
+ */
+function hookedStream<C extends object>(
+  source: AsyncIterable<ExecutionResult>,
+  args: Parameters<SubscribeNextHook<C>>[0]["args"],
+  onNext: SubscribeNextHook<C>[] | null,
+  onEnd: SubscribeEndHook[] | null,
+  onError: SubscribeErrorHook[] | null,
+): AsyncIterableIterator<ExecutionResult> {
+  const it = source[Symbol.asyncIterator]();
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    for (const hook of onEnd ?? []) hook();
+  };
+  const failed = (error: unknown): never => {
+    let thrown = error;
+    for (const hook of onError ?? [])
+      hook({
+        error: thrown,
+        setError(replaced) {
+          thrown = replaced;
+        },
+      });
+    throw thrown;
+  };
+  const mapped = async (value: ExecutionResult): Promise<ExecutionResult> => {
+    let current = value;
+    const payload = {
+      args,
+      result: current,
+      setResult(replaced: ExecutionResult) {
+        current = replaced;
+      },
+    };
+    for (const hook of onNext!) {
+      payload.result = current;
+      const pending = hook(payload);
+      if (pending instanceof Promise) await pending;
+    }
+    return current;
+  };
+  const iterator: AsyncIterableIterator<ExecutionResult> = {
+    async next() {
+      let step: IteratorResult<ExecutionResult>;
+      try {
+        step = await it.next();
+      } catch (err) {
+        return failed(err);
+      }
+      if (step.done) {
+        end();
+        return step;
+      }
+      if (!onNext) return step;
+      try {
+        return { done: false, value: await mapped(step.value) };
+      } catch (err) {
+        await Promise.resolve(it.return?.()).catch(() => undefined);
+        return failed(err);
+      }
+    },
+    async return(value) {
+      const closing = it.return?.(value);
+      end();
+      return (await closing) ?? { done: true, value: undefined };
+    },
+    async throw(err) {
+      if (it.throw) return it.throw(err);
+      throw err;
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  return iterator;
+}
+
+/**
+ * The hooks the chain's runners run (chainDocuments: onParse, onValidate; chainExecute: onExecute;
+ * chainSubscribe: onSubscribe), and envelop's orchestrator when it is made (onPluginInit).
  */
 const RUNNABLE_HOOKS = new Set(["onParse", "onValidate", "onSubscribe", "onExecute", "onPluginInit"]);
 

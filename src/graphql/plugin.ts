@@ -61,8 +61,8 @@ interface ServerContext {
  * "Per-request objects have no accessors of their own").
  */
 class HttpOperationContext implements ServerContext, ChainContext {
-  readonly readContexts: ChainContext["readContexts"] = new Map();
-  readonly pageLoaders: ChainContext["pageLoaders"] = new Map();
+  readContexts: ChainContext["readContexts"] = undefined;
+  pageLoaders: ChainContext["pageLoaders"] = undefined;
   resolverState: ChainContext["resolverState"] = undefined;
   currentEvent: ChainContext["currentEvent"] = undefined;
 
@@ -174,8 +174,8 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
       caller,
       tokenExpiresAt,
       services: servicesOf(caller.principal.tenantId),
-      readContexts: new Map(),
-      pageLoaders: new Map(),
+      readContexts: undefined,
+      pageLoaders: undefined,
       writeBudget: requestBudget(services.config),
     }),
     persisted,

@@ -65,10 +65,13 @@ export interface GraphQLContext {
     Services,
     "db" | "readDb" | "metadata" | "config" | "feed" | "commands" | "totals" | "creates"
   >;
-  /** Read contexts per (source, center_dett), so that one operation shares its loaders. */
-  readContexts: Map<string, ReadContext>;
+  /**
+   * Read contexts per (source, center_dett), so that one operation shares its loaders (made by the
+   * first field that reads: a subscription, which holds its context while it lives, has none).
+   */
+  readContexts?: Map<string, ReadContext>;
   /** Loaders of reverse relations with their own arguments, per relation, context and arguments. */
-  pageLoaders: Map<string, DataLoader<string | number, DataRecord[], string>>;
+  pageLoaders?: Map<string, DataLoader<string | number, DataRecord[], string>>;
   /** The operation's write bounds, spent by every mutation field together (issue 18). */
   writeBudget: RequestBudget;
   /**
@@ -110,6 +113,7 @@ function requestFor(ctx: GraphQLContext, args: ContextArgs): RequestContext {
 function readContextFor(ctx: GraphQLContext, args: ContextArgs): ReadContext {
   const request = requestFor(ctx, args);
   const key = `${request.source}\u0000${request.centerDett ?? ""}`;
+  ctx.readContexts ??= new Map();
   let rc = ctx.readContexts.get(key);
   if (!rc) {
     rc = createReadContext(
@@ -604,6 +608,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       // With their own where/order/limit: every parent of this field (same arguments) in one
       // statement, through a loader of the request.
       const loaderKey = `${relation.name}\u0000${context.source}\u0000${context.center_dett ?? ""}\u0000${JSON.stringify(args)}`;
+      ctx.pageLoaders ??= new Map();
       let loader = ctx.pageLoaders.get(loaderKey);
       if (!loader) {
         const query = listQuery({ ...context, ...args }, { withTotal: false });

@@ -34,8 +34,15 @@ interface Live {
   principal: Principal;
   /** The user's grants and peso when it started. */
   baseline: string | null;
-  timer: NodeJS.Timeout | null;
+  /** Its token's expiry (epoch seconds), or null. */
+  expiresAt: number | null;
   end: (err: ApiError) => void;
+}
+
+/** The live subscriptions whose tokens expire at one time, and the one timer that ends them. */
+interface Expiry {
+  subs: Set<Live>;
+  timer: NodeJS.Timeout | null;
 }
 
 export interface SubscriptionGuard {
@@ -63,13 +70,21 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
     if (n > 0) counts.set(key, n);
     else counts.delete(key);
   };
+  const expiries = new Map<number, Expiry>();
   let unlisten: Promise<() => Promise<void>> | null = null;
   let poll: NodeJS.Timeout | null = null;
   let stopped = false;
 
   function forget(sub: Live) {
     if (!live.delete(sub)) return;
-    if (sub.timer) clearTimeout(sub.timer);
+    if (sub.expiresAt !== null) {
+      const expiry = expiries.get(sub.expiresAt);
+      expiry?.subs.delete(sub);
+      if (expiry?.subs.size === 0) {
+        if (expiry.timer) clearTimeout(expiry.timer);
+        expiries.delete(sub.expiresAt);
+      }
+    }
     add(perUser, sub.principal.userId, -1);
     add(perTenant, sub.principal.tenantId, -1);
     if (live.size === 0 && poll) {
@@ -119,6 +134,39 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
     }
   }
 
+  /**
+   * Ends `sub` at its token's expiry: one timer per expiry time, shared by the subscriptions of one
+   * token (a socket's, a browser tab's). Timers hold at most ~24.8 days: a later expiry is waited
+   * for in steps.
+   */
+  function watchExpiry(sub: Live, expiresAt: number) {
+    const known = expiries.get(expiresAt);
+    if (known) {
+      known.subs.add(sub);
+      return;
+    }
+    const expiry: Expiry = { subs: new Set([sub]), timer: null };
+    expiries.set(expiresAt, expiry);
+    const arm = () => {
+      const ms = expiresAt * 1000 - deps.clock().getTime();
+      if (ms > 0) {
+        expiry.timer = setTimeout(arm, Math.min(ms, 2 ** 31 - 1));
+        expiry.timer.unref();
+        return;
+      }
+      expiry.timer = null;
+      const expired = new AuthenticationError(
+        "TOKEN_EXPIRED",
+        "The token of this subscription has expired.",
+        {
+          extra: { expired_at: new Date(expiresAt * 1000).toISOString() },
+        },
+      );
+      for (const s of [...expiry.subs]) endWith(s, expired);
+    };
+    arm();
+  }
+
   function onNotice(payload: string) {
     let subs: Live[];
     if (payload.startsWith("s:") || payload.startsWith("d:")) {
@@ -149,7 +197,7 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
       if ((perTenant.get(principal.tenantId) ?? 0) >= maxPerTenant)
         throw new TooManySubscriptionsError("tenant", maxPerTenant);
       if (live.size >= maxPerProcess) throw new TooManySubscriptionsError("process", maxPerProcess);
-      const sub: Live = { principal, baseline: null, timer: null, end };
+      const sub: Live = { principal, baseline: null, expiresAt: null, end };
       live.add(sub);
       add(perUser, principal.userId, 1);
       add(perTenant, principal.tenantId, 1);
@@ -164,22 +212,8 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
         throw err;
       }
       if (expiresAt !== null) {
-        // Timers hold at most ~24.8 days: a later expiry is waited for in steps.
-        const arm = () => {
-          const ms = expiresAt * 1000 - deps.clock().getTime();
-          if (ms > 0) {
-            sub.timer = setTimeout(arm, Math.min(ms, 2 ** 31 - 1));
-            sub.timer.unref();
-            return;
-          }
-          endWith(
-            sub,
-            new AuthenticationError("TOKEN_EXPIRED", "The token of this subscription has expired.", {
-              extra: { expired_at: new Date(expiresAt * 1000).toISOString() },
-            }),
-          );
-        };
-        arm();
+        sub.expiresAt = expiresAt;
+        watchExpiry(sub, expiresAt);
       }
       if (!poll && deps.pollMs !== 0) {
         poll = setInterval(() => void recheck([...live]), deps.pollMs ?? 60_000);

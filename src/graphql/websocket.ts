@@ -46,7 +46,7 @@ import { type WebSocket, WebSocketServer } from "ws";
 import { AuthenticationError, RateLimitError } from "../errors.ts";
 import type { LaneClient } from "../http/heavy-requests.ts";
 import type { Caller } from "../types.ts";
-import { type ChainContext, chainDocuments, chainExecute, envelopChain } from "./chain.ts";
+import { type ChainContext, chainDocuments, chainExecute, chainSubscribe } from "./chain.ts";
 import { asGraphQLError } from "./errors.ts";
 import type { PersistedOperations } from "./persisted.ts";
 
@@ -106,6 +106,12 @@ export interface GraphQLWebSocket {
 }
 
 interface Connection {
+  /** The client's address, read off the upgrade request. */
+  address: string;
+  /**
+   * The token: `connection_init`'s, else the upgrade request's Authorization header (kept from
+   * the upgrade until `connection_init` decides).
+   */
   authorization: string | undefined;
   /** Whose socket it is, once authenticated (what the caps count). */
   holder: { userId: string; tenantId: string } | null;
@@ -114,6 +120,7 @@ interface Connection {
   operations: Map<string, AbortController>;
 }
 
+/** graphql-ws's context of a socket; its `extra.request` is not handed over (onUpgrade): undefined. */
 type WsContext = Context<Record<string, unknown> | undefined, Extra>;
 
 /**
@@ -200,13 +207,10 @@ function socketCounts() {
 
 export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const { limits } = deps;
-  const getEnveloped = envelopChain(deps.chain);
-  // Documents and queries and mutations by the chain's runners of its hooks; subscriptions by envelop's.
+  // Documents, queries and mutations, and subscriptions by the chain's runners of its hooks.
   const documents = chainDocuments(deps.chain);
   const execute = chainExecute(deps.chain);
-  type Run = ReturnType<typeof getEnveloped>;
-  /** Per subscription's context, the envelop run that subscribes it. */
-  const runs = new WeakMap<object, Run>();
+  const subscribe = chainSubscribe(deps.chain);
   const idOf = objectIds();
   /** Per event (the subscription field's value), its results' JSON per field set. */
   const serialised = new WeakMap<object, Map<string, string>>();
@@ -224,6 +228,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
     let c = connections.get(socket);
     if (!c) {
       c = {
+        address: "",
         authorization: undefined,
         holder: null,
         expiryTimer: null,
@@ -234,7 +239,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
     return c;
   };
 
-  const clientAddress = (ctx: WsContext) => ctx.extra.request.socket.remoteAddress ?? "";
+  const clientAddress = (ctx: WsContext) => connectionOf(ctx.extra.socket).address;
 
   /** Closes the socket with the code a refusal of authentication or rate limits means. */
   function refuse(socket: WebSocket, err: unknown): boolean {
@@ -255,8 +260,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         const socket = ctx.extra.socket;
         const connection = connectionOf(socket);
         const given = ctx.connectionParams?.authorization ?? ctx.connectionParams?.Authorization;
-        connection.authorization =
-          typeof given === "string" ? given : ctx.extra.request.headers.authorization;
+        if (typeof given === "string") connection.authorization = given;
         try {
           const { caller, expiresAt } = await deps.authenticate(
             connection.authorization,
@@ -358,8 +362,6 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         if (!operation) return [noOperationToRun()];
         const errors = documents.validate(contextValue, schema, document);
         if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
-        // Kept for a subscription only: queries and mutations run by chainExecute.
-        if (operation.operation === "subscription") runs.set(contextValue, getEnveloped(contextValue));
         return {
           schema,
           document,
@@ -369,7 +371,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         } satisfies ExecutionArgs;
       },
       execute: (args) => execute(args) as never,
-      subscribe: (args) => runs.get(args.contextValue as object)!.subscribe(args) as never,
+      subscribe: (args) => subscribe(args) as never,
       onOperation(ctx, id, _payload, args, result) {
         if (!isAsyncIterable(result)) return;
         // What a subscription's results depend on besides the event.
@@ -480,7 +482,16 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
       }
       return;
     }
-    wss.handleUpgrade(request, socket, head, (ws) => wss.emit("connection", ws, request));
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      const connection = connectionOf(ws);
+      connection.address = request.socket.remoteAddress ?? "";
+      connection.authorization = request.headers.authorization;
+      // graphql-ws keeps what the connection event hands it as `extra.request` for as long as the
+      // socket lives; what the operations need of the upgrade request was read above, and the
+      // request, its headers and raw headers (about 2 KB a socket) are left behind. Nothing here
+      // reads `extra.request`.
+      wss.emit("connection", ws, undefined);
+    });
   };
   deps.server.on("upgrade", onUpgrade);
 

@@ -16,7 +16,8 @@ import {
   type ValidationRule,
 } from "graphql";
 import { describe, expect, it } from "vitest";
-import { chainDocuments, chainExecute, envelopChain } from "../../src/graphql/chain.ts";
+import { makeExecutableSchema } from "@graphql-tools/schema";
+import { chainDocuments, chainExecute, chainSubscribe, envelopChain } from "../../src/graphql/chain.ts";
 
 const schema = buildSchema("type Query { a: String }");
 const document = parse("{ a }");
@@ -269,5 +270,153 @@ describe("chainDocuments", () => {
     expect(ours).toEqual(envelop);
     // graphql-js's own rules are not changed by it.
     expect(specifiedRules.length).toBe(SPECIFIED);
+  });
+});
+
+/** A schema whose subscription yields `ticks` then, if `fail`, throws; `n` must be an Int. */
+const ticking = makeExecutableSchema({
+  typeDefs: "type Query { a: String } type Subscription { tick(n: Int, fail: Boolean): Int }",
+  resolvers: {
+    Subscription: {
+      tick: {
+        subscribe: async function* (_: unknown, args: { n?: number; fail?: boolean }) {
+          for (let i = 1; i <= (args.n ?? 2); i++) yield { tick: i };
+          if (args.fail) throw new Error("the source failed");
+        },
+      },
+    },
+  },
+});
+
+/** A chain of subscribe hooks that records what ran into the context's `seen`. */
+function subscribeChain(options: { stopAt?: string; replaceNext?: boolean; replaceError?: boolean }) {
+  type Ctx = { seen: string[] };
+  const hook = (name: string): Plugin<Ctx> => ({
+    async onSubscribe({ context, setResultAndStopExecution }) {
+      context.seen.push(`subscribe ${name}`);
+      if (options.stopAt === name) setResultAndStopExecution({ data: { tick: -1 } });
+      return {
+        onSubscribeResult({ result }) {
+          context.seen.push(`result ${name} ${Symbol.asyncIterator in result ? "stream" : "single"}`);
+          return {
+            onNext({ result: value, setResult }) {
+              const tick = (value.data as { tick: number } | null)?.tick;
+              context.seen.push(`next ${name} ${tick}`);
+              if (options.replaceNext && name === "second") setResult({ data: { tick: (tick ?? 0) * 10 } });
+            },
+            onEnd() {
+              context.seen.push(`end ${name}`);
+            },
+          };
+        },
+        onSubscribeError({ error, setError }) {
+          context.seen.push(`error ${name} ${(error as Error).message}`);
+          if (options.replaceError && name === "first") setError(new Error("replaced by first"));
+        },
+      };
+    },
+  });
+  return [hook("first"), hook("second")];
+}
+
+/** `query` subscribed by chainSubscribe and by envelop over the same chain, read to its end. */
+async function subscribedBothWays(
+  chain: Plugin<{ seen: string[] }>[],
+  query: string,
+  variableValues?: Record<string, unknown>,
+) {
+  type Ctx = { seen: string[] };
+  const run = async (subscribe: (args: ExecutionArgs) => Promise<unknown>) => {
+    const contextValue: Ctx = { seen: [] };
+    const results: unknown[] = [];
+    let thrown: string | undefined;
+    const result = await subscribe({ schema: ticking, document: parse(query), variableValues, contextValue });
+    if (result && typeof result === "object" && Symbol.asyncIterator in result) {
+      try {
+        for await (const r of result as AsyncIterable<ExecutionResult>)
+          results.push(JSON.parse(JSON.stringify(r)));
+      } catch (err) {
+        thrown = (err as Error).message;
+      }
+    } else results.push(JSON.parse(JSON.stringify(result)));
+    return { results, thrown, seen: contextValue.seen };
+  };
+  return {
+    ours: await run((args) => chainSubscribe(chain)(args)),
+    envelop: await run(
+      async (args) => (await envelopChain(chain)(args.contextValue as Ctx).subscribe(args)) as unknown,
+    ),
+  };
+}
+
+describe("chainSubscribe", () => {
+  it("runs the hooks, then the stream's results through every onNext in order and its end through every onEnd, as envelop does", async () => {
+    const { ours, envelop } = await subscribedBothWays(
+      subscribeChain({ replaceNext: true }),
+      "subscription { tick }",
+    );
+    expect(ours).toEqual({
+      results: [{ data: { tick: 10 } }, { data: { tick: 20 } }],
+      thrown: undefined,
+      seen: [
+        "subscribe first",
+        "subscribe second",
+        "result first stream",
+        "result second stream",
+        "next first 1",
+        "next second 1",
+        "next first 2",
+        "next second 2",
+        "end first",
+        "end second",
+      ],
+    });
+    expect(ours).toEqual(envelop);
+  });
+
+  it("a hook's result stops the later hooks and the subscription; the earlier hooks' result hooks still run", async () => {
+    const { ours, envelop } = await subscribedBothWays(
+      subscribeChain({ stopAt: "first" }),
+      "subscription { tick }",
+    );
+    expect(ours).toEqual({
+      results: [{ data: { tick: -1 } }],
+      thrown: undefined,
+      seen: ["subscribe first", "result first single"],
+    });
+    expect(ours).toEqual(envelop);
+  });
+
+  it("an error the source throws passes every onSubscribeError, which may replace it, and is thrown", async () => {
+    const { ours, envelop } = await subscribedBothWays(
+      subscribeChain({ replaceError: true }),
+      "subscription { tick(n: 1, fail: true) }",
+    );
+    expect(ours.results).toEqual([{ data: { tick: 1 } }]);
+    expect(ours.thrown).toBe("replaced by first");
+    expect(ours.seen).toContain("error first the source failed");
+    expect(ours.seen).toContain("error second replaced by first");
+    expect(ours).toEqual(envelop);
+  });
+
+  it("arguments that do not coerce are refused as yoga's interpreter refuses them (BAD_USER_INPUT)", async () => {
+    const { ours, envelop } = await subscribedBothWays(
+      subscribeChain({}),
+      "subscription($n: Int) { tick(n: $n) }",
+      { n: "three" },
+    );
+    expect(ours.results).toEqual([
+      {
+        errors: [
+          {
+            message:
+              'Variable "$n" got invalid value "three"; Int cannot represent non-integer value: "three"',
+            locations: [{ line: 1, column: 14 }],
+            extensions: { http: { status: 400 }, code: "BAD_USER_INPUT" },
+          },
+        ],
+      },
+    ]);
+    expect(ours).toEqual(envelop);
   });
 });

@@ -197,7 +197,7 @@ describe("GraphQL subscriptions end when their token expires", () => {
   beforeAll(async () => {
     t = await createTestApp("pglite", {
       fixture: "sample",
-      env: { ...NO_RATE_LIMITS, ACCESS_TOKEN_ACTIVE_S: "1", ACCESS_TOKEN_RENEWABLE_S: "2" },
+      env: { ...NO_RATE_LIMITS, ACCESS_TOKEN_ACTIVE_S: "2", ACCESS_TOKEN_RENEWABLE_S: "3" },
     });
     base = await listen(t);
   });
@@ -210,5 +210,18 @@ describe("GraphQL subscriptions end when their token expires", () => {
     expect(sub.status).toBe(200);
     await endsWith(sub, "TOKEN_EXPIRED");
     expect(sub.events[0]!.data.errors[0].extensions).toMatchObject({ status: 401 });
+  });
+
+  it("the subscriptions of one token end together at its expiry; one closed before leaves the others watched", async () => {
+    const token = await login(t, "anna");
+    const [closedEarly, ...rest] = await Promise.all([
+      subscribe(base, token, CITY),
+      subscribe(base, token, CITY),
+      subscribe(base, token, CUST),
+    ]);
+    expect([closedEarly, ...rest].map((s) => s.status)).toEqual([200, 200, 200]);
+    await closedEarly!.close();
+    for (const sub of rest) await endsWith(sub, "TOKEN_EXPIRED");
+    expect(closedEarly!.events).toHaveLength(0);
   });
 });

@@ -43,14 +43,22 @@ describe.each(BACKENDS)("GraphQL over WebSocket (%s)", (backend) => {
   const tokens: Record<string, string> = {};
   const open: Socket[] = [];
 
-  function connect(authorization: string | undefined): Socket {
+  /** A socket whose connection_init carries `authorization`, and its upgrade request `header`. */
+  function connect(authorization: string | undefined, header?: string): Socket {
     let onClosed: (e: CloseEvent) => void = () => {};
     const closed = new Promise<CloseEvent>((resolve) => {
       onClosed = resolve;
     });
     const c = createClient({
       url,
-      webSocketImpl: WebSocket,
+      webSocketImpl:
+        header === undefined
+          ? WebSocket
+          : class extends WebSocket {
+              constructor(address: string, protocols?: string | string[]) {
+                super(address, protocols, { headers: { authorization: header } });
+              }
+            },
       lazy: false,
       retryAttempts: 0,
       onNonLazyError: () => {},
@@ -246,6 +254,22 @@ describe.each(BACKENDS)("GraphQL over WebSocket (%s)", (backend) => {
     const closed = await none.closed;
     expect(closed.code).toBe(4401);
     expect(closed.reason).toContain("bearer token is required");
+  });
+
+  it("the upgrade request's Authorization header authenticates a socket; connection_init's token, when given, is the one used", async () => {
+    const query = `{ CUST(source: "anag-1", limit: 1) { data { CUST_ID } } }`;
+    const byHeader = connect(undefined, `Bearer ${tokens.anna}`);
+    const answered = await once(byHeader, query);
+    expect(answered.error).toBeNull();
+    expect(answered.results[0]!.errors).toBeUndefined();
+    expect((answered.results[0]!.data as { CUST: { data: unknown[] } }).CUST.data).toHaveLength(1);
+    await byHeader.client.dispose();
+
+    const initWins = connect(`Bearer ${tokens.anna}`, "Bearer not-a-token");
+    expect((await once(initWins, query)).results[0]!.errors).toBeUndefined();
+    await initWins.client.dispose();
+    const badInit = connect("Bearer not-a-token", `Bearer ${tokens.anna}`);
+    expect((await badInit.closed).code).toBe(4401);
   });
 
   it("logout closes the socket of a live subscription with 4401, after the subscription's error", async () => {

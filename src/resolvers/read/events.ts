@@ -8,7 +8,7 @@ import { rowScopeOf } from "../../query/plan.ts";
 import { ApiError } from "../../errors.ts";
 import type { OutboxMessage } from "../../events/bus.ts";
 import type { EventFeed } from "../../events/feed.ts";
-import type { MetadataModel, RequestContext } from "../../types.ts";
+import type { DimensionDef, FieldDef, MetadataModel, RequestContext } from "../../types.ts";
 
 export interface DimensionEvent {
   event_id: string;
@@ -20,6 +20,22 @@ export interface DimensionEvent {
 }
 
 export const MAX_PENDING_EVENTS = 1000;
+
+/**
+ * The codes of the fields a caller reads in detail, and the key of that field set, made once per
+ * set (the access view keeps one per dimension and caller profile): every subscription of one
+ * profile shares them.
+ */
+const detailCodes = new WeakMap<readonly FieldDef[], { codes: readonly string[]; key: string }>();
+function detailFieldsOf(dim: DimensionDef, fields: readonly FieldDef[]) {
+  let known = detailCodes.get(fields);
+  if (!known) {
+    const codes = fields.map((f) => f.code);
+    known = { codes, key: `${dim.code}:${codes.join(",")}` };
+    detailCodes.set(fields, known);
+  }
+  return known;
+}
 
 export class SubscriptionOverflowError extends ApiError {
   constructor() {
@@ -44,7 +60,7 @@ export async function subscribeToEvents(
   // with no data (the caller no longer sees it); a scope that cannot be judged in memory withholds
   // the event (src/auth/row-match.ts).
   const scope = rowScopeOf(request, dim);
-  const readable = dim.rules.withFlag("D").map((f) => f.code);
+  const { codes: readable, key: readableKey } = detailFieldsOf(dim, dim.rules.withFlag("D"));
   const wanted = eventTypes?.length ? new Set(eventTypes) : null;
   const tenant = request.principal.tenantId;
 
@@ -56,7 +72,6 @@ export async function subscribeToEvents(
 
   // Subscribers who see the same fields share one view of an event (the feed's memo per event):
   // what the WebSocket transport serialises once per field set (src/graphql/websocket.ts).
-  const readableKey = `${dim.code}:${readable.join(",")}`;
   const toEvent = (m: OutboxMessage, left: boolean, shared: Map<string, unknown>): DimensionEvent => {
     const key = left ? `${dim.code}:left` : readableKey;
     const known = shared.get(key) as DimensionEvent | undefined;
