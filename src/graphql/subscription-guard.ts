@@ -14,6 +14,7 @@ import {
   GrantsChangedError,
   TooManySubscriptionsError,
 } from "../errors.ts";
+import { type TimerAt, timerAt } from "../timer-at.ts";
 import type { Database, Principal } from "../types.ts";
 
 export interface GuardDeps {
@@ -42,7 +43,7 @@ interface Live {
 /** The live subscriptions whose tokens expire at one time, and the one timer that ends them. */
 interface Expiry {
   subs: Set<Live>;
-  timer: NodeJS.Timeout | null;
+  timer: TimerAt | null;
 }
 
 export interface SubscriptionGuard {
@@ -81,7 +82,7 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
       const expiry = expiries.get(sub.expiresAt);
       expiry?.subs.delete(sub);
       if (expiry?.subs.size === 0) {
-        if (expiry.timer) clearTimeout(expiry.timer);
+        expiry.timer?.cancel();
         expiries.delete(sub.expiresAt);
       }
     }
@@ -136,8 +137,7 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
 
   /**
    * Ends `sub` at its token's expiry: one timer per expiry time, shared by the subscriptions of one
-   * token (a socket's, a browser tab's). Timers hold at most ~24.8 days: a later expiry is waited
-   * for in steps.
+   * token (a socket's, a browser tab's).
    */
   function watchExpiry(sub: Live, expiresAt: number) {
     const known = expiries.get(expiresAt);
@@ -147,14 +147,7 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
     }
     const expiry: Expiry = { subs: new Set([sub]), timer: null };
     expiries.set(expiresAt, expiry);
-    const arm = () => {
-      const ms = expiresAt * 1000 - deps.clock().getTime();
-      if (ms > 0) {
-        expiry.timer = setTimeout(arm, Math.min(ms, 2 ** 31 - 1));
-        expiry.timer.unref();
-        return;
-      }
-      expiry.timer = null;
+    expiry.timer = timerAt(expiresAt * 1000, deps.clock, () => {
       const expired = new AuthenticationError(
         "TOKEN_EXPIRED",
         "The token of this subscription has expired.",
@@ -163,8 +156,7 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
         },
       );
       for (const s of [...expiry.subs]) endWith(s, expired);
-    };
-    arm();
+    });
   }
 
   function onNotice(payload: string) {

@@ -45,6 +45,7 @@ import { type Extra, useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
 import { AuthenticationError, RateLimitError } from "../errors.ts";
 import type { LaneClient } from "../http/heavy-requests.ts";
+import { type TimerAt, timerAt } from "../timer-at.ts";
 import type { Caller } from "../types.ts";
 import { type ChainContext, chainDocuments, chainExecute, chainSubscribe } from "./chain.ts";
 import { asGraphQLError } from "./errors.ts";
@@ -115,7 +116,8 @@ interface Connection {
   authorization: string | undefined;
   /** Whose socket it is, once authenticated (what the caps count). */
   holder: { userId: string; tenantId: string } | null;
-  expiryTimer: NodeJS.Timeout | null;
+  /** Closes the socket at its token's expiry. */
+  expiry: TimerAt | null;
   /** Per operation id: what the heavy lanes watch to notice the operation is gone. */
   operations: Map<string, AbortController>;
 }
@@ -231,7 +233,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         address: "",
         authorization: undefined,
         holder: null,
-        expiryTimer: null,
+        expiry: null,
         operations: new Map(),
       };
       connections.set(socket, c);
@@ -295,16 +297,9 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           socketsOpen++;
           connection.holder = { userId, tenantId };
           if (expiresAt !== null) {
-            const arm = () => {
-              const ms = expiresAt * 1000 - deps.clock().getTime();
-              if (ms > 0) {
-                connection.expiryTimer = setTimeout(arm, Math.min(ms, 2 ** 31 - 1));
-                connection.expiryTimer.unref();
-                return;
-              }
-              socket.close(WS_CLOSE.unauthorized, "The token of this connection has expired.");
-            };
-            arm();
+            connection.expiry = timerAt(expiresAt * 1000, deps.clock, () =>
+              socket.close(WS_CLOSE.unauthorized, "The token of this connection has expired."),
+            );
           }
           return true;
         } catch (err) {
@@ -397,7 +392,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
       },
       onClose(ctx) {
         const connection = connectionOf(ctx.extra.socket);
-        if (connection.expiryTimer) clearTimeout(connection.expiryTimer);
+        connection.expiry?.cancel();
         for (const ending of connection.operations.values()) ending.abort(new Error("the socket closed"));
         connection.operations.clear();
         if (connection.holder) {
