@@ -14,7 +14,7 @@
 // Authentication is not here: the caller is authenticated once per HTTP request, in the protected
 // scope's hook, and handed in the context. Nothing in a request becomes code: operations run on
 // graphql-js's interpreter (docs/decisions.md, "No compiled GraphQL execution").
-import { envelop, type Plugin, useEngine, useMaskedErrors } from "@envelop/core";
+import { envelop, isAsyncIterable, type Plugin, useEngine, useMaskedErrors } from "@envelop/core";
 import { normalizedExecutor } from "@graphql-tools/executor";
 import {
   type DocumentNode,
@@ -199,7 +199,10 @@ type SubscribeResult = AsyncIterableIterator<ExecutionResult> | ExecutionResult;
  * memory (docs/benchmarks.md, "bench/ws-subscriptions"). The envelop equivalence is tested in
  * test/graphql/chain-execute.test.ts; yoga's SSE subscriptions still run through envelop.
  */
-export function chainSubscribe<C extends object>(chain: Plugin<C>[], subscribe: SubscribeFn = subscribeLean) {
+export function chainSubscribe<C extends object>(
+  chain: Plugin<C>[],
+  subscribe: SubscribeFn = graphqlJsSubscribe,
+) {
   refuseUnrunnableHooks(chain);
   const hooks = chain.flatMap((plugin) => (plugin.onSubscribe ? [plugin.onSubscribe] : []));
   type Payload = Parameters<SubscribeHook<C>>[0];
@@ -229,8 +232,14 @@ export function chainSubscribe<C extends object>(chain: Plugin<C>[], subscribe: 
       });
       if (after instanceof Promise) after = await after;
       if (after && typeof after === "object") {
-        if (after.onSubscribeResult) resultHooks = appended(resultHooks, after.onSubscribeResult);
-        if (after.onSubscribeError) errorHooks = appended(errorHooks, after.onSubscribeError);
+        if (after.onSubscribeResult) {
+          resultHooks ??= [];
+          resultHooks.push(after.onSubscribeResult);
+        }
+        if (after.onSubscribeError) {
+          errorHooks ??= [];
+          errorHooks.push(after.onSubscribeError);
+        }
       }
       if (stopped) break;
     }
@@ -245,10 +254,16 @@ export function chainSubscribe<C extends object>(chain: Plugin<C>[], subscribe: 
           result = replaced as SubscribeResult;
         },
       });
-      if (streamHooks?.onNext) onNext = appended(onNext, streamHooks.onNext);
-      if (streamHooks?.onEnd) onEnd = appended(onEnd, streamHooks.onEnd);
+      if (streamHooks?.onNext) {
+        onNext ??= [];
+        onNext.push(streamHooks.onNext);
+      }
+      if (streamHooks?.onEnd) {
+        onEnd ??= [];
+        onEnd.push(streamHooks.onEnd);
+      }
     }
-    if (!isStream(result) || (!onNext && !onEnd && !errorHooks)) return result!;
+    if (!isAsyncIterable<ExecutionResult>(result) || (!onNext && !onEnd && !errorHooks)) return result!;
     return hookedStream(result, args as Payload["args"], onNext, onEnd, errorHooks);
   };
 }
@@ -261,9 +276,9 @@ export function chainSubscribe<C extends object>(chain: Plugin<C>[], subscribe: 
  * and each subscriber's last result and the generator that yielded it until the next event:
  * about 4 KB of a WebSocket subscription (docs/benchmarks.md, "bench/ws-subscriptions").
  */
-async function subscribeLean(args: ExecutionArgs): Promise<SubscribeResult> {
+async function graphqlJsSubscribe(args: ExecutionArgs): Promise<SubscribeResult> {
   const result = await subscribe(args);
-  if (isStream(result) || !result.errors) return result as SubscribeResult;
+  if (isAsyncIterable(result) || !result.errors) return result as SubscribeResult;
   return {
     ...result,
     errors: result.errors.map((error) =>
@@ -279,16 +294,6 @@ async function subscribeLean(args: ExecutionArgs): Promise<SubscribeResult> {
     ),
   };
 }
-
-/** `list` with `item` at its end: made with its first item (hooks are rare; most lists stay null). */
-function appended<T>(list: T[] | null, item: T): T[] {
-  if (!list) return [item];
-  list.push(item);
-  return list;
-}
-
-const isStream = (value: unknown): value is AsyncIterable<ExecutionResult> =>
-  typeof (value as AsyncIterable<unknown> | null)?.[Symbol.asyncIterator] === "function";
 
 /**
  * A subscription's stream through its hooks, in one iterator: each result through every onNext

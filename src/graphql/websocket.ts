@@ -29,7 +29,7 @@
 // `query: ""`, taken as no document.
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
-import type { Plugin } from "@envelop/core";
+import { isAsyncIterable, type Plugin } from "@envelop/core";
 import {
   type DocumentNode,
   type ExecutionArgs,
@@ -175,9 +175,6 @@ function send(socket: WebSocket, data: string): Promise<void> {
     socket.send(data, (err) => (err ? reject(err) : resolve()));
   });
 }
-
-const isAsyncIterable = (value: unknown): value is AsyncIterable<ExecutionResult> =>
-  typeof (value as AsyncIterable<unknown> | null)?.[Symbol.asyncIterator] === "function";
 
 /** A number per object (a schema, a document) while it lives. */
 function objectIds() {
@@ -371,7 +368,9 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         if (!isAsyncIterable(result)) return;
         // What a subscription's results depend on besides the event.
         const fieldSet = `${idOf(args.schema)}:${idOf(args.document)}:${args.operationName ?? ""}:${JSON.stringify(args.variableValues ?? null)}`;
-        return sendingShared(result, ctx.extra.socket, id, args.contextValue as ChainContext, fieldSet);
+        // graphql-ws types its results with incremental delivery's fields; a subscription's are plain.
+        const results = result as AsyncIterable<ExecutionResult>;
+        return sendingShared(results, ctx.extra.socket, id, args.contextValue as ChainContext, fieldSet);
       },
       onNext(ctx, _id, _payload, _args, result) {
         const socket = ctx.extra.socket;
