@@ -201,13 +201,13 @@ type SubscribeResult = AsyncIterableIterator<ExecutionResult> | ExecutionResult;
  */
 export function chainSubscribe<C extends object>(
   chain: Plugin<C>[],
-  subscribe: SubscribeFn = graphqlJsSubscribe,
+  baseSubscribe: SubscribeFn = graphqlJsSubscribe,
 ) {
   refuseUnrunnableHooks(chain);
   const hooks = chain.flatMap((plugin) => (plugin.onSubscribe ? [plugin.onSubscribe] : []));
   type Payload = Parameters<SubscribeHook<C>>[0];
   return async (args: ExecutionArgs): Promise<SubscribeResult> => {
-    let subscribeFn = subscribe as unknown as Payload["subscribeFn"];
+    let subscribeFn = baseSubscribe as unknown as Payload["subscribeFn"];
     let result: SubscribeResult | undefined;
     let stopped = false;
     let resultHooks: SubscribeResultHook<C>[] | null = null;

@@ -78,13 +78,10 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
 
   function forget(sub: Live) {
     if (!live.delete(sub)) return;
-    if (sub.expiresAt !== null) {
-      const expiry = expiries.get(sub.expiresAt);
-      expiry?.subs.delete(sub);
-      if (expiry?.subs.size === 0) {
-        expiry.timer?.cancel();
-        expiries.delete(sub.expiresAt);
-      }
+    const expiry = sub.expiresAt === null ? undefined : expiries.get(sub.expiresAt);
+    if (expiry?.subs.delete(sub) && expiry.subs.size === 0) {
+      expiry.timer?.cancel();
+      expiries.delete(sub.expiresAt!);
     }
     add(perUser, sub.principal.userId, -1);
     add(perTenant, sub.principal.tenantId, -1);
