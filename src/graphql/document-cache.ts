@@ -1,7 +1,8 @@
 // Parsed and validated documents, kept by a hash of their text (issue 35 §3). A request cannot
-// pin its text in memory: what is kept — the parsed document, which refers to its source — is
-// bounded in bytes (GRAPHQL_DOCUMENT_CACHE_BYTES), the least recently used going first; a document
-// is at most GRAPHQL_MAX_DOCUMENT_BYTES long, so one entry is small. The key is a 53-bit hash of the
+// pin its text in memory: what is kept — the parsed document, which refers to its source, and
+// what the chain derives from it — is bounded in bytes of heap (GRAPHQL_DOCUMENT_CACHE_BYTES), each
+// entry weighed by its tokens and its text, the least recently used going first; a document is at
+// most GRAPHQL_MAX_DOCUMENT_BYTES long, so one entry is small. The key is a 53-bit hash of the
 // text, seeded per cache; a hit is the kept document only when its source is the text sent, so two
 // texts of one key cost a parse, never the other's document (docs/decisions.md, "Document text is
 // not kept"). Documents that fail to parse are not kept (parsing one is bounded by the document
@@ -11,12 +12,31 @@ import { randomInt } from "node:crypto";
 import type { DocumentNode, GraphQLError, GraphQLSchema } from "graphql";
 import { LRUCache } from "lru-cache";
 
+/** The text a parsed document was parsed from (graphql-js keeps it as the document's source). */
+const sourceOf = (document: DocumentNode): string | undefined => document.loc?.source.body;
+
 /**
- * What an entry weighs, as a multiple of its text's length: the AST graphql-js makes of a document
- * is several times its text (nodes, locations, tokens' values); the text itself is kept as its
- * source. Measured: a 30 KB document of selections and arguments takes ~250 KB of heap parsed.
+ * What a kept document weighs per token of its text: the AST graphql-js makes of it (a node and a
+ * location per token or so, every token an object linked to the next) about 290 bytes a token,
+ * whatever the document's size, and what the chain keeps per document while it is kept (its
+ * validation, costs, plans, look-aheads and write budgets, weakly by the document) about 110
+ * more. Measured with a full collection before and after: 7.9 KB of AST for a 27-token create of
+ * 112 characters, 1.27 MB for a 4,500-token document of 16 KB; 11 KB in all for that create run
+ * through the service, 13 KB for a 33-token list (docs/decisions.md, "Document text is not kept").
  */
-const BYTES_PER_SOURCE_CHARACTER = 10;
+const BYTES_PER_TOKEN = 400;
+/**
+ * And per character: the text is kept as the document's source (up to 2 bytes a character), which
+ * a long string or comment token refers to.
+ */
+const BYTES_PER_SOURCE_CHARACTER = 2;
+
+/** The heap a parsed document holds while kept: its tokens' and its text's (above). */
+function documentWeight(document: DocumentNode): number {
+  let tokens = 0;
+  for (let token = document.loc?.startToken ?? null; token; token = token.next) tokens++;
+  return tokens * BYTES_PER_TOKEN + (sourceOf(document)?.length ?? 0) * BYTES_PER_SOURCE_CHARACTER;
+}
 
 export interface DocumentCache {
   /** The document parsed from `text` before, if kept. */
@@ -49,9 +69,6 @@ export function documentKey(text: string, seed: number): number {
   return 4294967296 * (2097151 & h2) + (h1 >>> 0);
 }
 
-/** The text a parsed document was parsed from (graphql-js keeps it as the document's source). */
-const sourceOf = (document: DocumentNode): string | undefined => document.loc?.source.body;
-
 /**
  * `keyOf` replaces the seeded hash (tests: texts that share a key); the document kept under a key
  * is answered only for its own text.
@@ -64,8 +81,7 @@ export function createDocumentCache(
   const keyOf = options.keyOf ?? ((text: string) => documentKey(text, seed));
   const documents = new LRUCache<number, DocumentNode>({
     maxSize: Math.max(1, maxBytes),
-    sizeCalculation: (document) =>
-      Math.max(1, (sourceOf(document)?.length ?? 1) * BYTES_PER_SOURCE_CHARACTER),
+    sizeCalculation: (document) => Math.max(1, documentWeight(document)),
   });
   const validations = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, readonly GraphQLError[]>>();
   return {
