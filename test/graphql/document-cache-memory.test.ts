@@ -62,12 +62,12 @@ describe("the document cache's bound", () => {
   }
 
   it("keeps no more heap than GRAPHQL_DOCUMENT_CACHE_BYTES, however many distinct documents come", async () => {
-    // Documents enough to fill the cache (at about 15 KB each, 140 of them would) and to warm the
-    // service's own first-request state, first: the heap it keeps from then on is the cache's.
+    // Documents enough to fill the cache (31 tokens each, weighed about 12.6 KB: some 170 fill it)
+    // and to warm the service's own first-request state, first: from then on it keeps no more.
     await sendDistinct(0, 1000);
     const before = liveHeap();
-    // 2,000 more of about 40 tokens: weighed at ten times their text, the cache kept 1,900 of these
-    // (16 MB measured); weighed by their tokens, no more bytes than before.
+    // 2,000 more: weighed at ten times their text (about 1.1 KB), the cache took in 1,900 documents
+    // before it evicted one, 15.7 MB of heap grown here; weighed by their tokens, nothing more.
     await sendDistinct(1000, 3000);
     const grown = liveHeap() - before;
     expect(grown).toBeLessThan(CACHE_BYTES);
