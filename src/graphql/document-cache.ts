@@ -22,7 +22,7 @@ const sourceOf = (document: DocumentNode): string | undefined => document.loc?.s
  * validation, costs, plans, look-aheads and write budgets, weakly by the document) about 110
  * more. Measured with a full collection before and after: 7.9 KB of AST for a 27-token create of
  * 112 characters, 1.27 MB for a 4,500-token document of 16 KB; 11 KB in all for that create run
- * through the service, 13 KB for a 33-token list (docs/decisions.md, "Document text is not kept").
+ * through the service, 13 KB for a 31-token list (docs/decisions.md, "Document text is not kept").
  */
 const BYTES_PER_TOKEN = 400;
 /**
