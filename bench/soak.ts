@@ -20,12 +20,10 @@ import { createHash, createHmac } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createClient } from "graphql-ws";
-import WebSocket from "ws";
 import { loginOverHttp, UNLIMITED_ENV } from "../test/helpers/auth.ts";
 import { TEST_AMQP_URL, TEST_JWT_SECRET } from "../test/helpers/env.ts";
 import { sseBlocks } from "../test/graphql/sse.ts";
-import { type GraphQLSocket, graphqlSocket } from "../test/graphql/ws.ts";
+import { authenticatedClient, type GraphQLSocket, graphqlSocket } from "../test/graphql/ws.ts";
 import { freePort, spawnStart, waitReady } from "../test/helpers/process.ts";
 import { openBenchServices, seedCustomers } from "./seed.ts";
 
@@ -119,12 +117,7 @@ function subscribeOverSse(base: string, token: string, query: string, signal: Ab
  */
 function subscribeOverWebSocket(url: string, token: string, query: string, signal: AbortSignal): Subscriber {
   const state = { events: 0, errors: 0, ended: false };
-  const client = createClient({
-    url,
-    webSocketImpl: WebSocket,
-    retryAttempts: 0,
-    connectionParams: { authorization: `Bearer ${token}` },
-  });
+  const client = authenticatedClient(url, token);
   const done = new Promise<void>((resolve) => {
     const end = () => {
       state.ended = true;

@@ -35,14 +35,19 @@ export async function webSocketUrl(app: FastifyInstance, path = "/graphql"): Pro
   return `ws://127.0.0.1:${(app.server.address() as AddressInfo).port}${path}`;
 }
 
-/** A socket authenticated with `token` in connection_init; a close fails the operation it ends. */
-export function graphqlSocket(url: string, token: string): GraphQLSocket {
-  const client: Client = createClient({
+/** A `graphql-ws` client of `url`, authenticated with `token` in connection_init, never retrying. */
+export function authenticatedClient(url: string, token: string): Client {
+  return createClient({
     url,
     webSocketImpl: WebSocket,
     retryAttempts: 0,
     connectionParams: { authorization: `Bearer ${token}` },
   });
+}
+
+/** A socket authenticated with `token` in connection_init; a close fails the operation it ends. */
+export function graphqlSocket(url: string, token: string): GraphQLSocket {
+  const client = authenticatedClient(url, token);
   const run = (payload: SocketPayload) =>
     new Promise<SocketAnswer>((resolve, reject) => {
       const results: ExecutionResult[] = [];
