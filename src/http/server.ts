@@ -1,5 +1,6 @@
 // The Fastify instance every role shares: request ids, logging, CORS, error bodies, health.
 // Feature routes are encapsulated plugins registered by src/app.ts.
+import { isUtf8 } from "node:buffer";
 import { randomUUID } from "node:crypto";
 import cors from "@fastify/cors";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
@@ -80,6 +81,9 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
   });
 
   await app.register(cors, {
+    // An OPTIONS that is no preflight (no Origin or Access-Control-Request-Method) is answered as
+    // one, 204 with the allowed methods, instead of the plugin's 400 in text/plain.
+    strictPreflight: false,
     origin: opts.config.corsOrigins,
     methods: ["GET", "POST", "PUT", "PATCH", "DELETE"],
     allowedHeaders: [
@@ -107,9 +111,20 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
   // An empty body sent with Content-Type: application/json (clients that set the header on every
   // request, DELETE and logout included) is no body, not invalid JSON; routes that need a body
   // refuse undefined themselves. Everything else goes to Fastify's own (prototype-safe) parser.
+  // Read as bytes: JSON is UTF-8 (RFC 8259 §8.1), and bytes that are not would be decoded to
+  // U+FFFD and stored so; they are refused instead, as an import's are.
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    if (typeof body !== "string" && !isUtf8(body)) {
+      return done(
+        new BadRequestError(
+          "INVALID_ENCODING",
+          "The request body is not valid UTF-8: send JSON encoded as UTF-8.",
+        ),
+        undefined,
+      );
+    }
     const text = typeof body === "string" ? body : body.toString("utf8");
     if (text.trim() === "") return done(null, undefined);
     return parseJson(request, text, (err, value) => {

@@ -10,6 +10,7 @@ import type { DataType, DimensionDef, FieldDef } from "../types.ts";
 import {
   DEFAULT_DECIMAL_PRECISION,
   DEFAULT_STRING_LENGTH,
+  hasNonFiniteNumber,
   hasUnpairedSurrogate,
   safeStringId,
   storableText,
@@ -154,6 +155,8 @@ function storedJson(field: FieldDef, value: unknown, fieldMaxBytes: number): str
   if (field.dataType === "MEDIA" && (typeof value !== "object" || Array.isArray(value)))
     invalid(field, "expected a media object");
   if (exceedsDepth(value, MAX_JSON_DEPTH)) invalid(field, `nested deeper than ${MAX_JSON_DEPTH} levels`);
+  if (hasNonFiniteNumber(value))
+    invalid(field, "holds a number beyond a double's range (it would be stored as null)");
   const json = JSON.stringify(value);
   const max = field.length ?? fieldMaxBytes;
   if (json.length > max || Buffer.byteLength(json) > max) invalid(field, `longer than ${max} bytes as JSON`);

@@ -54,6 +54,17 @@ export function hasUnpairedSurrogate(value: unknown): boolean {
   return false;
 }
 
+/**
+ * Whether `value` (parsed JSON) holds a number JSON cannot write: a literal beyond a double's range
+ * (1e400) parses to Infinity, which JSON.stringify would store as null.
+ */
+export function hasNonFiniteNumber(value: unknown): boolean {
+  if (typeof value === "number") return !Number.isFinite(value);
+  if (Array.isArray(value)) return value.some(hasNonFiniteNumber);
+  if (value !== null && typeof value === "object") return Object.values(value).some(hasNonFiniteNumber);
+  return false;
+}
+
 /** Whether 8 (YYYYMMDD) or 14 (YYYYMMDDHHmmss) digits name a real calendar moment. */
 export function validCalendar(v: string): boolean {
   if (!/^\d{8}(?:\d{6})?$/.test(v)) return false;

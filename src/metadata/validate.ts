@@ -6,6 +6,7 @@ import { graphqlNameProblems } from "../schema/names.ts";
 import { resolveRelations } from "./build.ts";
 import { rowScopeProblems } from "./row-scope.ts";
 import { compositeIndexProblems } from "./composite-indexes.ts";
+import { documentDefinitionProblems } from "./document-definition.ts";
 import {
   AUDIT_FIELDS,
   FIXED_TABLES,
@@ -327,6 +328,15 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     if (!dims.has(d.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${d.COD_DIM} does not exist`);
     if (d.DEFINITION === null || typeof d.DEFINITION !== "object" || Array.isArray(d.DEFINITION))
       add(`${p}.DEFINITION`, "must be a JSON object");
+    else if (dims.has(d.COD_DIM)) {
+      const problems = documentDefinitionProblems(
+        d.DEFINITION,
+        d.COD_DIM,
+        (dim) => dims.has(dim),
+        fieldExists,
+      );
+      for (const [at, message] of problems) add(`${p}.${at}`, message);
+    }
   });
 
   return problems;

@@ -112,6 +112,32 @@ function checkNames(deps: WebhookDeps, body: Partial<CreateBody>): void {
   }
 }
 
+/**
+ * Each filter must name a field of a dimension the registration can receive events of (its
+ * `dimensions`, else those its event names name, else any): a filter on no such field could never
+ * match, and the registration would never fire.
+ */
+function checkFilters(
+  deps: WebhookDeps,
+  events: readonly string[],
+  dimensions: readonly string[] | null,
+  filters: Record<string, unknown> | null,
+): void {
+  if (!filters) return;
+  const dims = deps.metadata.current().dimensions;
+  const named = events.includes("*") ? [] : events.map((e) => EVENT_NAME.exec(e)?.[1] ?? "");
+  const covered = (dimensions?.length ? dimensions : named.length ? named : [...dims.keys()])
+    .map((code) => dims.get(code))
+    .filter((d) => d !== undefined);
+  for (const field of Object.keys(filters)) {
+    if (!covered.some((d) => d.fieldsByCode.has(field)))
+      throw invalid(
+        "filters",
+        `filters: ${field.slice(0, 60)} is not a field of ${covered.map((d) => d.code).join(", ") || "any dimension"}; such a registration would never fire.`,
+      );
+  }
+}
+
 type Row = Awaited<ReturnType<PrismaClient["tbWebhook"]["findFirstOrThrow"]>>;
 
 function view(row: Row, withSecret: boolean): WebhookView {
@@ -154,6 +180,7 @@ export async function createWebhook(
   const body = parseBody(createBody, input);
   const url = checkUrl(body.url, deps.allowPrivate);
   checkNames(deps, body);
+  checkFilters(deps, body.events, body.dimensions ?? null, body.filters ?? null);
   // The count and the insert under one lock per tenant: two requests at once cannot both take the
   // last place.
   const row = await deps.prisma.$transaction(async (tx) => {
@@ -206,6 +233,13 @@ export async function updateWebhook(
   const row = await own(deps, caller, id);
   const url = body.url === undefined ? undefined : checkUrl(body.url, deps.allowPrivate);
   checkNames(deps, body);
+  // Judged on the registration as it will be: the body's members over the stored ones.
+  checkFilters(
+    deps,
+    body.events ?? (row.EVENTS as string[]),
+    body.dimensions !== undefined ? body.dimensions : (row.DIMENSIONS as string[] | null),
+    body.filters !== undefined ? body.filters : (row.FILTERS as Record<string, unknown> | null),
+  );
   const nullable = (v: object | null | undefined): Prisma.InputJsonValue | null | undefined =>
     v === undefined
       ? undefined

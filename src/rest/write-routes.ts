@@ -47,10 +47,14 @@ function arrayMember(body: unknown, member: string): unknown[] {
   return list;
 }
 
+/**
+ * A flag such as `force`: true, false, 1 or 0. An empty value (`?force=`, a bare `?force`) is
+ * refused, not read as either: a force delete cannot be undone, so only an explicit true asks it.
+ */
 function parseFlag(value: unknown, name: string): boolean {
   if (value === undefined || value === null || value === false || value === "false" || value === "0")
     return false;
-  if (value === true || value === "true" || value === "1" || value === "") return true;
+  if (value === true || value === "true" || value === "1") return true;
   throw new BadRequestError("INVALID_PARAMETER", `${name} must be true or false.`, { field: name });
 }
 

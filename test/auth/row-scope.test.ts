@@ -230,6 +230,35 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
     expect(own.status).toBe(200);
   });
 
+  it("a foreign key to an out-of-scope record is refused as one to another tenant's, and nothing is written", async () => {
+    const roma = await idOf("Roma Uno");
+    const milano = await idOf("Milano Uno");
+    const count = async () =>
+      Number(
+        (await t.services.db.query<{ n: string }>(`SELECT count(*) AS n FROM "TB_DOC_ORD00"`)).rows[0]!.n,
+      );
+    const before = await count();
+    const out = await as.mi!.post("/api/v4/core/ORD?source=sales-1", { data: { CUST_ID: roma } });
+    expect(out.status).toBe(400);
+    expect(out.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "CUST_ID" });
+    // The same answer as for an id that names no customer at all: nothing tells them apart.
+    const none = await as.mi!.post("/api/v4/core/ORD?source=sales-1", { data: { CUST_ID: 999999 } });
+    expect(none.body.code).toBe(out.body.code);
+    // A grant's ROW_FILTER narrows what a key may name too (Milano Due is not VIP).
+    const notVip = await as.vipmi!.post("/api/v4/core/ORD?source=sales-1", {
+      data: { CUST_ID: await idOf("Milano Due") },
+    });
+    expect(notVip.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "CUST_ID" });
+    expect(await count()).toBe(before);
+    // In scope it is written; all_rows names any unit's.
+    expect((await as.mi!.post("/api/v4/core/ORD?source=sales-1", { data: { CUST_ID: milano } })).status).toBe(
+      201,
+    );
+    expect((await as.boss!.post("/api/v4/core/ORD?source=sales-1", { data: { CUST_ID: roma } })).status).toBe(
+      201,
+    );
+  });
+
   it("ROW_FILTER narrows reads and refuses writes whose row would not match (403 ROW_NOT_ALLOWED)", async () => {
     const vipMilano = CUSTOMERS.filter((c) => c.CENTRO_DETT === "MI01" && c.VIP)
       .map((c) => c.NAME)

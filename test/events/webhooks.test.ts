@@ -80,6 +80,10 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
       [{ ...ok, dimensions: ["NOPE"] }, "dimensions"],
       [{ ...ok, secret: "short" }, "secret"],
       [{ ...ok, filters: { COUNTRY: { nested: true } } }, "filters"],
+      // A filter on a field no covered dimension has could never match.
+      [{ ...ok, filters: { NOPE: 1 } }, "filters"],
+      [{ ...ok, events: ["*"], filters: { NOPE: 1 } }, "filters"],
+      [{ ...ok, dimensions: ["CUST"], filters: { COUNTRY: "IT" } }, "filters"],
       [{ ...ok, retry_count: 99 }, "retry_count"],
       [{ ...ok, surprise: 1 }, "surprise"],
       [{ events: ["*"] }, "url"],
@@ -91,6 +95,12 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
     }
     expect((await anna.post("/api/v4/webhooks", [1])).status).toBe(400);
     expect((await anna.get("/api/v4/webhooks/abc")).status).toBe(404);
+    // A change is judged on the registration as it will be: filters against its stored events.
+    const made = await anna.post("/api/v4/webhooks", { ...ok, filters: { COUNTRY: "IT" } });
+    expect(made.status).toBe(201);
+    const patched = await anna.patch(`/api/v4/webhooks/${made.body.webhook_id}`, { filters: { NOPE: 1 } });
+    expect(patched.body).toMatchObject({ status: 400, field: "filters" });
+    expect((await anna.delete(`/api/v4/webhooks/${made.body.webhook_id}`)).status).toBe(200);
   });
 
   it("delivers the body of spec 6.1.2 with the four headers and a signature an independent HMAC verifies", async () => {

@@ -89,6 +89,34 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     }
   });
 
+  it("a JSON body that is not UTF-8 is a 400 INVALID_ENCODING, not stored as U+FFFD; UTF-8 passes", async () => {
+    for (const url of ["/api/v4/core/CUST?source=anag-1", "/graphql"]) {
+      const bad = await app.inject({
+        method: "POST",
+        url,
+        headers: { "content-type": "application/json" },
+        // Latin-1 é, then 0xFF 0xFE: bytes no UTF-8 text holds.
+        payload: Buffer.concat([
+          Buffer.from('{"data":{"NAME":"lat'),
+          Buffer.from([0xe9, 0x20, 0xff, 0xfe]),
+          Buffer.from('"}}'),
+        ]),
+      });
+      expect(bad.statusCode).toBe(400);
+      // REST's standard body; GraphQL's errors[] with the same code and status.
+      const body = bad.json();
+      expect(body.errors?.[0]?.extensions ?? body).toMatchObject({ code: "INVALID_ENCODING", status: 400 });
+      // The same text in UTF-8 is parsed and goes on to the route (here: 401, no token).
+      const good = await app.inject({
+        method: "POST",
+        url,
+        headers: { "content-type": "application/json" },
+        payload: Buffer.from('{"data":{"NAME":"latté ÿþ"}}', "utf8"),
+      });
+      expect(good.statusCode).toBe(401);
+    }
+  });
+
   it("a body nested deeper than 64 levels is a 400 INVALID_JSON; 64 levels are parsed", async () => {
     const nested = (levels: number) =>
       `{"data":{"SPECS":${"[".repeat(levels - 2)}1${"]".repeat(levels - 2)}}}`;
@@ -201,6 +229,13 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
       const res = await app.inject({ method: "GET", url: "/healthz", headers: { "x-request-id": bad } });
       expect(res.headers["x-request-id"]).toMatch(UUID_RE);
     }
+  });
+
+  it("an OPTIONS that is no preflight is a 204 with the allowed methods, not a text/plain 400", async () => {
+    const res = await app.inject({ method: "OPTIONS", url: "/api/v4/core/CUST" });
+    expect(res.statusCode).toBe(204);
+    expect(res.body).toBe("");
+    expect(String(res.headers["access-control-allow-methods"])).toContain("PATCH");
   });
 
   it("a CORS preflight answers with the allowed methods, headers and a max age of 86400", async () => {

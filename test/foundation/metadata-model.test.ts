@@ -72,6 +72,32 @@ describe("buildModel over the sample fixture", () => {
     }
   });
 
+  it("a TB_DOCUMENT definition is checked when written: part names, dimensions and the fields it names", () => {
+    const broken = sampleRows();
+    const doc = broken.TB_DOCUMENT[0]!;
+    const part = { name: "lines", dim: "PRICE", join: { PROD_ID: "PROD_ID" } };
+    const definitions: Array<[unknown, string, string]> = [
+      // A part named as a root field would replace that field's value in the answer.
+      [{ parts: [{ ...part, name: "PROD_ID" }] }, "parts.0.name", "is a field of PROD"],
+      [{ parts: [{ ...part, name: "__proto__" }] }, "parts.0.name", "a part's name must be a letter"],
+      [{ parts: [part, part] }, "parts.1.name", "named twice"],
+      [{ parts: [{ ...part, dim: "NOPE" }] }, "parts.0.dim", "dimension NOPE does not exist"],
+      [{ parts: [{ ...part, join: { NOPE: "PROD_ID" } }] }, "parts.0.join", '"NOPE" is not a field of PRICE'],
+      [{ parts: [{ ...part, join: { PROD_ID: "NOPE" } }] }, "parts.0.join", '"NOPE" is not a field of PROD'],
+      [{ parts: [{ ...part, fields: ["NOPE"] }] }, "parts.0.fields", "not a field of PRICE"],
+      [{ parts: [{ ...part, params: { p: "NOPE" } }] }, "parts.0.params", "not a field of PRICE"],
+      [{ fields: ["NOPE"], parts: [] }, "fields", "not a field of PROD"],
+      [{ parts: "none" }, "parts", ""],
+    ];
+    for (const [DEFINITION, at, message] of definitions) {
+      const withDoc = { ...broken, TB_DOCUMENT: [{ ...doc, DEFINITION }] };
+      expect(validateMetadata(withDoc), JSON.stringify(DEFINITION)).toContainEqual({
+        path: `TB_DOCUMENT[0].DEFINITION.${at}`,
+        message: expect.stringContaining(message),
+      });
+    }
+  });
+
   it("dimension properties: table, id field and type, cascades", () => {
     const cust = dim(model, "CUST");
     expect(cust).toMatchObject({

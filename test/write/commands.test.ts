@@ -88,6 +88,12 @@ describe.each(BACKENDS)("commands (%s)", (backend) => {
     });
     expect((await command(anna, "process", {})).body).toMatchObject({ status: 400, field: "id" });
     expect((await command(anna, "process", { id: "NOPE" })).status).toBe(404);
+    // An id that is no id at all (an object, a list) is the client's mistake, not a missing record.
+    for (const bad of [{ a: 1 }, [id], true]) {
+      const res = await command(anna, "process", { id: bad });
+      expect(res.status, JSON.stringify(bad)).toBe(400);
+      expect(res.body).toMatchObject({ code: "INVALID_PARAMETER", field: "id" });
+    }
     // As for every write: the source's grant for the dimension first (403), like PATCH /NODIM/{id}.
     expect((await command(anna, "process", { id }, "NODIM")).status).toBe(
       (await anna.patch(`/api/v4/core/NODIM/${id}?source=anag-3`, { data: {} })).status,

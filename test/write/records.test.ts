@@ -162,6 +162,22 @@ describe.each(BACKENDS)("record writes over HTTP (%s)", (backend) => {
       ]);
     });
 
+    it("a JSON field holding a number beyond a double's range is 400, not stored as null", async () => {
+      const token = await loginAs(t.app, "anna", "anna-secret-1");
+      const last = await lastOutboxId(t.services);
+      for (const specs of ['{"a":1e400}', "[1,-1e999]"]) {
+        const res = await t.app.inject({
+          method: "POST",
+          url: "/api/v4/core/PROD?source=catalog-1",
+          headers: { ...bearer(token), "content-type": "application/json" },
+          payload: `{"data":{"NAME":"P","UNIT_PRICE":1,"SPECS":${specs}}}`,
+        });
+        expect(res.statusCode, specs).toBe(400);
+        expect(res.json()).toMatchObject({ code: "INVALID_FIELD_VALUE", field: "SPECS" });
+      }
+      expect(await outboxRows(t.services, last)).toEqual([]);
+    });
+
     it("answers 400 INVALID_FIELD_VALUE for wrong types and lengths", async () => {
       const cases: Array<[string, string, Record<string, unknown>, string]> = [
         [CUST, q, { NAME: "x".repeat(101) }, "NAME"],
@@ -486,6 +502,19 @@ describe.each(BACKENDS)("record writes over HTTP (%s)", (backend) => {
       expect(event).toMatchObject({ EVENT_TYPE: "CUSTDeleted", AGGREGATE_ID: String(id) });
       expect(event!.PAYLOAD).toMatchObject({ CUST_ID: id, force: true, NAME: "Test Srl" });
       expect((await anna.delete(`${CUST}/${id}${q}&force=maybe`)).body.code).toBe("INVALID_PARAMETER");
+    });
+
+    it("an empty force (`force=`, a bare `force`) is refused, not taken as true: the record stays", async () => {
+      const id = await newCustomer();
+      for (const flag of ["&force=", "&force"]) {
+        const res = await anna.delete(`${CUST}/${id}${q}${flag}`);
+        expect(res.status).toBe(400);
+        expect(res.body).toMatchObject({ code: "INVALID_PARAMETER", field: "force" });
+      }
+      const batch = await anna.post(`${CUST}/batch-delete${q}`, { ids: [id], force: "" });
+      expect(batch.status).toBe(400);
+      expect(batch.body).toMatchObject({ code: "INVALID_PARAMETER", field: "force" });
+      expect(await row(t.services, "TB_ANAG_CUST00", "CUST_ID", id)).toMatchObject({ TREC: "N" });
     });
 
     it("checks grants: level 3 to delete, write to create, a source serving the dimension", async () => {

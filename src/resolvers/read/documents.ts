@@ -12,6 +12,7 @@ import { NotFoundError, ValidationError } from "../../errors.ts";
 import { relatedRequest } from "../../query/access.ts";
 import { emptyListQuery, emptyRecordQuery, type FilterExpr, type FilterLiteral } from "../../query/types.ts";
 import { AUDIT_FIELDS } from "../../metadata/data-types.ts";
+import { documentDefinitionSchema } from "../../metadata/document-definition.ts";
 import type { MetadataModel, RequestContext } from "../../types.ts";
 import type { DataRecord } from "./common.ts";
 import { createReadContext, type ReadDeps } from "./context.ts";
@@ -20,18 +21,6 @@ import { listRecords } from "./list.ts";
 
 /** The most records one part embeds. */
 export const MAX_PART_RECORDS = 1000;
-
-const partSchema = z.object({
-  name: z.string().min(1).max(60),
-  dim: z.string().min(1).max(30),
-  join: z.record(z.string(), z.string()),
-  fields: z.array(z.string()).optional(),
-  params: z.record(z.string(), z.string()).optional(),
-});
-const definitionSchema = z.object({
-  fields: z.array(z.string()).optional(),
-  parts: z.array(partSchema).max(20),
-});
 
 export interface DocumentPart {
   name: string;
@@ -162,7 +151,7 @@ export async function getDocument(
 ): Promise<{ data: DataRecord }> {
   const doc = deps.metadata.current().documents.get(name);
   if (!doc) throw new NotFoundError("DOCUMENT_NOT_FOUND", `No document ${name.slice(0, 60)}.`);
-  const parsed = definitionSchema.safeParse(doc.definition);
+  const parsed = documentDefinitionSchema.safeParse(doc.definition);
   if (!parsed.success)
     throw new NotFoundError("DOCUMENT_NOT_FOUND", `Document ${name} has no usable definition.`);
   return buildDocument(deps, request, {

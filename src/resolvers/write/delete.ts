@@ -76,9 +76,9 @@ async function cascadeDelete(
         const trec = currentTrec(row);
         if (seen.has(`${child.code}/${String(childId)}`) || (!force && trec === "C")) continue;
         checkDeletable(trec, force, `${child.code} ${String(childId)}`);
+        // The change itself, not a copy: its eventId arrives with the deferred outbox row.
         const result = await deleteLocked(w, child, row, force, seen);
-        const { children: _c, cascaded, ...own } = result;
-        changes.push(own, ...cascaded);
+        changes.push(result, ...result.cascaded);
       }
     }
   }

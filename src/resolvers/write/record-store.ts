@@ -1,7 +1,7 @@
 // Row-level SQL of the write pipeline on one dimension table, always limited to the caller's
 // tenant. Identifiers come from metadata (ident); values are parameters.
 import { ident } from "../../db/sql.ts";
-import { NotFoundError, ValidationError } from "../../errors.ts";
+import { BadRequestError, NotFoundError, ValidationError } from "../../errors.ts";
 import {
   CANONICAL_INTEGER,
   DEFAULT_STRING_LENGTH,
@@ -60,6 +60,13 @@ export function recordNotFound(dim: DimensionDef, id: unknown): NotFoundError {
  * concurrent writers of one record queue and each sees the previous one's result.
  */
 export async function lockRecord(w: WriteContext, dim: DimensionDef, rawId: unknown): Promise<Row> {
+  // A body's id (a batch item's, a command's) that is no id at all is the client's mistake, not a
+  // record that does not exist.
+  if (typeof rawId !== "string" && typeof rawId !== "number") {
+    throw new BadRequestError("INVALID_PARAMETER", `The ${dim.code} id must be a string or a number.`, {
+      field: "id",
+    });
+  }
   const id = parseRecordId(dim, rawId);
   if (id === null) throw recordNotFound(dim, rawId);
   // Outside the caller's row scope is as absent as another tenant's record (decisions.md §17).
@@ -143,7 +150,7 @@ function statementValues(w: WriteContext, lookups: readonly KeyLookup[], params:
     /** The SQL of column `c`'s value: its look-up for a foreign key, else a parameter. */
     value: (c: string, v: unknown) => {
       const lookup = byColumn.get(c);
-      return lookup ? keyLookupSql(w, lookup, param) : param(v);
+      return lookup ? keyLookupSql(w, lookup, params) : param(v);
     },
     /** A NOT NULL key column given NULL by its look-up: the key names no record (400). */
     keyError(err: unknown) {
@@ -374,7 +381,8 @@ export async function insertRowWithEvent(
     return { record: rowToRecord(dim, row), eventId: String(row[EVENT_ID_COLUMN]) };
   };
   try {
-    if (!w.creates || columns.some(([, v]) => v instanceof CounterValue)) return await alone();
+    if (!w.creates || columns.some(([, v]) => v instanceof CounterValue) || lookups.some((l) => l.scope))
+      return await alone();
     const create: GroupedRow = {
       alone,
       row: (paramsSoFar) => insertStatement(w, dim, columns, lookups, paramsSoFar),
