@@ -422,6 +422,18 @@ function listQuery(
       "offset",
       "offset cannot be used with first or after; after says where the page starts.",
     );
+  // A keyset page holds at least one row: its end_cursor is its last row's, and an empty page
+  // that is not the last would have none to go on from (decisions §21).
+  if (given(args.first) && args.first! < 1)
+    throw invalidParameter(
+      "first",
+      `first must be a whole number from 1 to ${MAX_NUM_ROWS}; got ${args.first}.`,
+    );
+  if (given(args.after) && given(args.limit) && args.limit! < 1)
+    throw invalidParameter(
+      "limit",
+      `limit must be at least 1 with after (a cursor page holds at least one row); got ${args.limit}.`,
+    );
   return emptyListQuery({
     filter: filter && where ? { kind: "and", items: [filter, where] } : (filter ?? where),
     sort: [...orderToSort(args.order_by), ...(args.sort ? parseSortExpression(args.sort) : [])],

@@ -108,7 +108,10 @@ export function buildProfileSchema<C>(profile: SchemaProfile, types: SharedTypes
       nn(objects.page(code)),
       {
         ...types.listArgs(shownDim),
-        first: input(GraphQLInt, "Keyset paging: the page size (as limit, which it replaces), with after."),
+        first: input(
+          GraphQLInt,
+          "Keyset paging: the page size, 1 to 1000 (as limit, which it replaces), with after.",
+        ),
         after: input(
           GraphQLString,
           "Keyset paging: a meta.end_cursor of this list; the page holds the rows after it.",

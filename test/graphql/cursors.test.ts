@@ -2,8 +2,11 @@
 // `meta.end_cursor`. A walk page by page gives the whole ordered list (default order, a
 // non-unique key, a mixed-direction sort with NULLs), rows inserted between pages never make a
 // row that stays repeat or go missing, and a cursor of another list, sort, filter or caller, or an
-// altered one, is INVALID_CURSOR. The keyset is a predicate of the page's SQL.
+// altered one, is INVALID_CURSOR. A cursor is opaque (encrypted): it shows no sort value, not even
+// of a field the list hides. A cursor page holds at least one row (first ≥ 1). The keyset is a
+// predicate of the page's SQL.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type CursorScope, cursorCodec } from "../../src/graphql/cursor.ts";
 import { compileRecordsPage, compileRecordsSelect } from "../../src/query/compile.ts";
 import { planList } from "../../src/query/plan.ts";
 import { emptyListQuery } from "../../src/query/types.ts";
@@ -241,21 +244,89 @@ describe.each(BACKENDS)("GraphQL keyset cursors (%s)", (backend) => {
       );
     });
 
-    it("altered: other values, a forged signature, not a cursor at all", async () => {
+    it("altered: any byte changed (version, iv, ciphertext, tag), a readable payload, not a cursor at all", async () => {
       const variables = { first: 3, order: [{ NAME: "asc" }], where: { VIP: { _eq: true } } };
-      const payload = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
-      const moved = { ...payload, v: [payload.v[0], Number(payload.v[1]) + 1] };
+      const bytes = Buffer.from(cursor, "base64url");
+      for (const at of [0, 1, 13, bytes.length - 1]) {
+        const changed = Buffer.from(bytes);
+        changed[at]! ^= 1;
+        invalid(await anna(PAGE, { ...variables, after: changed.toString("base64url") }));
+      }
+      // The former format (readable values beside an HMAC) is no cursor.
+      const readable = { v: ["Alpha", BASE_ID], s: Buffer.alloc(16).toString("base64url") };
       invalid(
-        await anna(PAGE, { ...variables, after: Buffer.from(JSON.stringify(moved)).toString("base64url") }),
-      );
-      const forged = { ...payload, s: Buffer.alloc(16).toString("base64url") };
-      invalid(
-        await anna(PAGE, { ...variables, after: Buffer.from(JSON.stringify(forged)).toString("base64url") }),
+        await anna(PAGE, {
+          ...variables,
+          after: Buffer.from(JSON.stringify(readable)).toString("base64url"),
+        }),
       );
       invalid(await anna(PAGE, { ...variables, after: `${cursor.slice(0, -2)}AA` }));
       invalid(await anna(PAGE, { ...variables, after: "not a cursor" }));
       invalid(await anna(PAGE, { ...variables, after: "x".repeat(5000) }));
     });
+  });
+
+  it("a cursor shows no value of its sort keys: a field searchable but not listed (EMAIL: R, no L) stays hidden", async () => {
+    const hidden = await t.services.db.query<{ EMAIL: string }>(
+      `SELECT "EMAIL" FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme' AND "EMAIL" IS NOT NULL`,
+    );
+    expect(hidden.rows.length).toBeGreaterThan(0);
+    const order = [{ EMAIL: "desc" }];
+    const res = await anna(
+      `query ($order: [CUST_order_by!]) {
+        CUST(source: "anag-1", order_by: $order, first: 1) { data { CUST_ID EMAIL } meta { end_cursor } }
+      }`,
+      { order },
+    );
+    // The list hides EMAIL (spec graphql.md: "never data")…
+    expect(res.body.errors?.[0]?.extensions).toMatchObject({ code: "FIELD_NOT_VISIBLE" });
+    expect(res.body.data.CUST.data[0].EMAIL).toBeNull();
+    // …and so does its cursor, in any reading of its bytes.
+    const cursor: string = res.body.data.CUST.meta.end_cursor;
+    const bytes = Buffer.from(cursor, "base64url");
+    for (const text of [bytes.toString("utf8"), bytes.toString("latin1"), cursor]) {
+      for (const { EMAIL } of hidden.rows) {
+        expect(text).not.toContain(EMAIL);
+        expect(text).not.toContain(EMAIL.split("@")[0]);
+      }
+    }
+    // The sort still pages: the walk is the whole list in the same order.
+    const full = await all({ order });
+    const pages = await walk(4, { order });
+    expect(ids(pages.flat())).toEqual(ids(full));
+  });
+
+  it("first: 0, or after with limit: 0, is INVALID_PARAMETER: a cursor page holds at least one row", async () => {
+    // Else a page of no rows says has_more with no end_cursor to go on from.
+    for (const first of [0, -1]) {
+      const res = await anna(PAGE, { first });
+      expect(res.body.errors?.[0]?.extensions).toMatchObject({
+        code: "INVALID_PARAMETER",
+        field: "first",
+        status: 400,
+      });
+      expect(res.body.errors[0].message).toMatch(/^first must be a whole number from 1 to 1000/);
+      expect(res.body.data?.CUST ?? null).toBeNull();
+    }
+    const page = await anna(PAGE, { first: 2 });
+    const after = page.body.data.CUST.meta.end_cursor;
+    const zero = await anna(
+      `query ($after: String) { CUST(source: "anag-1", after: $after, limit: 0) { data { CUST_ID } meta { has_more end_cursor } } }`,
+      { after },
+    );
+    expect(zero.body.errors?.[0]?.extensions).toMatchObject({ code: "INVALID_PARAMETER", field: "limit" });
+    // after with a limit of at least one pages as first does; limit: 0 alone still reads meta only.
+    const one = await anna(
+      `query ($after: String) { CUST(source: "anag-1", after: $after, limit: 1) { data { CUST_ID } } }`,
+      { after },
+    );
+    expect(one.body.errors).toBeUndefined();
+    expect(one.body.data.CUST.data).toHaveLength(1);
+    const metaOnly = await anna(
+      `{ CUST(source: "anag-1", limit: 0) { data { CUST_ID } meta { has_more } } }`,
+    );
+    expect(metaOnly.body.errors).toBeUndefined();
+    expect(metaOnly.body.data.CUST).toEqual({ data: [], meta: { has_more: true } });
   });
 
   it("first with limit, or first/after with offset, is INVALID_PARAMETER", async () => {
@@ -335,5 +406,41 @@ describe("the keyset in the page's SQL", () => {
     expect(() => plan([], ["x"])).toThrow(expect.objectContaining({ code: "INVALID_CURSOR" }));
     expect(() => plan([], [1, 2])).toThrow(expect.objectContaining({ code: "INVALID_CURSOR" }));
     expect(() => plan([], [null])).toThrow(expect.objectContaining({ code: "INVALID_CURSOR" }));
+  });
+});
+
+describe("the cursor codec", () => {
+  const scope: CursorScope = {
+    dim: "CUST",
+    source: "anag-1",
+    centerDett: null,
+    tenantId: "acme",
+    userId: "anna",
+    sort: [{ field: "EMAIL", direction: "desc" }],
+    filter: null,
+    search: null,
+    condTrec: null,
+  };
+  const secret = new TextEncoder().encode("a".repeat(48));
+
+  it("encrypts: the values come back only through the key of the same secret and the same list", () => {
+    const cursor = cursorCodec(secret).encode(scope, ["secret-buyer@yirga.example", 2]);
+    expect(Buffer.from(cursor, "base64url").toString("latin1")).not.toContain("secret-buyer");
+    // Another process of the deployment (the same secret) reads it.
+    expect(cursorCodec(secret).decode({ ...scope }, cursor)).toEqual(["secret-buyer@yirga.example", 2]);
+    const refused = expect.objectContaining({ code: "INVALID_CURSOR" });
+    expect(() => cursorCodec(new TextEncoder().encode("b".repeat(48))).decode(scope, cursor)).toThrow(
+      refused,
+    );
+    expect(() => cursorCodec(secret).decode({ ...scope, userId: "lucia" }, cursor)).toThrow(refused);
+  });
+
+  it("the same row of the same list gives the same cursor; a value's length is hidden within 32 bytes", () => {
+    const codec = cursorCodec(secret);
+    expect(codec.encode(scope, ["x@y", 2])).toBe(codec.encode(scope, ["x@y", 2]));
+    expect(codec.encode(scope, ["x@y", 2])).not.toBe(codec.encode(scope, ["x@y", 3]));
+    expect(codec.encode(scope, ["x@y", 2]).length).toBe(
+      codec.encode(scope, ["longer.name@y.example", 2]).length,
+    );
   });
 });
