@@ -55,3 +55,50 @@ function parsePlaceholder(body: string): TemplatePart {
   }
   throw new TemplateSyntaxError(`unknown placeholder {${body}}`);
 }
+
+/** Placeholders whose text is digits only ({year}, a counter), so that a number may hold it. */
+const DIGIT_PLACEHOLDERS = new Set(["year", "seq"]);
+
+/**
+ * Why a template cannot give a value of a field of `type`, or null when it can (or may: a copied
+ * field's value is judged when written). Text fields take any template; a number, date, timestamp
+ * or boolean only one whose every part gives what that type holds: a literal of it, the digits of
+ * {year} and counters, {today} for a date, {now} for a timestamp. Otherwise every create in that
+ * form would fail on a field the client did not send and cannot fix (INVALID_FIELD_VALUE).
+ */
+export function templateTypeProblem(parts: readonly TemplatePart[], type: string): string | null {
+  if (parts.some((p) => p.kind === "field")) return null;
+  const allowed: Record<string, (p: TemplatePart) => boolean> = {
+    INTEGER: (p) => (p.kind === "text" ? /^-?\d*$/.test(p.text) : DIGIT_PLACEHOLDERS.has(p.kind)),
+    DECIMAL: (p) => (p.kind === "text" ? /^-?[\d.]*$/.test(p.text) : DIGIT_PLACEHOLDERS.has(p.kind)),
+    DATE: (p) =>
+      p.kind === "text" ? /^\d*$/.test(p.text) : p.kind === "today" || DIGIT_PLACEHOLDERS.has(p.kind),
+    TIMESTAMP: (p) =>
+      p.kind === "text"
+        ? /^\d*$/.test(p.text)
+        : p.kind === "now" || p.kind === "today" || DIGIT_PLACEHOLDERS.has(p.kind),
+    BOOLEAN: (p) => p.kind === "text" && (p.text === "true" || p.text === "false"),
+  };
+  const fits = allowed[type];
+  if (!fits) return null;
+  const bad = parts.find((p) => !fits(p));
+  if (bad)
+    return `a ${type} field's template must give a ${type.toLowerCase()} value; ${bad.kind === "text" ? `"${bad.text}"` : `{${bad.kind}}`} does not`;
+  // A literal alone is judged as the value it is.
+  const only = parts.length === 1 ? parts[0] : undefined;
+  if (only?.kind === "text") {
+    const text = only.text;
+    const ok =
+      type === "INTEGER"
+        ? /^-?\d+$/.test(text) && Number.isSafeInteger(Number(text))
+        : type === "DECIMAL"
+          ? text.trim() !== "" && Number.isFinite(Number(text))
+          : type === "DATE"
+            ? text.length === 8
+            : type === "TIMESTAMP"
+              ? text.length === 14
+              : true;
+    if (!ok) return `"${text}" is not a ${type.toLowerCase()} value`;
+  }
+  return null;
+}

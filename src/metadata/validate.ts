@@ -15,7 +15,7 @@ import {
   RESERVED_COLUMNS,
   SYSTEM_COLUMNS,
 } from "./data-types.ts";
-import { parseTemplate, TemplateSyntaxError } from "./template.ts";
+import { parseTemplate, TemplateSyntaxError, templateTypeProblem } from "./template.ts";
 import { parseValidationRule } from "./validation-rules.ts";
 
 const DIM_CODE_MAX = 30;
@@ -224,10 +224,13 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
       add(`${p}.COD_UTENTE`, "must be a whole number (a peso level)");
     if (c.VALUE_TEMP) {
       try {
-        for (const part of parseTemplate(c.VALUE_TEMP)) {
+        const parts = parseTemplate(c.VALUE_TEMP);
+        for (const part of parts) {
           if (part.kind === "field" && !vars.get(c.COD_DIM)?.has(part.field))
             add(`${p}.VALUE_TEMP`, `{field:${part.field}} names a field not in ${c.COD_DIM}`);
         }
+        const mismatch = costType ? templateTypeProblem(parts, costType) : null;
+        if (mismatch) add(`${p}.VALUE_TEMP`, mismatch);
       } catch (err) {
         if (err instanceof TemplateSyntaxError) add(`${p}.VALUE_TEMP`, err.message);
         else throw err;

@@ -72,6 +72,24 @@ describe("buildModel over the sample fixture", () => {
     }
   });
 
+  it("a template that cannot give its field's type is a problem at VALUE_TEMP; fitting ones are not", () => {
+    const base = sampleRows();
+    const typeOf = (dim: string, field: string) =>
+      base.TB_VAR.find((v) => v.COD_DIM === dim && v.COD_VAR === field)!.DATA_TYPE;
+    const cost = base.TB_COST.find((c) => typeOf(c.COD_DIM, c.COD_VAR) === "DECIMAL")!;
+    const judged = (VALUE_TEMP: string, field = cost.COD_VAR) => {
+      const rows = sampleRows();
+      const at = rows.TB_COST.findIndex((c) => c.COD_DIM === cost.COD_DIM && c.COD_VAR === field);
+      rows.TB_COST[at] = { ...rows.TB_COST[at]!, VALUE_TEMP };
+      return validateMetadata(rows).filter((p) => p.path === `TB_COST[${at}].VALUE_TEMP`);
+    };
+    for (const bad of ["abc", "{user}", "1{uuid}", "{now}"])
+      expect(judged(bad), bad).toEqual([
+        { path: expect.any(String), message: expect.stringContaining("DECIMAL") },
+      ]);
+    for (const good of ["0", "12.5", "{year}", "{seq:X:4}"]) expect(judged(good), good).toEqual([]);
+  });
+
   it("a TB_DOCUMENT definition is checked when written: part names, dimensions and the fields it names", () => {
     const broken = sampleRows();
     const doc = broken.TB_DOCUMENT[0]!;
