@@ -320,12 +320,21 @@ function filterOfWhere(where: Where, origin: string): FilterExpr | null {
   return items.length === 1 ? items[0]! : { kind: "and", items };
 }
 
+/**
+ * order_by's keys, each object one: GraphQL coerces an input object's fields in the schema's order,
+ * not the order the client wrote them in, so `{UNIT_COST: asc, NAME: desc}` would silently sort by
+ * NAME first. An object with more than one field is refused, saying how to write it.
+ */
 function orderToSort(orderBy: ReadonlyArray<Record<string, "asc" | "desc">> | null | undefined): SortSpec[] {
   const out: SortSpec[] = [];
   for (const item of orderBy ?? []) {
-    for (const [field, direction] of Object.entries(item)) {
-      if (direction) out.push({ field, direction });
-    }
+    const keys = Object.entries(item).filter(([, direction]) => direction);
+    if (keys.length > 1)
+      throw invalidParameter(
+        "order_by",
+        `order_by takes one field per object (the fields of one object have no order in GraphQL): give ${keys.map(([f]) => f).join(" and ")} objects of their own, in the order to sort by, e.g. [${keys.map(([f, d]) => `{${f}: ${d}}`).join(", ")}].`,
+      );
+    for (const [field, direction] of keys) out.push({ field, direction });
   }
   return out;
 }

@@ -126,6 +126,22 @@ describe("GraphQL server", () => {
   });
 
   // A field peso hides is not in the caller's schema at all (test/graphql/schema-profiles.test.ts).
+  it("order_by takes one field per object: two in one are refused (GraphQL keeps no order between them)", async () => {
+    const two = await anna(
+      `{ CUST(source: "anag-1", limit: 3, order_by: [{CREDIT_LIMIT: asc, NAME: desc}]) { data { CUST_ID } } }`,
+    );
+    expect(two.body.data?.CUST ?? null).toBeNull();
+    expect(two.body.errors[0].extensions).toMatchObject({ code: "INVALID_PARAMETER", field: "order_by" });
+    expect(two.body.errors[0].message).toMatch(
+      /one field per object.*(CREDIT_LIMIT and NAME|NAME and CREDIT_LIMIT)/,
+    );
+    const split = await anna(
+      `{ CUST(source: "anag-1", limit: 3, order_by: [{CREDIT_LIMIT: asc}, {NAME: desc}]) { data { CUST_ID } } }`,
+    );
+    expect(split.body.errors).toBeUndefined();
+    expect(split.body.data.CUST.data).toHaveLength(3);
+  });
+
   it("a field the caller may not read is null with FIELD_NOT_VISIBLE at its path: no L, no D", async () => {
     const noL = await anna(
       `{ CUST(source: "anag-1", limit: 1, order_by: [{CUST_ID: asc}]) { data { EMAIL } } }`,
