@@ -264,6 +264,19 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
   for (const rel of resolveRelations(rows)) {
     const dim = rows.TB_DIM.find((d) => d.COD_DIM === rel.fromDim);
     if (!dim) continue;
+    // A key holds its target's key: a STRING field cannot name an INTEGER id (every value would
+    // be refused as naming no record), nor the other way round.
+    const fromVar = vars.get(rel.fromDim)?.get(rel.fromField);
+    const toVar = vars.get(rel.toDim)?.get(rel.toField);
+    const fromType = typeof fromVar?.DATA_TYPE === "string" ? normalizeDataType(fromVar.DATA_TYPE) : null;
+    const toType = typeof toVar?.DATA_TYPE === "string" ? normalizeDataType(toVar.DATA_TYPE) : null;
+    if (fromType && toType && fromType !== toType) {
+      const i = rows.TB_VAR.findIndex((v) => v.COD_DIM === rel.fromDim && v.COD_VAR === rel.fromField);
+      add(
+        `TB_VAR[${i}].DATA_TYPE`,
+        `${rel.fromDim}.${rel.fromField} is ${fromType} but names ${rel.toDim}.${rel.toField}, which is ${toType}; a key must have its target's type`,
+      );
+    }
     const audit = AUDIT_FIELDS[dim.AUDIT_STYLE === "CREATED" ? "CREATED" : "TREC"].map((a) => a.code);
     if (vars.get(rel.fromDim)?.has(rel.name) || audit.includes(rel.name)) {
       const i = rows.TB_OBJECT.findIndex((o) => o.COD_DIM === rel.fromDim && o.COD_VAR === rel.fromField);

@@ -72,6 +72,17 @@ describe("buildModel over the sample fixture", () => {
     }
   });
 
+  it("a key whose type is not its target's is a problem at its DATA_TYPE", () => {
+    const rows = sampleRows();
+    // ORD.CUST_ID names CUST's INTEGER id: as a STRING every value would name no record.
+    const at = rows.TB_VAR.findIndex((v) => v.COD_DIM === "ORD" && v.COD_VAR === "CUST_ID");
+    rows.TB_VAR[at] = { ...rows.TB_VAR[at]!, DATA_TYPE: "STRING", LENGTH: 20 };
+    expect(validateMetadata(rows)).toContainEqual({
+      path: `TB_VAR[${at}].DATA_TYPE`,
+      message: expect.stringContaining("ORD.CUST_ID is STRING but names CUST.CUST_ID, which is INTEGER"),
+    });
+  });
+
   it("a template that cannot give its field's type is a problem at VALUE_TEMP; fitting ones are not", () => {
     const base = sampleRows();
     const typeOf = (dim: string, field: string) =>
