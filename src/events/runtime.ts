@@ -168,7 +168,16 @@ export async function startEventRuntime(
       subscriptions.push(
         await subscribeInBatches(
           "search",
-          byDatabase((name) => createSearchIndexer({ db: dbOf(name), metadata: services.metadata })),
+          byDatabase((name) =>
+            createSearchIndexer({
+              db: dbOf(name),
+              metadata: services.metadata,
+              // Metadata events come from the main database; a rebuild covers every database.
+              ...(name === null
+                ? { databases: () => [dbOf(null), ...services.profiles.names.map(dbOf)] }
+                : {}),
+            }),
+          ),
         ),
       );
       subscriptions.push(

@@ -3,6 +3,7 @@
 // Comparisons follow two-valued logic: a condition on a null column is false, its negation (ne,
 // nin, not) true, which is what the in-memory evaluation of the property test checks.
 import { ident } from "../db/sql.ts";
+import { searchTextSql } from "../events/search.ts";
 import { TENANT_COLUMN } from "../metadata/data-types.ts";
 import type { FieldDef } from "../types.ts";
 import type {
@@ -63,14 +64,22 @@ function compileFilter(f: PlannedFilter, p: Params, tenant: string): string {
       return `t."TREC" <> 'C'`;
     case "none":
       return "FALSE";
-    case "search":
+    case "search": {
       // The search indexer's rows (src/events/search.ts): same tenant, same dimension, the words.
       // An uncorrelated `key IN (…)` kept out of the join planner (IS TRUE stops its pull-up into a
       // semi-join): the index rows are read once into a hash and each record is a hash probe,
       // whatever the statistics say. As a join, a planner without statistics (PGlite never
       // gathers them itself) guessed one matching row and rescanned the index per record
       // (issue 18: 8.9 s for 1,200 records). Neither side is ever NULL, so IS TRUE changes nothing.
-      return `((${column(f.idField)})::text IN (SELECT s."RECORD_ID" FROM "TB_SEARCH" AS s WHERE s."TENANT_ID" = ${tenant} AND s."DIMENSION" = ${p.add(f.dimension)} AND to_tsvector('simple', s."TEXT") @@ plainto_tsquery('simple', ${p.add(f.text)}))) IS TRUE`;
+      // The index row may have been built when other fields were searchable (a field hidden by a
+      // weight since): a record it yields matches only if the words are in its text derived now,
+      // from its own columns of the fields searchable now (decisions.md, "Search follows field
+      // visibility"). The planner runs that check after the cheap hash probe, on candidates only.
+      if (f.fields.length === 0) return "FALSE";
+      const words = p.add(f.text);
+      const indexed = `((${column(f.idField)})::text IN (SELECT s."RECORD_ID" FROM "TB_SEARCH" AS s WHERE s."TENANT_ID" = ${tenant} AND s."DIMENSION" = ${p.add(f.dimension)} AND to_tsvector('simple', s."TEXT") @@ plainto_tsquery('simple', ${words}))) IS TRUE`;
+      return `(${indexed} AND to_tsvector('simple', ${searchTextSql(f.fields, "t")}) @@ plainto_tsquery('simple', ${words}))`;
+    }
     case "not":
       return `(${compileFilter(f.item, p, tenant)}) IS NOT TRUE`;
     case "and":

@@ -3,6 +3,7 @@
 // applied, the TREC rule of spec 3.1 added. What comes out can be compiled without further checks.
 import { type AuthorizedDimension, accessView, type DimensionFields } from "../auth/access-view.ts";
 import { scopeValuesOf } from "../auth/row-scope.ts";
+import { searchableFields } from "../events/search.ts";
 import { CANONICAL_INTEGER } from "../metadata/data-types.ts";
 import type { Access, DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
 import { relatedNotReadable } from "./access.ts";
@@ -155,7 +156,11 @@ export function planWhere(
 ): PlannedFilter | null {
   const items: PlannedFilter[] = [];
   const idField = dim.fieldsByCode.get(dim.idField);
-  if (search !== null && idField) items.push({ kind: "search", dimension: dim.code, idField, text: search });
+  if (search !== null && idField) {
+    // The fields searchable under the metadata of this request, of the dimension's definition.
+    const fields = searchableFields(dim.rules.dim);
+    items.push({ kind: "search", dimension: dim.code, idField, fields, text: search });
+  }
   const trecField = dim.fieldsByCode.get(TREC);
   const checked = filter ? checkFilterLimits(filter) : null;
   if (condTrec && trecField) {

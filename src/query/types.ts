@@ -188,6 +188,12 @@ export interface PlannedSearch {
   readonly kind: "search";
   readonly dimension: string;
   readonly idField: FieldDef;
+  /**
+   * The dimension's searchable fields now (src/events/search.ts): the match is checked again on
+   * the record's values of these, so an index row built when other fields were searchable never
+   * matches on a word of a field hidden since.
+   */
+  readonly fields: readonly FieldDef[];
   readonly text: string;
 }
 
