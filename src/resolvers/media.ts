@@ -9,12 +9,13 @@
 // a staging key while its type is read from its first bytes and its size counted (413 at
 // MEDIA_MAX_BYTES); once the form is read, the write authorizes it again and the staged file moves
 // into place.
-import { Readable, Transform, type TransformCallback } from "node:stream";
+import { pipeline, Readable, Transform, type TransformCallback } from "node:stream";
 import { fileTypeFromBuffer } from "file-type";
-import type { Metadata } from "sharp";
+import type { Metadata, SharpOptions } from "sharp";
 import {
   ApiError,
   BadRequestError,
+  MediaStoreUnavailableError,
   NotFoundError,
   PayloadTooLargeError,
   ValidationError,
@@ -140,12 +141,14 @@ export async function stageUpload(deps: MediaDeps, tenantId: string, file: Reada
   const { maxBytes, allowedTypes } = deps.config.media;
   const key = stagingKey(tenantId);
   const inspector = new Inspector(maxBytes);
-  file.on("error", (err) => inspector.destroy(err));
-  // Past the limit (or any failure of the inspection), nothing more of the file is read: the part
-  // destroyed, the multipart parser stops taking in the request body (the answer closes it).
-  inspector.once("error", () => file.destroy());
+  // Either side's failure ends both. Past the limit (or any failure of the inspection), nothing more
+  // of the file is read: the part destroyed, the multipart parser stops taking in the request body
+  // (the answer closes it). A part that failed, or was destroyed, before this (its body ended without
+  // the closing boundary, or its client went away, while the upload was being authorized) fails the
+  // inspector at once: `pipe` would leave it waiting for bytes that never come, holding the upload's
+  // slot and its staged file for good.
+  const piped = pipeline(file, inspector, () => {});
   // The file part of @fastify/multipart reports its own limit as `truncated`.
-  const piped = file.pipe(inspector);
   let size: number;
   try {
     size = await deps.media.put(key, piped, "application/octet-stream");
@@ -195,23 +198,79 @@ async function loadSharp() {
   return (await import("sharp")).default;
 }
 
-async function checkPixels(deps: MediaDeps, staged: StagedFile): Promise<void> {
+/**
+ * How an image is decoded, to check it at upload and to make its sizes: the same, so that an image
+ * accepted is one whose sizes can be made. Data cut short is an error (not a grey band), at most
+ * MAX_MEGAPIXELS, a GIF with all its frames.
+ */
+function decodeOptions(mimeType: string): SharpOptions {
+  return {
+    failOn: "truncated",
+    limitInputPixels: MAX_MEGAPIXELS * 1_000_000,
+    animated: mimeType === "image/gif",
+  };
+}
+
+/** Pixels of an image, every frame counted (an animated GIF or WebP holds `pages` frames). */
+function pixelsOf(meta: Metadata): number {
+  return (meta.width ?? 0) * (meta.pageHeight ?? meta.height ?? 0) * (meta.pages ?? 1);
+}
+
+function imageTooLarge(meta: Metadata, field: string, status: 400 | 422): ValidationError {
+  const frames = meta.pages ?? 1;
+  return new ValidationError(
+    "IMAGE_TOO_LARGE",
+    `The image has more than ${MAX_MEGAPIXELS} megapixels${frames > 1 ? `, its ${frames} frames counted` : ""}${
+      status === 422 ? ", so it has no sizes; download it without size" : ""
+    }.`,
+    { field, details: { width: meta.width, height: meta.pageHeight ?? meta.height, frames } },
+    status,
+  );
+}
+
+/** The bytes of a stored image (sharp takes its input whole in any case). */
+async function bytesOf(stream: Readable): Promise<Buffer> {
+  try {
+    return Buffer.concat(await stream.toArray());
+  } catch (err) {
+    throw new MediaStoreUnavailableError(err);
+  }
+}
+
+/** One size of an image: the longest side at most `px`, never enlarged, same format. */
+async function resized(bytes: Buffer, mimeType: string, px: number): Promise<Buffer> {
+  const sharp = await loadSharp();
+  return sharp(bytes, decodeOptions(mimeType))
+    .resize(px, px, { fit: "inside", withoutEnlargement: true })
+    .toBuffer();
+}
+
+/**
+ * An image is checked at upload as its sizes will be made: over MAX_MEGAPIXELS, all its frames
+ * counted, it is 400 IMAGE_TOO_LARGE; one that cannot be decoded whole (damaged, cut short) is 400
+ * INVALID_FILE. Its smallest size is made and dropped: the decoding its sizes need.
+ */
+async function checkImage(deps: MediaDeps, staged: StagedFile): Promise<void> {
   if (!IMAGE_TYPES.has(staged.mimeType)) return;
   const object = await deps.media.get(staged.key);
   if (!object) throw new Error("the staged upload disappeared");
+  const bytes = await bytesOf(object.stream);
+  const unreadable = () =>
+    new ValidationError("INVALID_FILE", "The image cannot be read: it is damaged or cut short.", {
+      field: "file",
+    });
   const sharp = await loadSharp();
   let meta: Metadata;
   try {
-    meta = await object.stream.pipe(sharp({ limitInputPixels: false })).metadata();
+    meta = await sharp(bytes, { limitInputPixels: false }).metadata();
   } catch {
-    throw new ValidationError("INVALID_FILE", "The image cannot be read.", { field: "file" });
+    throw unreadable();
   }
-  const pixels = (meta.width ?? 0) * (meta.height ?? 0);
-  if (pixels > MAX_MEGAPIXELS * 1_000_000) {
-    throw new ValidationError("IMAGE_TOO_LARGE", `The image has more than ${MAX_MEGAPIXELS} megapixels.`, {
-      field: "file",
-      details: { width: meta.width, height: meta.height },
-    });
+  if (pixelsOf(meta) > MAX_MEGAPIXELS * 1_000_000) throw imageTooLarge(meta, "file", 400);
+  try {
+    await resized(bytes, staged.mimeType, MEDIA_SIZES.thumbnail);
+  } catch {
+    throw unreadable();
   }
 }
 
@@ -290,7 +349,7 @@ export async function attachUpload(
   let placed: string | null = null;
   try {
     const { dim, field } = mediaField(deps.metadata.current(), target.dim, target.field);
-    await checkPixels(deps, staged);
+    await checkImage(deps, staged);
     const fileId = newFileId();
     placed = fileKey(tenant, dim.code, target.recordId, field.code, fileId);
     await deps.media.move(staged.key, placed);
@@ -420,17 +479,32 @@ async function serve(
   };
 }
 
-/** Makes a size of an image once: the longest side at most the size, never enlarged, same format. */
+/**
+ * Makes a size of an image once. An image it cannot be made of (stored before uploads were checked
+ * whole, or damaged since) is the file's fault, not the server's: 422 IMAGE_TOO_LARGE or
+ * INVALID_FILE, the original still served.
+ */
 async function makeSize(store: MediaStore, original: string, key: string, size: MediaSize, mimeType: string) {
   const object = await store.get(original);
   if (!object) throw new NotFoundError("MEDIA_NOT_FOUND", "The file is gone from storage.");
-  const px = MEDIA_SIZES[size];
+  const bytes = await bytesOf(object.stream);
+  const unreadable = () =>
+    new ValidationError(
+      "INVALID_FILE",
+      `The stored image cannot be read (it is damaged or cut short), so it has no ${size} size; download it without size.`,
+      { field: "size" },
+      422,
+    );
   const sharp = await loadSharp();
-  const resize = sharp({
-    limitInputPixels: MAX_MEGAPIXELS * 1_000_000,
-    animated: mimeType === "image/gif",
-  }).resize(px, px, { fit: "inside", withoutEnlargement: true });
-  await store.put(key, object.stream.pipe(resize), mimeType);
+  let out: Buffer;
+  try {
+    const meta = await sharp(bytes, { limitInputPixels: false }).metadata();
+    if (pixelsOf(meta) > MAX_MEGAPIXELS * 1_000_000) throw imageTooLarge(meta, "size", 422);
+    out = await resized(bytes, mimeType, MEDIA_SIZES[size]);
+  } catch (err) {
+    throw err instanceof ApiError ? err : unreadable();
+  }
+  await store.put(key, Readable.from([out]), mimeType);
 }
 
 /** GET /api/v4/media/{dim}/{id}/{field}: the rights of a detail read of the field. */

@@ -5,7 +5,7 @@
 import multipart from "@fastify/multipart";
 import type { Readable } from "node:stream";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { BadRequestError, ValidationError } from "../errors.ts";
+import { ApiError, BadRequestError, ValidationError } from "../errors.ts";
 import { contextOf } from "../http/protected.ts";
 import { createUploadSlots } from "../media/upload-slots.ts";
 import {
@@ -35,6 +35,53 @@ function flag(value: string | undefined): boolean {
   throw new BadRequestError("INVALID_PARAMETER", "public must be true or false.", { field: "public" });
 }
 
+/** The multipart parser's limits: one file, the form fields above, a few parts more. */
+const FORM_LIMITS = { files: 1, fields: 10, fieldSize: 1000, parts: 12, headerPairs: 50 } as const;
+
+/**
+ * The multipart parser's refusals of a malformed form, as 400s saying what is wrong: @fastify/busboy
+ * throws plain errors (a 500 otherwise), and @fastify/multipart answers its count limits with 413s
+ * that the error handler would take for a body over its byte limit. Null for any other error.
+ */
+function formError(err: unknown): ApiError | null {
+  if (err instanceof ApiError || !(err instanceof Error)) return null;
+  const code = (err as { code?: unknown }).code;
+  if (code === "FST_FILES_LIMIT")
+    return new BadRequestError("INVALID_REQUEST", "Send exactly one file, in the part named file.", {
+      field: "file",
+      details: { max_files: FORM_LIMITS.files },
+    });
+  if (code === "FST_FIELDS_LIMIT")
+    return new BadRequestError(
+      "INVALID_REQUEST",
+      `The form has more than ${FORM_LIMITS.fields} fields; send only the parts ${[...FORM_FIELDS].join(", ")}, then file.`,
+      { details: { max_fields: FORM_LIMITS.fields } },
+    );
+  if (code === "FST_PARTS_LIMIT")
+    return new BadRequestError(
+      "INVALID_REQUEST",
+      `The form has more than ${FORM_LIMITS.parts} parts; send only the parts ${[...FORM_FIELDS].join(", ")}, then file.`,
+      { details: { max_parts: FORM_LIMITS.parts } },
+    );
+  // @fastify/busboy's messages (deps/dicer, lib/types/multipart.js, deps/streamsearch).
+  if (err.message === "Multipart: Boundary not found")
+    return new BadRequestError(
+      "INVALID_REQUEST",
+      "The Content-Type multipart/form-data names no boundary; send multipart/form-data; boundary=<boundary>.",
+    );
+  if (err.message.startsWith("The needle cannot have a length bigger than"))
+    return new BadRequestError(
+      "INVALID_REQUEST",
+      "The multipart boundary is too long; RFC 2046 allows at most 70 characters.",
+    );
+  if (/unexpected end of multipart data/i.test(err.message))
+    return new BadRequestError(
+      "INVALID_REQUEST",
+      "The multipart body ended without its closing boundary line (--<boundary>--); send the whole form.",
+    );
+  return null;
+}
+
 /**
  * A file part that is not read: destroyed, so busboy stops parsing and nothing more of the body is
  * taken in (the answer then closes the connection: see `upload`).
@@ -49,7 +96,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   const slots = createUploadSlots({ perUser: uploadsPerUser, perTenant: uploadsPerTenant });
   await app.register(multipart, {
     // One file per request; its own limit is checked while streaming (413), this one stops the parser.
-    limits: { files: 1, fields: 10, fieldSize: 1000, parts: 12, fileSize: maxBytes + 1, headerPairs: 50 },
+    limits: { ...FORM_LIMITS, fileSize: maxBytes + 1 },
   });
 
   async function upload(request: FastifyRequest, reply: FastifyReply, pathDim: string | null) {
@@ -143,7 +190,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       // Refused before the body is read to its end (past a cap, a file out of order or too large,
       // a right missing): the answer closes the connection rather than reading the rest of it.
       if (!request.raw.complete) reply.header("connection", "close");
-      throw err;
+      throw formError(err) ?? err;
     } finally {
       release();
       if (staged) await services.media.delete([staged.key]).catch(() => {});

@@ -3,10 +3,11 @@
 // dimensions, ETag/304, Range, public versus private, limits, tenants, rights, clean-up.
 import { randomBytes } from "node:crypto";
 import sharp from "sharp";
+import { Readable } from "node:stream";
 import zlib from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
-import { recordPrefix } from "../../src/media/keys.ts";
+import { fileKey, recordPrefix } from "../../src/media/keys.ts";
 import { eventually } from "../events/support.ts";
 import { form, type MediaApp, png, type S3Server, startMediaApp, startS3rver } from "./media-setup.ts";
 
@@ -49,6 +50,38 @@ function declaredPng(width: number, height: number): Buffer {
   ]);
 }
 
+/** A w × h image in `format` whose pixels vary (its data does not compress to a few bytes). */
+function noisy(w: number, h: number, format: "png" | "jpeg"): Promise<Buffer> {
+  const raw = Buffer.alloc(w * h * 3);
+  for (let i = 0; i < raw.length; i++) raw[i] = (i * 7919) % 251;
+  return sharp(raw, { raw: { width: w, height: h, channels: 3 } })
+    [format]()
+    .toBuffer();
+}
+
+/** An animated GIF of `frames` frames of w × h pixels (one frame's image data, repeated). */
+async function animatedGif(frames: number, w: number, h: number): Promise<Buffer> {
+  const one = await sharp({ create: { width: w, height: h, channels: 3, background: "#c82828" } })
+    .gif()
+    .toBuffer();
+  // Header and logical screen, then its global colour table; then blocks up to the trailer (0x3b):
+  // extensions (0x21) and the image (0x2c: descriptor, local colour table, LZW data sub-blocks).
+  let p = 13;
+  if (one[10]! & 0x80) p += 3 * 2 ** ((one[10]! & 7) + 1);
+  const head = one.subarray(0, p);
+  const subBlocks = (q: number) => {
+    while (one[q] !== 0) q += one[q]! + 1;
+    return q + 1;
+  };
+  const start = p;
+  while (one[p] !== 0x2c) p = subBlocks(p + 2);
+  const flags = one[p + 9]!;
+  p += 10 + (flags & 0x80 ? 3 * 2 ** ((flags & 7) + 1) : 0);
+  const frame = one.subarray(start, subBlocks(p + 1));
+  const loop = Buffer.from([0x21, 0xff, 0x0b, ...Buffer.from("NETSCAPE2.0"), 3, 1, 0, 0, 0]);
+  return Buffer.concat([head, loop, ...Array<Buffer>(frames).fill(frame), Buffer.from([0x3b])]);
+}
+
 describe.each(STORES)("media ($name)", (store) => {
   let app: MediaApp;
   let runtime: EventRuntime;
@@ -65,6 +98,16 @@ describe.each(STORES)("media ($name)", (store) => {
     await runtime?.stop();
     await app?.close();
   });
+  /** A new PROD record of acme's (anna's): its id. */
+  const newProduct = async (name: string) => {
+    const created = await fetch(`${app.base}/api/v4/core/PROD?source=catalog-1`, {
+      method: "POST",
+      headers: { ...app.auth("anna"), "content-type": "application/json" },
+      body: JSON.stringify({ data: { NAME: name, UNIT_PRICE: 1 } }),
+    });
+    expect(created.status).toBe(201);
+    return ((await created.json()) as { data: { PROD_ID: string } }).data.PROD_ID;
+  };
 
   it("uploads, downloads byte for byte, and makes each size once with the right pixels", async () => {
     const image = await png(800, 400);
@@ -236,6 +279,106 @@ describe.each(STORES)("media ($name)", (store) => {
     expect(((await missing.json()) as { field: string }).field).toBe("record_id");
     // Nothing refused is left in storage (staging included).
     expect(await app.t.services.media.list("staging/")).toEqual([]);
+  });
+
+  it("refuses an image cut short and an animated GIF over 40 MP in all its frames (400), storing nothing", async () => {
+    const id = await newProduct("Damaged images");
+    const upload = (bytes: Buffer, name: string) =>
+      app.upload("anna", form({ dimension: "PROD", record_id: id, field: "IMAGE", file: { bytes, name } }));
+    const png = await noisy(400, 300, "png");
+    const jpeg = await noisy(400, 300, "jpeg");
+    for (const [bytes, name] of [
+      [png.subarray(0, png.length >> 1), "half.png"],
+      [jpeg.subarray(0, jpeg.length - 200), "cut.jpg"],
+    ] as const) {
+      const res = await upload(bytes, name);
+      expect([name, res.status], name).toEqual([name, 400]);
+      expect(await res.json()).toMatchObject({
+        code: "INVALID_FILE",
+        field: "file",
+        message: "The image cannot be read: it is damaged or cut short.",
+      });
+    }
+    // 41 frames of 1 MP: the first frame alone is far below the limit.
+    const gif = await upload(await animatedGif(41, 1000, 1000), "anim.gif");
+    expect(gif.status).toBe(400);
+    expect(await gif.json()).toMatchObject({
+      code: "IMAGE_TOO_LARGE",
+      field: "file",
+      details: { width: 1000, height: 1000, frames: 41 },
+      message: "The image has more than 40 megapixels, its 41 frames counted.",
+    });
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+    expect(await app.t.services.media.list(recordPrefix("acme", "PROD", id))).toEqual([]);
+    // Whole, they are taken, and so is an animated GIF under the limit.
+    expect((await upload(png, "whole.png")).status).toBe(201);
+    expect((await upload(jpeg, "whole.jpg")).status).toBe(201);
+    expect((await upload(await animatedGif(4, 300, 200), "anim.gif")).status).toBe(201);
+    const thumb = await app.get("anna", `/api/v4/media/PROD/${id}/IMAGE?source=catalog-1&size=thumbnail`);
+    expect(thumb.status).toBe(200);
+    // Each frame made 150 × 100 (not the frames as one strip); the GIF encoder merges identical frames.
+    const meta = await sharp(Buffer.from(await thumb.arrayBuffer())).metadata();
+    expect([meta.format, meta.width, meta.height]).toEqual(["gif", 150, 100]);
+  });
+
+  it("a size of a stored image that cannot be made (damaged, over 40 MP) is 422, never 500; the original is still served", async () => {
+    const id = await newProduct("Stored damaged");
+    const url = `/api/v4/media/PROD/${id}/IMAGE?source=catalog-1`;
+    // Stored as they were before uploads were checked whole: an upload of the same type, its file
+    // then overwritten in the store.
+    const storedAs = async (bytes: Buffer, type: "png" | "gif") => {
+      const res = await app.upload(
+        "anna",
+        form({
+          dimension: "PROD",
+          record_id: id,
+          field: "IMAGE",
+          file: {
+            bytes: type === "png" ? await png(10, 10) : await animatedGif(1, 10, 10),
+            name: `p.${type}`,
+          },
+        }),
+      );
+      expect(res.status).toBe(201);
+      const { file_id, mime_type } = (await res.json()) as { file_id: string; mime_type: string };
+      expect(mime_type).toBe(`image/${type}`);
+      await app.t.services.media.put(
+        fileKey("acme", "PROD", id, "IMAGE", file_id),
+        Readable.from([bytes]),
+        `image/${type}`,
+      );
+    };
+    const png1 = await noisy(400, 300, "png");
+    const half = png1.subarray(0, png1.length >> 1);
+    await storedAs(half, "png");
+    for (let i = 0; i < 2; i++) {
+      const thumb = await app.get("anna", `${url}&size=thumbnail`);
+      expect(thumb.status).toBe(422);
+      expect(await thumb.json()).toMatchObject({
+        error: "ValidationError",
+        code: "INVALID_FILE",
+        status: 422,
+        field: "size",
+        message:
+          "The stored image cannot be read (it is damaged or cut short), so it has no thumbnail size; download it without size.",
+      });
+    }
+    const original = await app.get("anna", url);
+    expect(original.status).toBe(200);
+    expect(Buffer.from(await original.arrayBuffer()).equals(half)).toBe(true);
+
+    await storedAs(await animatedGif(41, 1000, 1000), "gif");
+    const small = await app.get("anna", `${url}&size=small`);
+    expect(small.status).toBe(422);
+    expect(await small.json()).toMatchObject({
+      code: "IMAGE_TOO_LARGE",
+      status: 422,
+      field: "size",
+      details: { frames: 41 },
+    });
+    // No size was stored for either.
+    const keys = (await app.t.services.media.list(recordPrefix("acme", "PROD", id))).map((o) => o.key);
+    expect(keys.map((k) => k.split("/").pop())).toEqual(["original"]);
   });
 
   it("another tenant gets 404; a read-only user may download but not upload (403)", async () => {

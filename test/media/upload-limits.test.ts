@@ -1,7 +1,9 @@
 // Uploads bounded in memory, number and time (issue 35 §5): a file part sent before the parts that
 // name its record is refused unread; a file past MEDIA_MAX_BYTES is refused at the limit, without
 // the rest of the body being read; uploads under way are capped per user and per tenant (429 with
-// Retry-After), and a stalled one is ended by REQUEST_TIMEOUT_MS, giving its slot back.
+// Retry-After), and a stalled one is ended by REQUEST_TIMEOUT_MS, giving its slot back. A malformed
+// form (no closing boundary, no boundary at all, a second file, too many fields or parts) is a 400
+// saying what is wrong, and gives its slot back and leaves nothing staged, as a client that goes away.
 // The uploads here are written by hand on a TCP socket, so that one can stop half way.
 import { randomBytes } from "node:crypto";
 import net from "node:net";
@@ -18,8 +20,10 @@ interface RawUpload {
   written(): number;
   /** Writes `n` more bytes of file content (waiting on drain), stopping once an answer came. */
   sendFile(n: number): Promise<void>;
-  /** The socket's end (the server closed it). */
+  /** The socket's end (the server closed it, or `destroy`). */
   closed: Promise<void>;
+  /** The client goes away. */
+  destroy(): void;
 }
 
 /**
@@ -79,6 +83,7 @@ function rawUpload(
   return {
     answer,
     closed,
+    destroy: () => socket.destroy(),
     written: () => written,
     async sendFile(n) {
       let left = n;
@@ -205,7 +210,220 @@ describe("uploads capped per user and per tenant, and bounded in time", () => {
     await eventually(async () => (await app.t.services.media.list("staging/")).length === 0, {
       what: "the stalled upload's staged file removed",
     });
-    const after = await app.upload("anna", parts());
+    // The slot is given back as the refused upload's handler ends, which may come just after its
+    // staged file is removed and the 408 is written.
+    const after = await eventually(
+      async () => {
+        const res = await app.upload("anna", parts());
+        return res.status === 429 ? false : res;
+      },
+      { what: "the slots given back" },
+    );
     expect(after.status).toBe(201);
   }, 30_000);
+});
+
+/** The answer to a request sent whole on a socket (`Connection: close`), read once the server closes. */
+function exchange(
+  app: MediaApp,
+  token: { authorization: string },
+  contentType: string,
+  body: Buffer,
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const url = new URL(app.base);
+  const socket = net.connect(Number(url.port), url.hostname);
+  socket.on("error", () => {});
+  let received = Buffer.alloc(0);
+  socket.on("data", (chunk: Buffer) => {
+    received = Buffer.concat([received, chunk]);
+  });
+  socket.write(
+    "POST /api/v4/media/upload?source=catalog-1 HTTP/1.1\r\n" +
+      `Host: ${url.host}\r\nAuthorization: ${token.authorization}\r\nConnection: close\r\n` +
+      `Content-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n\r\n`,
+  );
+  socket.write(body);
+  return new Promise((resolve) =>
+    socket.on("close", () => {
+      const text = received.toString("utf8");
+      const at = text.indexOf("\r\n\r\n");
+      resolve({
+        status: Number(text.slice(0, at).split(" ")[1]),
+        body: at < 0 ? {} : (JSON.parse(text.slice(at + 4)) as Record<string, unknown>),
+      });
+    }),
+  );
+}
+
+/** A multipart body by hand: the form fields, then a file part, with or without the closing line. */
+function multipartBody(
+  boundary: string,
+  fields: Array<[string, string]>,
+  file: Buffer | null,
+  close: boolean,
+): Buffer {
+  const parts = fields.map(
+    ([name, value]) => `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`,
+  );
+  return Buffer.concat([
+    Buffer.from(parts.join("")),
+    ...(file
+      ? [
+          Buffer.from(
+            `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="f.pdf"\r\n` +
+              "Content-Type: application/pdf\r\n\r\n",
+          ),
+          file,
+          Buffer.from("\r\n"),
+        ]
+      : []),
+    Buffer.from(close ? `--${boundary}--\r\n` : ""),
+  ]);
+}
+
+describe("malformed upload forms: 400 saying what is wrong, the slot given back, nothing staged", () => {
+  let app: MediaApp;
+  const pdf = Buffer.concat([Buffer.from("%PDF-1.4\n"), randomBytes(2000)]);
+  const upload = () => app.upload("anna", form([...NAMING, ["file", { bytes: pdf, name: "s.pdf" }]]));
+  beforeAll(async () => {
+    // One upload at a time per user: one whose slot is not given back blocks the next (429). The
+    // request timeout stays the default 30 s: the answers below come when the body ends.
+    app = await startMediaApp({ maxBytes: 1 * MB, users: ["anna"], env: { MEDIA_UPLOADS_PER_USER: "1" } });
+  });
+  afterAll(() => app?.close());
+
+  it("a body of its Content-Length without the closing boundary: 400 once it has ended, nothing staged, the slot back", async () => {
+    const body = multipartBody("XX", NAMING, pdf, false);
+    // More than the one slot: a slot held by the first would make the second a 429.
+    for (let i = 0; i < 3; i++) {
+      const answer = await exchange(app, app.auth("anna"), "multipart/form-data; boundary=XX", body);
+      expect(answer).toMatchObject({
+        status: 400,
+        body: {
+          error: "BadRequest",
+          code: "INVALID_REQUEST",
+          status: 400,
+          message:
+            "The multipart body ended without its closing boundary line (--<boundary>--); send the whole form.",
+        },
+      });
+    }
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+    expect((await upload()).status).toBe(201);
+  }, 20_000);
+
+  it("a client gone mid-upload, while it is authorized or while its file is staged, gives its slot back and leaves nothing staged", async () => {
+    const slotBack = () =>
+      eventually(
+        async () => {
+          const res = await upload();
+          return res.status === 429 ? false : res;
+        },
+        { what: "the slot given back" },
+      );
+    // Gone as soon as its parts and the start of its file are sent: the part is destroyed while the
+    // upload is authorized, before its file streams to staging.
+    const url = new URL(app.base);
+    const socket = net.connect(Number(url.port), url.hostname);
+    socket.on("error", () => {});
+    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+    const body = multipartBody("XX", NAMING, pdf.subarray(0, 100), false).subarray(0, -2);
+    socket.write(
+      "POST /api/v4/media/upload?source=catalog-1 HTTP/1.1\r\n" +
+        `Host: ${url.host}\r\nAuthorization: ${app.auth("anna").authorization}\r\n` +
+        `Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: ${MB}\r\n\r\n`,
+    );
+    socket.write(body, () => socket.destroy());
+    await closed;
+    expect((await slotBack()).status).toBe(201);
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+
+    // Gone while its file streams to staging.
+    const stalled = rawUpload(app, app.auth("anna"), [...NAMING, "file"]);
+    await stalled.sendFile(100 * 1024);
+    await eventually(async () => (await app.t.services.media.list("staging/")).length === 1, {
+      what: "the upload's staged file",
+    });
+    expect((await upload()).status).toBe(429);
+    stalled.destroy();
+    await stalled.closed;
+    await eventually(async () => (await app.t.services.media.list("staging/")).length === 0, {
+      what: "the staged file removed",
+    });
+    expect((await slotBack()).status).toBe(201);
+  });
+
+  it("a multipart Content-Type without a boundary, or a body without one: 400, not 500", async () => {
+    const noBoundary = await exchange(app, app.auth("anna"), "multipart/form-data", Buffer.from("garbage"));
+    expect(noBoundary).toMatchObject({
+      status: 400,
+      body: {
+        code: "INVALID_REQUEST",
+        message:
+          "The Content-Type multipart/form-data names no boundary; send multipart/form-data; boundary=<boundary>.",
+      },
+    });
+    const garbage = await exchange(
+      app,
+      app.auth("anna"),
+      "multipart/form-data; boundary=XX",
+      Buffer.from("garbage--XX--"),
+    );
+    expect(garbage).toMatchObject({
+      status: 400,
+      body: {
+        code: "INVALID_REQUEST",
+        message:
+          "The multipart body ended without its closing boundary line (--<boundary>--); send the whole form.",
+      },
+    });
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+  });
+
+  it("two files, or more fields or parts than the form has: 400 naming the problem, not 413", async () => {
+    const read = async () =>
+      (await (await app.get("anna", "/api/v4/core/PROD/P0003?source=catalog-1")).json()).data.IMAGE;
+    const before = await read();
+    const twoFiles = await app.upload(
+      "anna",
+      form([...NAMING, ["file", { bytes: pdf, name: "a.pdf" }], ["file", { bytes: pdf, name: "b.pdf" }]]),
+    );
+    expect(twoFiles.status).toBe(400);
+    expect(await twoFiles.json()).toMatchObject({
+      code: "INVALID_REQUEST",
+      field: "file",
+      message: "Send exactly one file, in the part named file.",
+    });
+    const extra = Array.from({ length: 12 }, (_, i): [string, string] => [`extra${i}`, "x"]);
+    const manyFields = await app.upload(
+      "anna",
+      form([...NAMING, ...extra, ["file", { bytes: pdf, name: "a.pdf" }]]),
+    );
+    expect(manyFields.status).toBe(400);
+    expect(await manyFields.json()).toMatchObject({
+      code: "INVALID_REQUEST",
+      details: { max_fields: 10 },
+      message:
+        "The form has more than 10 fields; send only the parts dimension, record_id, field, public, then file.",
+    });
+    // Parts that are no form field (not form-data) count as parts only.
+    const skipped = "--XX\r\nContent-Disposition: inline\r\n\r\nx\r\n".repeat(12);
+    const manyParts = await exchange(
+      app,
+      app.auth("anna"),
+      "multipart/form-data; boundary=XX",
+      Buffer.concat([Buffer.from(skipped), multipartBody("XX", NAMING, pdf, true)]),
+    );
+    expect(manyParts).toMatchObject({
+      status: 400,
+      body: {
+        code: "INVALID_REQUEST",
+        details: { max_parts: 12 },
+        message:
+          "The form has more than 12 parts; send only the parts dimension, record_id, field, public, then file.",
+      },
+    });
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+    expect(await read()).toEqual(before);
+  });
 });
