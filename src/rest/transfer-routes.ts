@@ -126,8 +126,15 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
       if (query[name] !== undefined)
         unsupported(name, `An export takes no ${name}: it holds every matching row.`);
     const format = formatOf(query);
+    // The columns: `$fields` as on a list, or `fields` as spec decisions §20 names it.
+    if (query.fields !== undefined && (query.$fields !== undefined || query.$select !== undefined))
+      unsupported("fields", "Give the columns once: fields or $fields, not both.");
     const listQuery = parseListParams(
-      Object.fromEntries(Object.entries(query).filter(([k]) => k !== "format")),
+      Object.fromEntries(
+        Object.entries(query)
+          .filter(([k]) => k !== "format")
+          .map(([k, v]) => (k === "fields" ? ["$fields", v] : [k, v])),
+      ),
     );
     const caller = contextOf(request);
     const rc = createReadContext(

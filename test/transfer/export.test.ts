@@ -133,6 +133,13 @@ describe.each(BACKENDS)("export (%s)", (backend) => {
     expect(named.json()).toMatchObject({ code: "INVALID_FIELD", field: "CREDIT_LIMIT" });
     const fields = await get("/api/v4/core/CUST/export?source=anag-1&format=json&$fields=NAME", lucia);
     expect(Object.keys(fields.json()[0])).toEqual(["NAME"]);
+    // `fields`, as spec decisions §20 names it, is the same parameter (it was ignored).
+    const plain = await get("/api/v4/core/CUST/export?source=anag-1&format=json&fields=NAME", lucia);
+    expect(Object.keys(plain.json()[0])).toEqual(["NAME"]);
+    const hidden = await get("/api/v4/core/CUST/export?source=anag-1&fields=NAME,CREDIT_LIMIT", lucia);
+    expect(hidden.json()).toMatchObject({ code: "INVALID_FIELD", field: "CREDIT_LIMIT" });
+    const both = await get("/api/v4/core/CUST/export?source=anag-1&fields=NAME&$fields=NAME", lucia);
+    expect(both.statusCode).toBe(400);
   });
 
   it("is described in the caller's OpenAPI document, with the import", async () => {
