@@ -653,7 +653,12 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
   const takeTurns: Plugin<ChainContext> = {
     onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue;
-      const values = deps.estimate(args.schema as GraphQLSchema, args.document, args.operationName);
+      const values = deps.estimate(
+        args.schema as GraphQLSchema,
+        args.document,
+        args.operationName,
+        args.variableValues as Record<string, unknown> | null | undefined,
+      );
       // A cheap operation never asks for its lane client (made per request when first asked).
       if (!deps.heavy.isHeavy(values) || !deps.heavy.waits(values, ctx.laneClient)) return;
       return takeTurn(values, ctx, setResultAndStopExecution);

@@ -12,8 +12,10 @@
 // - `aliases`: aliased fields, fragments expanded (GRAPHQL_MAX_ALIASES);
 // - `nodes`: the values the operation would resolve, estimated: every field once per object it is
 //   resolved on, a list multiplying what is under it by its size: a field's `limit` argument (a
-//   variable counts as the largest page, MAX_NUM_ROWS), else the default page (DEFAULT_NUM_ROWS)
-//   (GRAPHQL_MAX_NODES);
+//   variable counts as the largest page, MAX_NUM_ROWS, whatever its default: the value a request
+//   sends is not known here, and the measure is kept per document), else the default page
+//   (DEFAULT_NUM_ROWS); an aggregate's rows (its limit) × its group fields and aggregates, and
+//   `vars`'s values (MAX_LOOKUP_ITEMS) × their key and display field (GRAPHQL_MAX_NODES);
 // - `introspection`: the same for introspection fields, lists sized by the schema itself (its
 //   number of types, its largest number of fields per type, of arguments per field, …); allowed up
 //   to twice what the full introspection query (GraphiQL's) costs on the current schema, or
@@ -47,9 +49,10 @@ import {
   TypeNameMetaFieldDef,
   type ValueNode,
 } from "graphql";
+import { getOrMake } from "../get-or-make.ts";
 import { MAX_JSON_DEPTH } from "../json-depth.ts";
 import { DEFAULT_NUM_ROWS, MAX_NUM_ROWS } from "../query/types.ts";
-import { getOrMake } from "../get-or-make.ts";
+import { MAX_LOOKUP_ITEMS } from "../resolvers/read/lookup.ts";
 
 export interface ComplexityLimits {
   maxDepth: number;
@@ -235,31 +238,64 @@ function fieldDef(parent: GraphQLCompositeType | null, name: string): GraphQLFie
 }
 
 /**
- * A `limit` (or keyset `first`) argument's size: a literal as given, a variable as its default or
- * the largest page.
+ * The values a request sent for an operation's variables, with the operation's defaults for those
+ * it left out: what sizes its lists when they are known (the heavy-request estimate of one request).
  */
-function limitOf(node: FieldNode, defaults: Map<string, ValueNode>): number | null {
+export type RequestVariables = Readonly<Record<string, unknown>>;
+
+/**
+ * A `limit` (or keyset `first`) argument's size: a literal as given; a variable, with the request's
+ * values, as the value it was sent (or its default), else as the largest page whatever its default
+ * (the value sent may be any page up to it; a larger one is refused when the field runs).
+ */
+function limitOf(node: FieldNode, variables: RequestVariables | null): number | null {
   const arg = node.arguments?.find((a) => a.name.value === "limit" || a.name.value === "first");
   if (!arg) return null;
-  let value: ValueNode | undefined = arg.value;
-  if (value.kind === Kind.VARIABLE) value = defaults.get(value.name.value);
-  if (value?.kind === Kind.INT) return Math.max(0, Number(value.value));
-  if (value?.kind === Kind.NULL) return DEFAULT_NUM_ROWS;
+  const value = arg.value;
+  if (value.kind === Kind.INT) return Math.max(0, Number(value.value));
+  if (value.kind === Kind.NULL) return DEFAULT_NUM_ROWS;
+  if (value.kind === Kind.VARIABLE && variables) {
+    const sent = variables[value.name.value];
+    if (sent === undefined || sent === null) return DEFAULT_NUM_ROWS;
+    if (Number.isSafeInteger(sent)) return Math.min(Math.max(0, sent as number), MAX_NUM_ROWS);
+  }
   return MAX_NUM_ROWS;
 }
 
-const NO_DEFAULTS = new Map<string, ValueNode>();
+/** Whether a field's size comes from a variable (its `limit` or `first`). */
+function sizedByVariable(node: FieldNode): boolean {
+  const arg = node.arguments?.find((a) => a.name.value === "limit" || a.name.value === "first");
+  return arg?.value.kind === Kind.VARIABLE;
+}
+
+/** A list argument's length: as written, or `bound` for a variable (a single value is a list of one). */
+function listLength(node: FieldNode, name: string, bound: () => number): number {
+  const value = node.arguments?.find((a) => a.name.value === name)?.value;
+  if (!value || value.kind === Kind.NULL) return 0;
+  if (value.kind === Kind.LIST) return value.values.length;
+  if (value.kind === Kind.VARIABLE) return bound();
+  return 1;
+}
+
+const AGGREGATE_SUFFIX = "_aggregate";
+/** COUNT, SUM, AVG, MIN, MAX: when the schema does not say. */
+const MAX_AGGREGATE_FUNCTIONS = 5;
+/** The key and the display field of each value `vars` answers. */
+const LOOKUP_COLUMNS = 2;
 
 class Walker {
   private readonly fragments = new Map<string, FragmentDefinitionNode>();
   private readonly measured = new Map<string, Measure>();
   private readonly inProgress = new Set<string>();
-  private defaults = new Map<string, ValueNode>();
+
+  /** Whether a list of the document is sized by a variable: its estimate then varies by request. */
+  variableSized = false;
 
   constructor(
     private readonly schema: GraphQLSchema,
     document: DocumentNode,
     private readonly sizes: SchemaSizes | null,
+    private readonly variables: RequestVariables | null = null,
   ) {
     for (const d of document.definitions) {
       if (d.kind === Kind.FRAGMENT_DEFINITION && !this.fragments.has(d.name.value))
@@ -268,10 +304,6 @@ class Walker {
   }
 
   operation(op: OperationDefinitionNode): OperationMeasure {
-    this.defaults = new Map();
-    for (const v of op.variableDefinitions ?? []) {
-      if (v.defaultValue) this.defaults.set(v.variable.name.value, v.defaultValue);
-    }
     const root =
       op.operation === "query"
         ? this.schema.getQueryType()
@@ -308,12 +340,8 @@ class Walker {
     // An unknown or cyclic spread costs nothing here: validation refuses it.
     if (!def || this.inProgress.has(name)) return zero();
     this.inProgress.add(name);
-    // A fragment is measured once for every operation of the document: a variable `limit` in it
-    // counts as the largest page, whatever defaults an operation gives.
-    const defaults = this.defaults;
-    this.defaults = NO_DEFAULTS;
+    // Measured once for every operation of the document (nothing in a measure depends on one).
     const m = this.selectionSet(def.selectionSet, this.compositeType(def.typeCondition.name.value));
-    this.defaults = defaults;
     this.inProgress.delete(name);
     this.measured.set(name, m);
     return m;
@@ -329,7 +357,8 @@ class Walker {
     const sub = node.selectionSet
       ? this.selectionSet(node.selectionSet, named && isCompositeType(named) ? named : null)
       : zero();
-    const limit = limitOf(node, this.defaults);
+    if (sizedByVariable(node)) this.variableSized = true;
+    const limit = limitOf(node, this.variables);
     // What one value of this field costs: its subfields, and the lists under it that it sizes.
     const one = sub.nodes + sub.deferred * (limit ?? DEFAULT_NUM_ROWS);
     let inputDepth = sub.inputDepth;
@@ -352,12 +381,66 @@ class Walker {
       m.nodes = 1;
       m.deferred = one;
       m.introspection = DEFAULT_NUM_ROWS * sub.introspection;
+    } else if (list && !node.selectionSet && def) {
+      // A list of JSON objects: an aggregate's groups or `vars`'s values, counted by their members.
+      m.nodes = 1 + this.jsonRows(node, def, parent, limit);
     } else {
       const size = list && node.selectionSet ? (limit ?? DEFAULT_NUM_ROWS) : 1;
       m.nodes = 1 + size * one;
       m.introspection = size * sub.introspection;
     }
     return m;
+  }
+
+  /**
+   * The values a list without a selection set answers: an aggregate's rows (its limit) × its group
+   * fields and aggregates (COUNT when none), `vars`'s values × their key and display field; of
+   * any other, only the list (as before).
+   */
+  private jsonRows(
+    node: FieldNode,
+    def: GraphQLField<unknown, unknown>,
+    parent: GraphQLCompositeType | null,
+    limit: number | null,
+  ): number {
+    const name = node.name.value;
+    const root = parent !== null && parent === this.schema.getQueryType();
+    if (root && name === "vars") return MAX_LOOKUP_ITEMS * LOOKUP_COLUMNS;
+    const groupBy = def.args.find((a) => a.name === "group_by");
+    const aggregate = def.args.find((a) => a.name === "aggregate");
+    if (!groupBy || !aggregate) return 0;
+    // A list given by a variable: its members are distinct in the answer (a repeated one is
+    // refused), so at most every field of the dimension, each aggregate function of each field.
+    const fields = () => this.dimensionFields(parent, name);
+    const functions = () => {
+      const fn = getNamedType(aggregate.type);
+      const of = isInputObjectType(fn) ? getNamedType(fn.getFields().fn?.type ?? fn) : null;
+      return isEnumType(of) ? of.getValues().length : MAX_AGGREGATE_FUNCTIONS;
+    };
+    const columns =
+      listLength(node, "group_by", fields) +
+      Math.max(
+        1,
+        listLength(node, "aggregate", () => 1 + functions() * fields()),
+      );
+    return (limit ?? DEFAULT_NUM_ROWS) * columns;
+  }
+
+  /** The fields of the dimension of an aggregate field (`D_aggregate` → the type of `D_by_id`). */
+  private dimensionFields(parent: GraphQLCompositeType | null, name: string): number {
+    const byId =
+      name.endsWith(AGGREGATE_SUFFIX) && parent && isObjectType(parent)
+        ? parent.getFields()[`${name.slice(0, -AGGREGATE_SUFFIX.length)}_by_id`]
+        : undefined;
+    const type = byId ? getNamedType(byId.type) : null;
+    if (type && isObjectType(type)) return Object.keys(type.getFields()).length;
+    // Not a generated aggregate: at most the largest type's fields.
+    return Math.max(
+      1,
+      ...Object.values(this.schema.getTypeMap()).map((t) =>
+        isObjectType(t) || isInterfaceType(t) ? Object.keys(t.getFields()).length : 0,
+      ),
+    );
   }
 }
 
@@ -373,25 +456,57 @@ export function measureDocument(
     .map((operation) => ({ operation, measure: walker.operation(operation) }));
 }
 
-/** The values one operation of a document may answer (its node estimate), for the heavy-request lanes. */
+/**
+ * The values one operation of a document may answer (its node estimate), for the heavy-request
+ * lanes: with the request's variables, a list sized by a variable counts at the page it asks for.
+ */
 export type ValueEstimate = (
   schema: GraphQLSchema,
   document: DocumentNode,
   operationName?: string | null,
+  variables?: Readonly<Record<string, unknown>> | null,
 ) => number;
 
 /**
  * A ValueEstimate that measures each (schema, document) once: yoga's parser cache and the fast
- * path's prepared documents hand the same document object to every request of one text.
+ * path's prepared documents hand the same document object to every request of one text. An
+ * operation with a list sized by a variable is measured again per request with the values it sent
+ * (and its defaults), so that `limit: $n` with n = 20 is the small request it is: counted at the
+ * largest page (as the document's refusal counts it), a typed client's every paged list would be
+ * heavy and wait for its tenant's lane.
  */
 export function createValueEstimate(): ValueEstimate {
-  const bySchema = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, ReturnType<typeof measureDocument>>>();
-  return (schema, document, operationName) => {
+  type Measured = { operations: ReturnType<typeof measureDocument>; variableSized: boolean };
+  const bySchema = new WeakMap<GraphQLSchema, WeakMap<DocumentNode, Measured>>();
+  return (schema, document, operationName, variables) => {
     const byDocument = getOrMake(bySchema, schema, () => new WeakMap());
-    const measured = getOrMake(byDocument, document, () => measureDocument(schema, document));
-    const one = measured.find((m) => !operationName || m.operation.name?.value === operationName);
-    return one?.measure.nodes ?? 0;
+    const measured = getOrMake(byDocument, document, () => {
+      const walker = new Walker(schema, document, sizesBySchema.get(schema) || null);
+      const operations = operationsOf(document).map((operation) => ({
+        operation,
+        measure: walker.operation(operation),
+      }));
+      return { operations, variableSized: walker.variableSized };
+    });
+    const one = measured.operations.find((m) => !operationName || m.operation.name?.value === operationName);
+    if (!one) return 0;
+    if (!measured.variableSized) return one.measure.nodes;
+    const sent: Record<string, unknown> = {};
+    for (const v of one.operation.variableDefinitions ?? []) {
+      const name = v.variable.name.value;
+      const given = variables?.[name];
+      if (given !== undefined) sent[name] = given;
+      else if (v.defaultValue?.kind === Kind.INT) sent[name] = Number(v.defaultValue.value);
+    }
+    return new Walker(schema, document, sizesBySchema.get(schema) || null, sent).operation(one.operation)
+      .nodes;
   };
+}
+
+function operationsOf(document: DocumentNode): OperationDefinitionNode[] {
+  return document.definitions.filter(
+    (d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION,
+  );
 }
 
 const shown = (n: number) =>

@@ -29,10 +29,15 @@ function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): Graph
  * Idempotent: a masked error passes again unchanged.
  */
 export function createMaskError(log: (err: unknown) => void): (error: unknown) => Error {
-  return (error) =>
-    error instanceof GraphQLError
-      ? toGraphQLError(error, log)
-      : new GraphQLError("Unexpected error.", { extensions: { code: "INTERNAL_ERROR", status: 500 } });
+  return (error) => {
+    if (error instanceof GraphQLError) return toGraphQLError(error, log);
+    // Not GraphQL's nor the service's: a fault of the transport or of code around it. Logged, and
+    // answered with the status it says (yoga would answer 200 for an error without one).
+    log(error);
+    return new GraphQLError("Unexpected error.", {
+      extensions: { code: "INTERNAL_ERROR", status: 500, http: { status: 500 } },
+    });
+  };
 }
 
 /** An error the service raised, as a GraphQL error with the REST code and status. */

@@ -24,6 +24,7 @@ import { graphiqlAsset, sendGraphiQLPage } from "./graphiql-page.ts";
 import { tokenExpiry } from "./guarded-stream.ts";
 import { createPersistedOperations, persistedParams } from "./persisted.ts";
 import { createPlainPost } from "./plain-post.ts";
+import { checkHttpParams } from "./request-params.ts";
 import type { GraphQLContext } from "./resolve.ts";
 import { graphqlResolvers } from "./resolve.ts";
 import { createSubscriptionGuard } from "./subscription-guard.ts";
@@ -259,6 +260,9 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
           reply.status(answer.status).headers(answer.headers);
           return answer.body;
         }
+        // What yoga would take for a request but is none (a body without a document, a GET's
+        // parameters that are not JSON or nest too deep): one 400 (src/graphql/request-params.ts).
+        checkHttpParams(request);
         const response = await (await yogaServer()).handleNodeRequestAndResponse(request, reply, context);
         response.headers.forEach((value, key) => {
           reply.header(key, value);

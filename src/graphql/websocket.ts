@@ -23,6 +23,8 @@
 //     usual way (onNext).
 // A refused operation (limits, costs, budget, caps) answers the protocol's `error` (before it runs)
 // or `next` message with the errors in the same shape, codes and extensions as over HTTP.
+// A `subscribe` payload nested deeper than a JSON body may be is refused as over HTTP (400
+// INVALID_JSON, src/graphql/request-params.ts).
 // Persisted operations: a `subscribe` payload's `extensions.persistedQuery` is resolved by the
 // module the HTTP transports use (src/graphql/persisted.ts), with the same refusals. The protocol
 // requires `query` to be a string: a payload naming a persisted operation by its hash alone sends
@@ -50,6 +52,7 @@ import type { Caller } from "../types.ts";
 import { type ChainContext, chainDocuments, chainExecute, chainSubscribe } from "./chain.ts";
 import { asGraphQLError } from "./errors.ts";
 import type { PersistedOperations } from "./persisted.ts";
+import { nestedTooDeep, paramsTooDeep } from "./request-params.ts";
 
 /** Close codes of this transport (besides the protocol's own, 44xx of graphql-ws). */
 export const WS_CLOSE = {
@@ -308,6 +311,10 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         }
       },
       async onSubscribe(ctx, id, payload) {
+        // The payload is a request's parameters: nested at most as a JSON body (as over HTTP),
+        // before anything recursive (coercion, resolvers, JSON.stringify) reads its variables.
+        if (paramsTooDeep(payload))
+          return [asSent(asGraphQLError(nestedTooDeep("the subscribe message's payload")))];
         const socket = ctx.extra.socket;
         const connection = connectionOf(socket);
         // Each operation is a request: its token still holds, it spends the rate-limit windows.
