@@ -377,6 +377,8 @@ export interface FieldConfig {
   readonly codUtente: number | null;
   /** TB_COST.VALIDATION: the value rules of create and update (issue 39 §3); null: none. */
   readonly validation: CompiledRule | null;
+  /** TB_COST.VALIDATION as stored (GET /COST shows it); null: none. */
+  readonly validationSource: unknown;
 }
 
 export interface FieldDef {

@@ -35,6 +35,7 @@ function configFromCost(c: CostRow, dataType: DataType): FieldConfig {
     codUtente: c.COD_UTENTE ?? null,
     // Validated when written (validate.ts): a rule that does not parse here is none.
     validation: compileRule(parseValidationRule(c.VALIDATION, dataType).rule),
+    validationSource: c.VALIDATION ?? null,
   });
 }
 
@@ -50,6 +51,7 @@ function defaultConfig(codOnOff: string): FieldConfig {
     valueTemp: null,
     codUtente: null,
     validation: null,
+    validationSource: null,
   });
 }
 

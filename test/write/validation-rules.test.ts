@@ -225,6 +225,20 @@ describe.each(BACKENDS)("validation rules (%s)", (backend) => {
     });
   });
 
+  it("GET /COST shows each row's rule as stored (it left VALIDATION out)", async () => {
+    const res = await anna.get(`/api/v4/core/COST${Q}&filter[COD_DIM]=CUST`);
+    expect(res.status).toBe(200);
+    const rows = res.body.data as Array<{
+      NUM_COST: number;
+      CENTER_DETT: string | null;
+      VALIDATION: unknown;
+    }>;
+    const base = (num: number) => rows.find((r) => r.NUM_COST === num && r.CENTER_DETT === null);
+    expect(base(3)?.VALIDATION).toEqual({ min_length: 2, max_length: 40, pattern: "[A-Z][A-Za-z ]*" });
+    expect(base(9)?.VALIDATION).toBeTruthy();
+    expect(rows.filter((r) => r.VALIDATION === null).length).toBeGreaterThan(0);
+  });
+
   it("OpenAPI shows the rules in the create and update schemas", async () => {
     const res = await anna.get("/api/v4/openapi.json");
     expect(res.status).toBe(200);

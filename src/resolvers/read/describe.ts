@@ -95,6 +95,7 @@ function costRow(f: FieldDef, cfg: FieldConfig, centerDett: string | null): Fiel
       GROUP_NAME: cfg.groupName,
       VALUE_TEMP: cfg.valueTemp,
       COD_UTENTE: cfg.codUtente,
+      VALIDATION: cfg.validationSource,
       CENTER_DETT: centerDett,
     },
   ];

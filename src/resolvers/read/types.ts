@@ -114,5 +114,7 @@ export interface FieldConfigurationRow {
   GROUP_NAME: string | null;
   VALUE_TEMP: string | null;
   COD_UTENTE: number | null;
+  /** The value rules (issue 39 §3) as stored; null: none. */
+  VALIDATION: unknown;
   CENTER_DETT: string | null;
 }
