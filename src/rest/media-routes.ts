@@ -159,6 +159,13 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
                 field: part.fieldname,
               },
             );
+          // A value over the parser's fieldSize arrives cut short: refused, never taken as another.
+          if (part.valueTruncated)
+            throw new BadRequestError(
+              "INVALID_REQUEST",
+              `The part ${part.fieldname} is longer than ${FORM_LIMITS.fieldSize} bytes.`,
+              { field: part.fieldname, details: { max_bytes: FORM_LIMITS.fieldSize } },
+            );
           fields[part.fieldname] = String(part.value);
         }
       }

@@ -426,4 +426,23 @@ describe("malformed upload forms: 400 saying what is wrong, the slot given back,
     expect(await app.t.services.media.list("staging/")).toEqual([]);
     expect(await read()).toEqual(before);
   });
+
+  it("a form field longer than 1,000 bytes is refused, not cut short and taken as another value", async () => {
+    const long = await app.upload(
+      "anna",
+      form([
+        ["dimension", "PROD"],
+        ["record_id", `P0003${"x".repeat(1200)}`],
+        ["field", "IMAGE"],
+        ["file", { bytes: pdf, name: "a.pdf" }],
+      ]),
+    );
+    expect(long.status).toBe(400);
+    expect(await long.json()).toMatchObject({
+      code: "INVALID_REQUEST",
+      field: "record_id",
+      details: { max_bytes: 1000 },
+    });
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+  });
 });
