@@ -190,3 +190,54 @@ describe.each(BACKENDS)("cascades over HTTP (%s)", (backend) => {
     expect(taken.body.code).toBe("DUPLICATE_KEY");
   });
 });
+
+describe("a key change that would orphan records outside UPDATE_CASCADE", () => {
+  let t: TestApp;
+  let anna: Client;
+
+  beforeAll(async () => {
+    // CITY's key is modifiable; its changes reach CUST (UPDATE_CASCADE) but not ADDR.
+    const fixture = await sampleFixtureWith((f) => {
+      setRow(f.TB_DIM, { COD_DIM: "CITY" }, { UPDATE_CASCADE: "CUST" });
+      setRow(f.TB_COST, { COD_DIM: "CITY", COD_VAR: "CITY_ID" }, { COD_ON_OFF: "LDRNM" });
+    });
+    t = await createTestApp("pglite", { fixture, env: NO_RATE_LIMITS });
+    anna = await clientFor(t.app, "anna");
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("is 409 KEY_IN_USE naming them, and changes nothing; with none naming it, the key moves", async () => {
+    await anna.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: "KEPT", NAME: "Kept", COUNTRY: "IT" },
+    });
+    const cust = await anna.post("/api/v4/core/CUST?source=anag-1", {
+      data: { NAME: "Stays", CITY_ID: "KEPT" },
+    });
+    await anna.post("/api/v4/core/ADDR?source=anag-2", {
+      data: { CUST_ID: cust.body.data.CUST_ID, KIND: "B", CITY_ID: "KEPT" },
+    });
+    const before = await snapshot(t.services);
+    const res = await anna.patch("/api/v4/core/CITY/KEPT?source=anag-3", { data: { CITY_ID: "GONE" } });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject({
+      code: "KEY_IN_USE",
+      field: "CITY_ID",
+      details: { dimension: "ADDR", field: "CITY_ID", records: 1 },
+    });
+    expect(await snapshot(t.services)).toEqual(before);
+    // Named by CUST only (which follows it): the change goes through, the customer with it.
+    await anna.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: "FREE", NAME: "Free", COUNTRY: "IT" },
+    });
+    const mover = await anna.post("/api/v4/core/CUST?source=anag-1", {
+      data: { NAME: "Mover", CITY_ID: "FREE" },
+    });
+    const moved = await anna.patch("/api/v4/core/CITY/FREE?source=anag-3", { data: { CITY_ID: "NEWFREE" } });
+    expect(moved.status).toBe(200);
+    expect(await row(t.services, "TB_ANAG_CUST00", "CUST_ID", mover.body.data.CUST_ID)).toMatchObject({
+      CITY_ID: "NEWFREE",
+    });
+  });
+});

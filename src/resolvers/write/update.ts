@@ -1,5 +1,8 @@
 // Update (PUT and PATCH): lock the record -> field rules and TREC move -> types and lengths ->
 // required fields -> foreign keys -> update with audit fields -> outbox row -> update cascade.
+import { ident } from "../../db/sql.ts";
+import { ConflictError } from "../../errors.ts";
+import { TENANT_COLUMN } from "../../metadata/data-types.ts";
 import type { DimensionDef, FieldDef, RecordChange, WriteResult } from "../../types.ts";
 import { type AuditEvent, auditColumns } from "./audit.ts";
 import { recordChanged } from "./change-event.ts";
@@ -61,6 +64,7 @@ export async function updateRecord(
   const event: AuditEvent = from === "C" ? "restore" : "update";
   assignments.push(...auditColumns(dim.auditStyle, event, w.ctx.principal.userId, w.now, to));
   const record = await updateRow(w, dim, currentId, assignments, lookups);
+  await refuseOrphaningKeyChange(w, dim, current, record);
   const newId = record[dim.idField] as RecordId;
   await requireWrittenInScope(w, dim, newId);
   if (dim.history && String(newId) !== String(currentId))
@@ -73,6 +77,32 @@ export async function updateRecord(
   await step(w, "cascades");
   const cascaded = await cascadeUpdate(w, dim, current, record, new Set([recordKey(dim, currentId)]));
   return Object.assign(change, { children: [], cascaded });
+}
+
+/**
+ * A changed value that records of a dimension outside UPDATE_CASCADE point at (their foreign key
+ * names it) would leave them naming nothing: 409 KEY_IN_USE, naming them, and the update rolls back.
+ * Counted tenant-wide (referential integrity), cancelled records too (a restore brings them back).
+ */
+async function refuseOrphaningKeyChange(w: WriteContext, dim: DimensionDef, before: Row, after: Row) {
+  for (const rel of dim.reverseRelations) {
+    if (dim.updateCascade.includes(rel.fromDim)) continue;
+    const old = before[rel.toField];
+    if (isBlank(old) || String(old) === String(after[rel.toField])) continue;
+    const child = w.model.dimensions.get(rel.fromDim);
+    if (!child) continue;
+    const { rows } = await w.tx.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${ident(child.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(rel.fromField)} = $2 LIMIT 1000) AS named`,
+      [w.ctx.principal.tenantId, old],
+    );
+    const n = rows[0]?.n ?? 0;
+    if (n > 0)
+      throw new ConflictError(
+        "KEY_IN_USE",
+        `${dim.code}.${rel.toField} ${JSON.stringify(old)} is named by ${n === 1000 ? "1000 or more" : n} ${rel.fromDim} record(s) (${rel.fromField}), which ${dim.code} does not update with it (UPDATE_CASCADE). Nothing was changed: list ${rel.fromDim} in ${dim.code}'s UPDATE_CASCADE, or point those records elsewhere first.`,
+        { field: rel.toField, details: { dimension: rel.fromDim, field: rel.fromField, records: n } },
+      );
+  }
 }
 
 function recordKey(dim: DimensionDef, id: unknown): string {
