@@ -557,6 +557,13 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
         return;
       }
       return ({ result }) => {
+        // Every error carries a code and a status (spec graphql.md): validation's are the request's,
+        // set in place as yoga sets its code (the errors are this validation's own, then kept).
+        for (const error of result as readonly GraphQLError[]) {
+          const extensions = error.extensions as Record<string, unknown>;
+          extensions.code ??= "GRAPHQL_VALIDATION_FAILED";
+          extensions.status ??= 400;
+        }
         deps.documents.setValidated(params.schema, params.documentAST, result as readonly GraphQLError[]);
       };
     },

@@ -5,11 +5,49 @@ import { GraphQLError } from "graphql";
 import { ApiError } from "../errors.ts";
 import { mapError } from "../http/error-handler.ts";
 
+/** The status of GraphQL's and yoga's own codes (their errors carry a code, not always a status). */
+const STATUS_OF_CODE: Readonly<Record<string, number>> = {
+  GRAPHQL_PARSE_FAILED: 400,
+  GRAPHQL_VALIDATION_FAILED: 400,
+  BAD_USER_INPUT: 400,
+  BAD_REQUEST: 400,
+  OPERATION_RESOLUTION_FAILURE: 400,
+};
+
+/**
+ * `error` with `extensions.code` and `extensions.status`, which every error carries (spec
+ * graphql.md, "Errors and limits"): GraphQL's own errors have a code at most (a document that does
+ * not parse or validate) or none (variables that do not coerce: BAD_USER_INPUT, as yoga's
+ * interpreter codes them). The status is the one the error's HTTP answer has, else its code's;
+ * without a code, an error before any field ran (no path) is the request's, one at a field the
+ * service's. The same error when it has both.
+ */
+export function withCodeAndStatus(error: GraphQLError): GraphQLError {
+  const ext = error.extensions ?? {};
+  if (typeof ext.code === "string" && typeof ext.status === "number") return error;
+  const code = typeof ext.code === "string" ? ext.code : error.path ? "INTERNAL_ERROR" : "BAD_USER_INPUT";
+  const http = (ext.http as { status?: unknown } | undefined)?.status;
+  const status =
+    typeof ext.status === "number"
+      ? ext.status
+      : typeof http === "number"
+        ? http
+        : (STATUS_OF_CODE[code] ?? (error.path ? 500 : 400));
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    originalError: error.originalError,
+    extensions: { ...ext, code, status },
+  });
+}
+
 /** An error thrown by a resolver (or the database under it) as GraphQL error extensions. */
 function toGraphQLError(error: GraphQLError, log: (err: unknown) => void): GraphQLError {
   let original: unknown = error.originalError;
   while (original instanceof GraphQLError && original.originalError) original = original.originalError;
-  if (original === undefined || original instanceof GraphQLError) return error;
+  if (original === undefined || original instanceof GraphQLError) return withCodeAndStatus(error);
   const mapped = mapError(original);
   if (mapped.status >= 500 && !(original instanceof ApiError)) log(original);
   const { error: _type, message, code, status, ...extras } = mapped.body;

@@ -50,7 +50,7 @@ import type { LaneClient } from "../http/heavy-requests.ts";
 import { type TimerAt, timerAt } from "../timer-at.ts";
 import type { Caller } from "../types.ts";
 import { type ChainContext, chainDocuments, chainExecute, chainSubscribe } from "./chain.ts";
-import { asGraphQLError } from "./errors.ts";
+import { asGraphQLError, withCodeAndStatus } from "./errors.ts";
 import type { PersistedOperations } from "./persisted.ts";
 import { nestedTooDeep, paramsTooDeep } from "./request-params.ts";
 
@@ -138,15 +138,28 @@ function asSent(
 ): GraphQLError {
   const ext = error.extensions ?? {};
   const coded = code !== undefined && ext.code === undefined;
-  if (!coded && !("http" in ext || "unexpected" in ext)) return error;
-  const { http: _http, unexpected: _unexpected, ...extensions } = ext;
-  if (coded) extensions.code = code;
-  return new GraphQLError(error.message, {
-    nodes: error.nodes,
-    source: error.source,
-    positions: error.positions,
-    path: error.path,
-    originalError: error.originalError,
+  // A code and a status as every error has over HTTP (the masking's withCodeAndStatus).
+  const sent = withCodeAndStatus(
+    coded
+      ? new GraphQLError(error.message, {
+          nodes: error.nodes,
+          source: error.source,
+          positions: error.positions,
+          path: error.path,
+          originalError: error.originalError,
+          extensions: { ...ext, code },
+        })
+      : error,
+  );
+  const sentExt = sent.extensions;
+  if (!("http" in sentExt || "unexpected" in sentExt)) return sent;
+  const { http: _http, unexpected: _unexpected, ...extensions } = sentExt;
+  return new GraphQLError(sent.message, {
+    nodes: sent.nodes,
+    source: sent.source,
+    positions: sent.positions,
+    path: sent.path,
+    originalError: sent.originalError,
     extensions,
   });
 }
@@ -358,7 +371,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         }
         // As yoga over HTTP, once parsed: a document without the operation to run is refused.
         const operation = getOperationAST(document, payload.operationName ?? undefined);
-        if (!operation) return [noOperationToRun()];
+        if (!operation) return [asSent(noOperationToRun())];
         const errors = documents.validate(contextValue, schema, document);
         if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
         return {

@@ -163,6 +163,31 @@ describe("GraphQL plain POST transport", () => {
     expect([0, 4 * ACCEPTS.length + 1]).toContain(executed - before);
   });
 
+  it("every error carries extensions.code and extensions.status, on every transport (spec graphql.md)", async () => {
+    const bodies: Array<[Record<string, unknown>, string, number]> = [
+      [
+        {
+          query: `query ($id: ID!) { CUST_by_id(source: "anag-1", id: $id) { NAME } }`,
+          variables: { id: { x: 1 } },
+        },
+        "BAD_USER_INPUT",
+        400,
+      ],
+      [{ query: `{ CUST(source: "anag-1") { data { NO_SUCH_FIELD } } }` }, "GRAPHQL_VALIDATION_FAILED", 400],
+      [{ query: `{ CUST(` }, "GRAPHQL_PARSE_FAILED", 400],
+      [{ query: `query A { __typename }`, operationName: "B" }, "OPERATION_RESOLUTION_FAILURE", 400],
+    ];
+    for (const [body, code, status] of bodies) {
+      const { fast, yoga } = await both("anna", body, "application/json");
+      const socket = await sockets.anna!.body(body);
+      for (const text of [fast.body, yoga.body, socket]) {
+        const errors = JSON.parse(text).errors as Array<{ extensions?: Record<string, unknown> }>;
+        expect(errors.length, text).toBeGreaterThan(0);
+        for (const e of errors) expect(e.extensions, text).toMatchObject({ code, status });
+      }
+    }
+  });
+
   it("takes only a JSON POST of query, variables and operationName", () => {
     const request = (
       over: Partial<Record<string, unknown>> = {},
