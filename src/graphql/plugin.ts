@@ -5,7 +5,8 @@
 // (src/graphql/plain-post.ts) or by graphql-yoga (GET, SSE subscriptions, refusals). The schema is
 // the one of the caller's access profile under the current metadata version (src/schema/cache.ts):
 // introspection shows what the caller may query, over HTTP and WebSocket alike.
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { FastifyBaseLogger, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { LRUCache } from "lru-cache";
 import type { YogaServerInstance } from "graphql-yoga";
 import { bearerToken } from "../auth/request-input.ts";
@@ -125,8 +126,14 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
   });
   app.addHook("onClose", async () => guard.stop());
 
-  // What a resolver (or the database under it) threw, as the client sees it: one function.
-  const maskError = createMaskError((err) => services.logger.error({ err }, "GraphQL resolver failed"));
+  // What a resolver (or the database under it) threw, as the client sees it: one function. An
+  // unexpected error is logged with its request's id (spec graphql.md): the HTTP route runs each
+  // request with its request logger here (masking has no context of its own); elsewhere (a
+  // WebSocket's operations) the service's logger.
+  const requestLogger = new AsyncLocalStorage<FastifyBaseLogger>();
+  const maskError = createMaskError((err) =>
+    (requestLogger.getStore() ?? services.logger).error({ err }, "GraphQL resolver failed"),
+  );
   // The one chain of rules (src/graphql/chain.ts), shared by both transports of both endpoints.
   const chain = graphqlChain({
     limits: services.config.graphql,
@@ -238,38 +245,39 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
       bodyLimit: Math.min(services.config.graphql.maxBodyBytes, services.config.bodyLimitBytes),
       // GraphiQL's page needs no token; every GraphQL request does (the protected scope's hook).
       config: { public: wantsGraphiQL },
-      handler: async (request, reply) => {
-        if (wantsGraphiQL(request)) {
-          // GraphiQL's small page, without a token (its Headers tab holds the Authorization header
-          // it sends); its scripts and styles are immutable files (src/graphql/graphiql-page.ts).
-          // A visit spends the client's anonymous window like any request without a token.
-          await auth.spendAnonymous(request, reply);
-          return sendGraphiQLPage(request, reply, await graphiql());
-        }
-        const caller = callerOf(request);
-        const context = new HttpOperationContext(
-          request,
-          reply,
-          caller,
-          servicesOf(caller.principal.tenantId),
-          requestBudget(services.config),
-        );
-        const answer = await plainPost(request, schemas.forCaller(caller.principal), context);
-        if (answer) {
-          // The body returned, not the reply (docs/decisions.md, "Handlers return their body").
-          reply.status(answer.status).headers(answer.headers);
-          return answer.body;
-        }
-        // What yoga would take for a request but is none (a body without a document, a GET's
-        // parameters that are not JSON or nest too deep): one 400 (src/graphql/request-params.ts).
-        checkHttpParams(request);
-        const response = await (await yogaServer()).handleNodeRequestAndResponse(request, reply, context);
-        response.headers.forEach((value, key) => {
-          reply.header(key, value);
-        });
-        reply.status(response.status);
-        return reply.send(response.body);
-      },
+      handler: (request, reply) => requestLogger.run(request.log, () => answer(request, reply)),
     });
+    async function answer(request: FastifyRequest, reply: FastifyReply) {
+      if (wantsGraphiQL(request)) {
+        // GraphiQL's small page, without a token (its Headers tab holds the Authorization header
+        // it sends); its scripts and styles are immutable files (src/graphql/graphiql-page.ts).
+        // A visit spends the client's anonymous window like any request without a token.
+        await auth.spendAnonymous(request, reply);
+        return sendGraphiQLPage(request, reply, await graphiql());
+      }
+      const caller = callerOf(request);
+      const context = new HttpOperationContext(
+        request,
+        reply,
+        caller,
+        servicesOf(caller.principal.tenantId),
+        requestBudget(services.config),
+      );
+      const answer = await plainPost(request, schemas.forCaller(caller.principal), context);
+      if (answer) {
+        // The body returned, not the reply (docs/decisions.md, "Handlers return their body").
+        reply.status(answer.status).headers(answer.headers);
+        return answer.body;
+      }
+      // What yoga would take for a request but is none (a body without a document, a GET's
+      // parameters that are not JSON or nest too deep): one 400 (src/graphql/request-params.ts).
+      checkHttpParams(request);
+      const response = await (await yogaServer()).handleNodeRequestAndResponse(request, reply, context);
+      response.headers.forEach((value, key) => {
+        reply.header(key, value);
+      });
+      reply.status(response.status);
+      return reply.send(response.body);
+    }
   }
 };

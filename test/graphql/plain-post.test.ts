@@ -179,7 +179,7 @@ describe("GraphQL plain POST transport", () => {
     ];
     for (const [body, code, status] of bodies) {
       const { fast, yoga } = await both("anna", body, "application/json");
-      const socket = await sockets.anna!.body(body);
+      const socket = await sockets.anna!.body(body as { query: string });
       for (const text of [fast.body, yoga.body, socket]) {
         const errors = JSON.parse(text).errors as Array<{ extensions?: Record<string, unknown> }>;
         expect(errors.length, text).toBeGreaterThan(0);
