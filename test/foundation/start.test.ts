@@ -151,8 +151,11 @@ describe("npm start's NODE_ENV", () => {
     }
   }
 
-  it("is production when the environment leaves it unset, as in the image; an explicit one is kept", async () => {
+  // One start each (a start loads the demo data: a few seconds, many more on a loaded machine).
+  it("is production when the environment leaves it unset, as in the image", async () => {
     expect(await nodeEnvOf("")).toBe("production");
+  });
+  it("an explicit one is kept", async () => {
     expect(await nodeEnvOf("development")).toBe("development");
   });
 });
