@@ -6,7 +6,7 @@ import cors from "@fastify/cors";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../types.ts";
-import { BadRequestError } from "../errors.ts";
+import { ApiError, BadRequestError } from "../errors.ts";
 import { exceedsDepth, MAX_JSON_DEPTH } from "../json-depth.ts";
 import { clientErrorResponse, errorHandler, notFoundHandler } from "./error-handler.ts";
 
@@ -116,6 +116,19 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "buffer" }, (request, body, done) => {
+    // Bodies are read as sent: a compressed one would be taken for bytes that are not JSON.
+    const encoding = request.headers["content-encoding"];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity") {
+      return done(
+        new ApiError(
+          415,
+          "UNSUPPORTED_MEDIA_TYPE",
+          "UnsupportedMediaType",
+          `Content-Encoding ${encoding.slice(0, 40)} is not supported: send the body uncompressed.`,
+        ),
+        undefined,
+      );
+    }
     if (typeof body !== "string" && !isUtf8(body)) {
       return done(
         new BadRequestError(

@@ -117,6 +117,19 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     }
   });
 
+  it("a compressed JSON body is a 415 saying to send it uncompressed, not 'not valid JSON'", async () => {
+    const { gzipSync } = await import("node:zlib");
+    const res = await app.inject({
+      method: "POST",
+      url: "/api/v4/core/CUST?source=anag-1",
+      headers: { "content-type": "application/json", "content-encoding": "gzip" },
+      payload: gzipSync(Buffer.from('{"data":{"NAME":"x"}}')),
+    });
+    expect(res.statusCode).toBe(415);
+    expect(res.json()).toMatchObject({ code: "UNSUPPORTED_MEDIA_TYPE", status: 415 });
+    expect(res.json().message).toContain("uncompressed");
+  });
+
   it("a body nested deeper than 64 levels is a 400 INVALID_JSON; 64 levels are parsed", async () => {
     const nested = (levels: number) =>
       `{"data":{"SPECS":${"[".repeat(levels - 2)}1${"]".repeat(levels - 2)}}}`;
