@@ -101,7 +101,14 @@ export function persistedHashOf(extensions: unknown): string | undefined | null 
   return match ? match[1]!.toLowerCase() : null;
 }
 
-export function createPersistedOperations(limits: PersistedLimits): PersistedOperations {
+/**
+ * `maxDocumentBytes`: GRAPHQL_MAX_DOCUMENT_BYTES. A document over it is refused (413) when it runs,
+ * so it is not registered: its hash alone then answers PERSISTED_QUERY_NOT_FOUND, not that 413 again.
+ */
+export function createPersistedOperations(
+  limits: PersistedLimits,
+  maxDocumentBytes = Number.POSITIVE_INFINITY,
+): PersistedOperations {
   const trusted = limits.trustedDocuments ?? new Map<string, string>();
   const tenants = new LRUCache<string, LRUCache<string, string>>({ max: MAX_TENANTS });
   const registrations = (tenantId: string, create: boolean) => {
@@ -118,8 +125,10 @@ export function createPersistedOperations(limits: PersistedLimits): PersistedOpe
   };
   const register = (tenantId: string, hash: string, text: string) => {
     if (limits.trustedOnly || trusted.has(hash) || limits.maxPerTenant === 0) return;
-    // A document over the tenant's bytes is run, not kept (lru-cache refuses it).
-    if (Buffer.byteLength(text) > limits.maxBytesPerTenant) return;
+    // A document over the tenant's bytes is run, not kept (lru-cache refuses it); one over the
+    // document limit never runs.
+    const bytes = Buffer.byteLength(text);
+    if (bytes > limits.maxBytesPerTenant || bytes > maxDocumentBytes) return;
     registrations(tenantId, true)!.set(hash, text);
   };
 

@@ -148,7 +148,10 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
   });
   // Persisted operations (src/graphql/persisted.ts): resolved to their document by both
   // transports, before the chain, by the same function.
-  const persisted = createPersistedOperations(services.config.graphql.persisted);
+  const persisted = createPersistedOperations(
+    services.config.graphql.persisted,
+    services.config.graphql.maxDocumentBytes,
+  );
   const plainPost = createPlainPost(chain as never, persisted);
 
   // Reads pass the caller's tenant's gate: one operation cannot hold the database. The services

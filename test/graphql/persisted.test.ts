@@ -277,6 +277,28 @@ describe("automatic persisted queries", () => {
   });
 });
 
+describe("a document over GRAPHQL_MAX_DOCUMENT_BYTES sent with its hash", () => {
+  it("is refused (413) and not registered: its hash alone is then NOT_FOUND, not that 413 again", async () => {
+    const t = await createTestApp("pglite", {
+      fixture: "sample",
+      env: { ...NO_RATE_LIMITS, GRAPHQL_MAX_DOCUMENT_BYTES: "1024" },
+    });
+    try {
+      const anna = await loginAs(t.app, "anna", SAMPLE_USERS.anna.password);
+      const long = `# ${"z".repeat(1500)}\n{ __typename }`;
+      const hash = documentHash(long);
+      const refused = await send(t, anna, "plain", { hash, query: long });
+      expect(refused.status).toBe(413);
+      expect(codeOf(refused)).toBe("DOCUMENT_TOO_LARGE");
+      const alone = await everyWay(t, anna, { hash });
+      expect(alone.status).toBe(404);
+      expect(codeOf(alone)).toBe("PERSISTED_QUERY_NOT_FOUND");
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("trusted documents", () => {
   const trustedQuery = `query Trusted { CUST(source: "anag-1", limit: 2, order_by: [{CUST_ID: asc}]) { data { CUST_ID } } }`;
   const trustedHash = documentHash(trustedQuery);
