@@ -99,18 +99,25 @@ describe("GraphQL limits hold for the request as sent", () => {
       ]);
     });
 
-    it("a list whose limit is a variable with a small default takes its tenant's heavy lane", async () => {
-      // 1,000 customers × 6 fields: at least HEAVY_REQUEST_VALUES (5,000), under GRAPHQL_MAX_NODES.
-      const page = `query ($l: Int = 1) { CUST(source: "anag-1", limit: $l) { data { CUST_ID CODE NAME CITY_ID VIP CREDIT_LIMIT } } }`;
+    /**
+     * Sends `page` with `variables` while the customers' statements wait; once `reached` holds,
+     * `during` runs, then the statement goes on and the page must answer with its rows.
+     */
+    async function whileHeld(
+      page: string,
+      variables: Record<string, unknown>,
+      reached: { what: string; holds: () => Promise<boolean> },
+      during: () => Promise<void> = async () => {},
+    ): Promise<void> {
       let release: () => void = () => {};
       hold = new Promise<void>((resolve) => {
         release = resolve;
       });
+      statements = [];
       try {
-        const answer = anna(page, { l: 1000 });
-        await eventually(async () => (await heavyGauge(t, "running")) === 1, {
-          what: "the request in its tenant's lane",
-        });
+        const answer = anna(page, variables);
+        await eventually(reached.holds, { what: reached.what });
+        await during();
         release();
         const res = await answer;
         expect(res.body.errors).toBeUndefined();
@@ -119,30 +126,32 @@ describe("GraphQL limits hold for the request as sent", () => {
         hold = null;
         release();
       }
+    }
+
+    it("a list whose limit is a variable with a small default takes its tenant's heavy lane", async () => {
+      // 1,000 customers × 6 fields: at least HEAVY_REQUEST_VALUES (5,000), under GRAPHQL_MAX_NODES.
+      const page = `query ($l: Int = 1) { CUST(source: "anag-1", limit: $l) { data { CUST_ID CODE NAME CITY_ID VIP CREDIT_LIMIT } } }`;
+      await whileHeld(
+        page,
+        { l: 1000 },
+        {
+          what: "the request in its tenant's lane",
+          holds: async () => (await heavyGauge(t, "running")) === 1,
+        },
+      );
       expect(await heavyGauge(t, "running")).toBe(0);
     });
 
     it("the same list sent a small page (or left at a small default) is no heavy request: it runs outside the lane", async () => {
       const page = `query ($l: Int = 20) { CUST(source: "anag-1", limit: $l) { data { CUST_ID CODE NAME CITY_ID VIP CREDIT_LIMIT } } }`;
       for (const variables of [{ l: 20 }, {}]) {
-        let release: () => void = () => {};
-        hold = new Promise<void>((resolve) => {
-          release = resolve;
-        });
-        statements = [];
-        try {
-          const answer = anna(page, variables);
-          // Its statement is reached (and held there) without a turn in the lane.
-          await eventually(async () => dataStatements().length > 0, { what: "the page's statement" });
-          expect(await heavyGauge(t, "running")).toBe(0);
-          release();
-          const res = await answer;
-          expect(res.body.errors).toBeUndefined();
-          expect(res.body.data.CUST.data.length).toBeGreaterThan(0);
-        } finally {
-          hold = null;
-          release();
-        }
+        // Its statement is reached (and held there) without a turn in the lane.
+        await whileHeld(
+          page,
+          variables,
+          { what: "the page's statement", holds: async () => dataStatements().length > 0 },
+          async () => expect(await heavyGauge(t, "running")).toBe(0),
+        );
       }
     });
   });
