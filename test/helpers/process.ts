@@ -5,8 +5,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { createServer } from "node:net";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
+/** Preloaded into every spawned process: it ends when its parent (the test's worker) is gone. */
+const EXIT_WITH_PARENT = pathToFileURL(path.join(import.meta.dirname, "exit-with-parent.mjs")).href;
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -38,9 +41,9 @@ function spawnNode(argv: string[], env: Record<string, string>): Running {
     if (v !== undefined && !/^(DATABASE_URL|DATABASE_READ_URL|REDIS_URL|AMQP_URL|ROLE|JWT_SECRET)$/.test(k))
       base[k] = v;
   }
-  const child = spawn(process.execPath, argv, {
+  const child = spawn(process.execPath, ["--import", EXIT_WITH_PARENT, ...argv], {
     cwd: ROOT,
-    env: { ...base, LOG_LEVEL: "warn", HOST: "127.0.0.1", ...env },
+    env: { ...base, LOG_LEVEL: "warn", HOST: "127.0.0.1", TEST_PARENT_PID: String(process.pid), ...env },
   });
   let out = "";
   child.stdout.on("data", (d) => {
