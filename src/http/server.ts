@@ -22,6 +22,24 @@ export interface HttpServerOptions {
 }
 
 /** TRUST_PROXY as Fastify takes it: a number of proxies is "trust the first n hops". */
+/**
+ * Why a body the prototype-safe parser refused is refused, when it is JSON: a member named
+ * `__proto__`, or `constructor` holding `prototype` (Fastify's parser answers those as "not valid
+ * JSON" like a syntax error). Plain JSON.parse makes such a key an own member, harmless here;
+ * only bodies already refused are parsed again.
+ */
+function prototypeMember(text: string): BadRequestError | null {
+  try {
+    JSON.parse(text);
+  } catch {
+    return null;
+  }
+  return new BadRequestError(
+    "INVALID_JSON",
+    "The request body has a member named __proto__, or constructor holding prototype: such names are not accepted anywhere in a body; rename the member.",
+  );
+}
+
 function trustProxyOption(trust: Config["trustProxy"]) {
   if (typeof trust !== "number") return trust;
   return (_address: string, hop: number) => hop < trust;
@@ -141,7 +159,7 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
     const text = typeof body === "string" ? body : body.toString("utf8");
     if (text.trim() === "") return done(null, undefined);
     return parseJson(request, text, (err, value) => {
-      if (err) return done(err, undefined);
+      if (err) return done(prototypeMember(text) ?? err, undefined);
       if (exceedsDepth(value)) {
         return done(
           new BadRequestError(

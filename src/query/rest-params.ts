@@ -52,6 +52,8 @@ const LIST_PARAMETERS = new Set([
   "debug",
 ]);
 
+const LOOKUP_PARAMETERS = new Set(["field", "$filter", "getACList"]);
+
 const RECORD_PARAMETERS = new Set(["$fields", "$select", "$expand", "include", "cond_trec", "debug"]);
 
 const FILTER_KEY = /^filter\[([^[\]]*)\](?:\[([^[\]]*)\])?$/;
@@ -210,8 +212,25 @@ function combinedFilter(params: QueryParams, expression: string | undefined): Fi
   return items.length === 1 ? items[0]! : { kind: "and", items };
 }
 
+/**
+ * `sort[]=NAME`, `include[0]=CITY`, `$fields[]=NAME`: a bracketed form of a parameter that takes
+ * one string. Such a key is no parameter of ours, and would otherwise be left unread (only `$`
+ * names are checked as unknown): refused, so that the caller learns the form it takes.
+ */
+function checkBracketForm(key: string): void {
+  const base = /^([^[\]]+)\[/.exec(key)?.[1];
+  if (base === undefined || base === "filter") return;
+  if (!LIST_PARAMETERS.has(base) && !CONTEXT_PARAMETERS.has(base) && !LOOKUP_PARAMETERS.has(base)) return;
+  const name = key.slice(0, 60);
+  throw invalidParameter(
+    name,
+    `${name} is not a form of ${base}: give ${base} once, as one string (several items separated by commas, e.g. ${base}=A,B).`,
+  );
+}
+
 function checkUnknown(params: QueryParams, known: ReadonlySet<string>): void {
   for (const key of Object.keys(params)) {
+    checkBracketForm(key);
     if (key.startsWith("$") && !known.has(key)) {
       throw invalidParameter(key.slice(0, 60), `Unknown query parameter ${key.slice(0, 60)}.`);
     }
@@ -235,6 +254,15 @@ export function parseListParams(params: QueryParams): ListQuery {
   let withTotal = true;
   let exactCount = false;
   let search: string | null = null;
+  /** The parameters given that choose columns (`$fields`, `$select`, `forceListCost`). */
+  const columnParameters: string[] = [];
+
+  if (params.sort !== undefined && params.$order !== undefined) {
+    throw invalidParameter(
+      "$order",
+      "Give the order once: sort or $order, not both (they are two spellings of one parameter).",
+    );
+  }
 
   for (const [key, values] of entries(params)) {
     if (CONTEXT_PARAMETERS.has(key) || key.startsWith("filter")) continue;
@@ -247,6 +275,7 @@ export function parseListParams(params: QueryParams): ListQuery {
         break;
       case "$fields":
       case "$select": {
+        columnParameters.push(key);
         const v = list(single(key, values));
         // An empty list (`$fields=`) asks for nothing in particular: every field, like `*`.
         if (v.length === 0 || v.includes("*")) fields = null;
@@ -270,6 +299,7 @@ export function parseListParams(params: QueryParams): ListQuery {
         condTrec = parseCondTrec(single(key, values));
         break;
       case "forceListCost":
+        columnParameters.push(key);
         for (const v of values) forceListCost.push(...list(v));
         break;
       case "$group":
@@ -301,6 +331,15 @@ export function parseListParams(params: QueryParams): ListQuery {
         break;
     }
   }
+  // A grouped result's columns are its groups and aggregates: `$fields` would be left unread
+  // (as `$expand` is refused by the planner).
+  if (columnParameters.length && (groupBy.length || aggregates.length)) {
+    const name = columnParameters[0]!;
+    throw invalidParameter(
+      name,
+      `${name} cannot be combined with $group, groupBy or aggregate: a grouped result's columns are its groups and aggregates.`,
+    );
+  }
   return emptyListQuery({
     filter: combinedFilter(params, expression),
     sort,
@@ -319,8 +358,22 @@ export function parseListParams(params: QueryParams): ListQuery {
   });
 }
 
-/** The single-record parameters: $fields/$select, $expand/include, cond_trec, debug. */
+/**
+ * The single-record parameters: $fields/$select, $expand/include, cond_trec, debug. A list
+ * parameter (`filter[…]`, `$filter`, `sort`, paging, grouping…) names no record and would be left
+ * unread: refused.
+ */
 export function parseRecordParams(params: QueryParams): RecordQuery {
+  for (const key of Object.keys(params)) {
+    checkBracketForm(key);
+    const listOnly = key.startsWith("filter") ? "filter[…]" : LIST_PARAMETERS.has(key) ? key : null;
+    if (listOnly !== null && !RECORD_PARAMETERS.has(key)) {
+      throw invalidParameter(
+        key.slice(0, 60),
+        `${listOnly} applies to lists; a single record is read by its id and takes only $fields, $select, $expand, include, cond_trec and debug (cond_trec=C reads a cancelled one).`,
+      );
+    }
+  }
   checkUnknown(params, RECORD_PARAMETERS);
   const q = parseListParams(
     Object.fromEntries(
@@ -330,7 +383,22 @@ export function parseRecordParams(params: QueryParams): RecordQuery {
   return emptyRecordQuery({ fields: q.fields, expand: q.expand, condTrec: q.condTrec, debug: q.debug });
 }
 
-const LOOKUP_PARAMETERS = new Set(["field", "$filter", "getACList"]);
+/**
+ * GET /{dim}/sort/{sort_key}: every list parameter but the order, which the named sort gives
+ * (spec decisions §2, TB_SORT: "takes every list parameter but `sort`"; `$order` is its other
+ * spelling).
+ */
+export function parseNamedSortParams(params: QueryParams): ListQuery {
+  for (const name of ["sort", "$order"]) {
+    if (params[name] !== undefined) {
+      throw invalidParameter(
+        name,
+        `${name} is not taken on /{dim}/sort/{sort_key}: the named sort orders the list. List with GET /{dim}?sort=… for another order.`,
+      );
+    }
+  }
+  return parseListParams(params);
+}
 
 /** GET /vars: `field` (required), `$filter`, `getACList=1`. */
 export function parseLookupParams(params: QueryParams): {

@@ -5,6 +5,7 @@ import {
   parseListParams,
   parseLookupParams,
   parseHistoryParams,
+  parseNamedSortParams,
   parseRecordParams,
   type QueryParams,
 } from "../query/rest-params.ts";
@@ -103,7 +104,8 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     "/api/v4/core/:dim/sort/:sortKey",
     async (request, reply) => {
       const rc = readContext(request);
-      const params = parseListParams(query(request));
+      // Every list parameter but sort / $order: the named sort gives the order.
+      const params = parseNamedSortParams(query(request));
       // Weighed in the named sort's order (an unknown sort is the resolver's 404).
       const named = rc.model.dimensions.get(request.params.dim)?.sorts.get(request.params.sortKey);
       const ordered = named ? { ...params, sort: parseSortExpression(named.expr) } : params;

@@ -12,8 +12,8 @@ import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.t
 import { presentCascaded } from "../resolvers/write/present.ts";
 import { restoreRevision } from "../resolvers/write/restore.ts";
 import type { BatchResult, MetadataWriteResult, RequestContext, WriteResult } from "../types.ts";
-import { contextOf } from "../http/protected.ts";
 import { type RouteDeps, servicesOf } from "./deps.ts";
+import { agreedContextOf } from "./scope.ts";
 
 const CORE = "/api/v4/core";
 
@@ -98,7 +98,8 @@ function metadataBody(result: MetadataWriteResult, verb: string): Body {
 }
 
 export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services }) => {
-  const ctxOf = (request: FastifyRequest): RequestContext => contextOf(request);
+  // `source` (and `center_dett`) in the query string and in the body must agree (src/rest/scope.ts).
+  const ctxOf = (request: FastifyRequest): RequestContext => agreedContextOf(request);
 
   // ---------------------------------------------------------------- multi-dimension batch
   app.post(`${CORE}/batch`, async (request, _reply) => {

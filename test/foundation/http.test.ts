@@ -184,6 +184,24 @@ describe.each(BACKENDS)("HTTP foundation on %s", (backend) => {
     });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toMatchObject({ code: "INVALID_JSON", status: 400 });
+    // The answer says which member, not "not valid JSON" as for a syntax error.
+    expect(res.json().message).toMatch(/member named __proto__/);
+    const nested = await app.inject({
+      method: "POST",
+      url: "/api/v4/core/CUST",
+      headers: { "content-type": "application/json" },
+      payload: '{"data":{"NAME":"x","constructor":{"prototype":{"admin":true}}}}',
+    });
+    expect(nested.statusCode).toBe(400);
+    expect(nested.json().message).toMatch(/constructor holding prototype/);
+    // Malformed JSON keeps its own message.
+    const broken = await app.inject({
+      method: "POST",
+      url: "/auth/login",
+      headers: { "content-type": "application/json" },
+      payload: '{"__proto__": ',
+    });
+    expect(broken.json().message).not.toMatch(/__proto__/);
   });
 
   it("an unsupported content type is a 415 UNSUPPORTED_MEDIA_TYPE", async () => {

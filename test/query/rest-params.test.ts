@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ApiError } from "../../src/errors.ts";
-import { parseListParams, parseRecordParams } from "../../src/query/rest-params.ts";
+import { parseListParams, parseNamedSortParams, parseRecordParams } from "../../src/query/rest-params.ts";
 
 function q(entries: Record<string, string | string[]>) {
   const o = Object.create(null) as Record<string, string | string[]>;
@@ -85,7 +85,6 @@ describe("REST list parameters", () => {
       parseListParams(
         q({
           sort: "-NAME,+CODE",
-          $order: "CITY_ID desc, CUST_ID ASC",
           $num_rows: "25",
           $offset: "50",
           $select: "NAME,CODE",
@@ -93,8 +92,6 @@ describe("REST list parameters", () => {
           $expand: "ADDR",
           cond_trec: "n,C",
           forceListCost: "INTERNAL",
-          groupBy: "CITY_ID",
-          aggregate: "COUNT,SUM(CREDIT_LIMIT),avg:CREDIT_LIMIT",
           debug: "true",
         }),
       ),
@@ -102,8 +99,6 @@ describe("REST list parameters", () => {
       sort: [
         { field: "NAME", direction: "desc" },
         { field: "CODE", direction: "asc" },
-        { field: "CITY_ID", direction: "desc" },
-        { field: "CUST_ID", direction: "asc" },
       ],
       numRows: 25,
       offset: 50,
@@ -111,14 +106,82 @@ describe("REST list parameters", () => {
       expand: expect.arrayContaining(["CITY", "ADDR"]),
       condTrec: ["N", "C"],
       forceListCost: ["INTERNAL"],
+      debug: true,
+    });
+    expect(parseListParams(q({ $order: "CITY_ID desc, CUST_ID ASC" })).sort).toEqual([
+      { field: "CITY_ID", direction: "desc" },
+      { field: "CUST_ID", direction: "asc" },
+    ]);
+    expect(
+      parseListParams(q({ groupBy: "CITY_ID", aggregate: "COUNT,SUM(CREDIT_LIMIT),avg:CREDIT_LIMIT" })),
+    ).toMatchObject({
       groupBy: ["CITY_ID"],
       aggregates: [
         { fn: "COUNT", field: null, alias: "COUNT" },
         { fn: "SUM", field: "CREDIT_LIMIT", alias: "SUM_CREDIT_LIMIT" },
         { fn: "AVG", field: "CREDIT_LIMIT", alias: "AVG_CREDIT_LIMIT" },
       ],
-      debug: true,
     });
+  });
+
+  it("refuses parameters that would have no effect, naming the one sent", () => {
+    const cases: Array<[Record<string, string | string[]>, string, string]> = [
+      [
+        { sort: "NAME", $order: "CODE DESC" },
+        "$order",
+        "Give the order once: sort or $order, not both (they are two spellings of one parameter).",
+      ],
+      [
+        { "sort[]": ["NAME", "CODE"] },
+        "sort[]",
+        "sort[] is not a form of sort: give sort once, as one string (several items separated by commas, e.g. sort=A,B).",
+      ],
+      [
+        { "$fields[0]": "NAME" },
+        "$fields[0]",
+        "$fields[0] is not a form of $fields: give $fields once, as one string (several items separated by commas, e.g. $fields=A,B).",
+      ],
+      [
+        { $group: "CITY_ID", $fields: "*" },
+        "$fields",
+        "$fields cannot be combined with $group, groupBy or aggregate: a grouped result's columns are its groups and aggregates.",
+      ],
+      [
+        { aggregate: "COUNT", $select: "NAME" },
+        "$select",
+        "$select cannot be combined with $group, groupBy or aggregate: a grouped result's columns are its groups and aggregates.",
+      ],
+      [
+        { groupBy: "VIP", forceListCost: "INTERNAL" },
+        "forceListCost",
+        "forceListCost cannot be combined with $group, groupBy or aggregate: a grouped result's columns are its groups and aggregates.",
+      ],
+    ];
+    for (const [params, field, message] of cases) {
+      expect(
+        failure(() => parseListParams(q(params))),
+        field,
+      ).toMatchObject({
+        status: 400,
+        code: "INVALID_PARAMETER",
+        field,
+        message,
+      });
+    }
+    // An empty grouping groups nothing: $fields is read.
+    expect(parseListParams(q({ $group: "", $fields: "NAME" })).fields).toEqual(["NAME"]);
+  });
+
+  it("refuses sort and $order on a named sort, which gives the order", () => {
+    for (const name of ["sort", "$order"]) {
+      expect(failure(() => parseNamedSortParams(q({ [name]: "NAME" })))).toMatchObject({
+        status: 400,
+        code: "INVALID_PARAMETER",
+        field: name,
+        message: `${name} is not taken on /{dim}/sort/{sort_key}: the named sort orders the list. List with GET /{dim}?sort=… for another order.`,
+      });
+    }
+    expect(parseNamedSortParams(q({ $num_rows: "5", "filter[NAME]": "x" }))).toMatchObject({ numRows: 5 });
   });
 
   it("refuses bad parameters with INVALID_PARAMETER naming the parameter", () => {
@@ -176,6 +239,31 @@ describe("REST list parameters", () => {
     });
     expect(failure(() => parseRecordParams(q({ $num_rows: "5" })))).toMatchObject({
       code: "INVALID_PARAMETER",
+    });
+    // A list parameter names no record: refused, not left unread.
+    for (const key of [
+      "filter[NAME]",
+      "filter[NAME][$ne]",
+      "sort",
+      "$order",
+      "$filter",
+      "groupBy",
+      "aggregate",
+      "forceListCost",
+    ]) {
+      expect(
+        failure(() => parseRecordParams(q({ [key]: "x" }))),
+        key,
+      ).toMatchObject({
+        status: 400,
+        code: "INVALID_PARAMETER",
+        field: key,
+        message: `${key.startsWith("filter") ? "filter[…]" : key} applies to lists; a single record is read by its id and takes only $fields, $select, $expand, include, cond_trec and debug (cond_trec=C reads a cancelled one).`,
+      });
+    }
+    expect(failure(() => parseRecordParams(q({ "include[]": "CITY" })))).toMatchObject({
+      code: "INVALID_PARAMETER",
+      field: "include[]",
     });
   });
 });

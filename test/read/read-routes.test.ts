@@ -508,6 +508,112 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
     });
   });
 
+  describe("parameters that would have no effect are refused", () => {
+    /** The standard body of a 400 INVALID_PARAMETER naming `field`. */
+    const invalidParameter = (field: string, message: string) => ({
+      error: "BadRequest",
+      message,
+      code: "INVALID_PARAMETER",
+      status: 400,
+      field,
+    });
+
+    it("sort or $order on /{dim}/sort/{key}: the named sort orders the list (spec decisions §2, TB_SORT)", async () => {
+      for (const name of ["sort", "$order"]) {
+        const res = await get(
+          "anna",
+          u("/api/v4/core/ORD/sort/latest", { source: "sales-1", [name]: "ORD_ID" }),
+        );
+        expect(res.status).toBe(400);
+        expect(res.body).toEqual(
+          invalidParameter(
+            name,
+            `${name} is not taken on /{dim}/sort/{sort_key}: the named sort orders the list. List with GET /{dim}?sort=… for another order.`,
+          ),
+        );
+      }
+      // Every other list parameter is taken.
+      const paged = await get(
+        "anna",
+        u("/api/v4/core/ORD/sort/latest", { source: "sales-1", $num_rows: "1" }),
+      );
+      expect(paged.body.data.map((o) => o.ORD_DATE)).toEqual(["20261110"]);
+    });
+
+    it("filter[…] and other list parameters on a detail read", async () => {
+      const filtered = await get(
+        "anna",
+        u("/api/v4/core/CUST/1", { source: "anag-1", "filter[NAME]": "Someone else" }),
+      );
+      expect(filtered.status).toBe(400);
+      expect(filtered.body).toEqual(
+        invalidParameter(
+          "filter[NAME]",
+          "filter[…] applies to lists; a single record is read by its id and takes only $fields, $select, $expand, include, cond_trec and debug (cond_trec=C reads a cancelled one).",
+        ),
+      );
+      const sorted = await get("anna", u("/api/v4/core/CUST/1", { source: "anag-1", sort: "NAME" }));
+      expect(sorted.status).toBe(400);
+      expect(sorted.body).toEqual(
+        invalidParameter(
+          "sort",
+          "sort applies to lists; a single record is read by its id and takes only $fields, $select, $expand, include, cond_trec and debug (cond_trec=C reads a cancelled one).",
+        ),
+      );
+      // The cancelled record (CUST 4) is read with cond_trec, as the message says.
+      expect((await get("anna", u("/api/v4/core/CUST/4", { source: "anag-1", cond_trec: "C" }))).status).toBe(
+        200,
+      );
+    });
+
+    it("sort[] (an array form of sort)", async () => {
+      const res = await list({ "sort[]": "-NAME" });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual(
+        invalidParameter(
+          "sort[]",
+          "sort[] is not a form of sort: give sort once, as one string (several items separated by commas, e.g. sort=A,B).",
+        ),
+      );
+      const detail = await get("anna", u("/api/v4/core/CUST/1", { source: "anag-1", "include[0]": "CITY" }));
+      expect(detail.body).toEqual(
+        invalidParameter(
+          "include[0]",
+          "include[0] is not a form of include: give include once, as one string (several items separated by commas, e.g. include=A,B).",
+        ),
+      );
+    });
+
+    it("$fields (or forceListCost) with $group, groupBy or aggregate", async () => {
+      const res = await list({ $group: "CITY_ID", $fields: "CITY_ID" });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual(
+        invalidParameter(
+          "$fields",
+          "$fields cannot be combined with $group, groupBy or aggregate: a grouped result's columns are its groups and aggregates.",
+        ),
+      );
+      const forced = await list({ aggregate: "COUNT", forceListCost: "INTERNAL" });
+      expect(forced.body).toEqual(
+        invalidParameter(
+          "forceListCost",
+          "forceListCost cannot be combined with $group, groupBy or aggregate: a grouped result's columns are its groups and aggregates.",
+        ),
+      );
+    });
+
+    it("sort together with $order (two spellings of one parameter)", async () => {
+      const res = await list({ sort: "-NAME", $order: "CREDIT_LIMIT DESC" });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual(
+        invalidParameter(
+          "$order",
+          "Give the order once: sort or $order, not both (they are two spellings of one parameter).",
+        ),
+      );
+    });
+  });
+
   describe("tenants", () => {
     it("shows each tenant its own records only; another tenant's record is 404", async () => {
       const greta = await get("greta", u("/api/v4/core/CUST", { source: "anag-1" }));

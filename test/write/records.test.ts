@@ -289,6 +289,42 @@ describe.each(BACKENDS)("record writes over HTTP (%s)", (backend) => {
       });
       expect(raw.statusCode).toBe(400);
     });
+
+    it("refuses a body whose source (or center_dett) disagrees with the query string's; nothing is written", async () => {
+      const before = await lastOutboxId(t.services);
+      const res = await anna.post(`${CUST}?source=anag-1`, { source: "erp", data: { NAME: "Two sources" } });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        error: "BadRequest",
+        message:
+          "source is given twice with different values: 'anag-1' in the query string, 'erp' in the body. Give it once, or the same in both.",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: "source",
+      });
+      const id = await newCustomer();
+      const patched = await anna.patch(`${CUST}/${id}?source=anag-1&center_dett=nuovo`, {
+        center_dett: "modifica",
+        data: { NAME: "Two contexts" },
+      });
+      expect(patched.status).toBe(400);
+      expect(patched.body).toEqual({
+        error: "BadRequest",
+        message:
+          "center_dett is given twice with different values: 'nuovo' in the query string, 'modifica' in the body. Give it once, or the same in both.",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: "center_dett",
+      });
+      expect(await row(t.services, "TB_ANAG_CUST00", "CUST_ID", id)).toMatchObject({ NAME: "Test Srl" });
+      expect(await lastOutboxId(t.services)).toBe(before + 1); // newCustomer's event only
+      // The same value twice is one scope.
+      const same = await anna.post(`${CUST}?source=anag-1`, {
+        source: "anag-1",
+        data: { NAME: "One source" },
+      });
+      expect(same.status).toBe(201);
+    });
   });
 
   describe("update", () => {
