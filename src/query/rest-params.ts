@@ -400,6 +400,26 @@ export function parseNamedSortParams(params: QueryParams): ListQuery {
   return parseListParams(params);
 }
 
+/** What GET /{dim}/count reads: the list's filters (spec 4.2: "count with the list filters"). */
+const COUNT_PARAMETERS = new Set(["$filter", "$search", "cond_trec", "debug"]);
+
+/**
+ * GET /{dim}/count: the list's filters (`filter[…]`, `$filter`, `$search`, `cond_trec`) and
+ * `debug`. A list parameter that shapes rows (order, paging, fields, expansion, grouping) changes
+ * no count and would be left unread: refused.
+ */
+export function parseCountParams(params: QueryParams): ListQuery {
+  for (const key of Object.keys(params)) {
+    if (LIST_PARAMETERS.has(key) && !COUNT_PARAMETERS.has(key)) {
+      throw invalidParameter(
+        key.slice(0, 60),
+        `${key} does not apply to a count, which takes only the list's filters (filter[…], $filter, $search, cond_trec) and debug.`,
+      );
+    }
+  }
+  return parseListParams(params);
+}
+
 /** GET /vars: `field` (required), `$filter`, `getACList=1`. */
 export function parseLookupParams(params: QueryParams): {
   field: string;

@@ -2,6 +2,7 @@
 // string into the query model, calls a read resolver and serialises its result; nothing else.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import {
+  parseCountParams,
   parseListParams,
   parseLookupParams,
   parseHistoryParams,
@@ -90,7 +91,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     const { count, dimension, filter, debug } = await countRecords(
       rc,
       request.params.dim,
-      parseListParams(query(request)),
+      parseCountParams(query(request)),
     );
     return { count, dimension, filters_applied: describeFilter(filter), ...(debug ? { debug } : {}) };
   });

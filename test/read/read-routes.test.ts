@@ -602,6 +602,37 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
       );
     });
 
+    it("row-shaping list parameters on /{dim}/count (spec 4.2: count with the list filters)", async () => {
+      for (const name of [
+        "sort",
+        "$order",
+        "$num_rows",
+        "$offset",
+        "$fields",
+        "$expand",
+        "$group",
+        "forceListCost",
+      ]) {
+        const res = await get("anna", u("/api/v4/core/CUST/count", { source: "anag-1", [name]: "NAME" }));
+        expect(res.status).toBe(400);
+        expect(res.body).toEqual(
+          invalidParameter(
+            name,
+            `${name} does not apply to a count, which takes only the list's filters (filter[…], $filter, $search, cond_trec) and debug.`,
+          ),
+        );
+      }
+      // The filters are taken.
+      const all = await get("anna", u("/api/v4/core/CUST/count", { source: "anag-1" }));
+      const some = await get(
+        "anna",
+        u("/api/v4/core/CUST/count", { source: "anag-1", "filter[CUST_ID]": "1" }),
+      );
+      expect(all.status).toBe(200);
+      expect(some.status).toBe(200);
+      expect(some.body.count).toBeLessThan(all.body.count);
+    });
+
     it("sort together with $order (two spellings of one parameter)", async () => {
       const res = await list({ sort: "-NAME", $order: "CREDIT_LIMIT DESC" });
       expect(res.status).toBe(400);
