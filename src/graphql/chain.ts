@@ -4,7 +4,9 @@
 //   1. the document limit (GRAPHQL_MAX_DOCUMENT_BYTES: 413 before anything reads the text);
 //   2. parsed documents by a hash of their text (src/graphql/document-cache.ts);
 //   3. the source nesting and token limits while parsing, the cost and depth limits before
-//      graphql-js validates (src/graphql/complexity.ts), validation results kept per document;
+//      graphql-js validates (src/graphql/complexity.ts), validation results kept per document
+//      (new errors with their code and status; graphql-js's abort of its field-merge check as the
+//      limit it passed);
 //   4. the operation counted (metrics);
 //   5. live subscriptions admitted and ended (src/graphql/subscription-guard.ts);
 //   6. a mutation's whole write budget checked before its first write (src/graphql/write-budget.ts);
@@ -34,6 +36,7 @@ import type { Metrics } from "../observability/metrics.ts";
 import type { Config, MetadataModel } from "../types.ts";
 import {
   checkComplexity,
+  fieldMergeLimit,
   MAX_SOURCE_NESTING,
   MAX_TOKENS,
   sourceNesting,
@@ -41,7 +44,7 @@ import {
   type ValueEstimate,
 } from "./complexity.ts";
 import type { DocumentCache } from "./document-cache.ts";
-import { asGraphQLError } from "./errors.ts";
+import { asGraphQLError, withCodeAndStatus } from "./errors.ts";
 import { guarded, stopSignal } from "./guarded-stream.ts";
 import { type ExecuteFn, plannedExecution } from "./planned-execution.ts";
 import type { GraphQLContext } from "./resolve.ts";
@@ -556,15 +559,19 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
         setResult(known);
         return;
       }
-      return ({ result }) => {
-        // Every error carries a code and a status (spec graphql.md): validation's are the request's,
-        // set in place as yoga sets its code (the errors are this validation's own, then kept).
-        for (const error of result as readonly GraphQLError[]) {
-          const extensions = error.extensions as Record<string, unknown>;
-          extensions.code ??= "GRAPHQL_VALIDATION_FAILED";
-          extensions.status ??= 400;
-        }
-        deps.documents.setValidated(params.schema, params.documentAST, result as readonly GraphQLError[]);
+      return ({ result, setResult }) => {
+        const errors = result as readonly GraphQLError[];
+        if (errors.length) {
+          // Every error carries a code and a status (spec graphql.md): validation's are the
+          // request's (withCodeAndStatus, the one place they are set), graphql-js's abort of its
+          // field-merge check the limit it passed. New errors, never these changed in place: one
+          // may be graphql-js's module-wide abort error, and a kept result is answered again.
+          const coded = errors.map(
+            (error) => fieldMergeLimit(error) ?? withCodeAndStatus(error, "GRAPHQL_VALIDATION_FAILED"),
+          );
+          setResult(coded);
+          deps.documents.setValidated(params.schema, params.documentAST, coded);
+        } else deps.documents.setValidated(params.schema, params.documentAST, errors);
       };
     },
   };

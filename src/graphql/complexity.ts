@@ -124,6 +124,34 @@ export function tooComplex(message: string, details: Record<string, number>): Gr
   });
 }
 
+/**
+ * The steps graphql-js's OverlappingFieldsCanBeMergedRule takes at most per document (its
+ * MAX_COMPLEXITY_BUDGET in graphql 16.15, not exported): checking that the fields of one
+ * response name in a selection set can merge compares them in pairs (and their sub-selections
+ * pair by pair), so a name selected n times costs about n² steps; past the budget graphql-js stops
+ * validating and answers its bare "Validation aborted." (900 `__typename` in one selection set pass
+ * it, under every other limit). The budget bounds that rule's work, so nothing here measures the
+ * pairs first; its abort is answered as the limit it is (`fieldMergeLimit`).
+ */
+export const MAX_FIELD_MERGE_STEPS = 500_000;
+
+/** graphql-js's abort of a validation whose field-merge check spent its budget (no node: the document's). */
+function isFieldMergeAbort(error: GraphQLError): boolean {
+  return error.message === "Validation aborted." && error.nodes === undefined && error.path === undefined;
+}
+
+/**
+ * A validation error as the client gets it: graphql-js's abort of the field-merge check as the
+ * QUERY_TOO_COMPLEX refusal that names the limit passed; null for any other error.
+ */
+export function fieldMergeLimit(error: GraphQLError): GraphQLError | null {
+  if (!isFieldMergeAbort(error)) return null;
+  return tooComplex(
+    `The document repeats fields of one response name too often: checking that they merge takes more than ${MAX_FIELD_MERGE_STEPS} steps, the most validation takes. Select each field once per selection set.`,
+    { max_field_merge_steps: MAX_FIELD_MERGE_STEPS },
+  );
+}
+
 /** A selection set's measure; `deferred` is the per-item size of lists sized by the enclosing field. */
 interface Measure extends OperationMeasure {
   deferred: number;

@@ -18,14 +18,21 @@ const STATUS_OF_CODE: Readonly<Record<string, number>> = {
  * `error` with `extensions.code` and `extensions.status`, which every error carries (spec
  * graphql.md, "Errors and limits"): GraphQL's own errors have a code at most (a document that does
  * not parse or validate) or none (variables that do not coerce: BAD_USER_INPUT, as yoga's
- * interpreter codes them). The status is the one the error's HTTP answer has, else its code's;
- * without a code, an error before any field ran (no path) is the request's, one at a field the
- * service's. The same error when it has both.
+ * interpreter codes them). `phaseCode` is the code of an error without one where its phase says it (a
+ * document that does not parse or validate: yoga's GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED);
+ * otherwise, without a code, an error before any field ran (no path) is the request's, one at a
+ * field the service's. The status is the one the error's HTTP answer has, else its code's. The
+ * one place both are set: a new error when one is missing (the error itself is never changed, as
+ * it may be kept and shared: a cached validation result, graphql-js's own abort error), the same
+ * error when it has both.
  */
-export function withCodeAndStatus(error: GraphQLError): GraphQLError {
+export function withCodeAndStatus(error: GraphQLError, phaseCode?: string): GraphQLError {
   const ext = error.extensions ?? {};
   if (typeof ext.code === "string" && typeof ext.status === "number") return error;
-  const code = typeof ext.code === "string" ? ext.code : error.path ? "INTERNAL_ERROR" : "BAD_USER_INPUT";
+  const code =
+    typeof ext.code === "string"
+      ? ext.code
+      : (phaseCode ?? (error.path ? "INTERNAL_ERROR" : "BAD_USER_INPUT"));
   const http = (ext.http as { status?: unknown } | undefined)?.status;
   const status =
     typeof ext.status === "number"

@@ -10,8 +10,11 @@
 // - Automatic persisted queries: a known hash runs its document; an unknown hash alone is
 //   `PERSISTED_QUERY_NOT_FOUND` (404: the code APQ clients answer by sending the document with the
 //   hash; not 400, which makes Apollo's link stop using hashes); hash and document together run the
-//   document and register it once its hash (SHA-256, hex, of the exact text) is checked
-//   (`PERSISTED_QUERY_HASH_MISMATCH`, 400, otherwise).
+//   document once its hash (SHA-256, hex, of the exact text) is checked
+//   (`PERSISTED_QUERY_HASH_MISMATCH`, 400, otherwise), and register it once the chain has parsed
+//   and validated it (the resolution's `register`, which the transport calls then): a document
+//   that does not parse, validate or pass the limits checked with validation is not kept, so its
+//   hash alone answers PERSISTED_QUERY_NOT_FOUND, not that refusal again.
 // - Registrations are kept per tenant in this process's memory, bounded in count and bytes
 //   (GRAPHQL_PERSISTED_MAX_PER_TENANT, GRAPHQL_PERSISTED_MAX_BYTES_PER_TENANT), the least recently
 //   used going first, and for at most MAX_TENANTS tenants. With several processes a client whose
@@ -43,8 +46,14 @@ export interface PersistedLimits {
   trustedOnly: boolean;
 }
 
-/** The document text to run (undefined: the request has none; the transport answers that), or the error to answer. */
-export type PersistedResolution = { query: string | undefined; error?: undefined } | { error: GraphQLError };
+/**
+ * The document text to run (undefined: the request has none; the transport answers that), or the
+ * error to answer. `register`, for a document sent with its hash: registers it; the transport calls
+ * it once the chain has parsed and validated the document (never for one refused there).
+ */
+export type PersistedResolution =
+  | { query: string | undefined; register?: () => void; error?: undefined }
+  | { error: GraphQLError };
 
 export interface PersistedOperations {
   /** What `query` and `extensions` of a request of `tenantId` ask to run. */
@@ -102,8 +111,9 @@ export function persistedHashOf(extensions: unknown): string | undefined | null 
 }
 
 /**
- * `maxDocumentBytes`: GRAPHQL_MAX_DOCUMENT_BYTES. A document over it is refused (413) when it runs,
- * so it is not registered: its hash alone then answers PERSISTED_QUERY_NOT_FOUND, not that 413 again.
+ * `maxDocumentBytes`: GRAPHQL_MAX_DOCUMENT_BYTES. A document over it is refused (413) before it is
+ * parsed, so it is not registered (nor would `register` keep it): its hash alone then answers
+ * PERSISTED_QUERY_NOT_FOUND, not that 413 again.
  */
 export function createPersistedOperations(
   limits: PersistedLimits,
@@ -145,8 +155,7 @@ export function createPersistedOperations(
       if (typeof query === "string") {
         if (documentHash(query) !== hash) return { error: hashMismatch() };
         if (limits.trustedOnly && !trusted.has(hash)) return { error: persistedOnly() };
-        register(tenantId, hash, query);
-        return { query };
+        return { query, register: () => register(tenantId, hash, query) };
       }
       const known =
         trusted.get(hash) ?? (limits.trustedOnly ? undefined : registrations(tenantId, false)?.get(hash));
@@ -203,10 +212,21 @@ export interface TenantScoped {
 
 /**
  * yoga's side (GET, and what the plain POST leaves to yoga): its parsed parameters' query replaced
- * by the one `persisted` resolves, or the refusal answered. A yoga plugin (onParams).
+ * by the one `persisted` resolves, or the refusal answered (onParams); a document sent with its
+ * hash registered once yoga's run of the chain has validated it (onValidate's `valid`, which the
+ * chain's refusals at validation count; the context is the one onParams had).
  */
 export function persistedParams(persisted: PersistedOperations) {
+  const pending = new WeakMap<object, () => void>();
   return {
+    onValidate({ context }: { context: object }) {
+      const register = pending.get(context);
+      if (!register) return;
+      pending.delete(context);
+      return ({ valid }: { valid: boolean }) => {
+        if (valid) register();
+      };
+    },
     onParams({
       params,
       setParams,
@@ -225,6 +245,7 @@ export function persistedParams(persisted: PersistedOperations) {
         setParams({ ...params, query: "" } as never);
         return setResult({ errors: [resolved.error] });
       }
+      if (resolved.register) pending.set(context as object, resolved.register);
       if (resolved.query !== params.query) setParams({ ...params, query: resolved.query } as never);
     },
   };

@@ -131,6 +131,8 @@ export function createPlainPost(chain: Plugin[], persisted: PersistedOperations)
       return null; // yoga reads it again (from the cache's miss) and answers with the error
     }
     if (documents.validate(contextValue, schema, document).length) return null;
+    // Parsed and validated: a document sent with its hash is registered (persisted.ts).
+    resolved.register?.();
     const operation = getOperationAST(document, plain.operationName);
     if (!operation || operation.operation === "subscription") return null;
     const result = await execute({

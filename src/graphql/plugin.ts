@@ -127,13 +127,18 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
   app.addHook("onClose", async () => guard.stop());
 
   // What a resolver (or the database under it) threw, as the client sees it: one function. An
-  // unexpected error is logged with its request's id (spec graphql.md): the HTTP route runs each
-  // request with its request logger here (masking has no context of its own); elsewhere (a
-  // WebSocket's operations) the service's logger.
+  // unexpected error is logged with its request's id (spec graphql.md; masking has no context of
+  // its own): the HTTP route runs each request with its request logger here, the WebSocket each
+  // operation with its request id (`ws-<socket>:<operation id>`) there, logged by the service's
+  // logger under the same `reqId` key.
   const requestLogger = new AsyncLocalStorage<FastifyBaseLogger>();
-  const maskError = createMaskError((err) =>
-    (requestLogger.getStore() ?? services.logger).error({ err }, "GraphQL resolver failed"),
-  );
+  const socketOperation = new AsyncLocalStorage<string>();
+  const maskError = createMaskError((err) => {
+    const log = requestLogger.getStore();
+    if (log) return log.error({ err }, "GraphQL resolver failed");
+    const reqId = socketOperation.getStore();
+    services.logger.error(reqId === undefined ? { err } : { reqId, err }, "GraphQL resolver failed");
+  });
   // The one chain of rules (src/graphql/chain.ts), shared by both transports of both endpoints.
   const chain = graphqlChain({
     limits: services.config.graphql,
@@ -194,6 +199,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     clock: services.clock,
     metrics: services.metrics,
     onError: (err) => services.logger.warn({ err }, "GraphQL WebSocket failed"),
+    asRequest: (requestId, work) => socketOperation.run(requestId, work),
   });
   app.addHook("preClose", async () => webSocket.close());
 

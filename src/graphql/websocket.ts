@@ -21,12 +21,16 @@
 //     bytes sent to every subscriber of that field set; subscribers who see the same fields of the
 //     event share its view (src/resolvers/read/events.ts). A result with errors goes the protocol's
 //     usual way (onNext).
+// Request ids: a socket is `ws-<n>` (n counting the process's sockets) and each operation the
+// request `ws-<n>:<operation id>`: the id its caller is authenticated with and its unexpected
+// errors are logged with (`asRequest`), as an HTTP request's id.
 // A refused operation (limits, costs, budget, caps) answers the protocol's `error` (before it runs)
 // or `next` message with the errors in the same shape, codes and extensions as over HTTP.
 // A `subscribe` payload nested deeper than a JSON body may be is refused as over HTTP (400
 // INVALID_JSON, src/graphql/request-params.ts).
 // Persisted operations: a `subscribe` payload's `extensions.persistedQuery` is resolved by the
-// module the HTTP transports use (src/graphql/persisted.ts), with the same refusals. The protocol
+// module the HTTP transports use (src/graphql/persisted.ts), with the same refusals; a document sent
+// with its hash is registered once it parsed and validated. The protocol
 // requires `query` to be a string: a payload naming a persisted operation by its hash alone sends
 // `query: ""`, taken as no document.
 import type { IncomingMessage, Server } from "node:http";
@@ -98,6 +102,12 @@ export interface WebSocketDeps {
   clock: () => Date;
   metrics: { graphqlWsEventResults: Pick<Counter<"by">, "inc"> };
   onError?: (err: unknown) => void;
+  /**
+   * Runs an operation's work (its execution; its subscription and each step of its stream) as the
+   * request `requestId`: the id its unexpected errors are logged with, as an HTTP request's
+   * (plugin.ts). Without it the work runs as is.
+   */
+  asRequest?: <T>(requestId: string, work: () => T) => T;
 }
 
 export interface GraphQLWebSocket {
@@ -110,6 +120,8 @@ export interface GraphQLWebSocket {
 }
 
 interface Connection {
+  /** `ws-<n>`, n counting this process's sockets: the socket's part of its operations' request ids. */
+  id: string;
   /** The client's address, read off the upgrade request. */
   address: string;
   /**
@@ -136,21 +148,8 @@ function asSent(
   error: GraphQLError,
   code?: "GRAPHQL_PARSE_FAILED" | "GRAPHQL_VALIDATION_FAILED",
 ): GraphQLError {
-  const ext = error.extensions ?? {};
-  const coded = code !== undefined && ext.code === undefined;
   // A code and a status as every error has over HTTP (the masking's withCodeAndStatus).
-  const sent = withCodeAndStatus(
-    coded
-      ? new GraphQLError(error.message, {
-          nodes: error.nodes,
-          source: error.source,
-          positions: error.positions,
-          path: error.path,
-          originalError: error.originalError,
-          extensions: { ...ext, code },
-        })
-      : error,
-  );
+  const sent = withCodeAndStatus(error, code);
   const sentExt = sent.extensions;
   if (!("http" in sentExt || "unexpected" in sentExt)) return sent;
   const { http: _http, unexpected: _unexpected, ...extensions } = sentExt;
@@ -169,6 +168,20 @@ const noOperationToRun = () =>
   new GraphQLError("Could not determine what operation to execute.", {
     extensions: { code: "OPERATION_RESOLUTION_FAILURE" },
   });
+
+/** The characters of a client's operation id kept in the operation's request id. */
+const MAX_OPERATION_ID_IN_REQUEST_ID = 64;
+
+/**
+ * The request id of operation `id` on `connection`: `ws-<n>:<id>` (the id cut to 64 characters,
+ * as the client chose it): the caller's request id, and what the operation's errors are logged with.
+ */
+function operationRequestId(connection: Connection, id: string): string {
+  return `${connection.id}:${id.length > MAX_OPERATION_ID_IN_REQUEST_ID ? id.slice(0, MAX_OPERATION_ID_IN_REQUEST_ID) : id}`;
+}
+
+/** The request id of the operation whose arguments these are (its caller's, onSubscribe's). */
+const requestIdOf = (args: ExecutionArgs) => (args.contextValue as ChainContext).caller.requestId;
 
 /** A close reason is at most 123 bytes. */
 function reason(text: string): string {
@@ -234,7 +247,8 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
   const perUser = socketCounts();
   const perTenant = socketCounts();
   let socketsOpen = 0;
-  let operationCount = 0;
+  let socketCount = 0;
+  const asRequest = deps.asRequest ?? (<T>(_requestId: string, work: () => T) => work());
   let dropped = 0;
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: limits.maxMessageBytes });
@@ -243,6 +257,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
     let c = connections.get(socket);
     if (!c) {
       c = {
+        id: `ws-${++socketCount}`,
         address: "",
         authorization: undefined,
         holder: null,
@@ -280,7 +295,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           const { caller, expiresAt } = await deps.authenticate(
             connection.authorization,
             clientAddress(ctx),
-            `ws-${++operationCount}`,
+            connection.id,
           );
           const userId = caller.principal.userId;
           if (perUser.of(userId) >= limits.maxSocketsPerUser) {
@@ -336,7 +351,7 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           authenticated = await deps.authenticate(
             connection.authorization,
             clientAddress(ctx),
-            `ws-${++operationCount}`,
+            operationRequestId(connection, id),
           );
         } catch (err) {
           if (refuse(socket, err)) return [];
@@ -374,6 +389,8 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
         if (!operation) return [asSent(noOperationToRun())];
         const errors = documents.validate(contextValue, schema, document);
         if (errors.length) return errors.map((e: GraphQLError) => asSent(e, "GRAPHQL_VALIDATION_FAILED"));
+        // Parsed and validated: a document sent with its hash is registered (persisted.ts).
+        resolved.register?.();
         return {
           schema,
           document,
@@ -382,8 +399,9 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           contextValue,
         } satisfies ExecutionArgs;
       },
-      execute: (args) => execute(args) as never,
-      subscribe: (args) => subscribe(args) as never,
+      // Run as the operation's request (its caller's request id), for what they log.
+      execute: (args) => asRequest(requestIdOf(args), () => execute(args)) as never,
+      subscribe: (args) => asRequest(requestIdOf(args), () => subscribe(args)) as never,
       onOperation(ctx, id, _payload, args, result) {
         if (!isAsyncIterable(result)) return;
         // What a subscription's results depend on besides the event.
@@ -469,11 +487,14 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
     fieldSet: string,
   ): AsyncIterableIterator<ExecutionResult> {
     const source = results[Symbol.asyncIterator]();
+    // Each step (the chain's hooks on an event's result: masking) runs as the operation's request.
+    const requestId = context.caller.requestId;
+    const pull = () => source.next();
     const head = `{"id":${JSON.stringify(id)},"type":"next","payload":`;
     const iterator: AsyncIterableIterator<ExecutionResult> = {
       async next() {
         for (;;) {
-          const step = await source.next();
+          const step = await asRequest(requestId, pull);
           // Over the bound, graphql-ws's onNext refuses it (tooSlow): one place closes the socket.
           if (step.done || overBound(socket)) return step;
           const json = sharedJson(step.value, context, fieldSet);

@@ -9,6 +9,7 @@ import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { createTestApp, type TestApp } from "../helpers/env.ts";
 import { NO_RATE_LIMITS } from "../write/http.ts";
 import { type GraphQLReply, graphqlClient } from "./helpers.ts";
+import { graphqlSocket, webSocketUrl } from "./ws.ts";
 
 type Gql = (query: string, variables?: Record<string, unknown>) => Promise<GraphQLReply>;
 
@@ -27,6 +28,7 @@ describe("GraphQL request bounds", () => {
   let t: TestApp;
   let anna: Gql;
   let lucia: Gql;
+  let annaToken: string;
   let statements: string[] = [];
   let inFlight = 0;
   let mostInFlight = 0;
@@ -43,7 +45,8 @@ describe("GraphQL request bounds", () => {
         GRAPHQL_MAX_DOCUMENT_BYTES: "1048576",
       },
     });
-    anna = graphqlClient(t.app, await loginAs(t.app, "anna", SAMPLE_USERS.anna.password));
+    annaToken = await loginAs(t.app, "anna", SAMPLE_USERS.anna.password);
+    anna = graphqlClient(t.app, annaToken);
     lucia = graphqlClient(t.app, await loginAs(t.app, "lucia", SAMPLE_USERS.lucia.password));
     const query = t.services.db.query;
     t.services.db.query = (async (text: string, ...rest: unknown[]) => {
@@ -181,6 +184,53 @@ describe("GraphQL request bounds", () => {
       code: "QUERY_TOO_COMPLEX",
       details: { max_tokens: 20_000 },
     });
+    expect(dataStatements()).toEqual([]);
+  });
+
+  it("a field repeated under the cost limit runs while graphql-js checks it merges, else one QUERY_TOO_COMPLEX naming that limit", async () => {
+    // graphql-js compares the fields of one response name in pairs and stops validating past
+    // 500,000 steps with a bare "Validation aborted.": 700 `__typename` pass, 900 do not.
+    statements = [];
+    const within700 = await anna(`{ ${"__typename ".repeat(700)} }`);
+    expect(within700).toEqual({ status: 200, body: { data: { __typename: "Query" } } });
+    const refusal = {
+      message:
+        "The document repeats fields of one response name too often: checking that they merge takes more than 500000 steps, the most validation takes. Select each field once per selection set.",
+      extensions: { code: "QUERY_TOO_COMPLEX", status: 400, details: { max_field_merge_steps: 500_000 } },
+    };
+    const repeated = `{ ${"__typename ".repeat(900)} }`;
+    // Every transport, and again (the kept validation result): that one error.
+    for (let i = 0; i < 2; i++) {
+      for (const accept of ["application/json", "application/graphql-response+json"]) {
+        const res = await t.app.inject({
+          method: "POST",
+          url: "/graphql",
+          headers: { authorization: `Bearer ${annaToken}`, "content-type": "application/json", accept },
+          payload: { query: repeated },
+        });
+        // As every refusal at validation: 200 for application/json (GraphQL over HTTP), else 400.
+        expect(res.statusCode).toBe(accept === "application/json" ? 200 : 400);
+        expect(res.json()).toEqual({ errors: [refusal] });
+      }
+      const get = await t.app.inject({
+        method: "GET",
+        url: `/graphql?${new URLSearchParams({ query: repeated })}`,
+        headers: { authorization: `Bearer ${annaToken}`, accept: "application/graphql-response+json" },
+      });
+      expect(get.statusCode).toBe(400);
+      expect(get.json()).toEqual({ errors: [refusal] });
+      const socket = graphqlSocket(await webSocketUrl(t.app), annaToken);
+      try {
+        expect(await socket.run({ query: repeated })).toEqual({ results: [], errors: [refusal] });
+      } finally {
+        await socket.dispose();
+      }
+    }
+    // Nested: 30 `CUST_by_id` of 30 repeated fields each (930 fields) are compared pair by pair.
+    const nested = await anna(
+      `{ ${`CUST_by_id(source: "anag-1", id: 1) { ${"NAME ".repeat(30)} } `.repeat(30)} }`,
+    );
+    expect(nested.body).toEqual({ errors: [refusal] });
     expect(dataStatements()).toEqual([]);
   });
 

@@ -17,7 +17,14 @@ import {
 } from "graphql";
 import { describe, expect, it } from "vitest";
 import { makeExecutableSchema } from "@graphql-tools/schema";
-import { chainDocuments, chainExecute, chainSubscribe, envelopChain } from "../../src/graphql/chain.ts";
+import {
+  chainDocuments,
+  chainExecute,
+  chainSubscribe,
+  envelopChain,
+  graphqlChain,
+} from "../../src/graphql/chain.ts";
+import { createDocumentCache } from "../../src/graphql/document-cache.ts";
 
 const schema = buildSchema("type Query { a: String }");
 const document = parse("{ a }");
@@ -418,5 +425,77 @@ describe("chainSubscribe", () => {
       },
     ]);
     expect(ours).toEqual(envelop);
+  });
+});
+
+/** graphqlChain over a document cache, with what its parse and validate rules read (nothing runs). */
+function serviceChain() {
+  const counter = { inc() {} };
+  return graphqlChain({
+    limits: { maxDocumentBytes: 65_536, maxDepth: 10, maxCost: 1000, maxAliases: 100, maxNodes: 100_000 },
+    writeLimits: { maxBatchSize: 1, requestEventsMaxBytes: 1 },
+    model: () => {
+      throw new Error("not read when validating");
+    },
+    documents: createDocumentCache(1 << 20),
+    estimate: () => 0,
+    heavy: {},
+    guard: {},
+    metrics: { graphqlOperations: counter, graphqlDocumentsParsed: counter, graphqlExecutions: counter },
+    maskError: (error: unknown) => error as Error,
+  } as never) as Plugin[];
+}
+
+describe("the chain's validation results (graphqlChain)", () => {
+  /** The chain with a first plugin that records the errors graphql-js's validation returns. */
+  function recorded() {
+    const fromGraphqlJs: GraphQLError[] = [];
+    const recorder: Plugin = {
+      onValidate({ validateFn, setValidationFn }) {
+        setValidationFn((...args) => {
+          const errors = validateFn(...args);
+          fromGraphqlJs.push(...errors);
+          return errors;
+        });
+      },
+    };
+    const chain = [recorder, ...serviceChain()];
+    return { chain, documents: chainDocuments(chain), fromGraphqlJs };
+  }
+
+  it("are new errors with a code and a status, kept and answered again; graphql-js's are not changed", () => {
+    const { chain, documents, fromGraphqlJs } = recorded();
+    const document = documents.parse({}, "{ c }");
+    const errors = documents.validate({}, twoFields, document);
+    expect(errors.map((e) => e.toJSON())).toEqual([
+      {
+        message: 'Cannot query field "c" on type "Query". Did you mean "a" or "b"?',
+        locations: [{ line: 1, column: 3 }],
+        extensions: { code: "GRAPHQL_VALIDATION_FAILED", status: 400 },
+      },
+    ]);
+    expect(fromGraphqlJs).toHaveLength(1);
+    expect(errors[0]).not.toBe(fromGraphqlJs[0]);
+    expect(Object.keys(fromGraphqlJs[0]!.extensions)).toEqual([]);
+    // Kept: the same list again, not validated again, by either runner.
+    expect(documents.validate({}, twoFields, document)).toBe(errors);
+    expect(envelopChain(chain)({}).validate(twoFields, document)).toBe(errors);
+    expect(fromGraphqlJs).toHaveLength(1);
+    // A valid document: no errors.
+    expect(documents.validate({}, twoFields, documents.parse({}, "{ a }"))).toEqual([]);
+  });
+
+  it("graphql-js's abort of its field-merge check is the QUERY_TOO_COMPLEX refusal naming its limit; its module-wide error is not changed", () => {
+    const { documents, fromGraphqlJs } = recorded();
+    const errors = documents.validate({}, twoFields, documents.parse({}, `{ ${"a ".repeat(900)} }`));
+    expect(errors.map((e) => e.toJSON())).toEqual([
+      {
+        message:
+          "The document repeats fields of one response name too often: checking that they merge takes more than 500000 steps, the most validation takes. Select each field once per selection set.",
+        extensions: { code: "QUERY_TOO_COMPLEX", status: 400, details: { max_field_merge_steps: 500_000 } },
+      },
+    ]);
+    expect(fromGraphqlJs.map((e) => e.message)).toEqual(["Validation aborted."]);
+    expect(Object.keys(fromGraphqlJs[0]!.extensions)).toEqual([]);
   });
 });

@@ -227,13 +227,54 @@ describe("automatic persisted queries", () => {
     expect(codeOf(refused)).toBe("PERSISTED_QUERY_INVALID");
   });
 
-  it("runs a persisted operation through the chain's rules (too many aliases: refused alike)", async () => {
+  it("runs a persisted operation through the chain's rules (too many aliases: refused alike, not registered)", async () => {
     const aliased = `{ ${["a", "b", "c", "d"].map((alias) => `${alias}: CUST(source: "anag-1", limit: 1) { data { CUST_ID } }`).join(" ")} }`;
     const plain = await everyWay(t, anna, { query: aliased });
     expect(codeOf(plain)).toBe("QUERY_TOO_COMPLEX");
     expect(await everyWay(t, anna, { query: aliased, hash: documentHash(aliased) })).toEqual(plain);
-    expect(await everyWay(t, anna, { hash: documentHash(aliased) })).toEqual(plain);
+    // Refused when validated: not registered, so its hash alone is unknown (not that refusal again).
+    const alone = await everyWay(t, anna, { hash: documentHash(aliased) });
+    expect(alone.status).toBe(404);
+    expect(codeOf(alone)).toBe("PERSISTED_QUERY_NOT_FOUND");
   });
+
+  it.each([
+    ["does not parse", `# unparsed\n{ CUST(source: "anag-1" { data { CUST_ID } } }`, "GRAPHQL_PARSE_FAILED"],
+    [
+      "does not validate",
+      `# invalid\n{ CUST(source: "anag-1") { data { NO_SUCH_FIELD } } }`,
+      "GRAPHQL_VALIDATION_FAILED",
+    ],
+    [
+      "has no operation",
+      `# fragment only\nfragment F on Query { __typename }`,
+      "OPERATION_RESOLUTION_FAILURE",
+    ],
+  ])(
+    "does not register a document that %s: refused with its error on every transport, then its hash alone is NOT_FOUND",
+    async (_name, query, code) => {
+      const hash = documentHash(query);
+      const refused = await everyWay(t, anna, { hash, query });
+      expect(JSON.parse(refused.body).errors[0].extensions).toMatchObject({ code, status: 400 });
+      // The same refusal as the document sent without its hash, and again with it (nothing kept).
+      expect(await everyWay(t, anna, { query })).toEqual(refused);
+      expect(await everyWay(t, anna, { hash, query })).toEqual(refused);
+      const alone = await everyWay(t, anna, { hash });
+      expect(alone.status).toBe(404);
+      expect(JSON.parse(alone.body)).toEqual({
+        errors: [
+          {
+            message: "PersistedQueryNotFound",
+            extensions: { code: "PERSISTED_QUERY_NOT_FOUND", status: 404 },
+          },
+        ],
+      });
+      // A valid document of the same request registers as before.
+      const valid = customers(`valid after ${code}`);
+      expect((await send(t, anna, "plain", { hash: documentHash(valid), query: valid })).status).toBe(200);
+      expect((await everyWay(t, anna, { hash: documentHash(valid) })).status).toBe(200);
+    },
+  );
 
   it("bounds a tenant's registrations in count, another tenant unaffected", async () => {
     const gretaQuery = `# greta's\n{ __typename }`;
