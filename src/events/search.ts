@@ -12,45 +12,16 @@
 // its row was built never matches, whatever the index still holds; and a metadata event touching
 // a dimension's fields makes this subscriber derive its rows again from the records (rebuild
 // below), in batches, so that the index holds what it should (the words of a field made
-// searchable included).
+// searchable included). Which fields are searchable, and a record's text over them, are derived
+// in src/metadata/search-text.ts, which the query side reads too.
 import { ident } from "../db/sql.ts";
 import { TENANT_COLUMN } from "../metadata/data-types.ts";
-import { perDefinition } from "../metadata/per-definition.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
-import type { Database, DimensionDef, FieldConfig, FieldDef } from "../types.ts";
+import { searchableFields, searchSignature, searchText, searchTextSql } from "../metadata/search-text.ts";
+import type { Database, DimensionDef } from "../types.ts";
 import type { BatchHandler } from "./batching.ts";
 import { type OutboxMessage, parseMessage } from "./bus.ts";
 import { PREPARED } from "./statements.ts";
-
-/** Longest text kept per record (the index is for finding records, not storing them). */
-export const MAX_TEXT = 64 * 1024;
-
-const searchableIn = (config: FieldConfig) => config.flags.has("R") && config.codUtente === null;
-
-/**
- * A dimension's searchable fields (once per definition): STRING and TEXT, with R and no weight in
- * the default configuration and in every CENTER_DETT one (a caller chooses the context, and a
- * field a context hides is hidden to whoever asks in it).
- */
-export const searchableFields = perDefinition((dim): readonly FieldDef[] =>
-  dim.fields.filter(
-    (f) =>
-      (f.dataType === "STRING" || f.dataType === "TEXT") &&
-      searchableIn(f.config) &&
-      [...f.contextConfigs.values()].every(searchableIn),
-  ),
-);
-
-/**
- * The index text of a record in SQL, over the alias `alias`: what the indexer derives from an
- * event's payload (the non-empty values of `fields`, in order, joined by spaces, cut to MAX_TEXT),
- * from the record's columns. The `$search` check (compile.ts) and the rebuild use it.
- */
-export function searchTextSql(fields: readonly FieldDef[], alias: string): string {
-  if (fields.length === 0) return "''";
-  const values = fields.map((f) => `NULLIF(${alias}.${ident(f.code)}, '')`).join(", ");
-  return `left(concat_ws(' ', ${values}), ${MAX_TEXT})`;
-}
 
 /**
  * A batch's changes to the index in one statement (atomic on its own: no transaction, one round
@@ -68,27 +39,6 @@ const SEARCH_SQL = `
   ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE
      SET "TEXT" = EXCLUDED."TEXT", "OUTBOX_ID" = EXCLUDED."OUTBOX_ID", "UPDATED_AT" = now()
    WHERE "TB_SEARCH"."OUTBOX_ID" < EXCLUDED."OUTBOX_ID"`;
-
-/** A record's index text from an event's payload (as searchTextSql from its columns). */
-function payloadText(fields: readonly FieldDef[], payload: Record<string, unknown>): string {
-  const text = fields
-    .map((f) => payload[f.code])
-    .filter((v): v is string => typeof v === "string" && v.length > 0)
-    .join(" ");
-  return text.length <= MAX_TEXT ? text : cutToCharacters(text, MAX_TEXT);
-}
-
-/** The first `max` characters (code points, as SQL's left() counts them) of a longer text. */
-function cutToCharacters(text: string, max: number): string {
-  let units = 0;
-  let chars = 0;
-  for (const ch of text) {
-    if (chars === max) break;
-    units += ch.length;
-    chars++;
-  }
-  return text.slice(0, units);
-}
 
 /** The metadata tables whose rows decide which fields of a dimension are searchable. */
 const FIELD_METADATA = new Set(["DIM", "VAR", "COST"]);
@@ -166,20 +116,20 @@ export async function rebuildSearchIndex(
  * changed in one batch is indexed once, as it is now), in one statement (SEARCH_SQL): an older
  * message changes nothing.
  *
- * A metadata event (TB_DIM, TB_VAR, TB_COST) naming a dimension whose searchable fields are not
- * those the index was last rebuilt with here (unknown since the process started) rebuilds that
- * dimension's rows in `databases` (the main database's handler is given every database: metadata
- * events come from it alone), after the batch's own rows, with the metadata of the change or
- * later. The queue waits meanwhile, and the message is acknowledged once the rebuild is done (a
- * rebuild cut short by a crash or an error is done again when the message is).
+ * A metadata event (TB_DIM, TB_VAR, TB_COST) naming a dimension rebuilds that dimension's rows in
+ * each of `databases` (the main database's handler is given every database: metadata events come
+ * from it alone) whose TB_SEARCH_FIELDS row says they were last rebuilt from other searchable
+ * fields, or says nothing (rebuildIfChanged): an event that changed no searchable field rebuilds
+ * nothing, after a restart too. It runs after the batch's own rows, with the metadata of the
+ * change or later. The queue waits meanwhile, and the message is acknowledged once the rebuild is
+ * done (a rebuild cut short by a crash or an error has not recorded its fields: it is done again
+ * when the message is).
  */
 export function createSearchIndexer(deps: {
   db: Database;
   metadata: MetadataRegistry;
   databases?: () => Iterable<Database>;
 }): BatchHandler {
-  /** Per dimension, the searchable fields its rows were last rebuilt with (by this handler). */
-  const rebuiltWith = new Map<string, string>();
   return async (events) => {
     const dimensions = deps.metadata.current().dimensions;
     const latest = new Map<string, { m: OutboxMessage; dim: DimensionDef }>();
@@ -208,7 +158,7 @@ export function createSearchIndexer(deps: {
         deletes.push(m);
         continue;
       }
-      upserts.push({ m, dim: dim.code, text: payloadText(searchableFields(dim), payload) });
+      upserts.push({ m, dim: dim.code, text: searchText(searchableFields(dim), payload) });
     }
     if (deletes.length > 0 || upserts.length > 0) {
       await deps.db.query(
@@ -235,13 +185,35 @@ export function createSearchIndexer(deps: {
     const model = await deps.metadata.refresh();
     for (const code of codes) {
       const dim = model.dimensions.get(code);
-      if (!dim) continue;
-      const fields = searchableFields(dim)
-        .map((f) => f.code)
-        .join(",");
-      if (rebuiltWith.get(code) === fields) continue;
-      for (const db of deps.databases?.() ?? [deps.db]) await rebuildSearchIndex(db, dim);
-      rebuiltWith.set(code, fields);
+      for (const db of deps.databases?.() ?? [deps.db]) {
+        // A dimension gone: what its rows were built from is forgotten, so that a dimension made
+        // again under its code is rebuilt by its first metadata event.
+        if (dim) await rebuildIfChanged(db, dim);
+        else await db.query(`DELETE FROM "TB_SEARCH_FIELDS" WHERE "DIMENSION" = $1`, [code]);
+      }
     }
   }
+}
+
+/**
+ * Rebuilds a dimension's index rows in `db` unless its TB_SEARCH_FIELDS row says they were last
+ * rebuilt from the searchable fields it has now, then records those fields (once the rebuild is
+ * done: one cut short leaves the row as it was). Answers whether it rebuilt. The row is per
+ * database and survives a restart: a process that never rebuilt a dimension does not take its
+ * fields for unknown, only a database that has no row for it.
+ */
+export async function rebuildIfChanged(db: Database, dim: DimensionDef): Promise<boolean> {
+  const fields = searchSignature(dim);
+  const { rows } = await db.query<{ FIELDS: string }>(
+    `SELECT "FIELDS" FROM "TB_SEARCH_FIELDS" WHERE "DIMENSION" = $1`,
+    [dim.code],
+  );
+  if (rows[0]?.FIELDS === fields) return false;
+  await rebuildSearchIndex(db, dim);
+  await db.query(
+    `INSERT INTO "TB_SEARCH_FIELDS" ("DIMENSION", "FIELDS") VALUES ($1, $2)
+     ON CONFLICT ("DIMENSION") DO UPDATE SET "FIELDS" = EXCLUDED."FIELDS", "UPDATED_AT" = now()`,
+    [dim.code, fields],
+  );
+  return true;
 }

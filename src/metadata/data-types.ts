@@ -156,6 +156,7 @@ export const FIXED_TABLES: ReadonlySet<string> = new Set([
   "TB_EVENT_CONSUMED",
   "TB_EVENT_STATS",
   "TB_SEARCH",
+  "TB_SEARCH_FIELDS",
   "TB_HISTORY",
   "TB_WEBHOOK_DELIVERY",
   "_dimensio_migrations",

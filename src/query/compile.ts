@@ -3,8 +3,8 @@
 // Comparisons follow two-valued logic: a condition on a null column is false, its negation (ne,
 // nin, not) true, which is what the in-memory evaluation of the property test checks.
 import { ident } from "../db/sql.ts";
-import { searchTextSql } from "../events/search.ts";
 import { TENANT_COLUMN } from "../metadata/data-types.ts";
+import { searchTextSql } from "../metadata/search-text.ts";
 import type { FieldDef } from "../types.ts";
 import type {
   CompiledQuery,

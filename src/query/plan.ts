@@ -3,8 +3,8 @@
 // applied, the TREC rule of spec 3.1 added. What comes out can be compiled without further checks.
 import { type AuthorizedDimension, accessView, type DimensionFields } from "../auth/access-view.ts";
 import { scopeValuesOf } from "../auth/row-scope.ts";
-import { searchableFields } from "../events/search.ts";
 import { CANONICAL_INTEGER } from "../metadata/data-types.ts";
+import { searchableFields } from "../metadata/search-text.ts";
 import type { Access, DimensionDef, FieldDef, Flag, MetadataModel, RequestContext } from "../types.ts";
 import { relatedNotReadable } from "./access.ts";
 import {

@@ -189,7 +189,7 @@ export interface PlannedSearch {
   readonly dimension: string;
   readonly idField: FieldDef;
   /**
-   * The dimension's searchable fields now (src/events/search.ts): the match is checked again on
+   * The dimension's searchable fields now (src/metadata/search-text.ts): the match is checked again on
    * the record's values of these, so an index row built when other fields were searchable never
    * matches on a word of a field hidden since.
    */

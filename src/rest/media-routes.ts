@@ -83,6 +83,49 @@ function formError(err: unknown): ApiError | null {
 }
 
 /**
+ * The parts of a form in the order the parser meets them, to name a JSON field it drops.
+ * @fastify/multipart parses a field part declared `Content-Type: application/json`; one that does
+ * not parse (or that a fieldSize cut short) is dropped, and the form answered 406 once it has been
+ * read to its end, naming no part. busboy's `isPartAFile` sees every part's name and type first
+ * (its default answer kept), so a part received after dropped JSON parts names the first of them
+ * (before a file's bytes are read), and the parts never received name it at the end.
+ */
+function partsSeen() {
+  const seen: Array<{ name: string; json: boolean }> = [];
+  let next = 0;
+  return {
+    isPartAFile(name: string | undefined, contentType: string | undefined, fileName: string | undefined) {
+      const file = contentType === "application/octet-stream" || fileName !== undefined;
+      const json = !file && contentType?.startsWith("application/json") === true;
+      // A name of Object.prototype is refused for itself (FST_PROTO_VIOLATION), not as JSON.
+      seen.push({ name: name ?? "", json: json && !(name !== undefined && name in Object.prototype) });
+      return file;
+    },
+    /** The first JSON field dropped before the part `name`, now received. */
+    received(name: string): string | undefined {
+      let dropped: string | undefined;
+      while (next < seen.length) {
+        const part = seen[next++]!;
+        if (part.name === name) break;
+        if (part.json) dropped ??= part.name;
+      }
+      return dropped;
+    },
+    /** The first JSON field dropped after the last part received. */
+    droppedLast: (): string | undefined => seen.slice(next).find((p) => p.json)?.name,
+  };
+}
+
+/** The 400 for a part declared application/json that does not parse (its name if known). */
+function invalidJsonPart(name: string | undefined): BadRequestError {
+  return new BadRequestError(
+    "INVALID_JSON",
+    `The part ${name ?? "(unnamed)"} is declared Content-Type: application/json but is not valid JSON (a value over ${FORM_LIMITS.fieldSize} bytes never is); send valid JSON, or the value as text/plain.`,
+    name === undefined ? {} : { field: name },
+  );
+}
+
+/**
  * A file part that is not read: destroyed, so busboy stops parsing and nothing more of the body is
  * taken in (the answer then closes the connection: see `upload`).
  */
@@ -114,6 +157,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       field: fields.field,
     });
     let staged: StagedFile | null = null;
+    const parts = partsSeen();
     try {
       if (!request.isMultipart()) {
         throw new BadRequestError(
@@ -123,7 +167,12 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       }
       // Refused past a cap before a byte of the body is read.
       release = slots.take(caller.principal.userId, caller.principal.tenantId);
-      for await (const part of request.parts()) {
+      for await (const part of request.parts({ isPartAFile: parts.isPartAFile })) {
+        const dropped = parts.received(part.fieldname);
+        if (dropped !== undefined) {
+          if (part.type === "file") refusePart(part.file);
+          throw invalidJsonPart(dropped);
+        }
         if (part.type === "file") {
           if (part.fieldname !== "file" || staged) {
             refusePart(part.file);
@@ -197,6 +246,8 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       // Refused before the body is read to its end (past a cap, a file out of order or too large,
       // a right missing): the answer closes the connection rather than reading the rest of it.
       if (!request.raw.complete) reply.header("connection", "close");
+      if (err instanceof Error && (err as { code?: unknown }).code === "FST_INVALID_JSON_FIELD_ERROR")
+        throw invalidJsonPart(parts.droppedLast());
       throw formError(err) ?? err;
     } finally {
       release();

@@ -4,10 +4,14 @@
 // built when the field was searchable; the metadata event then rebuilds the dimension's rows, and
 // the field's words are found again once the weight is lifted (those written while it was hidden
 // included), in every database (a tenant on a database profile). A field hidden in a CENTER_DETT
-// context is not searchable either.
+// context is not searchable either. What a dimension's rows were last rebuilt from is kept in the
+// database (TB_SEARCH_FIELDS): a restarted indexer rebuilds nothing for a metadata event that
+// changes no searchable field.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EventRuntime, startEventRuntime } from "../../src/events/runtime.ts";
-import { rebuildSearchIndex } from "../../src/events/search.ts";
+import type { ReceivedEvent } from "../../src/events/bus.ts";
+import { outboxRowToEvent } from "../../src/events/relay.ts";
+import { createSearchIndexer, rebuildSearchIndex } from "../../src/events/search.ts";
 import { graphqlClient } from "../graphql/helpers.ts";
 import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { BACKENDS, createTestApp, TEST_DATABASE_URL, type TestApp } from "../helpers/env.ts";
@@ -171,6 +175,96 @@ describe.each(BACKENDS)("search and field visibility (%s)", (backend) => {
     expect(await rebuildSearchIndex(db, dim, 2)).toBe(0);
   });
 });
+
+describe.each(BACKENDS)(
+  "search index rebuilt only when the searchable fields change, across restarts (%s)",
+  (backend) => {
+    let t: TestApp;
+    let anna: Client;
+    beforeAll(async () => {
+      // No event runtime: the indexers below are handed the metadata events themselves.
+      t = await createTestApp(backend, { fixture: "sample", env: NO_RATE_LIMITS });
+      anna = client(t.app, await loginAs(t.app, SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password));
+    });
+    afterAll(async () => {
+      await t?.close();
+    });
+
+    let seen = "0";
+    /** The metadata events written since the last call, as the bus hands them out. */
+    async function metadataEvents(): Promise<ReceivedEvent[]> {
+      const { rows } = await t.services.db.query<Parameters<typeof outboxRowToEvent>[0]>(
+        `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID",
+              "PAYLOAD"::text AS "PAYLOAD", "TENANT_ID", "CREATED_AT"
+         FROM "TB_ANAG_OUTBOX00"
+        WHERE "AGGREGATE_TYPE" IN ('DIM', 'VAR', 'COST') AND "OUTBOX_ID" > $1::bigint
+        ORDER BY "OUTBOX_ID"`,
+        [seen],
+      );
+      seen = String(rows.at(-1)?.OUTBOX_ID ?? seen);
+      return rows.map((r) => ({ ...outboxRowToEvent(r), attempt: 1 }));
+    }
+    /** SALES_REP's default configuration (TB_COST CUST/10) changed by anna, and the events it wrote. */
+    async function changeSalesRep(data: Record<string, unknown>): Promise<ReceivedEvent[]> {
+      const res = await anna.patch("/api/v4/core/COST/CUST/10?source=erp", { data });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const events = await metadataEvents();
+      expect(events.map((e) => e.dimension)).toEqual(["COST"]);
+      return events;
+    }
+    /** A process started again: a new indexer over the same database. */
+    const restarted = () => createSearchIndexer({ db: t.services.db, metadata: t.services.metadata });
+    const db = () => t.services.db;
+    let record: { TENANT_ID: string; CUST_ID: string };
+    /** One index row made wrong: a rebuild of CUST's rows corrects it, nothing else does. */
+    const staleRow = () =>
+      db().query(
+        `INSERT INTO "TB_SEARCH" ("TENANT_ID", "DIMENSION", "RECORD_ID", "TEXT", "OUTBOX_ID")
+       VALUES ($1, 'CUST', $2, 'stale', 0)
+       ON CONFLICT ("TENANT_ID", "DIMENSION", "RECORD_ID") DO UPDATE SET "TEXT" = 'stale'`,
+        [record.TENANT_ID, record.CUST_ID],
+      );
+    const rowText = async () =>
+      (
+        await db().query<{ TEXT: string }>(
+          `SELECT "TEXT" FROM "TB_SEARCH" WHERE "TENANT_ID" = $1 AND "DIMENSION" = 'CUST' AND "RECORD_ID" = $2`,
+          [record.TENANT_ID, record.CUST_ID],
+        )
+      ).rows[0]?.TEXT;
+    const rebuiltFrom = async () =>
+      (
+        await db().query<{ FIELDS: string }>(
+          `SELECT "FIELDS" FROM "TB_SEARCH_FIELDS" WHERE "DIMENSION" = 'CUST'`,
+        )
+      ).rows[0]?.FIELDS;
+
+    it("a restarted indexer rebuilds nothing for a metadata event that changes no searchable field, and rebuilds for one that does", async () => {
+      const { rows } = await db().query<{ TENANT_ID: string; CUST_ID: string }>(
+        `SELECT "TENANT_ID", "CUST_ID"::text AS "CUST_ID" FROM "TB_ANAG_CUST00" ORDER BY 1, 2 LIMIT 1`,
+      );
+      record = rows[0]!;
+      await metadataEvents();
+
+      // Nothing recorded yet: the first metadata event rebuilds, and records the fields.
+      await staleRow();
+      await restarted()(await changeSalesRep({ COD_UTENTE: 2 }));
+      expect(await rowText()).not.toBe("stale");
+
+      // Restarted; a change of no searchable field (its group): no rebuild.
+      await staleRow();
+      await restarted()(await changeSalesRep({ GROUP_NAME: "sales-desk" }));
+      expect(await rowText()).toBe("stale");
+      const fields = (await rebuiltFrom())?.split(",");
+      expect(fields).toContain("NAME");
+      expect(fields).not.toContain("SALES_REP");
+
+      // Restarted again; the weight lifted, SALES_REP searchable again: rebuilt, the fields recorded.
+      await restarted()(await changeSalesRep({ COD_UTENTE: null }));
+      expect(await rowText()).not.toBe("stale");
+      expect((await rebuiltFrom())?.split(",")).toContain("SALES_REP");
+    });
+  },
+);
 
 if (TEST_DATABASE_URL)
   describe("search and field visibility, a tenant on a database profile (postgres)", () => {

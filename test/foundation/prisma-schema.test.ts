@@ -46,6 +46,7 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
         "TbWebhookDelivery",
         "TbEventStats",
         "TbSearch",
+        "TbSearchFields",
         "TbHistory",
       ].sort(),
     );
@@ -443,6 +444,12 @@ describe.each(BACKENDS)("Prisma models on %s", (backend) => {
     };
     await services.prisma.tbSearch.create({ data });
     expect(await services.prisma.tbSearch.findMany({ where: { TENANT_ID: "px-tenant" } })).toEqual([data]);
+  });
+
+  it("TbSearchFields", async () => {
+    const data = { DIMENSION: "PX", FIELDS: "NAME,CITY", UPDATED_AT: T0 };
+    await services.prisma.tbSearchFields.create({ data });
+    expect(await services.prisma.tbSearchFields.findUnique({ where: { DIMENSION: "PX" } })).toEqual(data);
   });
 
   it("TbHistory", async () => {

@@ -2,8 +2,9 @@
 // name its record is refused unread; a file past MEDIA_MAX_BYTES is refused at the limit, without
 // the rest of the body being read; uploads under way are capped per user and per tenant (429 with
 // Retry-After), and a stalled one is ended by REQUEST_TIMEOUT_MS, giving its slot back. A malformed
-// form (no closing boundary, no boundary at all, a second file, too many fields or parts) is a 400
-// saying what is wrong, and gives its slot back and leaves nothing staged, as a client that goes away.
+// form (no closing boundary, no boundary at all, a second file, too many fields or parts, a part
+// declared application/json that does not parse) is a 400 saying what is wrong, and gives its slot
+// back and leaves nothing staged, as a client that goes away.
 // The uploads here are written by hand on a TCP socket, so that one can stop half way.
 import { randomBytes } from "node:crypto";
 import net from "node:net";
@@ -425,6 +426,61 @@ describe("malformed upload forms: 400 saying what is wrong, the slot given back,
     });
     expect(await app.t.services.media.list("staging/")).toEqual([]);
     expect(await read()).toEqual(before);
+  });
+
+  it("a part declared application/json that does not parse: 400 INVALID_JSON naming it (before the file: unread), not 406; one that parses is taken", async () => {
+    const read = async () =>
+      (await (await app.get("anna", "/api/v4/core/PROD/P0003?source=catalog-1")).json()).data.IMAGE;
+    const before = await read();
+    const part = (name: string, value: string, type?: string) =>
+      `--XX\r\nContent-Disposition: form-data; name="${name}"\r\n${type ? `Content-Type: ${type}\r\n` : ""}\r\n${value}\r\n`;
+    const file = Buffer.concat([
+      Buffer.from(
+        '--XX\r\nContent-Disposition: form-data; name="file"; filename="f.pdf"\r\nContent-Type: application/pdf\r\n\r\n',
+      ),
+      pdf,
+      Buffer.from("\r\n"),
+    ]);
+    const send = (head: string, tail: string) =>
+      exchange(
+        app,
+        app.auth("anna"),
+        "multipart/form-data; boundary=XX",
+        Buffer.concat([Buffer.from(head), file, Buffer.from(`${tail}--XX--\r\n`)]),
+      );
+    const invalid = (field: string) => ({
+      status: 400,
+      body: {
+        error: "BadRequest",
+        code: "INVALID_JSON",
+        status: 400,
+        field,
+        message: `The part ${field} is declared Content-Type: application/json but is not valid JSON (a value over 1000 bytes never is); send valid JSON, or the value as text/plain.`,
+      },
+    });
+    // Before the file: refused when the file part comes, its bytes unread.
+    const first = await send(
+      part("dimension", "PROD") + part("record_id", '{"P0003"', "application/json") + part("field", "IMAGE"),
+      "",
+    );
+    expect(first).toMatchObject(invalid("record_id"));
+    // After the file: refused once the form has ended, the staged file removed.
+    const last = await send(
+      part("dimension", "PROD") + part("record_id", "P0003") + part("field", "IMAGE"),
+      part("public", "tru", "application/json"),
+    );
+    expect(last).toMatchObject(invalid("public"));
+    expect(await app.t.services.media.list("staging/")).toEqual([]);
+    expect(await read()).toEqual(before);
+    // Valid JSON is taken as its value.
+    const valid = await send(
+      part("dimension", "PROD") +
+        part("record_id", '"P0003"', "application/json; charset=utf-8") +
+        part("field", "IMAGE"),
+      "",
+    );
+    expect(valid.status).toBe(201);
+    expect(await read()).not.toEqual(before);
   });
 
   it("a form field longer than 1,000 bytes is refused, not cut short and taken as another value", async () => {
