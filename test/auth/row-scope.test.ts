@@ -416,6 +416,55 @@ describe.each(BACKENDS)("row scope (%s)", (backend) => {
     expect(rows.map((r) => r.PREVIOUS?.VIP)).toEqual([false, true]);
   });
 
+  it("a live subscription follows metadata changes: a field hidden since is left out, access lost ends it", async () => {
+    const runtime = await startEventRuntime(t.services, { relay: true });
+    const events = await subscribeToEvents(t.services, await contextOf("mi", "MI01"), "CUST", [
+      "CUSTCreated",
+    ]);
+    const anna = client(t.app, await loginAs(t.app, "anna", "anna-secret-1"));
+    const named = async (name: string) => {
+      for (;;) {
+        const { value, done } = await events.next();
+        if (done) throw new Error(`the stream ended before ${name}`);
+        if (value.data?.NAME === name) return value.data;
+      }
+    };
+    const create = async (name: string) =>
+      expect((await as.mi!.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: name } })).status).toBe(
+        201,
+      );
+    try {
+      await create("Prima del peso");
+      expect(Object.keys(await named("Prima del peso"))).toContain("SALES_REP");
+      // SALES_REP weighed for peso 1 only: mi (peso 2) no longer reads it, and the open stream
+      // leaves it out as a read made now does.
+      const weighed = await anna.patch("/api/v4/core/COST/CUST/10?source=erp", { data: { COD_UTENTE: 1 } });
+      expect(weighed.status, JSON.stringify(weighed.body)).toBe(200);
+      await create("Dopo il peso");
+      const after = await named("Dopo il peso");
+      expect(Object.keys(after)).not.toContain("SALES_REP");
+      expect(after.NAME).toBe("Dopo il peso");
+      // The customers' node moved out of mi's grant (anag): the stream ends with the refusal a read
+      // gets, at the next event (one written straight to the outbox: nobody may write CUST there now).
+      const moved = await anna.patch("/api/v4/core/MENU/anag-1?source=erp", {
+        data: { NLEFT: 100, NRIGHT: 101 },
+      });
+      expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+      expect((await as.mi!.get("/api/v4/core/CUST?source=anag-1")).status).toBe(403);
+      await t.services.db.query(
+        `INSERT INTO "TB_ANAG_OUTBOX00" ("EVENT_TYPE", "AGGREGATE_TYPE", "AGGREGATE_ID", "PAYLOAD", "TENANT_ID", "CREATED_AT")
+         VALUES ('CUSTCreated', 'CUST', '9999', '{"CUST_ID": 9999, "NAME": "Fuori", "CENTRO_DETT": "MI01"}', 'acme', now())`,
+      );
+      await expect(named("Fuori")).rejects.toMatchObject({ status: 403, code: "INSUFFICIENT_PERMISSIONS" });
+      expect(await events.next()).toEqual({ value: undefined, done: true });
+    } finally {
+      await events.return?.();
+      await runtime.stop();
+      await anna.patch("/api/v4/core/MENU/anag-1?source=erp", { data: { NLEFT: 3, NRIGHT: 4 } });
+      await anna.patch("/api/v4/core/COST/CUST/10?source=erp", { data: { COD_UTENTE: null } });
+    }
+  });
+
   it("an upload onto a record outside the caller's write scope is refused as a missing record, before its body", async () => {
     const context = await contextOf("mi", "MI01");
     const [mine, theirs] = [await idOf("Milano Uno"), await idOf("Roma Uno")];

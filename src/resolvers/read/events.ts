@@ -54,13 +54,28 @@ export async function subscribeToEvents(
   dimCode: string,
   eventTypes: readonly string[] | null,
 ): Promise<AsyncIterableIterator<DimensionEvent>> {
-  const dim = authorizeRead(request, deps.metadata.current(), dimCode);
+  // What the caller may see of the dimension under one metadata version: its authorization on the
+  // source, its row scope and the fields it reads in detail. Made again, at the next event, once the
+  // metadata has moved (a field hidden by a weight, a scope added, a menu node moved out of the
+  // grant), so that a live subscription never delivers what a read made now would not; when the
+  // caller may no longer read the dimension at all, the stream ends with that refusal.
   // Only events of rows the caller's scope lets it see (decisions.md §17), judged on the record the
   // event carries and, for an update, on the record before it: a row that left the scope is told
   // with no data (the caller no longer sees it); a scope that cannot be judged in memory withholds
   // the event (src/auth/row-match.ts).
-  const scope = rowScopeOf(request, dim);
-  const { codes: readable, key: readableKey } = detailFieldsOf(dim, dim.rules.withFlag("D"));
+  const viewOf = (model: MetadataModel) => {
+    const dim = authorizeRead(request, model, dimCode);
+    const { codes, key } = detailFieldsOf(dim, dim.rules.withFlag("D"));
+    return {
+      version: model.version,
+      dim,
+      scope: rowScopeOf(request, dim),
+      readable: codes,
+      readableKey: key,
+    };
+  };
+  let view = viewOf(deps.metadata.current());
+  const dim = view.dim;
   const wanted = eventTypes?.length ? new Set(eventTypes) : null;
   const tenant = request.principal.tenantId;
 
@@ -69,11 +84,13 @@ export async function subscribeToEvents(
   let failed: ((err: unknown) => void) | null = null;
   let finished = false;
   let overflow = false;
+  /** Why the stream ended, to answer the consumer with: access lost with the metadata's change. */
+  let refused: unknown = null;
 
   // Subscribers who see the same fields share one view of an event (the feed's memo per event):
   // what the WebSocket transport serialises once per field set (src/graphql/websocket.ts).
   const toEvent = (m: OutboxMessage, left: boolean, shared: Map<string, unknown>): DimensionEvent => {
-    const key = left ? `${dim.code}:left` : readableKey;
+    const key = left ? `${dim.code}:left` : view.readableKey;
     const known = shared.get(key) as DimensionEvent | undefined;
     if (known) return known;
     const event = eventView(m, left);
@@ -85,7 +102,7 @@ export async function subscribeToEvents(
     let data: Record<string, unknown> | null = null;
     if (!left) {
       data = {};
-      for (const code of readable) if (code in payload) data[code] = payload[code];
+      for (const code of view.readable) if (code in payload) data[code] = payload[code];
     }
     return {
       event_id: m.OUTBOX_ID,
@@ -100,6 +117,18 @@ export async function subscribeToEvents(
   const stopListening = await deps.feed.listen((m, shared) => {
     if (finished || m.TENANT_ID !== tenant || m.AGGREGATE_TYPE !== dim.code) return;
     if (wanted && !wanted.has(m.EVENT_TYPE)) return;
+    const model = deps.metadata.current();
+    if (model.version !== view.version) {
+      try {
+        view = viewOf(model);
+      } catch (err) {
+        refused = err;
+        pending.length = 0;
+        void finish();
+        return;
+      }
+    }
+    const { scope } = view;
     const standing = scope ? eventScope(scope, m.PAYLOAD ?? {}, m.PREVIOUS) : "in";
     if (standing === "out") return;
     const event = toEvent(m, standing === "left", shared);
@@ -130,7 +159,11 @@ export async function subscribeToEvents(
       waiting = null;
       failed = null;
       if (overflow && f) f(new SubscriptionOverflowError());
-      else w({ value: undefined, done: true });
+      else if (refused && f) {
+        // Told once; the stream is then done.
+        f(refused);
+        refused = null;
+      } else w({ value: undefined, done: true });
     }
     return { value: undefined, done: true };
   }
@@ -138,6 +171,11 @@ export async function subscribeToEvents(
   const iterator: AsyncIterableIterator<DimensionEvent> = {
     next() {
       if (overflow) return Promise.reject(new SubscriptionOverflowError());
+      if (refused) {
+        const err = refused;
+        refused = null;
+        return Promise.reject(err);
+      }
       const event = pending.shift();
       if (event) return Promise.resolve({ value: event, done: false });
       if (finished) return Promise.resolve({ value: undefined, done: true });
