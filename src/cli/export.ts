@@ -1,22 +1,113 @@
 // `npm run export -- TENANT DIM [--format=csv|ndjson|json] [LIST PARAMETERS…]`: writes every record
 // of a tenant's dimension to standard output, as GET /api/v4/core/{dim}/export answers it (the same
-// resolver and formats, decisions §20), read as the system: every field a list shows (L), the
-// dimension's own security area as source. List parameters as `name=value`
-// (`filter[CITY_ID]=MI`, `sort=-NAME`, `$fields=NAME,EMAIL`, `$filter=…`). Standard output's pace
-// sets the reads' (a pipe into a slow reader holds one page at a time).
+// resolver, parameters and formats, decisions §20), read as the system: every field a list shows
+// (L), every row (the dimension's ROW_SCOPE lifted: all_rows), the dimension's own security area as
+// source. List parameters as `name=value` (`filter[CITY_ID]=MI`, `sort=-NAME`, `fields=NAME,EMAIL`,
+// `$filter=…`); what the export route refuses (`$num_rows`, `$offset`, `$expand`…) is refused here
+// too, as is an option or a parameter name the command does not know (exit 2, nothing written).
+// Standard output's pace sets the reads' (a pipe into a slow reader holds one page at a time).
 import { randomUUID } from "node:crypto";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { parseListParams } from "../query/rest-params.ts";
-import { exportRecords } from "../resolvers/read/export.ts";
+import { ApiError } from "../errors.ts";
+import type { QueryParams } from "../query/rest-params.ts";
+import { exportQuery, exportRecords } from "../resolvers/read/export.ts";
 import { createReadContext } from "../resolvers/read/index.ts";
 import { EXPORT_FORMATS, type ExportFormat, exportChunks } from "../rest/response/export-formats.ts";
+import type { ListQuery } from "../query/types.ts";
 import { inScope, type MetadataModel, type RequestContext } from "../types.ts";
-import { runCommand, withServices } from "./command.ts";
+import { refusalLines, runCommand, withServices } from "./command.ts";
 
 const USAGE = "usage: npm run export -- TENANT DIM [--format=csv|ndjson|json] [name=value …]";
 
-/** The system reading a tenant's dimension through the menu node that serves it. */
+const HELP = [
+  USAGE,
+  "Writes every record of the tenant's dimension to standard output, read as the system.",
+  "Options: --format=csv|ndjson|json (csv by default), --help.",
+  "List parameters, as name=value: fields (or $fields, $select), sort (or $order), filter[FIELD]…,",
+  "$filter, $search, cond_trec, forceListCost. An export has no $num_rows, $offset, $count,",
+  "$expand, $group or debug.",
+];
+
+/**
+ * Parameter names of a list that do not start with `$` (those the list parser checks itself) nor
+ * `filter[`: the others are refused here, where a query string would ignore them.
+ */
+const PLAIN_PARAMETERS = new Set([
+  "fields",
+  "format",
+  "sort",
+  "cond_trec",
+  "forceListCost",
+  "include",
+  "groupBy",
+  "aggregate",
+  "debug",
+]);
+
+interface Invocation {
+  tenantId: string;
+  dim: string;
+  format: ExportFormat;
+  query: ListQuery;
+}
+
+/** The command line read: what to export, or the lines saying why not (exit 2). */
+function invocationOf(argv: readonly string[]): Invocation | string[] {
+  const positional: string[] = [];
+  const params: Record<string, string | string[]> = {};
+  const formats: string[] = [];
+  for (const arg of argv) {
+    if (arg.startsWith("--")) {
+      if (!arg.startsWith("--format=")) {
+        return [
+          `Unknown option ${arg.slice(0, 60)}. The options are --format=csv|ndjson|json and --help; list parameters go as name=value (fields=NAME,EMAIL, sort=-NAME, filter[CITY_ID]=MI).`,
+          USAGE,
+        ];
+      }
+      formats.push(arg.slice("--format=".length));
+      continue;
+    }
+    const at = arg.indexOf("=");
+    if (at < 0) {
+      positional.push(arg);
+      continue;
+    }
+    const name = arg.slice(0, at);
+    const value = arg.slice(at + 1);
+    if (!name.startsWith("$") && !name.startsWith("filter[") && !PLAIN_PARAMETERS.has(name)) {
+      return [
+        `Unknown parameter ${name.slice(0, 60)}. List parameters are fields, sort, filter[FIELD]…, cond_trec, forceListCost and the $ ones ($fields, $filter, $search, $order…).`,
+        USAGE,
+      ];
+    }
+    if (name === "format") formats.push(value);
+    else {
+      const held = params[name];
+      params[name] = held === undefined ? value : [...(typeof held === "string" ? [held] : held), value];
+    }
+  }
+  if (positional.length !== 2) return [USAGE];
+  if (formats.length > 1) return ["Give the format once (--format=…).", USAGE];
+  const format = (formats[0] ?? "csv").toLowerCase();
+  if (!(EXPORT_FORMATS as readonly string[]).includes(format))
+    return [`The format is ${EXPORT_FORMATS.join(", ")}; got '${format.slice(0, 20)}'.`, USAGE];
+  let query: ListQuery;
+  try {
+    query = exportQuery(params as QueryParams);
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    return refusalLines(err);
+  }
+  const [tenantId, dim] = positional as [string, string];
+  return { tenantId, dim, format: format as ExportFormat, query };
+}
+
+/**
+ * The system reading a tenant's dimension through the menu node that serves it: every row
+ * (all_rows lifts the dimension's ROW_SCOPE, which a system with no unit of its own would otherwise
+ * match on none).
+ */
 function systemContext(model: MetadataModel, tenantId: string, dim: string): RequestContext | null {
   const node = model.menu.find((n) => n.dim === dim);
   if (!node) return null;
@@ -24,7 +115,7 @@ function systemContext(model: MetadataModel, tenantId: string, dim: string): Req
     COD_MENU: node.code,
     NLEFT: node.nleft,
     NRIGHT: node.nright,
-    OPERATIONS: ["read" as const],
+    OPERATIONS: ["read" as const, "all_rows" as const],
     LEVEL: 4,
   };
   const caller = {
@@ -45,18 +136,17 @@ function systemContext(model: MetadataModel, tenantId: string, dim: string): Req
 }
 
 async function run(argv: string[]): Promise<number> {
-  const positional = argv.filter((a) => !a.startsWith("--") && !a.includes("="));
-  const format = (argv.find((a) => a.startsWith("--format="))?.slice(9) ?? "csv") as ExportFormat;
-  if (positional.length !== 2 || !EXPORT_FORMATS.includes(format)) {
-    console.error(USAGE);
+  if (argv.includes("--help")) {
+    console.log(HELP.join("\n"));
+    return 0;
+  }
+  // Read before the database is opened: a misused command line costs nothing and writes nothing.
+  const invocation = invocationOf(argv);
+  if (Array.isArray(invocation)) {
+    for (const line of invocation) console.error(line);
     return 2;
   }
-  const [tenantId, dim] = positional as [string, string];
-  const params: Record<string, string> = {};
-  for (const a of argv.filter((a) => !a.startsWith("--") && a.includes("="))) {
-    const at = a.indexOf("=");
-    params[a.slice(0, at)] = a.slice(at + 1);
-  }
+  const { tenantId, dim, format, query } = invocation;
   return withServices(async (services) => {
     const tenant = await services.db.query(`SELECT 1 FROM "TB_TENANT" WHERE "TENANT_ID" = $1`, [tenantId]);
     if (!tenant.rows.length) {
@@ -74,7 +164,7 @@ async function run(argv: string[]): Promise<number> {
       { db: services.forTenant(tenantId).readDb, metadata: services.metadata },
       ctx,
     );
-    const rows = exportRecords(rc, dim, parseListParams(params));
+    const rows = exportRecords(rc, dim, query);
     await pipeline(Readable.from(exportChunks(format, rows.columns, rows.pages)), process.stdout);
     return 0;
   });

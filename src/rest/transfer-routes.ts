@@ -10,9 +10,9 @@ import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { BadRequestError, ApiError } from "../errors.ts";
 import { httpLaneClient } from "../http/heavy-requests.ts";
 import { contextOf } from "../http/protected.ts";
-import { parseListParams, type QueryParams } from "../query/rest-params.ts";
+import type { QueryParams } from "../query/rest-params.ts";
 import { createReadContext } from "../resolvers/read/index.ts";
-import { exportRecords } from "../resolvers/read/export.ts";
+import { exportQuery, exportRecords } from "../resolvers/read/export.ts";
 import { authorizeImport, importRecords, type ImportMode } from "../resolvers/write/import.ts";
 import type { RouteDeps } from "./deps.ts";
 import { IMPORT_MEDIA_TYPES, type ImportFormat, importRows } from "./import-body.ts";
@@ -25,19 +25,6 @@ import {
 } from "./response/export-formats.ts";
 
 type DimParams = { Params: { dim: string } };
-
-/** List parameters an export does not take: it has no row limit, pages nor groups. */
-const NOT_FOR_EXPORT = [
-  "$num_rows",
-  "$offset",
-  "$count",
-  "$expand",
-  "include",
-  "$group",
-  "groupBy",
-  "aggregate",
-  "debug",
-];
 
 function unsupported(name: string, message: string): never {
   throw new BadRequestError("INVALID_PARAMETER", message, { field: name });
@@ -122,20 +109,9 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
 
   app.get<DimParams>("/api/v4/core/:dim/export", async (request, reply) => {
     const query = request.query as QueryParams;
-    for (const name of NOT_FOR_EXPORT)
-      if (query[name] !== undefined)
-        unsupported(name, `An export takes no ${name}: it holds every matching row.`);
+    // The list's parameters, refused there what an export does not take (as by `npm run export`).
+    const listQuery = exportQuery(Object.fromEntries(Object.entries(query).filter(([k]) => k !== "format")));
     const format = formatOf(query);
-    // The columns: `$fields` as on a list, or `fields` as spec decisions §20 names it.
-    if (query.fields !== undefined && (query.$fields !== undefined || query.$select !== undefined))
-      unsupported("fields", "Give the columns once: fields or $fields, not both.");
-    const listQuery = parseListParams(
-      Object.fromEntries(
-        Object.entries(query)
-          .filter(([k]) => k !== "format")
-          .map(([k, v]) => (k === "fields" ? ["$fields", v] : [k, v])),
-      ),
-    );
     const caller = contextOf(request);
     const rc = createReadContext(
       {

@@ -152,17 +152,30 @@ describe.each(BACKENDS)("export (%s)", (backend) => {
   });
 
   it("refuses what an export does not take, and a caller without read", async () => {
+    const messages: Record<string, string> = {};
     for (const [query, field] of [
       ["$num_rows=5", "$num_rows"],
       ["$offset=5", "$offset"],
+      ["$count=true", "$count"],
       ["$group=CITY_ID", "$group"],
       ["$expand=CITY", "$expand"],
+      ["include=CITY", "include"],
+      ["debug=true", "debug"],
       ["format=xml", "format"],
     ]) {
       const res = await get(`/api/v4/core/CUST/export?source=anag-1&${query}`);
       expect(res.statusCode, query).toBe(400);
       expect(res.json()).toMatchObject({ code: "INVALID_PARAMETER", field });
+      messages[field!] = res.json().message;
     }
+    // Each refusal says why the export does not take it.
+    expect(messages.$num_rows).toMatch(/no row limit nor pages: it writes every row the list matches/);
+    expect(messages.$expand).toMatch(
+      /dimension's own fields, one line per record: a related record has no column/,
+    );
+    expect(messages.debug).toMatch(/rows alone, with no envelope to carry the generated query/);
+    expect(messages.$count).toMatch(/GET \/\{dim\}\/count/);
+    expect(new Set([messages.$num_rows, messages.$expand, messages.debug, messages.$count]).size).toBe(4);
     expect((await get("/api/v4/core/ORD/export?source=anag-1", lucia)).statusCode).toBe(403);
     expect((await get("/api/v4/core/NOPE/export?source=anag-1")).statusCode).toBe(404);
   });

@@ -5,10 +5,12 @@
 // client) sets the reads'. The plan is the list planner's (planRecords): the caller's field
 // rights (L, peso), filters, `$filter`, sort, `$search`, cond_trec and the TREC rule apply as to a
 // list, and so would any row rule the planner adds. Works on PostgreSQL and PGlite alike; no
-// connection is held between pages.
+// connection is held between pages. The parameters are read by exportQuery, for every adapter
+// (the REST route and `npm run export`), so that each refuses the same ones for the same reasons.
 import { compileRecordsSelect } from "../../query/compile.ts";
 import { invalidParameter } from "../../query/errors.ts";
 import { planRecords } from "../../query/plan.ts";
+import { parseListParams, type QueryParams } from "../../query/rest-params.ts";
 import type { ListQuery, RecordsPlan } from "../../query/types.ts";
 import type { FieldDef } from "../../types.ts";
 import { type DataRecord, readableDimension, runQuery, toRecords } from "./common.ts";
@@ -27,6 +29,46 @@ export interface ExportRows {
 
 type Row = Record<string, unknown>;
 
+const NO_LIMIT =
+  "An export has no row limit nor pages: it writes every row the list matches (narrow them with filter[…], $filter or $search).";
+const NO_EXPAND =
+  "An export's columns are the dimension's own fields, one line per record: a related record has no column to go in (export its dimension on its own).";
+const NO_GROUPS = "An export lists records, not groups: a grouped list is GET /{dim} with $group.";
+
+/**
+ * The list parameters an export does not take, each with its reason (400 INVALID_PARAMETER naming
+ * it): decisions §20, an export streams every matching record with the dimension's own columns.
+ */
+export const NOT_FOR_EXPORT: Readonly<Record<string, string>> = {
+  $num_rows: NO_LIMIT,
+  $offset: NO_LIMIT,
+  $count: "An export writes rows, not a count: GET /{dim}/count counts the rows a list matches.",
+  $expand: NO_EXPAND,
+  include: NO_EXPAND,
+  $group: NO_GROUPS,
+  groupBy: NO_GROUPS,
+  aggregate: NO_GROUPS,
+  debug:
+    "An export's body is the rows alone, with no envelope to carry the generated query: GET /{dim} with the same parameters and debug=true shows it.",
+};
+
+/**
+ * An export's list parameters (`format` and the adapter's own left out): those of a list
+ * (src/query/rest-params.ts), `fields` as spec decisions §20 names `$fields`, and none of
+ * NOT_FOR_EXPORT. Throws 400 INVALID_PARAMETER (or the list parser's error) for a refused one.
+ */
+export function exportQuery(params: QueryParams): ListQuery {
+  for (const [name, reason] of Object.entries(NOT_FOR_EXPORT))
+    if (params[name] !== undefined) throw invalidParameter(name, reason);
+  if (params.fields !== undefined && (params.$fields !== undefined || params.$select !== undefined))
+    throw invalidParameter("fields", "Give the columns once: fields or $fields, not both.");
+  return parseListParams(
+    Object.fromEntries(
+      Object.entries(params).map(([name, value]) => (name === "fields" ? ["$fields", value] : [name, value])),
+    ),
+  );
+}
+
 /**
  * GET /{dim}/export: plans the list (its errors are thrown here, before any row is read) and
  * returns its pages. A grouped list or `$expand` is no export (400 INVALID_PARAMETER).
@@ -38,10 +80,8 @@ export function exportRecords(
   pageRows = EXPORT_PAGE_ROWS,
 ): ExportRows {
   const dim = readableDimension(rc, dimCode);
-  if (query.groupBy.length || query.aggregates.length)
-    throw invalidParameter("$group", "An export lists records; $group and aggregate do not apply.");
-  if (query.expand.length)
-    throw invalidParameter("$expand", "An export holds the dimension's own fields; $expand does not apply.");
+  if (query.groupBy.length || query.aggregates.length) throw invalidParameter("$group", NO_GROUPS);
+  if (query.expand.length) throw invalidParameter("$expand", NO_EXPAND);
   const plan = planRecords(rc.request, rc.model, dim, {
     ...query,
     numRows: pageRows,

@@ -7,11 +7,21 @@
 // first (at most IMPORT_ATOMIC_MAX_ROWS) and writes them in one transaction, all or none. The
 // writing is bounded on its own (IMPORT_WRITE_TIMEOUT_MS) and stops when its signal is aborted
 // (the server closing), in both cases before a batch, never inside one.
+import { isDeepStrictEqual } from "node:util";
 import type { AuthorizedDimension } from "../../auth/authorize.ts";
-import { ApiError, PayloadTooLargeError, ValidationError } from "../../errors.ts";
+import { ident } from "../../db/sql.ts";
+import { ApiError, ConflictError, PayloadTooLargeError, ValidationError } from "../../errors.ts";
 import { codecOf } from "../../metadata/codecs.ts";
-import type { BatchItemResult, DimensionDef, MetadataModel, RequestContext } from "../../types.ts";
+import { TENANT_COLUMN } from "../../metadata/data-types.ts";
+import type {
+  BatchItemResult,
+  DimensionDef,
+  MetadataModel,
+  RequestContext,
+  WriteResult,
+} from "../../types.ts";
 import { eachInSavepoint } from "./batch.ts";
+import type { WriteContext } from "./context.ts";
 import { createRecord } from "./create.ts";
 import {
   authorizeWriteStep,
@@ -20,8 +30,10 @@ import {
   type WriteDeps,
   type WriteOptions,
 } from "./pipeline.ts";
-import { lockRecordIds, parseRecordId } from "./record-store.ts";
+import { parseRecordId, type RecordId } from "./record-store.ts";
+import { writeScopeSql } from "./row-scope.ts";
 import { updateRecord } from "./update.ts";
+import { rowToRecord } from "./values.ts";
 
 /** One row of an import: its number in the body (CSV: the header is row 1; NDJSON: its line). */
 export interface ImportRow {
@@ -81,10 +93,11 @@ interface Prepared {
   readonly refused?: ApiError;
 }
 
-function unknownColumn(dim: DimensionDef, name: string, row: number): ValidationError {
+/** An unknown CSV column: the header (row 1) names it. */
+function unknownColumn(dim: DimensionDef, name: string): ValidationError {
   return new ValidationError("INVALID_FIELD", `Column ${name.slice(0, 60)} is not a field of ${dim.code}.`, {
     field: name.slice(0, 60),
-    details: { row },
+    details: { row: 1 },
   });
 }
 
@@ -111,7 +124,7 @@ function prepare(dim: DimensionDef, input: ImportRow, upsert: boolean): Prepared
       body[key] = value;
       continue;
     }
-    if (!field) throw unknownColumn(dim, key, row);
+    if (!field) throw unknownColumn(dim, key);
     if (value === null || value === undefined) {
       if (upsert) body[key] = null;
       continue;
@@ -137,10 +150,94 @@ function listError(result: ImportResult, error: ImportRowError): void {
   if (result.errors.length < MAX_LISTED_ERRORS) result.errors.push(error);
 }
 
+type Row = Record<string, unknown>;
+
+/** The ids the rows name (those that can name a record), each once. */
+function idsOf(dim: DimensionDef, rows: readonly Prepared[]): RecordId[] {
+  const ids = new Set<RecordId>();
+  for (const r of rows) {
+    const id = parseRecordId(dim, r.body[dim.idField]);
+    if (id !== null) ids.add(id);
+  }
+  return [...ids];
+}
+
+/**
+ * mode=upsert: the records the rows' ids name within the caller's write scope (one outside is as
+ * absent as in an update), by id as text, locked in id order (writers of overlapping sets of
+ * records queue instead of deadlocking), as stored.
+ */
+async function lockStored(
+  w: WriteContext,
+  dim: DimensionDef,
+  ids: readonly RecordId[],
+): Promise<Map<string, Row>> {
+  if (!ids.length) return new Map();
+  const params: unknown[] = [w.ctx.principal.tenantId, ids];
+  const scope = writeScopeSql(w, dim, params);
+  const res = await w.tx.query<Row>(
+    `SELECT * FROM ${ident(dim.tableName)} AS t WHERE t.${ident(TENANT_COLUMN)} = $1 AND t.${ident(dim.idField)} = ANY($2)${scope}
+      ORDER BY t.${ident(dim.idField)} FOR UPDATE OF t`,
+    params,
+  );
+  return new Map(res.rows.map((r) => [String(r[dim.idField]), rowToRecord(dim, r)]));
+}
+
+/** Of `ids`, those a record of the tenant holds, whatever its state or scope (the unique key's). */
+async function takenIds(w: WriteContext, dim: DimensionDef, ids: readonly RecordId[]): Promise<Set<string>> {
+  if (!ids.length) return new Set();
+  const res = await w.tx.query<{ id: unknown }>(
+    `SELECT ${ident(dim.idField)} AS "id" FROM ${ident(dim.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(dim.idField)} = ANY($2)`,
+    [w.ctx.principal.tenantId, ids],
+  );
+  return new Set(res.rows.map((r) => String(r.id)));
+}
+
+/** The id a create row gives (a STRING id the caller may send on create), as text; else null. */
+function givenId(dim: AuthorizedDimension, body: Body): string | null {
+  const raw = body[dim.idField];
+  const field = dim.fieldsByCode.get(dim.idField);
+  if (dim.idType === "INTEGER" || typeof raw !== "string" || !field || !dim.rules.allows(field, "N"))
+    return null;
+  const id = parseRecordId(dim, raw);
+  return id === null ? null : String(id);
+}
+
+/** 409 DUPLICATE_KEY, as the INSERT would answer it (db-errors.ts), for a row whose id is taken. */
+function duplicateKey(dim: DimensionDef): ConflictError {
+  return new ConflictError("DUPLICATE_KEY", `A ${dim.code} record with this ${dim.idField} exists already.`, {
+    field: dim.idField,
+  });
+}
+
+/**
+ * An upsert row as the body of its update: a field the caller may read (L or D) but not modify
+ * (no M) whose value equals the stored one is left out, as it changes nothing (an exported file
+ * holds every listed field, and imports back). A different value stays, refused by the pipeline
+ * (FIELD_NOT_MODIFIABLE); so does a field the caller may not read (left out when equal, it would
+ * tell the caller what it holds).
+ */
+function updateBody(dim: AuthorizedDimension, body: Body, stored: Row): Body {
+  let out: Body | null = null;
+  for (const [key, value] of Object.entries(body)) {
+    const field = dim.fieldsByCode.get(key);
+    // The id: an update takes its own id back already (checkUpdateBody).
+    if (!field || field.system || field.isId || dim.rules.allows(field, "M")) continue;
+    if (!dim.rules.allows(field, "L") && !dim.rules.allows(field, "D")) continue;
+    if (!isDeepStrictEqual(value, stored[key] ?? null)) continue;
+    out ??= { ...body };
+    delete out[key];
+  }
+  return out ?? body;
+}
+
 /**
  * Writes `rows` (prepared) in one transaction, each in its own savepoint; returns each row's
  * outcome. With mode=upsert, the records the rows' ids name are locked first (id order) and those
- * that exist are updated.
+ * that exist are updated, as is a record an earlier row of the batch created (the same id twice
+ * is a create, then an update). A create row giving an id a record holds (one that exists, or an
+ * earlier row created) is 409 DUPLICATE_KEY before its other checks: what the INSERT would say,
+ * and the cause to fix (a MEDIA value, say, that a create refuses, an upsert takes back as it is).
  */
 function writeRows(
   deps: WriteDeps,
@@ -152,14 +249,28 @@ function writeRows(
   after?: (outcomes: readonly BatchItemResult[]) => void,
 ) {
   return inWriteTransaction(deps, ctx, model, opts, async (w) => {
-    const existing =
-      opts.mode === "upsert"
-        ? await lockRecordIds(
-            w,
-            dim,
-            rows.map((r) => r.body[dim.idField]),
-          )
-        : null;
+    const upsert = opts.mode === "upsert";
+    const stored = upsert ? await lockStored(w, dim, idsOf(dim, rows)) : new Map<string, Row>();
+    const given = new Set<string>();
+    for (const r of rows) {
+      const id = givenId(dim, r.body);
+      if (id !== null && !stored.has(id)) given.add(id);
+    }
+    const taken = await takenIds(w, dim, [...given]);
+    /** What the batch wrote: created ids taken, and the stored rows the next rows compare with. */
+    const remember = (result: WriteResult, before: string | null) => {
+      const id = String(result.recordId);
+      if (before !== null && before !== id) {
+        // A key change: the old id is free again.
+        stored.delete(before);
+        taken.delete(before);
+      }
+      taken.add(id);
+      if (!upsert) return;
+      stored.set(id, result.record);
+      for (const c of result.cascaded)
+        if (c.dim === dim.code && stored.has(String(c.recordId))) stored.set(String(c.recordId), c.record);
+    };
     const outcome = await eachInSavepoint(
       w,
       rows,
@@ -168,12 +279,18 @@ function writeRows(
       async (item) => {
         const { body, refused } = item as Prepared;
         if (refused) throw refused;
-        const id = existing ? parseRecordId(dim, body[dim.idField]) : null;
-        if (id !== null && existing?.has(String(id))) {
-          const result = await updateRecord(w, dim, id, body, "patch");
+        const id = upsert ? parseRecordId(dim, body[dim.idField]) : null;
+        const held = id === null ? undefined : stored.get(String(id));
+        if (id !== null && held) {
+          const result = await updateRecord(w, dim, id, updateBody(dim, body, held), "patch");
+          remember(result, String(id));
           return Object.assign(result, { imported: "updated" as const });
         }
-        return Object.assign(await createRecord(w, dim, createBody(body)), { imported: "created" as const });
+        const key = givenId(dim, body);
+        if (key !== null && taken.has(key)) throw duplicateKey(dim);
+        const result = await createRecord(w, dim, createBody(body));
+        remember(result, null);
+        return Object.assign(result, { imported: "created" as const });
       },
     );
     after?.(outcome.results);
@@ -197,7 +314,9 @@ function withProgress(err: ApiError, result: ImportResult, atomic: boolean): Api
   const written = result.created + result.updated;
   const note =
     atomic || written === 0 ? " Nothing was written." : ` The ${written} rows written before it stay.`;
-  return new ApiError(err.status, err.code, err.errorType, `${err.message}${note}`, {
+  // The reason may be a parser's, without a full stop: the note is a sentence of its own.
+  const message = /[.!?]$/.test(err.message) ? err.message : `${err.message}.`;
+  return new ApiError(err.status, err.code, err.errorType, `${message}${note}`, {
     ...(err.field === undefined ? {} : { field: err.field }),
     details: {
       ...err.details,
