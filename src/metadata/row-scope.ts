@@ -19,6 +19,16 @@ function entries(value: string | null | undefined): string[] {
     .filter((k) => k !== "");
 }
 
+/**
+ * A ROW_SCOPE value as it is stored: its entries trimmed and lower-cased, as the keys are defined,
+ * joined by commas (`" Centro_Dett , OWNER"` → `"centro_dett,owner"`). What is read is the same
+ * either way (parseRowScope); what is stored, shown and compared is one spelling. A value naming
+ * no key stays empty, for rowScopeProblems to refuse.
+ */
+export function canonicalRowScope(value: string): string {
+  return entries(value).join(",");
+}
+
 const isKey = (k: string): k is RowScopeKeyName => (ROW_SCOPE_KEYS as readonly string[]).includes(k);
 
 /** The scope keys of a valid ROW_SCOPE value, in the order written, each with its column. */

@@ -20,6 +20,9 @@ import { parseValidationRule } from "./validation-rules.ts";
 
 const DIM_CODE_MAX = 30;
 
+/** The peso levels (spec 2.6, 5.8.6: 1 admin, 2 manager, 3 user), which a COD_UTENTE weight is one of. */
+const PESO_LEVELS: readonly unknown[] = [1, 2, 3];
+
 /**
  * Whether `code` is a member every plain object inherits (constructor, toString, valueOf,
  * hasOwnProperty, __proto__, ...). Codes become keys of records, bodies and values: a field named
@@ -137,6 +140,8 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
 
   // ---- TB_VAR
   const vars = new Map<string, Map<string, MetadataRows["TB_VAR"][number]>>();
+  /** The field holding each NUM_VAR, per dimension: NUM_VAR orders the fields, so two may not share one. */
+  const numbers = new Map<string, Map<number, string>>();
   rows.TB_VAR.forEach((v, i) => {
     const p = `TB_VAR[${i}]`;
     if (!dims.has(v.COD_DIM)) add(`${p}.COD_DIM`, `dimension ${v.COD_DIM} does not exist in TB_DIM`);
@@ -158,6 +163,17 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
     byDim.set(v.COD_VAR, v);
     vars.set(v.COD_DIM, byDim);
     if (!Number.isInteger(v.NUM_VAR)) add(`${p}.NUM_VAR`, "must be an integer");
+    else {
+      const byNumber = numbers.get(v.COD_DIM) ?? new Map<number, string>();
+      const holder = byNumber.get(v.NUM_VAR);
+      if (holder !== undefined && holder !== v.COD_VAR)
+        add(
+          `${p}.NUM_VAR`,
+          `${v.COD_DIM}.${holder} and ${v.COD_DIM}.${v.COD_VAR} both have NUM_VAR ${v.NUM_VAR}; NUM_VAR orders a dimension's fields, so each field needs its own`,
+        );
+      else byNumber.set(v.NUM_VAR, v.COD_VAR);
+      numbers.set(v.COD_DIM, byNumber);
+    }
     const type = typeof v.DATA_TYPE === "string" ? normalizeDataType(v.DATA_TYPE) : null;
     if (!type) add(`${p}.DATA_TYPE`, `unknown DATA_TYPE "${v.DATA_TYPE}"`);
     if (v.LENGTH != null && (!Number.isInteger(v.LENGTH) || v.LENGTH < 1 || v.LENGTH > 10485760))
@@ -220,8 +236,13 @@ export function validateMetadata(rows: MetadataRows): Problem[] {
       costVar && typeof costVar.DATA_TYPE === "string" ? normalizeDataType(costVar.DATA_TYPE) : null;
     for (const problem of parseValidationRule(c.VALIDATION, costType).problems)
       add(`${p}.VALIDATION`, problem);
-    if (c.COD_UTENTE != null && (!Number.isInteger(c.COD_UTENTE) || c.COD_UTENTE < 0))
-      add(`${p}.COD_UTENTE`, "must be a whole number (a peso level)");
+    // A weight is a peso level (spec 5.8.6; users' peso is 1, 2 or 3): the field is seen by callers
+    // of that peso or a lower one. 0 would hide it from everyone, 4 and above from no one.
+    if (c.COD_UTENTE != null && !PESO_LEVELS.includes(c.COD_UTENTE))
+      add(
+        `${p}.COD_UTENTE`,
+        `${JSON.stringify(c.COD_UTENTE)} is no peso level: give 1 (admin), 2 (manager) or 3 (user) for a field seen by that peso and the lower ones, or null for no weight (${c.COD_DIM}.${c.COD_VAR})`,
+      );
     if (c.VALUE_TEMP) {
       try {
         const parts = parseTemplate(c.VALUE_TEMP);

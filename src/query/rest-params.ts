@@ -449,9 +449,21 @@ export function parseLookupParams(params: QueryParams): {
 
 const HISTORY_PARAMETERS = new Set(["$num_rows", "$offset"]);
 
-/** GET /{dim}/{id}/history: `$num_rows` (default 100, at most 1000) and `$offset`. */
+/**
+ * GET /{dim}/{id}/history: `$num_rows` (default 100, at most 1000) and `$offset`, besides the
+ * context parameters. Anything else (`filter[…]`, `sort`, `$fields`, `cond_trec`, a name of no
+ * endpoint) would be left unread, so that the caller believed it applied: refused, naming it and
+ * what the history takes (its revisions come newest first, every field the caller may read).
+ */
 export function parseHistoryParams(params: QueryParams): { limit: number; offset: number } {
-  checkUnknown(params, HISTORY_PARAMETERS);
+  for (const key of Object.keys(params)) {
+    if (HISTORY_PARAMETERS.has(key) || CONTEXT_PARAMETERS.has(key)) continue;
+    const name = key.slice(0, 60);
+    throw invalidParameter(
+      name,
+      `${name} is not taken by a record's history, which takes only $num_rows and $offset (besides source and the context parameters center_dett, ambiente, modulo, microservice): it lists every revision, newest first.`,
+    );
+  }
   let limit = DEFAULT_NUM_ROWS;
   let offset = 0;
   for (const [key, values] of entries(params)) {

@@ -216,6 +216,39 @@ describe.each(BACKENDS)("record history (%s)", (backend) => {
     expect(refused.status).toBe(403);
   });
 
+  it("GET …/history refuses a parameter it does not take (400 INVALID_PARAMETER naming it), never leaves it unread", async () => {
+    const id = await city();
+    const base = `/api/v4/core/CITY/${id}/history?source=anag-3`;
+    for (const param of [
+      "filter[operation]=create",
+      "filter[NAME][$like]=x",
+      "sort=revision",
+      "$order=revision%20asc",
+      "$filter=operation%20eq%20'create'",
+      "$fields=NAME",
+      "cond_trec=C",
+      "debug=true",
+      "sort[]=revision",
+      "$unknown=1",
+      "operation=create",
+    ]) {
+      const res = await anna.get(`${base}&${param}`);
+      expect(res.status, param).toBe(400);
+      const name = decodeURIComponent(param.slice(0, param.indexOf("=")));
+      expect(res.body, param).toEqual({
+        error: "BadRequest",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: name,
+        message: `${name} is not taken by a record's history, which takes only $num_rows and $offset (besides source and the context parameters center_dett, ambiente, modulo, microservice): it lists every revision, newest first.`,
+      });
+    }
+    // What it takes still works, the context parameters included.
+    const ok = await anna.get(`${base}&$num_rows=1&$offset=0&center_dett=dettaglio`);
+    expect(ok.status).toBe(200);
+    expect(ok.body.meta).toEqual({ total: 1, num_rows: 1, offset: 0, has_more: false });
+  });
+
   it("history shows only the fields the caller may read in detail (D) at its peso", async () => {
     await importFixture(t.services, {
       TB_DIM: [],
@@ -282,6 +315,20 @@ describe.each(BACKENDS)("record history (%s)", (backend) => {
       expect(res.status, bad).toBe(400);
       expect(res.body).toMatchObject({ code: "INVALID_PARAMETER", field: "revision" });
     }
+    // A revision is written as the history lists it: no leading zero, sign or space (01 is no
+    // revision 1), and nothing is restored.
+    for (const bad of ["01", "001", "00", "+1", "%201", "1%20", "0x1", "1e0"]) {
+      const res = await anna.post(`${base}/${bad}/restore?source=anag-3`);
+      expect(res.status, bad).toBe(400);
+      expect(res.body, bad).toEqual({
+        error: "BadRequest",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: "revision",
+        message: `revision must be a whole number from 1 to 2147483647, written without leading zeros, sign or spaces (as the history lists it); got '${decodeURIComponent(bad)}'.`,
+      });
+    }
+    expect((await revisions("CITY", id)).map((r) => r.OPERATION)).toEqual(["create"]);
     const noRecord = await anna.post("/api/v4/core/CITY/NOPE/history/1/restore?source=anag-3");
     expect(noRecord.status).toBe(404);
     expect(noRecord.body.code).toBe("RECORD_NOT_FOUND");
@@ -351,6 +398,28 @@ describe.each(BACKENDS)("record history (%s)", (backend) => {
       { id },
     );
     expect(badLimit.body.errors[0].extensions.code).toBe("INVALID_PARAMETER");
+    // revision is an Int: GraphQL's own grammar refuses 01 and "01", before any resolver runs.
+    const leadingZero = await gql(
+      `mutation($id: ID!) { CITY_restore_revision(source: "anag-3", id: $id, revision: 01) { message } }`,
+      { id },
+    );
+    expect(leadingZero.body.data ?? null).toBeNull();
+    expect(leadingZero.body.errors[0].extensions).toMatchObject({ code: "GRAPHQL_PARSE_FAILED" });
+    const asText = await gql(
+      `mutation($id: ID!, $r: Int!) { CITY_restore_revision(source: "anag-3", id: $id, revision: $r) { message } }`,
+      { id, r: "01" },
+    );
+    expect(asText.body.data ?? null).toBeNull();
+    expect(asText.body.errors[0].message).toContain("Int cannot represent");
+    const zero = await gql(
+      `mutation($id: ID!) { CITY_restore_revision(source: "anag-3", id: $id, revision: 0) { message } }`,
+      { id },
+    );
+    expect(zero.body.errors[0].extensions).toMatchObject({
+      code: "INVALID_PARAMETER",
+      status: 400,
+      field: "revision",
+    });
     expect((await revisions("CITY", id)).map((r) => r.OPERATION)).toEqual(["create", "update", "restore"]);
   });
 

@@ -64,6 +64,46 @@ describe.each(BACKENDS)("documents (%s)", (backend) => {
     });
   });
 
+  it("an absent root is the RECORD_NOT_FOUND body of history and commands: details {dimension, id}", async () => {
+    const stored = await anna.get("/api/v4/document/listino/P9999?source=catalog-1");
+    expect(stored.status).toBe(404);
+    expect(stored.body).toEqual({
+      error: "NotFound",
+      code: "RECORD_NOT_FOUND",
+      status: 404,
+      message: "PROD P9999 does not exist.",
+      details: { dimension: "PROD", id: "P9999" },
+    });
+    // Another tenant's root is absent alike.
+    const other = await greta.get("/api/v4/document/listino/P0001?source=catalog-1");
+    expect(other.body).toMatchObject({
+      code: "RECORD_NOT_FOUND",
+      details: { dimension: "PROD", id: "P0001" },
+    });
+    const onTheFly = await anna.post("/api/v4/document?source=anag-1", { dim: "CUST", val_key: 999999 });
+    expect(onTheFly.status).toBe(404);
+    expect(onTheFly.body).toEqual({
+      error: "NotFound",
+      code: "RECORD_NOT_FOUND",
+      status: 404,
+      message: "CUST 999999 does not exist.",
+      details: { dimension: "CUST", id: 999999 },
+    });
+    // The same shape as the history's and a command's answer for the record.
+    const history = await anna.get("/api/v4/core/CUST/999999/history?source=anag-1");
+    const command = await anna.post("/api/v4/core/CUST/command/process?source=anag-1", { id: 999999 });
+    for (const res of [history, command]) {
+      expect(res.status).toBe(404);
+      expect(Object.keys(res.body).sort()).toEqual(Object.keys(onTheFly.body).sort());
+      expect(res.body).toMatchObject({
+        error: "NotFound",
+        code: "RECORD_NOT_FOUND",
+        message: onTheFly.body.message,
+        details: { dimension: "CUST" },
+      });
+    }
+  });
+
   it("a part the caller holds no read grant for is 403", async () => {
     // marco reads the catalog (products) but holds nothing on price-1 (prices).
     expect((await marco.get("/api/v4/core/PROD/P0001?source=catalog-1")).status).toBe(200);
@@ -139,6 +179,86 @@ describe.each(BACKENDS)("documents (%s)", (backend) => {
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(res.body.field).toBe(field);
     }
+  });
+
+  it("a missing member is 400 MISSING_PARAMETER naming it; a wrong one INVALID_FIELD saying what it takes", async () => {
+    const post = (body: unknown) => anna.post("/api/v4/document?source=anag-1", body);
+    const noKey = await post({ dim: "CUST" });
+    expect(noKey.status).toBe(400);
+    expect(noKey.body).toEqual({
+      error: "ValidationError",
+      code: "MISSING_PARAMETER",
+      status: 400,
+      field: "val_key",
+      message:
+        "The body must carry val_key (the root record's id, a string of 1 to 100 characters or a number).",
+    });
+    const noDim = await post({ val_key: 1 });
+    expect(noDim.body).toMatchObject({ code: "MISSING_PARAMETER", status: 400, field: "dim" });
+    expect(noDim.body.message).toContain("dim (the root dimension's code");
+    const neither = await post({ compact: true });
+    expect(neither.body).toMatchObject({ code: "MISSING_PARAMETER", field: "dim" });
+    expect(neither.body.message).toMatch(/^The body must carry dim \(.*\) and val_key \(.*\)\.$/);
+
+    const wrong: Array<[unknown, string, string]> = [
+      [
+        { dim: 7, val_key: 1 },
+        "dim",
+        "dim must be the root dimension's code, a string of 1 to 30 characters; got 7.",
+      ],
+      [
+        { dim: "", val_key: 1 },
+        "dim",
+        'dim must be the root dimension\'s code, a string of 1 to 30 characters; got "".',
+      ],
+      [
+        { dim: "CUST", val_key: null },
+        "val_key",
+        "val_key must be the root record's id, a string of 1 to 100 characters or a number; got null.",
+      ],
+      [
+        { dim: "CUST", val_key: { id: 1 } },
+        "val_key",
+        'val_key must be the root record\'s id, a string of 1 to 100 characters or a number; got {"id":1}.',
+      ],
+      [{ dim: "CUST", val_key: 1, compact: "yes" }, "compact", 'compact must be true or false; got "yes".'],
+      [
+        { dim: "CUST", val_key: 1, related_dim: ["ADDR"] },
+        "related_dim",
+        'related_dim must be an object mapping each related dimension\'s code (up to 30 characters) to an array of at most 200 of its field codes (up to 60 characters each; [] for every field you may read in detail), e.g. {"ADDR": ["STREET"]}; got ["ADDR"].',
+      ],
+    ];
+    for (const [body, field, message] of wrong) {
+      const res = await post(body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body, JSON.stringify(body)).toEqual({
+        error: "ValidationError",
+        code: "INVALID_FIELD",
+        status: 400,
+        field,
+        message,
+      });
+    }
+    const fields = await post({ dim: "CUST", val_key: 1, related_dim: { ADDR: "STREET" } });
+    expect(fields.body).toMatchObject({ code: "INVALID_FIELD", field: "related_dim.ADDR" });
+    expect(fields.body.message).toMatch(/^related_dim\.ADDR must be an object mapping .*; got "STREET"\.$/);
+    const extra = await post({ dim: "CUST", val_key: 1, source: "anag-1" });
+    expect(extra.body).toMatchObject({
+      code: "INVALID_FIELD",
+      field: "source",
+      message:
+        "source is not a member of a document request, which takes dim, val_key, related_dim and compact (give source in the query string).",
+    });
+    for (const body of [[1], 42, null]) {
+      const res = await post(body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body).toMatchObject({ code: "INVALID_REQUEST", status: 400 });
+      expect(res.body.message).toBe(
+        "The request body must be a JSON object: {dim, val_key, related_dim?, compact?}.",
+      );
+    }
+    // None of these messages is zod's "Invalid input".
+    expect(JSON.stringify([noKey.body, noDim.body, fields.body])).not.toContain("Invalid input");
   });
 
   it("GraphQL: document and vars queries answer what REST answers", async () => {

@@ -213,6 +213,178 @@ describe.each(BACKENDS)("metadata writes over HTTP (%s)", (backend) => {
     expect(low.status).toBe(403);
     expect(low.body).toMatchObject({ code: "INSUFFICIENT_PERMISSIONS", required_grant: "metadata" });
   });
+  it("COD_UTENTE is a peso level (1, 2, 3) or null: anything else is 400 INVALID_METADATA naming it", async () => {
+    const weight = async () =>
+      (
+        await t.services.db.query<{ COD_UTENTE: number | null }>(
+          `SELECT "COD_UTENTE" FROM "TB_COST" WHERE "COD_DIM" = 'CUST' AND "NUM_COST" = 6`,
+        )
+      ).rows[0]!.COD_UTENTE;
+    const v0 = await version();
+    for (const w of [7, 4, 0, -1]) {
+      const res = await anna.patch(`/api/v4/core/COST/CUST/6${Q}`, { data: { COD_UTENTE: w } });
+      expect(res.status, String(w)).toBe(400);
+      expect(res.body, String(w)).toMatchObject({
+        error: "ValidationError",
+        code: "INVALID_METADATA",
+        status: 400,
+        errors: [
+          {
+            field: expect.stringMatching(/^TB_COST\[\d+\]\.COD_UTENTE$/),
+            message: `${w} is no peso level: give 1 (admin), 2 (manager) or 3 (user) for a field seen by that peso and the lower ones, or null for no weight (CUST.CREDIT_LIMIT)`,
+          },
+        ],
+      });
+    }
+    const created = await anna.post(`/api/v4/core/COST${Q}`, {
+      data: {
+        COD_DIM: "CUST",
+        NUM_COST: 40,
+        COD_VAR: "VIP",
+        COD_ON_OFF: "LD",
+        COD_UTENTE: 9,
+        CENTER_DETT: "nuovo",
+      },
+    });
+    expect(created.status).toBe(400);
+    expect(created.body).toMatchObject({
+      code: "INVALID_METADATA",
+      errors: [
+        {
+          field: expect.stringMatching(/^TB_COST\[\d+\]\.COD_UTENTE$/),
+          message: expect.stringMatching(/^9 is no peso level: .*\(CUST\.VIP\)$/),
+        },
+      ],
+    });
+    expect(await weight()).toBe(2);
+    expect(await version()).toBe(v0);
+    // Each level, and no weight, is taken.
+    for (const w of [3, 1, null, 2]) {
+      const res = await anna.patch(`/api/v4/core/COST/CUST/6${Q}`, { data: { COD_UTENTE: w } });
+      expect(res.status, String(w)).toBe(200);
+      expect(await weight()).toBe(w);
+    }
+  });
+
+  it("two fields of a dimension may not share a NUM_VAR (it orders them): 400 INVALID_METADATA naming both", async () => {
+    const v0 = await version();
+    const added = await anna.post(`/api/v4/core/VAR${Q}`, {
+      data: { COD_DIM: "CUST", NUM_VAR: 3, COD_VAR: "NICK", DATA_TYPE: "STRING", LENGTH: 10 },
+    });
+    expect(added.status).toBe(400);
+    expect(added.body).toMatchObject({
+      error: "ValidationError",
+      code: "INVALID_METADATA",
+      status: 400,
+      errors: [
+        {
+          field: expect.stringMatching(/^TB_VAR\[\d+\]\.NUM_VAR$/),
+          message:
+            "CUST.NAME and CUST.NICK both have NUM_VAR 3; NUM_VAR orders a dimension's fields, so each field needs its own",
+        },
+      ],
+    });
+    expect(await columns("TB_ANAG_CUST00")).not.toContain("NICK");
+    const moved = await anna.patch(`/api/v4/core/VAR/CUST/EMAIL${Q}`, { data: { NUM_VAR: 3 } });
+    expect(moved.status).toBe(400);
+    expect(moved.body).toMatchObject({
+      code: "INVALID_METADATA",
+      errors: [
+        expect.objectContaining({
+          field: expect.stringContaining("NUM_VAR"),
+          message: expect.stringMatching(/^CUST\.(EMAIL|NAME) and CUST\.(EMAIL|NAME) both have NUM_VAR 3;/),
+        }),
+      ],
+    });
+    const dim = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "TWINS", TABLE_NAME: "TB_ANAG_TWINS00", ID_FIELD: "TWINS_ID" },
+      fields: [
+        { NUM_VAR: 2, COD_VAR: "LEFT_ONE", DATA_TYPE: "STRING", LENGTH: 10 },
+        { NUM_VAR: 2, COD_VAR: "RIGHT_ONE", DATA_TYPE: "STRING", LENGTH: 10 },
+      ],
+    });
+    expect(dim.status).toBe(400);
+    expect(dim.body).toMatchObject({
+      code: "INVALID_METADATA",
+      errors: [
+        expect.objectContaining({
+          message: expect.stringContaining("TWINS.LEFT_ONE and TWINS.RIGHT_ONE both have NUM_VAR 2"),
+        }),
+      ],
+    });
+    expect(await version()).toBe(v0);
+    // The id field a new dimension is given takes a NUM_VAR of its own, before the fields given.
+    const made = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: { COD_DIM: "NUMBERED", TABLE_NAME: "TB_ANAG_NUMBERED00", ID_FIELD: "NUMBERED_ID" },
+      fields: [
+        { NUM_VAR: 0, COD_VAR: "ZERO", DATA_TYPE: "STRING", LENGTH: 10 },
+        { NUM_VAR: 1, COD_VAR: "ONE", DATA_TYPE: "STRING", LENGTH: 10 },
+      ],
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const { rows } = await t.services.db.query<{ COD_VAR: string; NUM_VAR: number }>(
+      `SELECT "COD_VAR", "NUM_VAR" FROM "TB_VAR" WHERE "COD_DIM" = 'NUMBERED' ORDER BY "NUM_VAR"`,
+    );
+    expect(rows.map((r) => [r.COD_VAR, Number(r.NUM_VAR)])).toEqual([
+      ["NUMBERED_ID", -1],
+      ["ZERO", 0],
+      ["ONE", 1],
+    ]);
+    expect((await anna.delete(`/api/v4/core/DIM/NUMBERED${Q}`)).status).toBe(200);
+  });
+
+  it("ROW_SCOPE is stored in its one spelling: keys trimmed and lower-cased, as they are defined", async () => {
+    const dim = await anna.post(`/api/v4/core/DIM${Q}`, {
+      data: {
+        COD_DIM: "SCOPED",
+        TABLE_NAME: "TB_ANAG_SCOPED00",
+        ID_FIELD: "SCOPED_ID",
+        ROW_SCOPE: " Centro_Dett , OWNER ",
+      },
+      fields: [{ NUM_VAR: 2, COD_VAR: "LABEL", DATA_TYPE: "STRING", LENGTH: 10 }],
+    });
+    expect(dim.status, JSON.stringify(dim.body)).toBe(201);
+    expect(dim.body.data.ROW_SCOPE).toBe("centro_dett,owner");
+    const stored = async () =>
+      (
+        await t.services.db.query<{ ROW_SCOPE: string | null }>(
+          `SELECT "ROW_SCOPE" FROM "TB_DIM" WHERE "COD_DIM" = 'SCOPED'`,
+        )
+      ).rows[0]!.ROW_SCOPE;
+    expect(await stored()).toBe("centro_dett,owner");
+    expect(
+      t.services.metadata
+        .current()
+        .dimensions.get("SCOPED")!
+        .rowScope.map((k) => k.key),
+    ).toEqual(["centro_dett", "owner"]);
+    const patched = await anna.patch(`/api/v4/core/DIM/SCOPED${Q}`, {
+      data: { ROW_SCOPE: "Centro_Dett,,OWNER" },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.data.ROW_SCOPE).toBe("centro_dett,owner");
+    // Still refused as before: a key named twice in any spelling, an unknown key, none at all.
+    const refusals: Array<[string, string]> = [
+      ["owner,OWNER", "names owner twice"],
+      ["Centro_Dett,Region", '"region" is not a scope key'],
+      [" , ", "names no scope key"],
+    ];
+    for (const [value, message] of refusals) {
+      const res = await anna.patch(`/api/v4/core/DIM/SCOPED${Q}`, { data: { ROW_SCOPE: value } });
+      expect(res.status, value).toBe(400);
+      expect(res.body, value).toMatchObject({
+        code: "INVALID_METADATA",
+        errors: [
+          {
+            field: expect.stringMatching(/^TB_DIM\[\d+\]\.ROW_SCOPE$/),
+            message: expect.stringContaining(message),
+          },
+        ],
+      });
+    }
+    expect(await stored()).toBe("centro_dett,owner");
+    expect((await anna.delete(`/api/v4/core/DIM/SCOPED${Q}`)).status).toBe(200);
+  });
 });
 
 describe.each(BACKENDS)("metadata writes that reshape tables (%s)", (backend) => {

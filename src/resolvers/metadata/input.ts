@@ -105,10 +105,11 @@ function newDimensionFields(dimRow: Row, fields: unknown): Row[] {
     }
   });
   if (!rows.some((r) => r.COD_VAR === dimRow.ID_FIELD)) {
-    const taken = new Set(rows.map((r) => r.NUM_VAR));
+    // First in the field order, on a NUM_VAR of its own (two fields may not share one).
+    const taken = rows.map((r) => r.NUM_VAR).filter((n): n is number => typeof n === "number");
     rows.unshift({
       COD_DIM: dimRow.COD_DIM,
-      NUM_VAR: taken.has(1) ? 0 : 1,
+      NUM_VAR: taken.includes(1) ? Math.min(...taken) - 1 : 1,
       COD_VAR: dimRow.ID_FIELD,
       DATA_TYPE: "INTEGER",
       NULLABLE: false,

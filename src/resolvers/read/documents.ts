@@ -5,7 +5,6 @@
 // A part's dimension is usually served by another menu node than the root's (a price list's
 // prices): it is authorized through the request's source when that serves it, else through the
 // nodes that serve the part's dimension the caller holds a read grant on; none is 403.
-import { z } from "zod";
 import { type AccessView, accessView } from "../../auth/access-view.ts";
 import { authorizeRead } from "../../auth/authorize.ts";
 import { NotFoundError, ValidationError } from "../../errors.ts";
@@ -16,6 +15,7 @@ import { documentDefinitionSchema } from "../../metadata/document-definition.ts"
 import type { MetadataModel, RequestContext } from "../../types.ts";
 import type { DataRecord } from "./common.ts";
 import { createReadContext, type ReadDeps } from "./context.ts";
+import { recordNotFound } from "../write/record-store.ts";
 import { getRecord } from "./get.ts";
 import { listRecords } from "./list.ts";
 
@@ -34,7 +34,8 @@ export interface DocumentPart {
 
 export interface DocumentSpec {
   rootDim: string;
-  key: string;
+  /** The root record's id as the request gave it (a path segment, or a body's val_key). */
+  key: string | number;
   rootFields: string[] | null;
   parts: DocumentPart[];
   compact: boolean;
@@ -93,9 +94,15 @@ export async function buildDocument(
   const root = await getRecord(
     rootRc,
     spec.rootDim,
-    spec.key,
+    String(spec.key),
     emptyRecordQuery({ fields: [...new Set([...rootFields, ...joinKeys])] }),
-  );
+  ).catch((err: unknown) => {
+    // An absent root is the RECORD_NOT_FOUND every other route answers (history, commands,
+    // writes): one constructor, one shape, `details: {dimension, id}` included.
+    if (err instanceof NotFoundError && err.code === "RECORD_NOT_FOUND")
+      throw recordNotFound(model.dimensions.get(spec.rootDim)!, spec.key);
+    throw err;
+  });
   const data: DataRecord = {};
   for (const f of rootFields) data[f] = root.data[f] ?? null;
 
@@ -170,12 +177,90 @@ export async function getDocument(
   });
 }
 
-const onTheFlySchema = z.strictObject({
-  dim: z.string().min(1).max(30),
-  val_key: z.union([z.string().min(1).max(100), z.number()]),
-  related_dim: z.record(z.string().max(30), z.array(z.string().max(60)).max(200)).optional(),
-  compact: z.boolean().optional(),
-});
+/** The members of an on-the-fly document's body, each with what it takes (its messages say so). */
+const ON_THE_FLY_MEMBERS = {
+  dim: "the root dimension's code, a string of 1 to 30 characters",
+  val_key: "the root record's id, a string of 1 to 100 characters or a number",
+  related_dim:
+    'an object mapping each related dimension\'s code (up to 30 characters) to an array of at most 200 of its field codes (up to 60 characters each; [] for every field you may read in detail), e.g. {"ADDR": ["STREET"]}',
+  compact: "true or false",
+} as const;
+
+type OnTheFlyMember = keyof typeof ON_THE_FLY_MEMBERS;
+
+interface OnTheFlyBody {
+  dim: string;
+  val_key: string | number;
+  related_dim: Record<string, string[]>;
+  compact: boolean;
+}
+
+function shownValue(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 40 ? `${text.slice(0, 40)}…` : text;
+}
+
+function wrongMember(member: OnTheFlyMember, value: unknown, at: string = member): never {
+  throw new ValidationError(
+    "INVALID_FIELD",
+    `${at} must be ${ON_THE_FLY_MEMBERS[member]}; got ${shownValue(value)}.`,
+    { field: at },
+  );
+}
+
+const isString = (v: unknown, max: number): v is string =>
+  typeof v === "string" && v.length >= 1 && v.length <= max;
+
+/**
+ * The body of POST /api/v4/document: `{dim, val_key, related_dim?, compact?}`. Not a JSON object:
+ * 400 INVALID_REQUEST; a member it does not take: 400 INVALID_FIELD naming it; `dim` or `val_key`
+ * absent: 400 MISSING_PARAMETER naming it; a member of the wrong type or size: 400 INVALID_FIELD
+ * naming it and what it takes.
+ */
+function parseOnTheFlyBody(body: unknown): OnTheFlyBody {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    throw new ValidationError(
+      "INVALID_REQUEST",
+      "The request body must be a JSON object: {dim, val_key, related_dim?, compact?}.",
+    );
+  }
+  const given = body as Record<string, unknown>;
+  for (const key of Object.keys(given)) {
+    if (Object.hasOwn(ON_THE_FLY_MEMBERS, key)) continue;
+    const name = key.slice(0, 60);
+    const where = name === "source" || name === "center_dett" ? ` (give ${name} in the query string)` : "";
+    throw new ValidationError(
+      "INVALID_FIELD",
+      `${name} is not a member of a document request, which takes dim, val_key, related_dim and compact${where}.`,
+      { field: name },
+    );
+  }
+  const missing = (["dim", "val_key"] as const).filter((m) => given[m] === undefined);
+  if (missing.length) {
+    const what = missing.map((m) => `${m} (${ON_THE_FLY_MEMBERS[m]})`).join(" and ");
+    throw new ValidationError("MISSING_PARAMETER", `The body must carry ${what}.`, {
+      field: missing[0]!,
+    });
+  }
+  const { dim, val_key, related_dim, compact } = given;
+  if (!isString(dim, 30)) wrongMember("dim", dim);
+  if (!isString(val_key, 100) && !(typeof val_key === "number" && Number.isFinite(val_key)))
+    wrongMember("val_key", val_key);
+  const related: Record<string, string[]> = {};
+  if (related_dim !== undefined) {
+    if (related_dim === null || typeof related_dim !== "object" || Array.isArray(related_dim))
+      wrongMember("related_dim", related_dim);
+    for (const [code, fields] of Object.entries(related_dim as Record<string, unknown>)) {
+      if (code.length > 30) wrongMember("related_dim", code, "related_dim");
+      const at = `related_dim.${code}`;
+      if (!Array.isArray(fields) || fields.length > 200 || !fields.every((f) => isString(f, 60)))
+        wrongMember("related_dim", fields, at);
+      related[code] = fields as string[];
+    }
+  }
+  if (compact !== undefined && typeof compact !== "boolean") wrongMember("compact", compact);
+  return { dim, val_key: val_key as string | number, related_dim: related, compact: compact === true };
+}
 
 /** POST /api/v4/document: a document defined in the request, parts joined through TB_OBJECT. */
 export async function getOnTheFlyDocument(
@@ -183,14 +268,7 @@ export async function getOnTheFlyDocument(
   request: RequestContext,
   body: unknown,
 ): Promise<{ data: DataRecord }> {
-  const parsed = onTheFlySchema.safeParse(body);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const field =
-      issue.code === "unrecognized_keys" ? String(issue.keys[0]) : String(issue.path[0] ?? "body");
-    throw new ValidationError("INVALID_FIELD", `${field}: ${issue.message}`, { field });
-  }
-  const { dim: rootDim, val_key, related_dim = {}, compact = false } = parsed.data;
+  const { dim: rootDim, val_key, related_dim, compact } = parseOnTheFlyBody(body);
   const model = deps.metadata.current();
   const root = model.dimensions.get(rootDim);
   if (!root) throw new NotFoundError("DIMENSION_NOT_FOUND", `Dimension ${rootDim} does not exist.`);
@@ -214,5 +292,5 @@ export async function getOnTheFlyDocument(
     }
     return { name: code, dim: code, join, fields: fields.length ? fields : null, where: {} };
   });
-  return buildDocument(deps, request, { rootDim, key: String(val_key), rootFields: null, parts, compact });
+  return buildDocument(deps, request, { rootDim, key: val_key, rootFields: null, parts, compact });
 }

@@ -14,18 +14,22 @@ import { updateRecord } from "./update.ts";
 /** Revision numbers are INTEGER (TB_HISTORY.REVISION). */
 const MAX_REVISION = 2_147_483_647;
 
-/** A revision number from a path or argument: a whole number from 1, else 400 INVALID_PARAMETER. */
+/**
+ * A revision number from a path or argument: a whole number from 1 written as the history lists
+ * it (canonical decimal: no leading zero, sign, space or fraction; `01` is not revision 1), else
+ * 400 INVALID_PARAMETER. GraphQL's Int grammar already refuses such spellings.
+ */
 export function parseRevision(raw: unknown): number {
   const n =
     typeof raw === "number"
       ? raw
-      : typeof raw === "string" && /^\d{1,10}$/.test(raw)
+      : typeof raw === "string" && /^[1-9]\d{0,9}$/.test(raw)
         ? Number(raw)
         : Number.NaN;
   if (!Number.isSafeInteger(n) || n < 1 || n > MAX_REVISION) {
     throw new BadRequestError(
       "INVALID_PARAMETER",
-      `revision must be a whole number from 1 to ${MAX_REVISION}; got '${String(raw).slice(0, 40)}'.`,
+      `revision must be a whole number from 1 to ${MAX_REVISION}, written without leading zeros, sign or spaces (as the history lists it); got '${String(raw).slice(0, 40)}'.`,
       { field: "revision" },
     );
   }
