@@ -705,6 +705,14 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
           error: "NotFound",
         });
       }
+      // The body every RECORD_NOT_FOUND has (history, commands, documents, writes).
+      expect((await get("anna", u("/api/v4/core/CUST/999", { source: "anag-1" }))).body).toEqual({
+        error: "NotFound",
+        message: "CUST 999 does not exist.",
+        code: "RECORD_NOT_FOUND",
+        status: 404,
+        details: { dimension: "CUST", id: "999" },
+      });
       const badFilter = await list({ $filter: "NAME eq 'x' or CODE xx 3" });
       expect(badFilter.body).toEqual({
         error: "BadRequest",

@@ -1,6 +1,5 @@
 // getRecord: GET /{dim}/{id}: fields with D, $expand allowed; unknown, invisible (cancelled, or
 // another tenant's) record is 404 RECORD_NOT_FOUND.
-import { NotFoundError } from "../../errors.ts";
 import { compileRecordsSelect } from "../../query/compile.ts";
 import { planRecord } from "../../query/plan.ts";
 import type { RecordQuery } from "../../query/types.ts";
@@ -8,6 +7,7 @@ import { assertDebugAllowed, readableDimension, runQuery, toRecord } from "./com
 import type { ReadContext } from "./context.ts";
 import { attachExpansions, expandShapes } from "./expand.ts";
 import type { RecordResult } from "./types.ts";
+import { recordNotFound } from "../write/record-store.ts";
 
 export async function getRecord(
   rc: ReadContext,
@@ -17,11 +17,8 @@ export async function getRecord(
 ): Promise<RecordResult> {
   const dim = readableDimension(rc, dimCode);
   if (query.debug) assertDebugAllowed(rc);
-  const notFound = () =>
-    new NotFoundError(
-      "RECORD_NOT_FOUND",
-      `No ${dim.code} record with ${dim.idField} ${String(id).slice(0, 60)}.`,
-    );
+  // The same body as every other RECORD_NOT_FOUND (history, commands, documents, writes).
+  const notFound = () => recordNotFound(dim, id);
   const plan = planRecord(rc.request, rc.model, dim, id, query);
   if (!plan) throw notFound();
   const q = compileRecordsSelect(plan, false);

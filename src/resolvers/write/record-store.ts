@@ -49,9 +49,11 @@ export function parseRecordId(dim: DimensionDef, raw: unknown): RecordId | null 
   return length !== null && [...raw].length > length ? null : raw;
 }
 
+/** 404 RECORD_NOT_FOUND for `id` as the request gave it (at most 60 characters of it shown). */
 export function recordNotFound(dim: DimensionDef, id: unknown): NotFoundError {
-  return new NotFoundError("RECORD_NOT_FOUND", `${dim.code} ${String(id)} does not exist.`, {
-    details: { dimension: dim.code, id },
+  const shown = typeof id === "string" && id.length > 60 ? id.slice(0, 60) : id;
+  return new NotFoundError("RECORD_NOT_FOUND", `${dim.code} ${String(shown)} does not exist.`, {
+    details: { dimension: dim.code, id: shown },
   });
 }
 
