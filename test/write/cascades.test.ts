@@ -76,15 +76,51 @@ describe.each(BACKENDS)("cascades over HTTP (%s)", (backend) => {
       data: { CUST_ID: 1, ORDL: [{ PROD_ID: "P0001", QTY: 1 }, { PROD_ID: "P0001" }] },
     });
     expect(res.status).toBe(422);
-    expect(res.body).toMatchObject({ code: "REQUIRED_FIELD_MISSING", field: "QTY" });
+    // The child's field by its place in the body: which line failed.
+    expect(res.body).toMatchObject({ code: "REQUIRED_FIELD_MISSING", field: "ORDL[1].QTY" });
     const badFk = await anna.post("/api/v4/core/ORD?source=sales-1", {
       data: { CUST_ID: 1, ORDL: [{ PROD_ID: "NOPE", QTY: 1 }] },
     });
-    expect(badFk.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "PROD_ID" });
+    expect(badFk.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "ORDL[0].PROD_ID" });
     const notList = await anna.post("/api/v4/core/ORD?source=sales-1", {
       data: { CUST_ID: 1, ORDL: { QTY: 1 } },
     });
     expect(notList.body).toMatchObject({ code: "INVALID_FIELD_VALUE", field: "ORDL" });
+    const notObject = await anna.post("/api/v4/core/ORD?source=sales-1", {
+      data: { CUST_ID: 1, ORDL: [{ PROD_ID: "P0001", QTY: 1 }, 7] },
+    });
+    expect(notObject.body).toMatchObject({ code: "INVALID_FIELD_VALUE", field: "ORDL[1]" });
+    const unknown = await anna.post("/api/v4/core/ORD?source=sales-1", {
+      data: {
+        CUST_ID: 1,
+        ORDL: [
+          { PROD_ID: "P0001", QTY: 1 },
+          { PROD_ID: "P0001", QTY: 1, NOPE: 1 },
+        ],
+      },
+    });
+    expect(unknown.body).toMatchObject({ code: "INVALID_FIELD", field: "ORDL[1].NOPE" });
+    // The same paths in a batch item's error and a /core/batch operation's.
+    const batch = await anna.post("/api/v4/core/ORD/batch?source=sales-1", {
+      data: [{ CUST_ID: 1, ORDL: [{ PROD_ID: "P0001", QTY: 1 }, { PROD_ID: "P0001", QTY: 1 }, { QTY: 1 }] }],
+    });
+    expect(batch.body.results[0].error).toMatchObject({
+      code: "REQUIRED_FIELD_MISSING",
+      field: "ORDL[2].PROD_ID",
+    });
+    const core = await anna.post("/api/v4/core/batch?source=sales-1", {
+      operations: [{ method: "POST", dim: "ORD", data: { CUST_ID: 1, ORDL: [{ PROD_ID: "NOPE", QTY: 1 }] } }],
+    });
+    expect(core.body).toMatchObject({
+      code: "INVALID_FOREIGN_KEY",
+      field: "ORDL[0].PROD_ID",
+      details: { operation: 0 },
+    });
+    // A parent's own field is still named plainly.
+    const parent = await anna.post("/api/v4/core/ORD?source=sales-1", {
+      data: { CUST_ID: 999999, ORDL: [{ PROD_ID: "P0001", QTY: 1 }] },
+    });
+    expect(parent.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "CUST_ID" });
     expect(await snapshot(t.services)).toEqual(before);
   });
 
@@ -239,5 +275,34 @@ describe("a key change that would orphan records outside UPDATE_CASCADE", () => 
     expect(await row(t.services, "TB_ANAG_CUST00", "CUST_ID", mover.body.data.CUST_ID)).toMatchObject({
       CITY_ID: "NEWFREE",
     });
+  });
+
+  it("a force delete of a record named outside CASCADE_DELETE is 409 KEY_IN_USE and deletes nothing; a soft delete goes", async () => {
+    await anna.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: "NAMED", NAME: "Named", COUNTRY: "IT" },
+    });
+    await anna.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Names it", CITY_ID: "NAMED" } });
+    const before = await snapshot(t.services);
+    const res = await anna.delete("/api/v4/core/CITY/NAMED?source=anag-3&force=true");
+    expect(res.status).toBe(409);
+    expect(res.body).toEqual({
+      error: "Conflict",
+      code: "KEY_IN_USE",
+      status: 409,
+      field: "CITY_ID",
+      message:
+        'CITY.CITY_ID "NAMED" is named by 1 CUST record(s) (CITY_ID), which CITY does not delete with it (CASCADE_DELETE). Nothing was deleted: delete it without force (a cancelled record stays for them to name), point those records elsewhere first, or list CUST in CITY\'s CASCADE_DELETE.',
+      details: { dimension: "CUST", field: "CITY_ID", records: 1 },
+    });
+    expect(await snapshot(t.services)).toEqual(before);
+    expect(await row(t.services, "TB_ANAG_CITY00", "CITY_ID", "NAMED")).toBeDefined();
+    // A soft delete keeps the record for them: it goes through.
+    expect((await anna.delete("/api/v4/core/CITY/NAMED?source=anag-3")).status).toBe(200);
+    // Named by nobody, a force delete removes it.
+    await anna.post("/api/v4/core/CITY?source=anag-3", {
+      data: { CITY_ID: "LONE", NAME: "Lone", COUNTRY: "IT" },
+    });
+    expect((await anna.delete("/api/v4/core/CITY/LONE?source=anag-3&force=true")).status).toBe(200);
+    expect(await row(t.services, "TB_ANAG_CITY00", "CITY_ID", "LONE")).toBeUndefined();
   });
 });

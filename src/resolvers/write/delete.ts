@@ -4,6 +4,7 @@ import type { DimensionDef, RecordChange, WriteResult } from "../../types.ts";
 import { auditColumns } from "./audit.ts";
 import { recordChanged } from "./change-event.ts";
 import { step, type WriteContext } from "./context.ts";
+import { countNaming, keyInUse } from "./naming-records.ts";
 import { deleteRow, lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { checkDeletable, currentTrec } from "./state.ts";
 import { isBlank } from "./values.ts";
@@ -37,6 +38,7 @@ async function deleteLocked(
   await step(w, "record");
   let change: RecordChange;
   if (force) {
+    await refuseOrphaningForceDelete(w, dim, current);
     await deleteRow(w, dim, id);
     // A force delete takes the record's history with it (decisions.md §19: recordChanged).
     change = await recordChanged(w, dim, "deleted", current, true);
@@ -50,6 +52,30 @@ async function deleteLocked(
   }
   await step(w, "cascades");
   return Object.assign(change, { children: [], cascaded: await cascadeDelete(w, dim, current, force, seen) });
+}
+
+/**
+ * A force delete removes the record for good: records of a dimension outside CASCADE_DELETE whose
+ * foreign key names it would name nothing, ever (a soft delete keeps it for them, and a restore
+ * brings it back): 409 KEY_IN_USE, naming them, and nothing is deleted, as for a key change
+ * outside UPDATE_CASCADE (update.ts).
+ */
+async function refuseOrphaningForceDelete(w: WriteContext, dim: DimensionDef, current: Row): Promise<void> {
+  for (const rel of dim.reverseRelations) {
+    if (dim.cascadeDelete.includes(rel.fromDim)) continue;
+    const value = current[rel.toField];
+    const child = w.model.dimensions.get(rel.fromDim);
+    if (isBlank(value) || !child) continue;
+    const n = await countNaming(w, child, rel, value);
+    if (n > 0)
+      throw keyInUse(
+        dim,
+        rel,
+        value,
+        n,
+        `which ${dim.code} does not delete with it (CASCADE_DELETE). Nothing was deleted: delete it without force (a cancelled record stays for them to name), point those records elsewhere first, or list ${rel.fromDim} in ${dim.code}'s CASCADE_DELETE.`,
+      );
+  }
 }
 
 /**

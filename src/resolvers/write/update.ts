@@ -1,8 +1,5 @@
 // Update (PUT and PATCH): lock the record -> field rules and TREC move -> types and lengths ->
 // required fields -> foreign keys -> update with audit fields -> outbox row -> update cascade.
-import { ident } from "../../db/sql.ts";
-import { ConflictError } from "../../errors.ts";
-import { TENANT_COLUMN } from "../../metadata/data-types.ts";
 import type { DimensionDef, FieldDef, RecordChange, WriteResult } from "../../types.ts";
 import { type AuditEvent, auditColumns } from "./audit.ts";
 import { recordChanged } from "./change-event.ts";
@@ -10,6 +7,7 @@ import { moveRevisions } from "../../history/revisions.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
 import { foreignKeyLookups } from "./foreign-keys.ts";
+import { countNaming, keyInUse } from "./naming-records.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { requireWrittenInScope } from "./row-scope.ts";
@@ -91,16 +89,14 @@ async function refuseOrphaningKeyChange(w: WriteContext, dim: DimensionDef, befo
     if (isBlank(old) || String(old) === String(after[rel.toField])) continue;
     const child = w.model.dimensions.get(rel.fromDim);
     if (!child) continue;
-    const { rows } = await w.tx.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${ident(child.tableName)} WHERE ${ident(TENANT_COLUMN)} = $1 AND ${ident(rel.fromField)} = $2 LIMIT 1000) AS named`,
-      [w.ctx.principal.tenantId, old],
-    );
-    const n = rows[0]?.n ?? 0;
+    const n = await countNaming(w, child, rel, old);
     if (n > 0)
-      throw new ConflictError(
-        "KEY_IN_USE",
-        `${dim.code}.${rel.toField} ${JSON.stringify(old)} is named by ${n === 1000 ? "1000 or more" : n} ${rel.fromDim} record(s) (${rel.fromField}), which ${dim.code} does not update with it (UPDATE_CASCADE). Nothing was changed: list ${rel.fromDim} in ${dim.code}'s UPDATE_CASCADE, or point those records elsewhere first.`,
-        { field: rel.toField, details: { dimension: rel.fromDim, field: rel.fromField, records: n } },
+      throw keyInUse(
+        dim,
+        rel,
+        old,
+        n,
+        `which ${dim.code} does not update with it (UPDATE_CASCADE). Nothing was changed: list ${rel.fromDim} in ${dim.code}'s UPDATE_CASCADE, or point those records elsewhere first.`,
       );
   }
 }
