@@ -427,6 +427,15 @@ export function parseLookupParams(params: QueryParams): {
   fullList: boolean;
 } {
   checkUnknown(params, LOOKUP_PARAMETERS);
+  // A list's parameters name nothing here, and would be left unread (the whole list answered).
+  for (const key of Object.keys(params)) {
+    if (LOOKUP_PARAMETERS.has(key) || !(key.startsWith("filter") || LIST_PARAMETERS.has(key))) continue;
+    const name = key.slice(0, 60);
+    throw invalidParameter(
+      name,
+      `${name} is not taken by a lookup, which takes field, $filter (an expression on the key and display fields, e.g. $filter=NAME eq 'Rossi') and getACList.`,
+    );
+  }
   const given = new Map(entries(params));
   const one = (name: string) => {
     const values = given.get(name);

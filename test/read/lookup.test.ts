@@ -89,6 +89,25 @@ describe.each(BACKENDS)("vars lookups (%s)", (backend) => {
       `source=anag-1&field=CITY_ID&$filter=${encodeURIComponent("COUNTRY eq 'IT'")}`,
     );
     expect(other.body).toMatchObject({ code: "INVALID_FILTER", status: 400 });
+    // A list's parameters would be left unread (the whole list answered): refused, naming $filter.
+    for (const [name, value] of [
+      ["filter[NAME]", "Milano"],
+      ["sort", "NAME"],
+      ["cond_trec", "C"],
+    ]) {
+      const res = await vars(
+        anna,
+        `source=anag-1&field=CITY_ID&getACList=1&${encodeURIComponent(name!)}=${value}`,
+      );
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        error: "BadRequest",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: name,
+        message: `${name} is not taken by a lookup, which takes field, $filter (an expression on the key and display fields, e.g. $filter=NAME eq 'Rossi') and getACList.`,
+      });
+    }
   });
 
   it("another tenant's rows and cancelled rows are left out", async () => {
