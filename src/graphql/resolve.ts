@@ -47,6 +47,7 @@ import { listHistory } from "../resolvers/read/history.ts";
 import type { RequestBudget } from "../resolvers/write/context.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
+import { presentCascaded } from "../resolvers/write/present.ts";
 import type { SchemaResolvers } from "../schema/build.ts";
 import type { Services } from "../services.ts";
 import { type Caller, type Config, type DimensionDef, inScope, type RequestContext } from "../types.ts";
@@ -649,6 +650,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         data: result.visible,
         message: `${result.dim} ${result.recordId} created.`,
         event_id: result.eventId,
+        cascaded: presentCascaded(result),
       };
     },
 
@@ -661,6 +663,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
           data: result.visible,
           message: `${result.dim} ${result.recordId} updated.`,
           event_id: result.eventId,
+          cascaded: presentCascaded(result),
         };
       },
 
@@ -671,6 +674,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         data: result.visible,
         message: `${result.dim} ${result.recordId} ${args.force ? "permanently deleted" : "deleted"}.`,
         event_id: result.eventId,
+        cascaded: presentCascaded(result),
       };
     },
 
@@ -721,6 +725,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
           data: result.visible,
           message: `${result.dim} ${result.recordId}: ${args.name} done.`,
           event_id: result.eventId,
+          cascaded: presentCascaded(result),
         };
       },
 
@@ -744,6 +749,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         data: result.visible,
         message: `${result.dim} ${result.recordId} restored to revision ${args.revision}.`,
         event_id: result.eventId,
+        cascaded: presentCascaded(result),
       };
     },
 
@@ -774,6 +780,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         id: r.result.recordId,
         data: r.result.visible,
         event_id: r.result.eventId,
+        cascaded: presentCascaded(r.result),
       }));
     },
 

@@ -63,15 +63,16 @@ function withCascaded(body: Body, result: WriteResult): Body {
   return body;
 }
 
+/** A batch's answer; a record's result carries `cascaded` as its single write's body would. */
 function batchBody(result: BatchResult): Body {
   return {
     success: result.success,
     failed: result.failed,
-    results: result.results.map((r) =>
-      r.status === "failed"
-        ? { index: r.index, id: r.id, status: r.status, error: r.error }
-        : { index: r.index, id: r.id, status: r.status, event_id: r.result?.eventId },
-    ),
+    results: result.results.map((r) => {
+      if (r.status === "failed") return { index: r.index, id: r.id, status: r.status, error: r.error };
+      const item: Body = { index: r.index, id: r.id, status: r.status, event_id: r.result?.eventId };
+      return r.result ? withCascaded(item, r.result) : item;
+    }),
   };
 }
 
@@ -107,16 +108,21 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     const results = await runCoreBatch(servicesOf(services, request), ctx, request.body);
     return {
       success: results.length,
-      results: results.map(({ index, ref, method, dim, result }) => ({
-        index,
-        ref,
-        method,
-        dimension: dim,
-        status: method === "POST" ? 201 : 200,
-        id: result.recordId,
-        event_id: result.eventId,
-        data: result.visible,
-      })),
+      results: results.map(({ index, ref, method, dim, result }) =>
+        withCascaded(
+          {
+            index,
+            ref,
+            method,
+            dimension: dim,
+            status: method === "POST" ? 201 : 200,
+            id: result.recordId,
+            event_id: result.eventId,
+            data: result.visible,
+          },
+          result,
+        ),
+      ),
     };
   });
 

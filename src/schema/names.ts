@@ -18,6 +18,7 @@ export const FIXED_TYPE_NAMES: ReadonlySet<string> = new Set([
   "BatchMethod",
   "BatchOperation",
   "BatchOperationResult",
+  "CascadedChange",
   "AggregateFunction",
   "AggregateInput",
   "OrderDirection",

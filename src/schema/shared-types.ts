@@ -35,6 +35,7 @@ import {
   shownFields,
 } from "./profile.ts";
 import {
+  cascadedField,
   comparisonOf,
   input,
   list,
@@ -54,7 +55,7 @@ export interface ComponentTypes {
   object(code: string): GraphQLObjectType;
   /** `{code}_page`: a list's data and meta. */
   page(code: string): GraphQLObjectType;
-  /** `{code}_mutation_result`: a write's record, message and event. */
+  /** `{code}_mutation_result`: a write's record, message, event and cascaded changes. */
   result(code: string): GraphQLObjectType;
 }
 
@@ -340,6 +341,7 @@ function componentTypes<C>(types: SharedTypes<C>, component: Component): Compone
             data: output(objectOf(code)),
             message: output(nn(GraphQLString)),
             event_id: output(GraphQLString),
+            cascaded: cascadedField(),
           },
         });
         results.set(code, result);

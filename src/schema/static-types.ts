@@ -192,18 +192,40 @@ export const BatchOperation = new GraphQLInputObjectType({
   }),
 });
 
+/** A record a cascade changed with a write: REST's `cascaded` items (src/resolvers/write/present.ts). */
+export const CascadedChange = new GraphQLObjectType({
+  name: "CascadedChange",
+  description:
+    "A record that a delete or update cascade changed with the write (REST's `cascaded` items): action is deleted or updated, trec the record's TREC after the change (null after a force delete).",
+  extensions: NO_EXTENSIONS,
+  fields: outputs({
+    dimension: nn(GraphQLString),
+    id: nn(GraphQLID),
+    action: nn(GraphQLString),
+    trec: GraphQLString,
+    event_id: nn(GraphQLString),
+  }),
+});
+
+/** `cascaded` of a write's result: every change its cascades made, empty when none. */
+export const cascadedField = () =>
+  output(nn(list(nn(CascadedChange))), "The records cascades changed with this write; empty when none.");
+
 export const BatchOperationResult = new GraphQLObjectType({
   name: "BatchOperationResult",
   extensions: NO_EXTENSIONS,
-  fields: outputs({
-    index: nn(GraphQLInt),
-    ref: GraphQLString,
-    method: nn(GraphQLString),
-    dim: nn(GraphQLString),
-    id: GraphQLID,
-    data: JSONScalar,
-    event_id: GraphQLString,
-  }),
+  fields: {
+    ...outputs({
+      index: nn(GraphQLInt),
+      ref: GraphQLString,
+      method: nn(GraphQLString),
+      dim: nn(GraphQLString),
+      id: GraphQLID,
+      data: JSONScalar,
+      event_id: GraphQLString,
+    }),
+    cascaded: cascadedField(),
+  },
 });
 
 const GRAPHQL_SCALARS: Record<GraphQLScalarName, GraphQLScalarType> = {

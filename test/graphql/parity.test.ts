@@ -203,6 +203,89 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     expect((await rest.get("/api/v4/core/CUST/count?source=anag-1")).body.count).toBe(before);
   });
 
+  it("cascaded changes: the mutation result's `cascaded` is REST's, in single writes and `batch`", async () => {
+    const withAddresses = async (n: number) => {
+      const c = await rest.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Cascade Parity" } });
+      const addrIds: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const a = await rest.post("/api/v4/core/ADDR?source=anag-2", {
+          data: { CUST_ID: c.body.data.CUST_ID, KIND: `K${i}` },
+        });
+        addrIds.push(a.body.data.ADDR_ID);
+      }
+      return { custId: c.body.data.CUST_ID as number, addrIds };
+    };
+    // REST's items with the id as GraphQL's ID sends it, and without the event (each its own).
+    type Change = { dimension: string; id: unknown; action: string; trec: string | null; event_id: string };
+    const shape = (list: Change[]) => list.map((c) => ({ ...c, id: String(c.id), event_id: "e" }));
+    const selection = "cascaded { dimension id action trec event_id }";
+
+    for (const force of [false, true]) {
+      const viaRest = await withAddresses(2);
+      const viaGql = await withAddresses(2);
+      const restRes = await rest.delete(`/api/v4/core/CUST/${viaRest.custId}?source=anag-1&force=${force}`);
+      const gqlRes = await gql(
+        `mutation { CUST_delete(source: "anag-1", id: "${viaGql.custId}", force: ${force}) { event_id ${selection} } }`,
+      );
+      expect(gqlRes.body.errors, JSON.stringify(gqlRes.body.errors)).toBeUndefined();
+      const cascaded: Change[] = gqlRes.body.data.CUST_delete.cascaded;
+      expect(cascaded.map((c) => c.id)).toEqual(viaGql.addrIds.map(String));
+      expect(shape(cascaded)).toEqual(
+        shape(restRes.body.cascaded).map((c, i) => ({ ...c, id: String(viaGql.addrIds[i]) })),
+      );
+      // Each change's own event, after the write's.
+      const events = cascaded.map((c) => Number(c.event_id));
+      expect(events[0]).toBeGreaterThan(Number(gqlRes.body.data.CUST_delete.event_id));
+      expect(events[1]).toBeGreaterThan(events[0]!);
+    }
+
+    // None: an empty list (REST leaves the member out).
+    const plain = await withAddresses(0);
+    const patched = await gql(
+      `mutation { CUST_patch(source: "anag-1", id: "${plain.custId}", data: {NOTES: "n"}) { ${selection} } }`,
+    );
+    expect(patched.body.data.CUST_patch.cascaded).toEqual([]);
+
+    const ops = (custId: number) => [
+      { method: "PATCH", dim: "CUST", source: "anag-1", id: String(custId), data: { NOTES: "x" } },
+      { method: "DELETE", dim: "CUST", source: "anag-1", id: String(custId) },
+    ];
+    const viaRest = await withAddresses(1);
+    const viaGql = await withAddresses(1);
+    const restBatch = await rest.post("/api/v4/core/batch?source=anag-1", {
+      operations: ops(viaRest.custId),
+    });
+    const gqlBatch = await gql(
+      `mutation($ops: [BatchOperation!]!) { batch(operations: $ops) { index ${selection} } }`,
+      { ops: ops(viaGql.custId) },
+    );
+    expect(gqlBatch.body.errors, JSON.stringify(gqlBatch.body.errors)).toBeUndefined();
+    expect(gqlBatch.body.data.batch[0].cascaded).toEqual([]);
+    expect(restBatch.body.results[0].cascaded).toBeUndefined();
+    expect(gqlBatch.body.data.batch[1].cascaded[0].id).toBe(String(viaGql.addrIds[0]));
+    expect(shape(gqlBatch.body.data.batch[1].cascaded)).toEqual(
+      shape(restBatch.body.results[1].cascaded).map((c) => ({ ...c, id: String(viaGql.addrIds[0]) })),
+    );
+  });
+
+  it("an insert-cascade child's error names its place, as REST does", async () => {
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ["second line without QTY", { CUST_ID: 1, ORDL: [{ PROD_ID: "P0001", QTY: 1 }, { PROD_ID: "P0001" }] }],
+      ["unknown product", { CUST_ID: 1, ORDL: [{ PROD_ID: "NOPE", QTY: 1 }] }],
+    ];
+    for (const [label, data] of cases) {
+      const viaRest = await rest.post("/api/v4/core/ORD?source=sales-1", { data });
+      const viaGql = await gql(
+        `mutation($d: ORD_create_input!) { ORD_create(source: "sales-1", data: $d) { message } }`,
+        { d: data },
+      );
+      const ext = viaGql.body.errors?.[0]?.extensions;
+      expect(viaRest.body.field, label).toMatch(/^ORDL\[\d\]\./);
+      expect(ext, label).toMatchObject({ code: viaRest.body.code, status: viaRest.status });
+      expect(ext.field, label).toBe(viaRest.body.field);
+    }
+  });
+
   it("field rules give the same code and field", async () => {
     const cases: Array<[string, Record<string, unknown>]> = [
       ["NAME missing", { CODE: "C1" }],

@@ -136,6 +136,69 @@ describe.each(BACKENDS)("batches over HTTP (%s)", (backend) => {
     expect(await cust(d3)).toBeUndefined();
   });
 
+  /** A customer with `n` addresses (CUST cascades its deletes to ADDR in the sample). */
+  async function customerWithAddresses(n: number): Promise<{ custId: number; addrIds: number[] }> {
+    const c = await anna.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Cascading Srl" } });
+    const addrIds: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const a = await anna.post("/api/v4/core/ADDR?source=anag-2", {
+        data: { CUST_ID: c.body.data.CUST_ID, KIND: `K${i}` },
+      });
+      expect(a.status).toBe(201);
+      addrIds.push(a.body.data.ADDR_ID);
+    }
+    return { custId: c.body.data.CUST_ID, addrIds };
+  }
+
+  it("batch items and /core/batch results carry `cascaded` as a single write's answer does", async () => {
+    const one = await customerWithAddresses(2);
+    const bare = await customerWithAddresses(0);
+    const last = await lastOutboxId(t.services);
+    const res = await anna.post("/api/v4/core/CUST/batch-delete?source=anag-1", {
+      ids: [one.custId, bare.custId],
+    });
+    expect(res.body).toMatchObject({ success: 2, failed: 0 });
+    const events = await outboxRows(t.services, last);
+    expect(events.map((e) => e.EVENT_TYPE)).toEqual([
+      "CUSTDeleted",
+      "ADDRDeleted",
+      "ADDRDeleted",
+      "CUSTDeleted",
+    ]);
+    expect(res.body.results[0].cascaded).toEqual(
+      one.addrIds.map((id, i) => ({
+        dimension: "ADDR",
+        id,
+        action: "deleted",
+        trec: "C",
+        event_id: String(events[i + 1]!.OUTBOX_ID),
+      })),
+    );
+    // As a single write: no member when cascades changed nothing.
+    expect(res.body.results[1]).not.toHaveProperty("cascaded");
+
+    const two = await customerWithAddresses(1);
+    const since = await lastOutboxId(t.services);
+    const core = await anna.post("/api/v4/core/batch?source=anag-1", {
+      operations: [
+        { method: "PATCH", dim: "CUST", id: two.custId, data: { NOTES: "going" } },
+        { method: "DELETE", dim: "CUST", id: two.custId, force: true },
+      ],
+    });
+    expect(core.status, JSON.stringify(core.body)).toBe(200);
+    const coreEvents = await outboxRows(t.services, since);
+    expect(core.body.results[0]).not.toHaveProperty("cascaded");
+    expect(core.body.results[1].cascaded).toEqual([
+      {
+        dimension: "ADDR",
+        id: two.addrIds[0],
+        action: "deleted",
+        trec: null,
+        event_id: String(coreEvents[2]!.OUTBOX_ID),
+      },
+    ]);
+  });
+
   it("refuses a batch over the maximum size with 413, and malformed batch bodies with 400", async () => {
     const items = Array.from({ length: MAX + 1 }, (_, i) => ({ NAME: `Big ${i}` }));
     const big = await anna.post("/api/v4/core/CUST/batch?source=anag-1", { data: items });
@@ -257,6 +320,41 @@ describe.each(BACKENDS)("batches over HTTP (%s)", (backend) => {
       expect(badRef.status).toBe(400);
       expect(badRef.body).toMatchObject({ code: "INVALID_REFERENCE", details: { operation: 1 } });
       expect(await snapshot(t.services)).toEqual(before);
+    });
+
+    it("refuses an id on a POST operation (it was ignored) as a malformed operation", async () => {
+      const before = await snapshot(t.services);
+      const res = await anna.post("/api/v4/core/batch?source=anag-1", {
+        operations: [
+          { method: "POST", dim: "CUST", data: { NAME: "Fine" } },
+          { method: "POST", dim: "CUST", id: 77, data: { NAME: "Id given" } },
+        ],
+      });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ code: "INVALID_REQUEST", field: "operations.1.id" });
+      expect(res.body.errors).toEqual([
+        { field: "operations.1.id", message: expect.stringContaining("POST") },
+      ]);
+      expect(await snapshot(t.services)).toEqual(before);
+    });
+
+    it("names the reference in every INVALID_REFERENCE, beside the operation's index and ref", async () => {
+      const refused = async (reference: string, ref?: string) => {
+        const res = await anna.post("/api/v4/core/batch?source=anag-1", {
+          operations: [
+            { ref: "a", method: "POST", dim: "CUST", data: { NAME: "Referenced" } },
+            { ...(ref ? { ref } : {}), method: "POST", dim: "CUST", data: { NAME: "x", NOTES: reference } },
+          ],
+        });
+        expect(res.status).toBe(400);
+        expect(res.body.code).toBe("INVALID_REFERENCE");
+        return res.body.details;
+      };
+      // A field the record lacks, a ref no operation has, the operation's own ref (not earlier).
+      for (const reference of ["@{a.NOPE}", "@{zz}", "@{b}"]) {
+        expect(await refused(reference, "b"), reference).toEqual({ operation: 1, ref: "b", reference });
+        expect(await refused(reference), reference).toEqual({ operation: 1, reference });
+      }
     });
   });
 });

@@ -69,6 +69,12 @@ export function parseCoreBatch(body: unknown): CoreBatchOperation[] {
     const op = parsed.data as CoreBatchOperation;
     if (op.method !== "POST" && op.id === undefined)
       problems.push({ field: `operations.${i}.id`, message: `${op.method} needs an id` });
+    // A create's id is its id field in data (or its template): an id beside it was ignored.
+    if (op.method === "POST" && op.id !== undefined)
+      problems.push({
+        field: `operations.${i}.id`,
+        message: "POST takes no id; give the record's id field in data",
+      });
     if (op.method !== "DELETE" && op.data === undefined)
       problems.push({ field: `operations.${i}.data`, message: `${op.method} needs data` });
     if (op.ref !== undefined) {
@@ -122,14 +128,21 @@ function referenceValue(text: string, done: ReadonlyMap<string, Referable>): unk
   const m = REFERENCE.exec(text);
   if (!m) return text;
   const target = done.get(m[1]!);
+  // Both refusals name the reference as written (details.reference); inOperation adds the
+  // operation's index and ref.
+  const details = { reference: text };
   if (!target) {
-    throw new BadRequestError("INVALID_REFERENCE", `${text} names no earlier operation of this batch.`);
+    throw new BadRequestError("INVALID_REFERENCE", `${text} names no earlier operation of this batch.`, {
+      details,
+    });
   }
   const name = m[2];
   if (name === undefined) return target.id;
   // A hidden field gets the same answer as one that does not exist.
   if (!Object.hasOwn(target.fields, name)) {
-    throw new BadRequestError("INVALID_REFERENCE", `${text}: the record of ${m[1]} shows no field ${name}.`);
+    throw new BadRequestError("INVALID_REFERENCE", `${text}: the record of ${m[1]} shows no field ${name}.`, {
+      details,
+    });
   }
   return target.fields[name];
 }

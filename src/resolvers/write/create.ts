@@ -2,7 +2,7 @@
 // keys -> insert with audit fields -> outbox row -> insert cascade (child records in the body).
 // Runs inside the caller's transaction (WriteContext.tx); the importer calls it with trusted: true.
 import { randomUUID } from "node:crypto";
-import { ValidationError } from "../../errors.ts";
+import { ApiError, ValidationError } from "../../errors.ts";
 import { fieldConfig } from "../../metadata/build.ts";
 import type { DimensionDef, FieldDef, Relation, WriteResult } from "../../types.ts";
 import { auditColumns } from "./audit.ts";
@@ -115,6 +115,26 @@ function idRequired(w: WriteContext, dim: DimensionDef): boolean {
   return field !== undefined && fieldConfig(field, w.ctx.centerDett).required;
 }
 
+/**
+ * The error of an insert-cascade child with the fields it names given as paths from the parent's
+ * body (`ORDL[1].QTY`, deeper children `ORDL[1].X[0].F`), so a client can tell which line failed.
+ * An error naming no field (a request bound, the database gone) is passed on as it is.
+ */
+function atChild(err: ApiError, place: string): ApiError {
+  if (err.field === undefined && !err.errors?.length) return err;
+  const at = (field: string) => `${place}.${field}`;
+  const moved = new ApiError(err.status, err.code, err.errorType, err.message, {
+    ...(err.field !== undefined ? { field: at(err.field) } : {}),
+    ...(err.errors !== undefined ? { errors: err.errors.map((e) => ({ ...e, field: at(e.field) })) } : {}),
+    ...(err.details !== undefined ? { details: err.details } : {}),
+    ...(err.extra !== undefined ? { extra: err.extra } : {}),
+    ...(err.headers !== undefined ? { headers: err.headers } : {}),
+    cause: err,
+  });
+  // Still the error's own class (ValidationError, ConflictError…) for whoever tells them apart.
+  return Object.setPrototypeOf(moved, Object.getPrototypeOf(err)) as ApiError;
+}
+
 function childLists(dim: DimensionDef, body: Record<string, unknown>) {
   const lists: Array<{ code: string; items: Record<string, unknown>[] }> = [];
   for (const code of dim.insertCascade) {
@@ -127,7 +147,9 @@ function childLists(dim: DimensionDef, body: Record<string, unknown>) {
     }
     list.forEach((item, i) => {
       if (item === null || typeof item !== "object" || Array.isArray(item)) {
-        throw new ValidationError("INVALID_FIELD_VALUE", `${code}[${i}] must be an object.`, { field: code });
+        throw new ValidationError("INVALID_FIELD_VALUE", `${code}[${i}] must be an object.`, {
+          field: `${code}[${i}]`,
+        });
       }
     });
     lists.push({ code, items: list as Record<string, unknown>[] });
@@ -253,10 +275,14 @@ export async function createRecord(
     if (!relation) {
       throw new ValidationError("INVALID_FIELD", `${code} has no relation to ${dim.code}.`, { field: code });
     }
-    for (const item of items) {
+    for (const [i, item] of items.entries()) {
       const childBody = { ...item };
       delete childBody[relation.fromField];
-      created.push(await createRecord(w, child, childBody, { relation, value: record[relation.toField] }));
+      try {
+        created.push(await createRecord(w, child, childBody, { relation, value: record[relation.toField] }));
+      } catch (err) {
+        throw err instanceof ApiError ? atChild(err, `${code}[${i}]`) : err;
+      }
     }
   }
   // The change itself (not a copy): its eventId arrives with the deferred outbox row.
