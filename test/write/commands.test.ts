@@ -78,6 +78,29 @@ describe.each(BACKENDS)("commands (%s)", (backend) => {
     );
   });
 
+  it("a TREC in a command's data naming another state is 400, not overridden; its own state passes", async () => {
+    const id = await city();
+    const res = await command(anna, "process", { id, data: { TREC: "C" } });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      error: "ValidationError",
+      code: "INVALID_STATE_TRANSITION",
+      status: 400,
+      field: "TREC",
+      message:
+        'The process command moves the record to P; its data names TREC "C". Leave TREC out of a command\'s data (PATCH the record to move it otherwise).',
+      details: { command: "process", to: "P" },
+    });
+    const [{ TREC }] = (
+      await t.services.db.query<{ TREC: string }>(
+        `SELECT "TREC" FROM "TB_ANAG_CITY00" WHERE "CITY_ID" = $1`,
+        [id],
+      )
+    ).rows as [{ TREC: string }];
+    expect(TREC).toBe("N");
+    expect((await command(anna, "process", { id, data: { TREC: "P" } })).body.data.TREC).toBe("P");
+  });
+
   it("unknown commands are 404 COMMAND_NOT_FOUND; a missing id is 400; grants apply", async () => {
     const id = await city();
     const unknown = await command(anna, "teleport", { id });

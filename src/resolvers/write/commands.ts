@@ -45,8 +45,17 @@ function stateMove(name: string, description: string, from: ("N" | "M" | "P" | "
     name,
     description,
     input: z.record(z.string(), z.unknown()),
-    run: ({ deps, request, dim, id, data, opts }: CommandInput) =>
-      updateOne(deps, request, dim, id, { ...data, TREC: to }, "patch", opts, from),
+    run: ({ deps, request, dim, id, data, opts }: CommandInput) => {
+      // The command is the move: a TREC in its data naming another state would be overridden.
+      if (data.TREC !== undefined && data.TREC !== to) {
+        throw new ValidationError(
+          "INVALID_STATE_TRANSITION",
+          `The ${name} command moves the record to ${to}; its data names TREC ${JSON.stringify(data.TREC)?.slice(0, 20)}. Leave TREC out of a command's data (PATCH the record to move it otherwise).`,
+          { field: "TREC", details: { command: name, to } },
+        );
+      }
+      return updateOne(deps, request, dim, id, { ...data, TREC: to }, "patch", opts, from);
+    },
   } satisfies CommandDefinition;
 }
 
