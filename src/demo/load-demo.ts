@@ -14,8 +14,24 @@ interface DemoLogin {
   peso: string;
 }
 
-/** Loads the demo fixture into an empty database; returns its logins, or null when not empty. */
+/** The advisory lock under which one process at a time looks and loads (arbitrary, constant). */
+const DEMO_LOCK = 724_461_004;
+
+/**
+ * Loads the demo fixture into an empty database; returns its logins, or null when not empty. On
+ * PostgreSQL the look and the load hold an advisory lock: processes started together on an empty
+ * database (the separate roles of README's "Separate processes") load it once, the others then
+ * find it loaded (and print no logins).
+ */
 export async function loadDemoDataIfEmpty(services: Services): Promise<DemoLogin[] | null> {
+  if (services.db.kind !== "postgres") return loadIfEmpty(services);
+  return services.db.transaction(async (tx) => {
+    await tx.query("SELECT pg_advisory_xact_lock($1)", [DEMO_LOCK]);
+    return loadIfEmpty(services);
+  });
+}
+
+async function loadIfEmpty(services: Services): Promise<DemoLogin[] | null> {
   const [dims, users] = await Promise.all([services.prisma.tbDim.count(), services.prisma.tbUser.count()]);
   if (dims > 0 || users > 0) return null;
   const fixture = (await readFixtureFile(DEMO_FIXTURE_PATH)) as { users: DemoLogin[] };
