@@ -16,18 +16,25 @@ import { createReadContext } from "../resolvers/read/index.ts";
 import { EXPORT_FORMATS, type ExportFormat, exportChunks } from "../rest/response/export-formats.ts";
 import type { ListQuery } from "../query/types.ts";
 import { inScope, type MetadataModel, type RequestContext } from "../types.ts";
-import { refusalLines, runCommand, withServices } from "./command.ts";
+import { readCommandLine, refusalLines, runCommand, withServices } from "./command.ts";
 
-const USAGE = "usage: npm run export -- TENANT DIM [--format=csv|ndjson|json] [name=value …]";
-
-const HELP = [
-  USAGE,
-  "Writes every record of the tenant's dimension to standard output, read as the system.",
-  "Options: --format=csv|ndjson|json (csv by default), --help.",
-  "List parameters, as name=value: fields (or $fields, $select), sort (or $order), filter[FIELD]…,",
-  "$filter, $search, cond_trec, forceListCost. An export has no $num_rows, $offset, $count,",
-  "$expand, $group or debug.",
-];
+const SPEC = {
+  usage: "usage: npm run export -- TENANT DIM [--format=csv|ndjson|json] [name=value …]",
+  help: [
+    "Writes every record of the tenant's dimension to standard output, read as the system.",
+    "Arguments: TENANT, a TB_TENANT.TENANT_ID; DIM, a dimension's code with a menu node (TB_MENU.COD_DIM).",
+    "Options: --format=csv|ndjson|json (csv by default), --help (-h).",
+    "List parameters, as name=value: fields (or $fields, $select), sort (or $order), filter[FIELD]…,",
+    "$filter, $search, cond_trec, forceListCost. An export has no $num_rows, $offset, $count,",
+    "$expand, $group or debug.",
+    "Exit: 0 written; 1 refused (no such tenant or dimension); 2 misused (an unknown option or",
+    "parameter, not two arguments: refused before the database is opened, nothing written).",
+  ],
+  valued: ["--format=csv|ndjson|json"],
+  args: 2,
+  isParameter: (arg: string) => arg.includes("="),
+  optionHint: "list parameters go as name=value (fields=NAME,EMAIL, sort=-NAME, filter[CITY_ID]=MI)",
+};
 
 /**
  * Parameter names of a list that do not start with `$` (those the list parser checks itself) nor
@@ -52,34 +59,25 @@ interface Invocation {
   query: ListQuery;
 }
 
-/** The command line read: what to export, or the lines saying why not (exit 2). */
-function invocationOf(argv: readonly string[]): Invocation | string[] {
-  const positional: string[] = [];
+/** The command line read: what to export, or the exit code once help or a refusal was printed. */
+function invocationOf(argv: readonly string[]): Invocation | number {
+  const line = readCommandLine(SPEC, argv);
+  if (typeof line === "number") return line;
+  const refuse = (lines: string[]): number => {
+    for (const l of lines) console.error(l);
+    return 2;
+  };
   const params: Record<string, string | string[]> = {};
-  const formats: string[] = [];
-  for (const arg of argv) {
-    if (arg.startsWith("--")) {
-      if (!arg.startsWith("--format=")) {
-        return [
-          `Unknown option ${arg.slice(0, 60)}. The options are --format=csv|ndjson|json and --help; list parameters go as name=value (fields=NAME,EMAIL, sort=-NAME, filter[CITY_ID]=MI).`,
-          USAGE,
-        ];
-      }
-      formats.push(arg.slice("--format=".length));
-      continue;
-    }
+  const formats = [...(line.values.get("--format") ?? [])];
+  for (const arg of line.parameters) {
     const at = arg.indexOf("=");
-    if (at < 0) {
-      positional.push(arg);
-      continue;
-    }
     const name = arg.slice(0, at);
     const value = arg.slice(at + 1);
     if (!name.startsWith("$") && !name.startsWith("filter[") && !PLAIN_PARAMETERS.has(name)) {
-      return [
+      return refuse([
         `Unknown parameter ${name.slice(0, 60)}. List parameters are fields, sort, filter[FIELD]…, cond_trec, forceListCost and the $ ones ($fields, $filter, $search, $order…).`,
-        USAGE,
-      ];
+        SPEC.usage,
+      ]);
     }
     if (name === "format") formats.push(value);
     else {
@@ -87,19 +85,18 @@ function invocationOf(argv: readonly string[]): Invocation | string[] {
       params[name] = held === undefined ? value : [...(typeof held === "string" ? [held] : held), value];
     }
   }
-  if (positional.length !== 2) return [USAGE];
-  if (formats.length > 1) return ["Give the format once (--format=…).", USAGE];
+  if (formats.length > 1) return refuse(["Give the format once (--format=…).", SPEC.usage]);
   const format = (formats[0] ?? "csv").toLowerCase();
   if (!(EXPORT_FORMATS as readonly string[]).includes(format))
-    return [`The format is ${EXPORT_FORMATS.join(", ")}; got '${format.slice(0, 20)}'.`, USAGE];
+    return refuse([`The format is ${EXPORT_FORMATS.join(", ")}; got '${format.slice(0, 20)}'.`, SPEC.usage]);
   let query: ListQuery;
   try {
     query = exportQuery(params as QueryParams);
   } catch (err) {
     if (!(err instanceof ApiError)) throw err;
-    return refusalLines(err);
+    return refuse(refusalLines(err));
   }
-  const [tenantId, dim] = positional as [string, string];
+  const [tenantId, dim] = line.args as [string, string];
   return { tenantId, dim, format: format as ExportFormat, query };
 }
 
@@ -136,16 +133,9 @@ function systemContext(model: MetadataModel, tenantId: string, dim: string): Req
 }
 
 async function run(argv: string[]): Promise<number> {
-  if (argv.includes("--help")) {
-    console.log(HELP.join("\n"));
-    return 0;
-  }
   // Read before the database is opened: a misused command line costs nothing and writes nothing.
   const invocation = invocationOf(argv);
-  if (Array.isArray(invocation)) {
-    for (const line of invocation) console.error(line);
-    return 2;
-  }
+  if (typeof invocation === "number") return invocation;
   const { tenantId, dim, format, query } = invocation;
   return withServices(async (services) => {
     const tenant = await services.db.query(`SELECT 1 FROM "TB_TENANT" WHERE "TENANT_ID" = $1`, [tenantId]);
