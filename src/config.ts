@@ -1,8 +1,10 @@
 // Reads and validates the environment into a typed Config. A bad value stops start-up with a
 // message that names the variable (ConfigError).
+import { readFileSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import type { JSONWebKeySet } from "jose";
 import { z } from "zod";
 import { readTrustedDocuments } from "./graphql/persisted.ts";
 import type { Config, DatabaseProfileConfig, Role } from "./types.ts";
@@ -34,15 +36,59 @@ const url = (protocols: string[]) =>
     { message: `must be a URL (${protocols.join(" or ")})` },
   );
 
-const nonNegativeInt = (fallback: number) =>
+/**
+ * The largest value of a PostgreSQL integer (statement_timeout and the other timeouts are such),
+ * and of a Node timer's delay: setTimeout fires at once (after a warning) past it.
+ */
+export const INT32_MAX = 2_147_483_647;
+
+/** Seconds a token or session may last: now plus this stays a valid Date and JWT `exp`. */
+export const TOKEN_LIFETIME_MAX_S = INT32_MAX;
+
+/**
+ * A whole number from `min` to `max`: the caller's refinements say what `min` means; past `max`
+ * (what its consumer takes: PostgreSQL's integer, a timer's delay, a safe integer) it is refused,
+ * naming the range. `min` is only told, not checked here.
+ */
+const nonNegativeInt = (fallback: number, max: number, min = 0) =>
   optionalString.transform((v, ctx) => {
     if (v === null) return fallback;
     if (!/^\d+$/.test(v)) {
       ctx.addIssue({ code: "custom", message: `must be a whole number >= 0, got "${v}"` });
       return z.NEVER;
     }
-    return Number(v);
+    const n = Number(v);
+    if (n > max) {
+      ctx.addIssue({ code: "custom", message: `must be between ${min} and ${max}, got "${v}"` });
+      return z.NEVER;
+    }
+    return n;
   });
+
+/** A whole number whose refinement below gives its whole range. */
+const refined = (fallback: number) => nonNegativeInt(fallback, Number.POSITIVE_INFINITY);
+
+/**
+ * Each of the webhook worker's bounds: it claims `concurrency × per receiver` rows in one
+ * statement, as a PostgreSQL integer.
+ */
+export const WEBHOOK_CONCURRENCY_MAX = 10_000;
+
+/** lru-cache allocates a tenant's registrations' slots up front, this many per tenant. */
+export const PERSISTED_MAX_PER_TENANT_MAX = 100_000;
+
+/** PostgreSQL stores no field value larger than 1 GB. */
+export const FIELD_MAX_BYTES_MAX = 1_073_741_823;
+
+/** Published outbox rows kept at most 100 years: `now() - retention` stays a timestamp. */
+export const EVENTS_RETENTION_MAX_MS = 100 * 365 * 24 * 3600 * 1000;
+
+/** Durations given to a timer (setTimeout, setInterval) or to PostgreSQL as a timeout. */
+const ms = (fallback: number, min = 0) => nonNegativeInt(fallback, INT32_MAX, min);
+/** Counts (rows, requests, sockets, …): an int4 in any statement they reach. */
+const count = (fallback: number, min = 0) => nonNegativeInt(fallback, INT32_MAX, min);
+/** Sizes in bytes, compared in memory only. */
+const bytes = (fallback: number, min = 0) => nonNegativeInt(fallback, Number.MAX_SAFE_INTEGER, min);
 
 const bool = (fallback: boolean) =>
   optionalString.transform((v, ctx) => {
@@ -63,6 +109,9 @@ function proxyEntryValid(entry: string): boolean {
   return prefix === undefined || (/^\d+$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
 }
 
+/** No request passes more hops than an IP packet's TTL allows. */
+const TRUST_PROXY_MAX_HOPS = 255;
+
 /**
  * TRUST_PROXY: which peers may name the client in X-Forwarded-For. Unset (or false): none, the
  * socket's peer is the client. A number: that many proxies in front. Else a comma-separated list
@@ -71,7 +120,14 @@ function proxyEntryValid(entry: string): boolean {
  */
 const trustProxy = optionalString.transform((v, ctx): false | number | string[] => {
   if (v === null || ["false", "0", "no", "off"].includes(v.toLowerCase())) return false;
-  if (/^\d+$/.test(v)) return Number(v);
+  if (/^\d+$/.test(v)) {
+    if (Number(v) <= TRUST_PROXY_MAX_HOPS) return Number(v);
+    ctx.addIssue({
+      code: "custom",
+      message: `the number of proxies in front must be between 0 and ${TRUST_PROXY_MAX_HOPS}, got "${v}"`,
+    });
+    return z.NEVER;
+  }
   const entries = v
     .split(",")
     .map((s) => s.trim())
@@ -102,7 +158,7 @@ const jsonRoutes = optionalString.transform((v, ctx) => {
 const envSchema = z.object({
   NODE_ENV: optionalString.transform((v) => v ?? "production"),
   HOST: optionalString.transform((v) => v ?? "0.0.0.0"),
-  PORT: nonNegativeInt(8080).refine((n) => n <= 65535, { message: "must be a port number (0-65535)" }),
+  PORT: refined(8080).refine((n) => n <= 65535, { message: "must be a port number (0-65535)" }),
   LOG_LEVEL: optionalString
     .transform((v) => v ?? "info")
     .refine((v) => ["fatal", "error", "warn", "info", "debug", "trace", "silent"].includes(v), {
@@ -132,52 +188,54 @@ const envSchema = z.object({
   JWT_ISSUER: optionalString.transform((v) => v ?? "dimensio"),
   JWT_AUDIENCE: optionalString,
   JWT_PUBLIC_KEYS: optionalString,
-  RATE_LIMIT_USER_PER_SECOND: nonNegativeInt(10),
-  RATE_LIMIT_USER_PER_MINUTE: nonNegativeInt(100),
-  RATE_LIMIT_USER_PER_HOUR: nonNegativeInt(1000),
-  RATE_LIMIT_TENANT_PER_MINUTE: nonNegativeInt(1000),
-  RATE_LIMIT_TENANT_PER_HOUR: nonNegativeInt(10000),
-  RATE_LIMIT_ANONYMOUS_PER_MINUTE: nonNegativeInt(600),
-  LOGIN_RATE_LIMIT_PER_IP_PER_MINUTE: nonNegativeInt(60),
-  LOGIN_RATE_LIMIT_PER_USERNAME_PER_MINUTE: nonNegativeInt(20),
-  ACCESS_TOKEN_ACTIVE_S: nonNegativeInt(900),
-  ACCESS_TOKEN_RENEWABLE_S: nonNegativeInt(3600),
-  REFRESH_TOKEN_TTL_S: nonNegativeInt(2592000),
-  WEBHOOK_RETRY_BASE_MS: nonNegativeInt(1000),
+  RATE_LIMIT_USER_PER_SECOND: count(10),
+  RATE_LIMIT_USER_PER_MINUTE: count(100),
+  RATE_LIMIT_USER_PER_HOUR: count(1000),
+  RATE_LIMIT_TENANT_PER_MINUTE: count(1000),
+  RATE_LIMIT_TENANT_PER_HOUR: count(10000),
+  RATE_LIMIT_ANONYMOUS_PER_MINUTE: count(600),
+  LOGIN_RATE_LIMIT_PER_IP_PER_MINUTE: count(60),
+  LOGIN_RATE_LIMIT_PER_USERNAME_PER_MINUTE: count(20),
+  ACCESS_TOKEN_ACTIVE_S: nonNegativeInt(900, TOKEN_LIFETIME_MAX_S),
+  ACCESS_TOKEN_RENEWABLE_S: nonNegativeInt(3600, TOKEN_LIFETIME_MAX_S),
+  REFRESH_TOKEN_TTL_S: nonNegativeInt(2592000, TOKEN_LIFETIME_MAX_S),
+  WEBHOOK_RETRY_BASE_MS: ms(1000),
   WEBHOOK_ALLOW_PRIVATE: bool(false),
-  WEBHOOK_CONCURRENCY: nonNegativeInt(32).refine((n) => n >= 1, { message: "must be at least 1" }),
-  WEBHOOK_CONCURRENCY_PER_RECEIVER: nonNegativeInt(4).refine((n) => n >= 1, {
+  WEBHOOK_CONCURRENCY: nonNegativeInt(32, WEBHOOK_CONCURRENCY_MAX, 1).refine((n) => n >= 1, {
     message: "must be at least 1",
   }),
-  WEBHOOK_CONCURRENCY_PER_TENANT: nonNegativeInt(8).refine((n) => n >= 1, {
+  WEBHOOK_CONCURRENCY_PER_RECEIVER: nonNegativeInt(4, WEBHOOK_CONCURRENCY_MAX, 1).refine((n) => n >= 1, {
     message: "must be at least 1",
   }),
-  WEBHOOK_MAX_PER_TENANT: nonNegativeInt(100).refine((n) => n >= 1, { message: "must be at least 1" }),
-  DB_ANALYZE_INTERVAL_MS: nonNegativeInt(60_000).refine((n) => n === 0 || n >= 1000, {
+  WEBHOOK_CONCURRENCY_PER_TENANT: nonNegativeInt(8, WEBHOOK_CONCURRENCY_MAX, 1).refine((n) => n >= 1, {
+    message: "must be at least 1",
+  }),
+  WEBHOOK_MAX_PER_TENANT: count(100, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  DB_ANALYZE_INTERVAL_MS: ms(60_000).refine((n) => n === 0 || n >= 1000, {
     message: "must be 0 (never) or at least 1000",
   }),
-  MEDIA_MAX_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
+  MEDIA_MAX_BYTES: bytes(10 * 1024 * 1024, 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
-  MEDIA_UPLOADS_PER_USER: nonNegativeInt(4).refine((n) => n >= 1, { message: "must be at least 1" }),
-  MEDIA_UPLOADS_PER_TENANT: nonNegativeInt(16).refine((n) => n >= 1, { message: "must be at least 1" }),
+  MEDIA_UPLOADS_PER_USER: count(4, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  MEDIA_UPLOADS_PER_TENANT: count(16, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
   MEDIA_ALLOWED_TYPES: optionalString.transform((v) =>
     (v ?? "image/png,image/jpeg,image/webp,image/gif,application/pdf")
       .split(",")
       .map((s) => s.trim().toLowerCase())
       .filter(Boolean),
   ),
-  EVENTS_BATCH_SIZE: nonNegativeInt(100).refine((n) => n >= 1 && n <= 10_000, {
+  EVENTS_BATCH_SIZE: refined(100).refine((n) => n >= 1 && n <= 10_000, {
     message: "must be between 1 and 10000",
   }),
-  EVENTS_POLL_MS: nonNegativeInt(5000).refine((n) => n >= 10, { message: "must be at least 10" }),
-  EVENTS_GATHER_MS: nonNegativeInt(50).refine((n) => n <= 1000, { message: "must be at most 1000" }),
-  EVENTS_RETENTION_MS: nonNegativeInt(7 * 24 * 3600 * 1000),
-  EVENTS_MAX_FAILURES: nonNegativeInt(5).refine((n) => n >= 1, { message: "must be at least 1" }),
-  HISTORY_RETENTION_DAYS: nonNegativeInt(365).refine((n) => n <= 1_000_000, {
+  EVENTS_POLL_MS: ms(5000, 10).refine((n) => n >= 10, { message: "must be at least 10" }),
+  EVENTS_GATHER_MS: refined(50).refine((n) => n <= 1000, { message: "must be at most 1000" }),
+  EVENTS_RETENTION_MS: nonNegativeInt(7 * 24 * 3600 * 1000, EVENTS_RETENTION_MAX_MS),
+  EVENTS_MAX_FAILURES: count(5, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  HISTORY_RETENTION_DAYS: refined(365).refine((n) => n <= 1_000_000, {
     message: "must be at most 1000000",
   }),
-  HISTORY_PRUNE_INTERVAL_MS: nonNegativeInt(3_600_000).refine((n) => n === 0 || n >= 1000, {
+  HISTORY_PRUNE_INTERVAL_MS: ms(3_600_000).refine((n) => n === 0 || n >= 1000, {
     message: "must be 0 (never) or at least 1000",
   }),
   ROLE: optionalString
@@ -194,84 +252,121 @@ const envSchema = z.object({
   DEVELOPER_ROUTES: jsonRoutes,
   GATEWAY_SECRET: optionalString,
   TRUST_PROXY: trustProxy,
-  BACKEND_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 10, { message: "must be at least 10" }),
+  BACKEND_TIMEOUT_MS: ms(30_000, 10).refine((n) => n >= 10, { message: "must be at least 10" }),
   PUBLIC_URL: url(["http:", "https:"]).transform((v) => (v === null ? null : v.replace(/\/+$/, ""))),
   CORS_ORIGINS: optionalString.transform((v) =>
     v === null || v === "*" ? (true as const) : v.split(",").map((s) => s.trim()),
   ),
   DEMO_DATA: bool(true),
-  MAX_BATCH_SIZE: nonNegativeInt(500).refine((n) => n >= 1, { message: "must be at least 1" }),
-  CREATE_GROUP_MAX_ROWS: nonNegativeInt(32).refine((n) => n >= 1 && n <= 1000, {
+  MAX_BATCH_SIZE: count(500, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  CREATE_GROUP_MAX_ROWS: refined(32).refine((n) => n >= 1 && n <= 1000, {
     message: "must be between 1 and 1000",
   }),
-  BODY_LIMIT_BYTES: nonNegativeInt(10 * 1024 * 1024).refine((n) => n >= 1024, {
+  BODY_LIMIT_BYTES: bytes(10 * 1024 * 1024, 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
-  IMPORT_MAX_BYTES: nonNegativeInt(100 * 1024 * 1024).refine((n) => n >= 1024, {
+  IMPORT_MAX_BYTES: bytes(100 * 1024 * 1024, 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
-  IMPORT_ATOMIC_MAX_ROWS: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
-  IMPORT_WRITE_TIMEOUT_MS: nonNegativeInt(600_000).refine((n) => n >= 100, {
+  IMPORT_ATOMIC_MAX_ROWS: count(10_000, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  IMPORT_WRITE_TIMEOUT_MS: ms(600_000, 100).refine((n) => n >= 100, {
     message: "must be at least 100",
   }),
   IMPORT_SPOOL_DIR: optionalString.transform((v) => path.resolve(v ?? os.tmpdir())),
-  IMPORT_SPOOL_MAX_BYTES: nonNegativeInt(1024 * 1024 * 1024).refine((n) => n >= 1024, {
+  IMPORT_SPOOL_MAX_BYTES: bytes(1024 * 1024 * 1024, 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
-  INDEX_BUILD_TIMEOUT_MS: nonNegativeInt(3_600_000).refine((n) => n === 0 || n >= 1000, {
+  INDEX_BUILD_TIMEOUT_MS: ms(3_600_000).refine((n) => n === 0 || n >= 1000, {
     message: "must be 0 (no limit) or at least 1000",
   }),
-  REQUEST_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
-  STATEMENT_TIMEOUT_MS: nonNegativeInt(30_000).refine((n) => n >= 100, { message: "must be at least 100" }),
-  DATABASE_CONNECT_TIMEOUT_MS: nonNegativeInt(5_000).refine((n) => n >= 100, {
+  REQUEST_TIMEOUT_MS: ms(30_000, 100).refine((n) => n >= 100, { message: "must be at least 100" }),
+  STATEMENT_TIMEOUT_MS: ms(30_000, 100).refine((n) => n >= 100, { message: "must be at least 100" }),
+  DATABASE_CONNECT_TIMEOUT_MS: ms(5_000, 100).refine((n) => n >= 100, {
     message: "must be at least 100",
   }),
-  DATABASE_WATCHDOG_MS: nonNegativeInt(2_000).refine((n) => n === 0 || n >= 100, {
+  DATABASE_WATCHDOG_MS: ms(2_000).refine((n) => n === 0 || n >= 100, {
     message: "must be 0 (off) or at least 100",
   }),
-  SESSION_CACHE_MS: nonNegativeInt(5_000).refine((n) => n <= 60_000, { message: "must be at most 60000" }),
-  COUNT_EXACT_LIMIT: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
-  COUNT_CACHE_MS: nonNegativeInt(5_000),
-  GRAPHQL_MAX_DEPTH: nonNegativeInt(10).refine((n) => n >= 2, { message: "must be at least 2" }),
-  GRAPHQL_MAX_COST: nonNegativeInt(1000).refine((n) => n >= 10, { message: "must be at least 10" }),
-  GRAPHQL_MAX_ALIASES: nonNegativeInt(100),
-  GRAPHQL_MAX_NODES: nonNegativeInt(100_000).refine((n) => n >= 100, { message: "must be at least 100" }),
-  GRAPHQL_TENANT_STATEMENTS: nonNegativeInt(0),
-  GRAPHQL_MAX_DOCUMENT_BYTES: nonNegativeInt(65_536).refine((n) => n >= 1024 && n <= 1_048_576, {
+  SESSION_CACHE_MS: refined(5_000).refine((n) => n <= 60_000, { message: "must be at most 60000" }),
+  COUNT_EXACT_LIMIT: count(10_000, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  COUNT_CACHE_MS: ms(5_000),
+  GRAPHQL_MAX_DEPTH: count(10, 2).refine((n) => n >= 2, { message: "must be at least 2" }),
+  GRAPHQL_MAX_COST: count(1000, 10).refine((n) => n >= 10, { message: "must be at least 10" }),
+  GRAPHQL_MAX_ALIASES: count(100),
+  GRAPHQL_MAX_NODES: count(100_000, 100).refine((n) => n >= 100, { message: "must be at least 100" }),
+  GRAPHQL_TENANT_STATEMENTS: count(0),
+  GRAPHQL_MAX_DOCUMENT_BYTES: refined(65_536).refine((n) => n >= 1024 && n <= 1_048_576, {
     message: "must be between 1024 and 1048576",
   }),
-  GRAPHQL_DOCUMENT_CACHE_BYTES: nonNegativeInt(16_777_216),
-  GRAPHQL_MAX_BODY_BYTES: nonNegativeInt(2_097_152).refine((n) => n >= 65_536, {
+  GRAPHQL_DOCUMENT_CACHE_BYTES: bytes(16_777_216),
+  GRAPHQL_MAX_BODY_BYTES: bytes(2_097_152, 65_536).refine((n) => n >= 65_536, {
     message: "must be at least 65536",
   }),
-  GRAPHQL_PERSISTED_MAX_PER_TENANT: nonNegativeInt(1000),
-  GRAPHQL_PERSISTED_MAX_BYTES_PER_TENANT: nonNegativeInt(4_194_304),
+  GRAPHQL_PERSISTED_MAX_PER_TENANT: nonNegativeInt(1000, PERSISTED_MAX_PER_TENANT_MAX),
+  GRAPHQL_PERSISTED_MAX_BYTES_PER_TENANT: bytes(4_194_304),
   GRAPHQL_TRUSTED_DOCUMENTS: optionalString,
   GRAPHQL_TRUSTED_ONLY: bool(false),
   GRAPHQL_PLANNED_EXECUTION: bool(true),
-  HEAVY_REQUEST_VALUES: nonNegativeInt(5_000),
-  TENANT_HEAVY_REQUESTS: nonNegativeInt(1).refine((n) => n >= 1, { message: "must be at least 1" }),
-  TENANT_HEAVY_WAITING: nonNegativeInt(32),
-  HEAVY_BODY_BYTES: nonNegativeInt(262_144),
-  SUBSCRIPTIONS_MAX_PER_USER: nonNegativeInt(20).refine((n) => n >= 1, { message: "must be at least 1" }),
-  SUBSCRIPTIONS_MAX_PER_PROCESS: nonNegativeInt(2000).refine((n) => n >= 1, {
+  HEAVY_REQUEST_VALUES: count(5_000),
+  TENANT_HEAVY_REQUESTS: count(1, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  TENANT_HEAVY_WAITING: count(32),
+  HEAVY_BODY_BYTES: bytes(262_144),
+  SUBSCRIPTIONS_MAX_PER_USER: count(20, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  SUBSCRIPTIONS_MAX_PER_PROCESS: count(2000, 1).refine((n) => n >= 1, {
     message: "must be at least 1",
   }),
-  SUBSCRIPTIONS_MAX_PER_TENANT: nonNegativeInt(500).refine((n) => n >= 1, {
+  SUBSCRIPTIONS_MAX_PER_TENANT: count(500, 1).refine((n) => n >= 1, {
     message: "must be at least 1",
   }),
-  WS_MAX_BUFFERED_BYTES: nonNegativeInt(1_048_576).refine((n) => n >= 1024, {
+  WS_MAX_BUFFERED_BYTES: bytes(1_048_576, 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
-  WS_KEEPALIVE_MS: nonNegativeInt(12_000),
-  WS_MAX_SOCKETS_PER_USER: nonNegativeInt(20).refine((n) => n >= 1, { message: "must be at least 1" }),
-  WS_MAX_SOCKETS_PER_TENANT: nonNegativeInt(1000).refine((n) => n >= 1, { message: "must be at least 1" }),
-  WS_MAX_SOCKETS: nonNegativeInt(10_000).refine((n) => n >= 1, { message: "must be at least 1" }),
-  FIELD_MAX_BYTES: nonNegativeInt(1024 * 1024).refine((n) => n >= 1, { message: "must be at least 1" }),
-  REQUEST_EVENTS_MAX_BYTES: nonNegativeInt(16 * 1024 * 1024).refine((n) => n >= 1024, {
+  WS_KEEPALIVE_MS: ms(12_000),
+  WS_MAX_SOCKETS_PER_USER: count(20, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  WS_MAX_SOCKETS_PER_TENANT: count(1000, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  WS_MAX_SOCKETS: count(10_000, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  FIELD_MAX_BYTES: nonNegativeInt(1024 * 1024, FIELD_MAX_BYTES_MAX, 1).refine((n) => n >= 1, {
+    message: "must be at least 1",
+  }),
+  REQUEST_EVENTS_MAX_BYTES: bytes(16 * 1024 * 1024, 1024).refine((n) => n >= 1024, {
     message: "must be at least 1024",
   }),
 });
+
+/**
+ * The JWKS of JWT_PUBLIC_KEYS, from the text of `file`: an object with a `keys` array of objects,
+ * each with its `kty`. Throws an Error saying what is wrong (the caller names the variable).
+ */
+function parsePublicKeySet(text: string, file: string): JSONWebKeySet {
+  let jwks: unknown;
+  try {
+    jwks = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${file} is not JSON: ${(err as Error).message}`);
+  }
+  const keys = (jwks as { keys?: unknown } | null)?.keys;
+  if (!jwks || typeof jwks !== "object" || !Array.isArray(keys))
+    throw new Error(`${file} is not a JWKS ({"keys": [...]})`);
+  if (!keys.every((k) => k && typeof k === "object" && typeof (k as { kty?: unknown }).kty === "string"))
+    throw new Error(
+      `${file} is not a JWKS: each of its "keys" must be a JSON Web Key (an object with "kty")`,
+    );
+  return jwks as JSONWebKeySet;
+}
+
+/** Reads and checks the JWKS file of JWT_PUBLIC_KEYS (loadConfig at start-up, src/auth/keys.ts). */
+export function readPublicKeySet(file: string): JSONWebKeySet {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new Error(
+      `cannot read a JWKS from ${file} (${code === "ENOENT" ? "no such file" : (code ?? (err as Error).message)})`,
+    );
+  }
+  return parsePublicKeySet(text, file);
+}
 
 /** Rules between variables, read from the raw environment so they are listed with the others. */
 function crossProblems(env: Record<string, string | undefined>): string[] {
@@ -282,6 +377,15 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
     for (const key of ["READ_BACKEND_URL", "WRITE_BACKEND_URL", "AUTH_BACKEND_URL"]) {
       if (!given(key)) problems.push(`${key}: required when ROLE=gateway`);
     }
+  }
+  // The relay and the webhook worker run apart from the API (docs/deploy.md): on the embedded
+  // database and the in-process bus, what they publish or await would reach no other process.
+  if (role === "relay" || role === "webhooks") {
+    const missing = ["DATABASE_URL", "AMQP_URL"].filter((key) => !given(key));
+    if (missing.length)
+      problems.push(
+        `ROLE: ${role} runs apart from the API and needs DATABASE_URL (the PostgreSQL it shares) and AMQP_URL (RabbitMQ; the in-process event bus reaches no other process); not set: ${missing.join(", ")}`,
+      );
   }
   const apiRoles = ["gateway", "read", "write", "auth"];
   if (apiRoles.includes(role) && !given("GATEWAY_SECRET"))
@@ -365,6 +469,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       trustedDocuments = readTrustedDocuments(parsed.data.GRAPHQL_TRUSTED_DOCUMENTS);
     } catch (err) {
       problems.push(`GRAPHQL_TRUSTED_DOCUMENTS: ${(err as Error).message}`);
+    }
+  }
+  // So is JWT_PUBLIC_KEYS's JWKS, before anything is opened (src/auth/keys.ts reads it again).
+  // Read from the raw value: listed with the other variables' problems.
+  const publicKeys = (env.JWT_PUBLIC_KEYS ?? "").trim();
+  if (publicKeys !== "") {
+    try {
+      readPublicKeySet(publicKeys);
+    } catch (err) {
+      problems.push(`JWT_PUBLIC_KEYS: ${(err as Error).message}`);
     }
   }
   if (!parsed.success || problems.length) throw new ConfigError(problems);

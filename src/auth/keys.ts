@@ -3,7 +3,8 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { createLocalJWKSet, type JSONWebKeySet } from "jose";
+import { createLocalJWKSet } from "jose";
+import { ConfigError, readPublicKeySet } from "../config.ts";
 import type { Config } from "../types.ts";
 
 export const SECRET_FILE_NAME = "jwt-secret";
@@ -32,20 +33,17 @@ export async function loadSigningSecret(config: Config): Promise<Uint8Array> {
   }
 }
 
-/** The RS256 verification keys of the JWKS file at JWT_PUBLIC_KEYS, or null when unset. */
+/**
+ * The RS256 verification keys of the JWKS file at JWT_PUBLIC_KEYS, or null when unset. loadConfig
+ * checked the file already; one that went bad since is a ConfigError naming the variable all the
+ * same (one line at start-up, src/cli/startup-error.ts).
+ */
 export async function loadPublicKeys(config: Config): Promise<PublicKeyResolver | null> {
   const file = config.jwt.publicKeysPath;
   if (!file) return null;
-  let jwks: unknown;
   try {
-    jwks = JSON.parse(await readFile(file, "utf8"));
+    return createLocalJWKSet(readPublicKeySet(file));
   } catch (err) {
-    throw new Error(
-      `JWT_PUBLIC_KEYS: cannot read a JWKS from ${file}: ${err instanceof Error ? err.message : err}`,
-    );
+    throw new ConfigError([`JWT_PUBLIC_KEYS: ${(err as Error).message}`]);
   }
-  if (!jwks || typeof jwks !== "object" || !Array.isArray((jwks as { keys?: unknown }).keys)) {
-    throw new Error(`JWT_PUBLIC_KEYS: ${file} is not a JWKS ({"keys": [...]})`);
-  }
-  return createLocalJWKSet(jwks as JSONWebKeySet);
 }

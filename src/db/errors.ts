@@ -61,15 +61,43 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 /** Seconds a client waits before retrying a 503 of an unreachable database. */
 export const DATABASE_RETRY_AFTER_S = 1;
 
-/** The 503 of an unreachable database (spec 7.2's body; Retry-After in seconds). */
-export function databaseUnavailableError(cause?: unknown): ApiError {
+/**
+ * The database profile (decisions.md §18) whose handle an error came from, kept by
+ * tagDatabaseProfile (src/db/profiles.ts tags the errors of each profile's handle).
+ */
+const profileOfError = new WeakMap<object, string>();
+
+/** Marks `err` as an error of database profile `profile`'s handle (the first mark stays). */
+export function tagDatabaseProfile(err: unknown, profile: string): void {
+  if (err && typeof err === "object" && !profileOfError.has(err)) profileOfError.set(err, profile);
+}
+
+/** The profile an error (or one of its causes) was tagged with; null: the main database's, or unknown. */
+export function databaseProfileOf(err: unknown): string | null {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; depth++) {
+    const profile = profileOfError.get(e);
+    if (profile !== undefined) return profile;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return null;
+}
+
+/**
+ * The 503 of an unreachable database (spec 7.2's body; Retry-After in seconds). With `profile`,
+ * the database of a tenant on that profile: the body says it is the tenant's and names the
+ * profile (details.profile), as at start-up; the other tenants are served meanwhile.
+ */
+export function databaseUnavailableError(cause?: unknown, profile?: string | null): ApiError {
   return new ApiError(
     503,
     "DATABASE_UNAVAILABLE",
     "ServiceUnavailable",
-    "The database is not reachable right now; retry shortly.",
+    profile
+      ? `The tenant's database (profile ${profile}) is not reachable right now; retry shortly.`
+      : "The database is not reachable right now; retry shortly.",
     {
       headers: { "Retry-After": String(DATABASE_RETRY_AFTER_S) },
+      ...(profile ? { details: { profile } } : {}),
       ...(cause === undefined ? {} : { cause }),
     },
   );
@@ -153,7 +181,7 @@ const DATABASE_ERRORS: DatabaseErrorRule[] = [
  */
 export function databaseApiError(err: unknown): ApiError | null {
   if (err instanceof ApiError) return null;
-  if (isDatabaseUnavailable(err)) return databaseUnavailableError(err);
+  if (isDatabaseUnavailable(err)) return databaseUnavailableError(err, databaseProfileOf(err));
   const sqlstate = (err as { code?: unknown })?.code;
   if (typeof sqlstate !== "string") return null;
   const message = err instanceof Error ? err.message : "";

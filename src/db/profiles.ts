@@ -14,7 +14,7 @@
 import type { Logger } from "../logger.ts";
 import type { DatabaseProfileConfig } from "../types.ts";
 import type { DatabaseHandle } from "./database.ts";
-import { databaseUnavailableError } from "./errors.ts";
+import { databaseProfileOf, databaseUnavailableError, tagDatabaseProfile } from "./errors.ts";
 import { ApiError } from "../errors.ts";
 
 /** The NOTIFY channel of TB_TENANT changes (migration 0018's trigger; payload: the TENANT_ID). */
@@ -39,16 +39,67 @@ export class UnknownProfileError extends Error {
   }
 }
 
-/** 503 for a request of a tenant whose profile is unreachable or not readied yet. */
+/**
+ * 503 for a request of a tenant whose profile is unreachable or not readied yet; the same answer
+ * when its database goes away under a request (the profile's handle tags its errors: taggedHandle).
+ */
 export function profileUnavailableError(profile: string, cause?: unknown): ApiError {
-  const base = databaseUnavailableError(cause);
-  return new ApiError(
-    503,
-    "DATABASE_UNAVAILABLE",
-    "ServiceUnavailable",
-    `The tenant's database (profile ${profile}) is not reachable right now; retry shortly.`,
-    { headers: base.headers ?? {}, details: { profile }, ...(cause === undefined ? {} : { cause }) },
-  );
+  return databaseUnavailableError(cause, profile);
+}
+
+/** The promise's rejection tagged with `profile`. */
+function tagging(result: unknown, profile: string): unknown {
+  if (result instanceof Promise)
+    return result.catch((err: unknown) => {
+      tagDatabaseProfile(err, profile);
+      throw err;
+    });
+  return result;
+}
+
+/**
+ * `target` whose methods' rejections are tagged with `profile` (tagDatabaseProfile), so that a
+ * request of the profile's tenant that meets its database gone is answered naming the profile
+ * (databaseApiError). A transaction's statements are tagged, the errors of its callback's other
+ * work (another database's) are not. Everything else is the target's own.
+ */
+function taggedHandle<T extends object>(target: T, profile: string): T {
+  const wrapped = new WeakMap<object, unknown>();
+  const wrap = (method: (...args: unknown[]) => unknown, transaction: boolean) =>
+    transaction
+      ? (work: (tx: object) => Promise<unknown>, ...rest: unknown[]) => {
+          // Errors the callback threw untagged are its own work's: they are not the profile's.
+          const own = new WeakSet<object>();
+          const run = method.call(
+            target,
+            async (tx: object) => {
+              try {
+                return await work(taggedHandle(tx, profile));
+              } catch (err) {
+                if (err && typeof err === "object" && databaseProfileOf(err) === null) own.add(err);
+                throw err;
+              }
+            },
+            ...rest,
+          ) as Promise<unknown>;
+          return run.catch((err: unknown) => {
+            if (!(err && typeof err === "object" && own.has(err))) tagDatabaseProfile(err, profile);
+            throw err;
+          });
+        }
+      : (...args: unknown[]) => tagging(method.apply(target, args), profile);
+  return new Proxy(target, {
+    get(t, prop) {
+      const value = Reflect.get(t, prop, t) as unknown;
+      if (typeof value !== "function") return value;
+      let fn = wrapped.get(value);
+      if (fn === undefined) {
+        fn = wrap(value as (...args: unknown[]) => unknown, prop === "transaction");
+        wrapped.set(value, fn);
+      }
+      return fn;
+    },
+  });
 }
 
 /** 503 for a write of a tenant that tenant:move is moving (its reads go on). */
@@ -168,7 +219,7 @@ export function createDatabaseProfiles(opts: DatabaseProfilesOptions): DatabaseP
   const handle = (name: string | null): DatabaseHandle => {
     if (name === null) return main;
     const slot = slotOf(name);
-    slot.db ??= opts.open(slot.config.url, name);
+    slot.db ??= taggedHandle(opts.open(slot.config.url, name), name);
     return slot.db;
   };
 
@@ -221,7 +272,7 @@ export function createDatabaseProfiles(opts: DatabaseProfilesOptions): DatabaseP
       if (name === null) return main;
       const slot = slotOf(name);
       if (!slot.config.readUrl) return handle(name);
-      slot.read ??= opts.open(slot.config.readUrl, `${name} (read)`);
+      slot.read ??= taggedHandle(opts.open(slot.config.readUrl, `${name} (read)`), name);
       return slot.read;
     },
     placement(tenantId) {

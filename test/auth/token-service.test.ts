@@ -8,7 +8,7 @@ import { decodeJwt, SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 import { loadPublicKeys } from "../../src/auth/keys.ts";
 import { createTokenService } from "../../src/auth/tokens.ts";
-import { loadConfig } from "../../src/config.ts";
+import { ConfigError, loadConfig } from "../../src/config.ts";
 import { ApiError } from "../../src/errors.ts";
 import { rsaKeysWithJwksFile, signRs256 } from "../helpers/auth.ts";
 import { manualClock } from "../helpers/env.ts";
@@ -181,8 +181,17 @@ describe("JWT_PUBLIC_KEYS", () => {
     await writeFile(notJwks, JSON.stringify({ kty: "RSA" }));
     const garbage = path.join(dir, "garbage.json");
     await writeFile(garbage, "{nope");
+    // loadConfig refuses it (before anything is opened); a file gone bad after loadConfig is a
+    // ConfigError naming the variable all the same (one line at start-up, not a stack trace).
+    const good = (await rsaKeysWithJwksFile()).jwksFile;
     for (const file of [path.join(dir, "absent.json"), notJwks, garbage]) {
-      await expect(loadPublicKeys(loadConfig({ JWT_PUBLIC_KEYS: file }))).rejects.toThrow(/JWT_PUBLIC_KEYS/);
+      expect(() => loadConfig({ JWT_PUBLIC_KEYS: file })).toThrow(ConfigError);
+      expect(() => loadConfig({ JWT_PUBLIC_KEYS: file })).toThrow(/JWT_PUBLIC_KEYS: /);
+      const config = loadConfig({ JWT_PUBLIC_KEYS: good });
+      const later = { ...config, jwt: { ...config.jwt, publicKeysPath: file } };
+      const err = await loadPublicKeys(later).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).problems).toEqual([expect.stringMatching(/^JWT_PUBLIC_KEYS: .*\.json/)]);
     }
   });
 });

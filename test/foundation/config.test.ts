@@ -288,3 +288,136 @@ describe("loadConfig refuses bad values, naming the variable", () => {
     expect(names.sort()).toEqual(["AUTH_BACKEND_URL", "PORT", "READ_BACKEND_URL", "WRITE_BACKEND_URL"]);
   });
 });
+
+describe("the maxima of numeric variables: what their consumer takes, refused beyond, naming the range", () => {
+  it("PostgreSQL's and the timers' limit (2147483647 ms) for timeouts and intervals", () => {
+    expect(loadConfig({ STATEMENT_TIMEOUT_MS: "2147483647" }).statementTimeoutMs).toBe(2_147_483_647);
+    expect(refusal({ STATEMENT_TIMEOUT_MS: "3000000000" }).problems).toEqual([
+      'STATEMENT_TIMEOUT_MS: must be between 100 and 2147483647, got "3000000000"',
+    ]);
+    for (const name of [
+      "REQUEST_TIMEOUT_MS",
+      "DATABASE_CONNECT_TIMEOUT_MS",
+      "DATABASE_WATCHDOG_MS",
+      "IMPORT_WRITE_TIMEOUT_MS",
+      "INDEX_BUILD_TIMEOUT_MS",
+      "BACKEND_TIMEOUT_MS",
+      "EVENTS_POLL_MS",
+      "HISTORY_PRUNE_INTERVAL_MS",
+      "DB_ANALYZE_INTERVAL_MS",
+      "WEBHOOK_RETRY_BASE_MS",
+      "WS_KEEPALIVE_MS",
+      "COUNT_CACHE_MS",
+    ]) {
+      const problems = refusal({ [name]: "2147483648" }).problems;
+      expect(problems).toHaveLength(1);
+      expect(problems[0]).toMatch(
+        new RegExp(`^${name}: must be between \\d+ and 2147483647, got "2147483648"$`),
+      );
+    }
+  });
+
+  it("token lifetimes at 2147483647 s: a number past it is refused, not answered as expires_in", () => {
+    expect(loadConfig({ ACCESS_TOKEN_ACTIVE_S: "2147483647" }).accessTokenActiveS).toBe(2_147_483_647);
+    expect(
+      refusal({
+        ACCESS_TOKEN_ACTIVE_S: "99999999999999999999",
+        ACCESS_TOKEN_RENEWABLE_S: "2147483648",
+        REFRESH_TOKEN_TTL_S: "1e9",
+      }).problems,
+    ).toEqual([
+      'ACCESS_TOKEN_ACTIVE_S: must be between 0 and 2147483647, got "99999999999999999999"',
+      'ACCESS_TOKEN_RENEWABLE_S: must be between 0 and 2147483647, got "2147483648"',
+      'REFRESH_TOKEN_TTL_S: must be a whole number >= 0, got "1e9"',
+    ]);
+  });
+
+  it("counts as PostgreSQL integers, sizes as safe integers, and the tighter limits of their consumers", () => {
+    expect(refusal({ RATE_LIMIT_USER_PER_HOUR: "2147483648" }).problems).toEqual([
+      'RATE_LIMIT_USER_PER_HOUR: must be between 0 and 2147483647, got "2147483648"',
+    ]);
+    expect(refusal({ MAX_BATCH_SIZE: "99999999999" }).problems).toEqual([
+      'MAX_BATCH_SIZE: must be between 1 and 2147483647, got "99999999999"',
+    ]);
+    expect(loadConfig({ IMPORT_MAX_BYTES: "9007199254740991" }).importMaxBytes).toBe(Number.MAX_SAFE_INTEGER);
+    expect(refusal({ IMPORT_MAX_BYTES: "9007199254740993" }).problems).toEqual([
+      'IMPORT_MAX_BYTES: must be between 1024 and 9007199254740991, got "9007199254740993"',
+    ]);
+    // The webhook worker claims concurrency × per receiver rows as one PostgreSQL integer.
+    expect(refusal({ WEBHOOK_CONCURRENCY: "10001" }).problems).toEqual([
+      'WEBHOOK_CONCURRENCY: must be between 1 and 10000, got "10001"',
+    ]);
+    // lru-cache allocates each tenant's slots up front.
+    expect(refusal({ GRAPHQL_PERSISTED_MAX_PER_TENANT: "100001" }).problems).toEqual([
+      'GRAPHQL_PERSISTED_MAX_PER_TENANT: must be between 0 and 100000, got "100001"',
+    ]);
+    expect(refusal({ FIELD_MAX_BYTES: "1073741824" }).problems).toEqual([
+      'FIELD_MAX_BYTES: must be between 1 and 1073741823, got "1073741824"',
+    ]);
+    expect(refusal({ EVENTS_RETENTION_MS: "9007199254740991" }).problems).toEqual([
+      'EVENTS_RETENTION_MS: must be between 0 and 3153600000000, got "9007199254740991"',
+    ]);
+    expect(loadConfig({ TRUST_PROXY: "255" }).trustProxy).toBe(255);
+    expect(refusal({ TRUST_PROXY: "256" }).problems).toEqual([
+      'TRUST_PROXY: the number of proxies in front must be between 0 and 255, got "256"',
+    ]);
+    // Those with a range of their own keep their message for any number past it.
+    expect(refusal({ PORT: "99999999999999999999" }).problems).toEqual([
+      "PORT: must be a port number (0-65535)",
+    ]);
+    expect(refusal({ SESSION_CACHE_MS: "99999999999999999999" }).problems).toEqual([
+      "SESSION_CACHE_MS: must be at most 60000",
+    ]);
+  });
+});
+
+describe("JWT_PUBLIC_KEYS is read at loadConfig: a bad file stops start-up naming the variable", () => {
+  it("a missing file, one that is not JSON and one that is not a JWKS", async () => {
+    const { mkdtemp, writeFile } = await import("node:fs/promises");
+    const dir = await mkdtemp(path.join(tmpdir(), "dimensio-jwks-"));
+    const absent = path.join(dir, "absent.json");
+    expect(refusal({ JWT_PUBLIC_KEYS: absent }).problems).toEqual([
+      `JWT_PUBLIC_KEYS: cannot read a JWKS from ${absent} (no such file)`,
+    ]);
+    const garbage = path.join(dir, "garbage.json");
+    await writeFile(garbage, "{nope");
+    expect(refusal({ JWT_PUBLIC_KEYS: garbage }).problems).toEqual([
+      expect.stringMatching(new RegExp(`^JWT_PUBLIC_KEYS: ${garbage} is not JSON: `)),
+    ]);
+    const notJwks = path.join(dir, "not-jwks.json");
+    await writeFile(notJwks, JSON.stringify({ kty: "RSA" }));
+    expect(refusal({ JWT_PUBLIC_KEYS: notJwks }).problems).toEqual([
+      `JWT_PUBLIC_KEYS: ${notJwks} is not a JWKS ({"keys": [...]})`,
+    ]);
+    const notKeys = path.join(dir, "not-keys.json");
+    await writeFile(notKeys, JSON.stringify({ keys: ["x"] }));
+    expect(refusal({ JWT_PUBLIC_KEYS: notKeys }).problems[0]).toMatch(
+      /^JWT_PUBLIC_KEYS: .* each of its "keys"/,
+    );
+    const empty = path.join(dir, "empty.json");
+    await writeFile(empty, JSON.stringify({ keys: [] }));
+    expect(loadConfig({ JWT_PUBLIC_KEYS: empty }).jwt.publicKeysPath).toBe(empty);
+  });
+});
+
+describe("ROLE=relay and ROLE=webhooks need PostgreSQL and RabbitMQ", () => {
+  it("are refused on the embedded database or the in-process bus, naming ROLE and what is missing", () => {
+    expect(refusal({ ROLE: "relay" }).problems).toEqual([
+      "ROLE: relay runs apart from the API and needs DATABASE_URL (the PostgreSQL it shares) and AMQP_URL (RabbitMQ; the in-process event bus reaches no other process); not set: DATABASE_URL, AMQP_URL",
+    ]);
+    expect(refusal({ ROLE: "webhooks", DATABASE_URL: "postgres://u@db/app" }).problems).toEqual([
+      expect.stringMatching(/^ROLE: webhooks runs apart .*; not set: AMQP_URL$/),
+    ]);
+    expect(refusal({ ROLE: "relay", AMQP_URL: "amqp://mq" }).problems).toEqual([
+      expect.stringMatching(/^ROLE: relay .*; not set: DATABASE_URL$/),
+    ]);
+  });
+
+  it("start with both, and ROLE=all keeps the embedded defaults", () => {
+    const env = { DATABASE_URL: "postgres://u@db/app", AMQP_URL: "amqp://mq" };
+    expect(loadConfig({ ...env, ROLE: "relay" }).role).toBe("relay");
+    expect(loadConfig({ ...env, ROLE: "webhooks" }).role).toBe("webhooks");
+    expect(loadConfig({}).role).toBe("all");
+    expect(loadConfig({ ROLE: "all" }).databaseUrl).toBeNull();
+  });
+});

@@ -2,10 +2,13 @@
 // demo data and prints its logins once, answers /readyz, stops cleanly on SIGTERM, and on the next
 // start finds its data again (PGlite in DATA_DIR persists) without loading the demo twice.
 import { access, mkdtemp, readFile, rm } from "node:fs/promises";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeStartupError } from "../../src/cli/startup-error.ts";
 import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../helpers/env.ts";
 import {
   freePort,
@@ -104,9 +107,29 @@ describe("npm start on the embedded database", () => {
     const refused = start({ DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" });
     expect(await refused.exited).toBe(1);
     expect(refused.output()).toMatch(
-      /^Cannot use the database of DATABASE_URL \(.*\): nothing listens there: is PostgreSQL running\?\.$/m,
+      /^Cannot use the database of DATABASE_URL \(.*\): nothing listens there: is PostgreSQL running\?$/m,
     );
     expect(refused.output()).not.toMatch(/\n\s+at /);
+  });
+
+  it("bad settings found at once are listed together before anything is opened: past a maximum, an unreadable JWT_PUBLIC_KEYS, a ROLE without what it needs", async () => {
+    const fresh = path.join(dir, "bounds-check");
+    const running = start({
+      DATA_DIR: fresh,
+      STATEMENT_TIMEOUT_MS: "3000000000",
+      JWT_PUBLIC_KEYS: path.join(dir, "nonexistent.json"),
+      ROLE: "relay",
+    });
+    expect(await running.exited).toBe(1);
+    const output = running.output();
+    expect(output).toContain('STATEMENT_TIMEOUT_MS: must be between 100 and 2147483647, got "3000000000"');
+    expect(output).toContain(
+      `JWT_PUBLIC_KEYS: cannot read a JWKS from ${path.join(dir, "nonexistent.json")} (no such file)`,
+    );
+    expect(output).toMatch(/ROLE: relay runs apart .*; not set: DATABASE_URL, AMQP_URL/);
+    expect(output).not.toMatch(/\n\s+at /);
+    expect(output).not.toContain("Demo data loaded");
+    await expect(access(fresh)).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   if (TEST_DATABASE_URL) {
@@ -118,6 +141,63 @@ describe("npm start on the embedded database", () => {
       expect(missing.output()).toMatch(/the database does not exist: create it first \(createdb NAME\)\.$/m);
     });
   }
+});
+
+describe("start-up errors of the HTTP server name HOST or PORT, not DATABASE_URL", () => {
+  /** The error of listening on `host`:`port`, as the server meets it. */
+  async function listenError(host: string, port: number): Promise<NodeJS.ErrnoException> {
+    const server = net.createServer();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once("error", reject);
+        server.listen({ host, port }, resolve);
+      });
+    } catch (err) {
+      return err as NodeJS.ErrnoException;
+    } finally {
+      server.close();
+    }
+    throw new Error(`listening on ${host}:${port} succeeded`);
+  }
+
+  it("HOST naming no host of this machine, or an address it does not have", async () => {
+    const unknown = await listenError("not-a-host.invalid", 0);
+    expect(describeStartupError(unknown, { HOST: "not-a-host.invalid" })).toMatch(
+      /^Cannot listen on HOST not-a-host\.invalid \(PORT 8080\): getaddrinfo E[A-Z_]+ not-a-host\.invalid; the host name .*: set HOST to .*\.$/,
+    );
+    const foreign = await listenError("192.0.2.1", 0);
+    expect(describeStartupError(foreign, { HOST: "192.0.2.1", PORT: "0" })).toMatch(
+      /^Cannot listen on HOST 192\.0\.2\.1 \(PORT 0\): listen EADDRNOTAVAIL.*; no network interface .* set HOST to .*\.$/,
+    );
+  });
+
+  it("PORT in use by another process", async () => {
+    const busy = net.createServer();
+    await new Promise<void>((resolve) => busy.listen({ host: "127.0.0.1", port: 0 }, resolve));
+    const port = (busy.address() as net.AddressInfo).port;
+    try {
+      const inUse = await listenError("127.0.0.1", port);
+      expect(describeStartupError(inUse, { HOST: "127.0.0.1", PORT: String(port) })).toBe(
+        `Cannot listen on PORT ${port} (HOST 127.0.0.1): ${inUse.message}; another process listens on that port: stop it, or set PORT to a free one.`,
+      );
+    } finally {
+      busy.close();
+    }
+  });
+
+  it("a database host that does not resolve is still DATABASE_URL's", async () => {
+    const client = new pg.Client({ connectionString: "postgres://nobody@not-a-db-host.invalid:5432/none" });
+    const err = await client.connect().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ syscall: "getaddrinfo" });
+    const message = describeStartupError(err, { HOST: "not-a-host.invalid" });
+    expect(message).toMatch(
+      /^Cannot use the database of DATABASE_URL \(getaddrinfo E[A-Z_]+ not-a-db-host\.invalid\)/,
+    );
+    expect(message).not.toMatch(/\.\.$|\?\.$/);
+  });
 });
 
 describe("the image runs the service as npm start does", () => {

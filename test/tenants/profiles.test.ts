@@ -6,7 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { describeStartupError } from "../../src/cli/startup-error.ts";
 import { loadConfig } from "../../src/config.ts";
 import { migrate } from "../../src/db/migrate.ts";
-import { UnknownProfileError } from "../../src/db/profiles.ts";
+import type { DatabaseHandle } from "../../src/db/database.ts";
+import { databaseApiError } from "../../src/db/errors.ts";
+import { createDatabaseProfiles, UnknownProfileError } from "../../src/db/profiles.ts";
 import { importFixture } from "../../src/fixtures/import.ts";
 import { openServices } from "../../src/services.ts";
 import { createLogger } from "../../src/logger.ts";
@@ -68,6 +70,67 @@ describe("database profiles in the configuration", () => {
     await expect(openServices(config, { logger: createLogger("silent") })).rejects.toThrow(
       /DATABASE_URL: required when database profiles/,
     );
+  });
+});
+
+describe("a profile's database gone under a request: the answer names the profile", () => {
+  const refused = () =>
+    Object.assign(new Error("connect ECONNREFUSED 10.0.0.9:5432"), { code: "ECONNREFUSED" });
+  /** A handle whose every statement fails as an unreachable database's; `inside` runs in its transactions. */
+  const unreachable = (): DatabaseHandle =>
+    ({
+      kind: "postgres",
+      query: async () => {
+        throw refused();
+      },
+      transaction: async (fn: (tx: unknown) => Promise<unknown>) =>
+        fn({ query: async () => Promise.reject(refused()) }),
+      close: async () => {},
+    }) as unknown as DatabaseHandle;
+  const profiles = () =>
+    createDatabaseProfiles({
+      main: unreachable(),
+      profiles: { US: { url: "postgres://h/us", readUrl: null, listenUrl: null } },
+      open: () => unreachable(),
+      prepare: async () => {},
+    });
+
+  it("a statement of the profile's handle, in or out of a transaction: 503 naming the profile", async () => {
+    const p = profiles();
+    const outside = await p
+      .handle("US")
+      .query("SELECT 1")
+      .catch((e: unknown) => e);
+    const inside = await p
+      .handle("US")
+      .transaction((tx) => tx.query("SELECT 1"))
+      .catch((e: unknown) => e);
+    for (const err of [outside, inside]) {
+      expect(databaseApiError(err)?.toBody()).toMatchObject({
+        status: 503,
+        code: "DATABASE_UNAVAILABLE",
+        message: "The tenant's database (profile US) is not reachable right now; retry shortly.",
+        details: { profile: "US" },
+      });
+      expect(databaseApiError(err)?.headers).toMatchObject({ "Retry-After": "1" });
+    }
+  });
+
+  it("the main database's errors, even inside a profile's transaction, are the main's", async () => {
+    const p = profiles();
+    const main = await p.main.query("SELECT 1").catch((e: unknown) => e);
+    const mainInside = await p
+      .handle("US")
+      .transaction(() => p.main.query("SELECT 1"))
+      .catch((e: unknown) => e);
+    for (const err of [main, mainInside]) {
+      const body = databaseApiError(err)?.toBody();
+      expect(body).toMatchObject({
+        code: "DATABASE_UNAVAILABLE",
+        message: "The database is not reachable right now; retry shortly.",
+      });
+      expect(body?.details).toBeUndefined();
+    }
   });
 });
 
