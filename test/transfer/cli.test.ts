@@ -8,32 +8,53 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { importFixture, readFixtureFile } from "../../src/fixtures/import.ts";
 import { createLogger } from "../../src/logger.ts";
-import { openServices } from "../../src/services.ts";
+import { openServices, type Services } from "../../src/services.ts";
 import { BACKENDS, createTestDatabase, SAMPLE_FIXTURE, TEST_JWT_SECRET } from "../helpers/env.ts";
 import { spawnScript } from "../helpers/process.ts";
 import { sampleFixtureWith } from "../write/helpers.ts";
 
+type Fixture = Parameters<typeof importFixture>[1];
+
+/**
+ * The database an export CLI opens, holding `fixture` (`check` runs on it once imported): a PGlite
+ * directory, closed before the CLI opens it (it belongs to one process at a time), or a fresh
+ * PostgreSQL database. Its environment, and `close` (which drops the PostgreSQL one).
+ */
+async function exportDatabase(
+  backend: (typeof BACKENDS)[number],
+  fixture: Fixture,
+  check?: (services: Services) => Promise<void>,
+): Promise<{ env: Record<string, string>; close: () => Promise<void> }> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-export-"));
+  const pg = backend === "postgres" ? await createTestDatabase("postgres") : null;
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    JWT_SECRET: TEST_JWT_SECRET,
+    DEMO_DATA: "false",
+    ...(pg && pg.kind === "postgres" ? { DATABASE_URL: pg.connectionString } : {}),
+  };
+  let open: Services | null = null;
+  try {
+    const services = await openServices(loadConfig({ ...env, LOG_LEVEL: "silent" }), {
+      logger: createLogger("silent"),
+      ...(pg ? { db: pg } : {}),
+    });
+    await importFixture(services, fixture);
+    await check?.(services);
+    if (pg) open = services;
+    else await services.close();
+  } catch (err) {
+    await pg?.close();
+    throw err;
+  }
+  // Closing the services closes (and drops) the PostgreSQL test database.
+  return { env, close: async () => void (await (open ?? pg)?.close()) };
+}
+
 describe.each(BACKENDS)("npm run export (%s)", (backend) => {
   it("writes a tenant's dimension as CSV or NDJSON, with list parameters", { timeout: 300_000 }, async () => {
-    // The database the CLI opens: a PGlite directory, or a fresh PostgreSQL database.
-    const dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-export-"));
-    const pg = backend === "postgres" ? await createTestDatabase("postgres") : null;
-    const env: Record<string, string> = {
-      DATA_DIR: dataDir,
-      JWT_SECRET: TEST_JWT_SECRET,
-      DEMO_DATA: "false",
-      ...(pg && pg.kind === "postgres" ? { DATABASE_URL: pg.connectionString } : {}),
-    };
-    let open: { close(): Promise<void> } | null = null;
+    const { env, close } = await exportDatabase(backend, (await readFixtureFile(SAMPLE_FIXTURE)) as Fixture);
     try {
-      const services = await openServices(loadConfig({ ...env, LOG_LEVEL: "silent" }), {
-        logger: createLogger("silent"),
-        ...(pg ? { db: pg } : {}),
-      });
-      await importFixture(services, await readFixtureFile(SAMPLE_FIXTURE));
-      // PGlite's directory belongs to one process at a time: closed before the CLI opens it.
-      if (pg) open = services;
-      else await services.close();
       const csv = spawnScript("src/cli/export.ts", ["acme", "CUST", "sort=-NAME"], env);
       expect(await csv.exited).toBe(0);
       const records = parseCsv(csv.output(), { columns: true }) as Array<Record<string, string>>;
@@ -45,7 +66,7 @@ describe.each(BACKENDS)("npm run export (%s)", (backend) => {
       ]);
       expect(records[1]).toMatchObject({ CUST_ID: "1", CREDIT_LIMIT: "50000", VIP: "true", LDATA: "" });
       // Each run opens the database (PGlite: 10-60 s on a busy host): the others on PostgreSQL only.
-      if (!pg) return;
+      if (backend !== "postgres") return;
       const nd = spawnScript(
         "src/cli/export.ts",
         ["acme", "CUST", "--format=ndjson", "filter[CITY_ID]=MI"],
@@ -67,8 +88,7 @@ describe.each(BACKENDS)("npm run export (%s)", (backend) => {
       const bad = spawnScript("src/cli/export.ts", ["acme", "NOPE"], env);
       expect(await bad.exited).toBe(1);
     } finally {
-      // Closing the services closes (and drops) the PostgreSQL test database.
-      await (open ?? pg)?.close();
+      await close();
     }
   });
 });
@@ -79,35 +99,21 @@ describe("npm run export: every row of a scoped dimension, and what it refuses",
   it(`reads every row of a ROW_SCOPE dimension; refuses $num_rows, $offset, unknown options and names (${backend})`, {
     timeout: 300_000,
   }, async () => {
-    const dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-export-"));
-    const pg = backend === "postgres" ? await createTestDatabase("postgres") : null;
-    const env: Record<string, string> = {
-      DATA_DIR: dataDir,
-      JWT_SECRET: TEST_JWT_SECRET,
-      DEMO_DATA: "false",
-      ...(pg && pg.kind === "postgres" ? { DATABASE_URL: pg.connectionString } : {}),
-    };
-    let open: { close(): Promise<void> } | null = null;
-    try {
-      // CUST scoped by centro_dett, its records in three units: the system, in none, sees them all.
-      const fixture = await sampleFixtureWith((f) => {
-        f.TB_DIM = f.TB_DIM!.map((d) => (d.COD_DIM === "CUST" ? { ...d, ROW_SCOPE: "centro_dett" } : d));
-        const records = f.records as unknown as Record<string, Array<{ data: Record<string, unknown> }>>;
-        records.CUST!.forEach((r, i) => {
-          r.data.CENTRO_DETT = ["MI01", "RM01", "HQ"][i % 3];
-        });
+    // CUST scoped by centro_dett, its records in three units: the system, in none, sees them all.
+    const fixture = await sampleFixtureWith((f) => {
+      f.TB_DIM = f.TB_DIM!.map((d) => (d.COD_DIM === "CUST" ? { ...d, ROW_SCOPE: "centro_dett" } : d));
+      const records = f.records as unknown as Record<string, Array<{ data: Record<string, unknown> }>>;
+      records.CUST!.forEach((r, i) => {
+        r.data.CENTRO_DETT = ["MI01", "RM01", "HQ"][i % 3];
       });
-      const services = await openServices(loadConfig({ ...env, LOG_LEVEL: "silent" }), {
-        logger: createLogger("silent"),
-        ...(pg ? { db: pg } : {}),
-      });
-      await importFixture(services, fixture as Parameters<typeof importFixture>[1]);
+    });
+    const { env, close } = await exportDatabase(backend, fixture as Fixture, async (services) => {
       const units = await services.db.query<{ CENTRO_DETT: string }>(
         `SELECT DISTINCT "CENTRO_DETT" FROM "TB_ANAG_CUST00" WHERE "TENANT_ID" = 'acme'`,
       );
       expect(units.rows.map((r) => r.CENTRO_DETT).sort()).toEqual(["HQ", "MI01", "RM01"]);
-      if (pg) open = services;
-      else await services.close();
+    });
+    try {
       // Refused before the database is opened: exit 2, nothing on standard output but the reason.
       const refusals = await Promise.all(
         [
@@ -145,7 +151,7 @@ describe("npm run export: every row of a scoped dimension, and what it refuses",
         "Rossi Srl",
         "Verdi & Figli",
       ]);
-      if (!pg) return;
+      if (backend !== "postgres") return;
       const nd = spawnScript(
         "src/cli/export.ts",
         ["acme", "CUST", "--format=ndjson", "fields=CUST_ID", "filter[CITY_ID]=MI"],
@@ -160,7 +166,7 @@ describe("npm run export: every row of a scoped dimension, and what it refuses",
           .map((l) => JSON.parse(l)),
       ).toEqual([{ CUST_ID: 1 }, { CUST_ID: 4 }]);
     } finally {
-      await (open ?? pg)?.close();
+      await close();
     }
   });
 });
