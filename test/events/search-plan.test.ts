@@ -149,8 +149,10 @@ describe("$search planned without statistics (embedded database)", () => {
         `SELECT DISTINCT tablename FROM pg_stats WHERE tablename IN ('TB_SEARCH', 'TB_ANAG_CUST00') ORDER BY 1`,
       );
       expect(rows.map((r) => r.tablename)).toEqual(["TB_ANAG_CUST00", "TB_SEARCH"]);
-      // Nothing changed since: the next round analyzes nothing.
-      expect(await job.runOnce()).toEqual([]);
+      // CUST has not changed since: the next round leaves it alone. (The event side may still be
+      // writing its own tables, the relay's marks, the analytics' and the index's rows, which a
+      // round then analyzes: on a slow host it was, 1,200 events behind the records.)
+      expect(await job.runOnce()).not.toContain("TB_ANAG_CUST00");
     } finally {
       await job.stop();
     }
