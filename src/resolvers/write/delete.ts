@@ -4,7 +4,7 @@ import type { DimensionDef, RecordChange, WriteResult } from "../../types.ts";
 import { auditColumns } from "./audit.ts";
 import { recordChanged } from "./change-event.ts";
 import { step, type WriteContext } from "./context.ts";
-import { countNaming, keyInUse } from "./naming-records.ts";
+import { refuseOrphaning } from "./naming-records.ts";
 import { deleteRow, lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { checkDeletable, currentTrec } from "./state.ts";
 import { isBlank } from "./values.ts";
@@ -60,22 +60,13 @@ async function deleteLocked(
  * brings it back): 409 KEY_IN_USE, naming them, and nothing is deleted, as for a key change
  * outside UPDATE_CASCADE (update.ts).
  */
-async function refuseOrphaningForceDelete(w: WriteContext, dim: DimensionDef, current: Row): Promise<void> {
-  for (const rel of dim.reverseRelations) {
-    if (dim.cascadeDelete.includes(rel.fromDim)) continue;
-    const value = current[rel.toField];
-    const child = w.model.dimensions.get(rel.fromDim);
-    if (isBlank(value) || !child) continue;
-    const n = await countNaming(w, child, rel, value);
-    if (n > 0)
-      throw keyInUse(
-        dim,
-        rel,
-        value,
-        n,
-        `which ${dim.code} does not delete with it (CASCADE_DELETE). Nothing was deleted: delete it without force (a cancelled record stays for them to name), point those records elsewhere first, or list ${rel.fromDim} in ${dim.code}'s CASCADE_DELETE.`,
-      );
-  }
+function refuseOrphaningForceDelete(w: WriteContext, dim: DimensionDef, current: Row): Promise<void> {
+  return refuseOrphaning(w, dim, {
+    spared: dim.cascadeDelete,
+    valueLost: (rel) => current[rel.toField],
+    advice: (rel) =>
+      `which ${dim.code} does not delete with it (CASCADE_DELETE). Nothing was deleted: delete it without force (a cancelled record stays for them to name), point those records elsewhere first, or list ${rel.fromDim} in ${dim.code}'s CASCADE_DELETE.`,
+  });
 }
 
 /**

@@ -7,7 +7,7 @@ import { moveRevisions } from "../../history/revisions.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
 import { foreignKeyLookups } from "./foreign-keys.ts";
-import { countNaming, keyInUse } from "./naming-records.ts";
+import { refuseOrphaning } from "./naming-records.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { requireWrittenInScope } from "./row-scope.ts";
@@ -82,23 +82,21 @@ export async function updateRecord(
  * names it) would leave them naming nothing: 409 KEY_IN_USE, naming them, and the update rolls back.
  * Counted tenant-wide (referential integrity), cancelled records too (a restore brings them back).
  */
-async function refuseOrphaningKeyChange(w: WriteContext, dim: DimensionDef, before: Row, after: Row) {
-  for (const rel of dim.reverseRelations) {
-    if (dim.updateCascade.includes(rel.fromDim)) continue;
-    const old = before[rel.toField];
-    if (isBlank(old) || String(old) === String(after[rel.toField])) continue;
-    const child = w.model.dimensions.get(rel.fromDim);
-    if (!child) continue;
-    const n = await countNaming(w, child, rel, old);
-    if (n > 0)
-      throw keyInUse(
-        dim,
-        rel,
-        old,
-        n,
-        `which ${dim.code} does not update with it (UPDATE_CASCADE). Nothing was changed: list ${rel.fromDim} in ${dim.code}'s UPDATE_CASCADE, or point those records elsewhere first.`,
-      );
-  }
+function refuseOrphaningKeyChange(
+  w: WriteContext,
+  dim: DimensionDef,
+  before: Row,
+  after: Row,
+): Promise<void> {
+  return refuseOrphaning(w, dim, {
+    spared: dim.updateCascade,
+    valueLost: (rel) => {
+      const old = before[rel.toField];
+      return String(old) === String(after[rel.toField]) ? undefined : old;
+    },
+    advice: (rel) =>
+      `which ${dim.code} does not update with it (UPDATE_CASCADE). Nothing was changed: list ${rel.fromDim} in ${dim.code}'s UPDATE_CASCADE, or point those records elsewhere first.`,
+  });
 }
 
 function recordKey(dim: DimensionDef, id: unknown): string {
