@@ -246,7 +246,10 @@ export async function openServices(config: Config, opts: OpenServicesOptions = {
       await handle.transaction(async (tx) => {
         await syncTables(tx, metadata.current().dimensions.values());
       });
-      prismaFactories.set(name, await prismaFactory(handle, prismaOptions(config, logger)));
+      prismaFactories.set(
+        name,
+        await prismaFactory(handle, { ...prismaOptions(config, logger), profile: name }),
+      );
     },
   });
   let views: ReturnType<typeof tenantViews<Services>> | null = null;

@@ -7,6 +7,7 @@
 // PostgreSQL does not load PGlite's.
 import { PrismaClient } from "../generated/prisma/client.ts";
 import type { DatabaseHandle } from "./database.ts";
+import { tagDatabaseProfile } from "./errors.ts";
 
 export type { PrismaClient };
 
@@ -15,6 +16,28 @@ export interface PrismaOptions {
   onConnectionError?: (err: Error) => void;
   /** Unused since Prisma runs on the handle's pool (its connect timeout applies); kept for callers. */
   connectTimeoutMs?: number;
+  /**
+   * The database profile `db` is (decisions.md §18): the clients' errors are tagged with it
+   * (tagDatabaseProfile), so that a request meeting the profile's database gone through Prisma is
+   * answered naming the profile, as through the handle (src/db/profiles.ts).
+   */
+  profile?: string;
+}
+
+/** `client` whose operations' errors are tagged with `profile`; its type stays PrismaClient's. */
+function taggingErrors(client: PrismaClient, profile: string): PrismaClient {
+  return client.$extends({
+    query: {
+      async $allOperations({ args, query }) {
+        try {
+          return await query(args);
+        } catch (err) {
+          tagDatabaseProfile(err, profile);
+          throw err;
+        }
+      },
+    },
+  }) as unknown as PrismaClient;
 }
 
 /**
@@ -32,7 +55,8 @@ export async function prismaFactory(
   }
   const { PrismaPg } = await import("@prisma/adapter-pg");
   const onError = (err: Error) => opts.onConnectionError?.(err);
-  return () =>
+  const { profile } = opts;
+  const make = () =>
     new PrismaClient({
       adapter: new PrismaPg(db.pool, {
         // (An idle connection lost is the pool's, told by the handle's onConnectionError.)
@@ -41,4 +65,5 @@ export async function prismaFactory(
         disposeExternalPool: false,
       }),
     });
+  return profile === undefined ? make : () => taggingErrors(make(), profile);
 }

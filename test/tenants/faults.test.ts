@@ -104,6 +104,10 @@ if (TEST_DATABASE_URL)
           payload: { data: { CITY_ID: "CUT-1", NAME: "x", COUNTRY: "CH" } },
         });
         expect(write.statusCode).toBe(503);
+        // Webhook registrations are read through Prisma on the profile's pool: named the same way.
+        const hooks = await t.app.inject({ method: "GET", url: "/api/v4/webhooks", headers: bearer(greta) });
+        expect(hooks.statusCode, hooks.body).toBe(503);
+        expect(hooks.json()).toMatchObject({ code: "DATABASE_UNAVAILABLE", details: { profile: "EU" } });
         const health = await t.app.inject({ method: "GET", url: "/healthz" });
         expect(health.json().dependencies).toMatchObject({ database: "up", database_eu: "down" });
         expect((await t.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(200);
