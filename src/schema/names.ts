@@ -85,6 +85,11 @@ export const GENERATED_SUFFIXES = [
   "_restore_revision",
 ] as const;
 
+/** Whether `longer` is `code` with a generated suffix (`SUPP_count` of `SUPP`). */
+function suffixed(longer: string, code: string): boolean {
+  return GENERATED_SUFFIXES.some((s) => longer === `${code}${s}`);
+}
+
 export function graphqlNameProblems(rows: MetadataRows): Problem[] {
   const problems: Problem[] = [];
   const codes = rows.TB_DIM.map((d) => d.COD_DIM);
@@ -113,6 +118,8 @@ export function graphqlNameProblems(rows: MetadataRows): Problem[] {
         }
         const owner = taken.get(name);
         if (owner === d.COD_DIM) continue;
+        // One code the other's plus a generated suffix: reported once, by the suffix check below.
+        if (owner && (suffixed(owner, d.COD_DIM) || suffixed(d.COD_DIM, owner))) continue;
         problems.push(
           owner === null
             ? {

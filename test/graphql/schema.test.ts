@@ -43,6 +43,23 @@ describe("the GraphQL schema of the sample fixture", () => {
     );
     expect(problems).toContain("PageMeta is a type of the GraphQL schema; choose another code");
   });
+
+  it("reports a code that is another's plus a generated suffix once, whichever comes first", () => {
+    for (const first of [true, false]) {
+      const rows = sampleFixture();
+      const clash = {
+        ...rows.TB_DIM.find((d) => d.COD_DIM === "CITY")!,
+        COD_DIM: "CUST_count",
+        TABLE_NAME: "TB_X1",
+      };
+      if (first) rows.TB_DIM.unshift(clash);
+      else rows.TB_DIM.push(clash);
+      const problems = validateMetadata(rows).map((p) => p.message);
+      expect(problems.filter((m) => m.includes("GraphQL"))).toEqual([
+        "CUST_count collides with the GraphQL name generated for CUST (CUST_count); choose another code",
+      ]);
+    }
+  });
 });
 
 describe("the typed example client", () => {
