@@ -16,7 +16,7 @@ import {
 import { OUTBOX_CHANNEL } from "../../events/outbox.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import { step, type WriteContext } from "./context.ts";
-import { checkCreateBody } from "./field-rules.ts";
+import { checkCreateBody, createCaller } from "./field-rules.ts";
 import { foreignKeyLookups, type KeyLookup } from "./foreign-keys.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { insertRow, insertRowWithEvent, keysCheckedInStatement, recordExists } from "./record-store.ts";
@@ -240,6 +240,7 @@ export async function createRecord(
     dim.fields.filter((f) => !f.system && !(f.isId && dim.idType === "INTEGER")),
     values,
     w.ctx.centerDett,
+    createCaller(w, dim),
   );
 
   await step(w, "foreign_keys");

@@ -40,6 +40,22 @@ function flagRule(w: WriteContext, dim: DimensionDef, flag: Flag): (field: Field
   return (field) => rules.allows(field, flag);
 }
 
+/**
+ * What a create's required check asks of its caller (values.ts checkRequired): the fields it may
+ * know (peso) and send (N); undefined when trusted (every field).
+ */
+export function createCaller(
+  w: WriteContext,
+  dim: DimensionDef,
+): { knows(field: FieldDef): boolean; sends(field: FieldDef): boolean } | undefined {
+  if (w.trusted) return undefined;
+  const rules = accessView(w.ctx, w.model).fields(dim);
+  return {
+    knows: (field) => rules.isVisible(field),
+    sends: (field) => (field.isId && dim.idType === "INTEGER") || rules.allows(field, "N"),
+  };
+}
+
 /** Checks a create body's member names: known fields with N (unless trusted), child lists. */
 export function checkCreateBody(w: WriteContext, dim: DimensionDef, body: Record<string, unknown>): void {
   const creatable = flagRule(w, dim, "N");

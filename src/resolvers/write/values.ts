@@ -1,4 +1,4 @@
-import { ValidationError } from "../../errors.ts";
+import { PermissionDeniedError, ValidationError } from "../../errors.ts";
 import { codecOf } from "../../metadata/codecs.ts";
 import { fieldConfig } from "../../metadata/build.ts";
 import { ruleViolation } from "../../metadata/validation-rules.ts";
@@ -67,10 +67,18 @@ export function checkRequired(
   fields: readonly FieldDef[],
   values: Record<string, unknown>,
   centerDett: string | null,
+  /**
+   * A create's caller (absent: trusted, or an update, whose touched fields are the caller's own):
+   * whether it may know a field exists (peso) and send it (N). A required field it cannot send
+   * is not asked of it; when only such fields are missing, 403 (requiredNotSettable).
+   */
+  caller?: { knows(field: FieldDef): boolean; sends(field: FieldDef): boolean },
 ): void {
-  const missing = fields.filter(
+  const all = fields.filter(
     (f) => (fieldConfig(f, centerDett).required || !f.nullable) && isBlank(values[f.code]),
   );
+  const missing = caller ? all.filter((f) => caller.sends(f)) : all;
+  if (caller && missing.length === 0 && all.length > 0) throw requiredNotSettable(dim, all, caller);
   const first = missing[0];
   if (!first) return;
   const names = missing.map((f) => f.code).join(", ");
@@ -84,6 +92,28 @@ export function checkRequired(
         : {}),
     },
     422,
+  );
+}
+
+/**
+ * 403: a create lacks required fields the caller may not send (no N flag for it, or hidden by its
+ * peso), and no template fills them: no body it could send would do. The fields it may know are
+ * named; one hidden by peso is not (it does not exist for the caller: decisions.md §6).
+ */
+function requiredNotSettable(
+  dim: DimensionDef,
+  fields: readonly FieldDef[],
+  caller: { knows(field: FieldDef): boolean },
+): PermissionDeniedError {
+  const named = fields.filter((f) => caller.knows(f)).map((f) => f.code);
+  const hidden = fields.length - named.length;
+  const what = [
+    ...(named.length ? [`${named.join(", ")} (without N for you)`] : []),
+    ...(hidden ? [`${hidden === 1 ? "a field" : `${hidden} fields`} your weight hides`] : []),
+  ].join(" and ");
+  return new PermissionDeniedError(
+    `You may not create ${dim.code}: it requires ${what}, which you may not send and no template fills. An administrator can create it, or give such a field a template (VALUE_TEMP) or the N flag at your weight.`,
+    { details: { dimension: dim.code, ...(named.length ? { fields: named } : {}) } },
   );
 }
 
