@@ -240,6 +240,25 @@ describe.each(BACKENDS)("record writes over HTTP (%s)", (backend) => {
       expect(patch.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "CITY_ID" });
     });
 
+    it("takes a key sent back unchanged though its parent was cancelled since (PUT and PATCH)", async () => {
+      const city = await anna.post("/api/v4/core/CITY?source=anag-3", {
+        data: { CITY_ID: "FKC", NAME: "Cancelled later", COUNTRY: "IT" },
+      });
+      expect(city.status).toBe(201);
+      const id = await newCustomer({ CITY_ID: "FKC" });
+      expect((await anna.delete(`/api/v4/core/CITY/FKC?source=anag-3`)).status).toBe(200);
+      // A read-modify-PUT sends the key back as it is: not looked up again, not cleared.
+      const put = await anna.put(`${CUST}/${id}${q}`, { data: { NAME: "Kept its city", CITY_ID: "FKC" } });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      expect(put.body.data).toMatchObject({ NAME: "Kept its city", CITY_ID: "FKC" });
+      const patch = await anna.patch(`${CUST}/${id}${q}`, { data: { NOTES: "still", CITY_ID: "FKC" } });
+      expect(patch.status, JSON.stringify(patch.body)).toBe(200);
+      // A change to a cancelled parent is refused as before.
+      const other = await newCustomer();
+      const moved = await anna.patch(`${CUST}/${other}${q}`, { data: { CITY_ID: "FKC" } });
+      expect(moved.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "CITY_ID" });
+    });
+
     it("fills every template placeholder on create, the body's own values first", async () => {
       const first = await anna.post("/api/v4/core/TPL?source=erp", { data: { NAME: "abc" } });
       expect(first.status).toBe(201);

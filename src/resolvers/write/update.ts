@@ -55,8 +55,11 @@ export async function updateRecord(
   checkRequired(dim, touched, values, w.ctx.centerDett);
 
   await step(w, "foreign_keys");
-  // Looked up by the UPDATE itself (as a create's by its INSERT): no statement of their own.
-  const lookups = foreignKeyLookups(w, dim, values, new Set(changed.map((f) => f.code)));
+  // Looked up by the UPDATE itself (as a create's by its INSERT): no statement of their own. A key
+  // sent with the value it holds is not looked up again: its parent may have been cancelled since
+  // (a cancelled record stays for its children to name), and a PUT must send it back.
+  const keysChanged = changed.filter((f) => String(values[f.code]) !== String(current[f.code] ?? ""));
+  const lookups = foreignKeyLookups(w, dim, values, new Set(keysChanged.map((f) => f.code)));
 
   await step(w, "record");
   const event: AuditEvent = from === "C" ? "restore" : "update";
