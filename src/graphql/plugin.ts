@@ -260,8 +260,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
       if (wantsGraphiQL(request)) {
         // GraphiQL's small page, without a token (its Headers tab holds the Authorization header
         // it sends); its scripts and styles are immutable files (src/graphql/graphiql-page.ts).
-        // A visit spends the client's anonymous window like any request without a token.
-        await auth.spendAnonymous(request, reply);
+        // A visit spends the client's anonymous window (the protected scope's hook).
         return sendGraphiQLPage(request, reply, await graphiql());
       }
       const caller = callerOf(request);

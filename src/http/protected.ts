@@ -1,7 +1,8 @@
 // The protected scope: every route registered inside it has its caller authenticated once, by a
 // preHandler, before its handler runs (token, session, rate limits, activity mark, renewal). Public
 // routes (login, refresh, health) are registered outside it; a route inside may opt out for some
-// requests with `config.public` (GraphiQL's page on GET /graphql).
+// requests with `config.public` (GraphiQL's page on GET /graphql, public media), which then spend
+// the client's anonymous rate-limit window instead.
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from "fastify";
 import type { Auth } from "../auth/service.ts";
 import { type HeavyRequests, httpLaneClient } from "./heavy-requests.ts";
@@ -110,7 +111,10 @@ export function protectedScope(
       });
     }
     scope.addHook("preHandler", async (request, reply) => {
-      if (request.caller || isPublic(request)) return;
+      if (request.caller) return;
+      // A request without a caller spends its client's anonymous window, as a refused token does
+      // (GraphiQL's page, public media): nothing in the scope is served without a window spent.
+      if (isPublic(request)) return auth.spendAnonymous(request, reply);
       request.caller = await auth.authenticate(request, reply);
     });
     await register(scope);

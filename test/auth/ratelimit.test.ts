@@ -292,6 +292,16 @@ describe.each(BACKENDS)("rate-limit headers on answers without a user (%s)", (ba
     );
   });
 
+  it("public media, served without a token, spends the IP's window too: then 429", async () => {
+    const url = "/api/v4/media/public/PROD/P0001/IMAGE?tenant=acme";
+    for (const remaining of [2, 1, 0]) {
+      const res = await call(url, "10.1.0.7");
+      expect(res.statusCode).toBe(404); // no public file there: a probe spends as much as a hit
+      expect(limitHeaders(res)).toMatchObject({ limit: 3, remaining });
+    }
+    expect429(await call(url, "10.1.0.7"), 3, 60);
+  });
+
   it("answers no window covered (an unknown route) show the IP's window without spending it", async () => {
     for (let i = 0; i < 4; i++) {
       const res = await call("/no/such/route", "10.1.0.6");
