@@ -66,16 +66,20 @@ export function authorizeRead(
   return view.authorized(lookup(model, dimCode), "read");
 }
 
-/** Writes: the grant for `access` on the source first (400/403), then the dimension (404). */
+/**
+ * Writes, as reads: an unknown dimension is 404 first, then the grant for `access` on the source
+ * (400/403); a mistyped dimension gets one answer whatever the method.
+ */
 export function authorizeWrite<A extends Exclude<Access, "read" | "metadata">>(
   ctx: RequestContext,
   model: MetadataModel,
   dimCode: string,
   access: A,
 ): AuthorizedDimension<A> {
+  const dim = lookup(model, dimCode);
   const view = accessView(ctx, model);
   view.require(dimCode, access);
-  return view.authorized(lookup(model, dimCode), access);
+  return view.authorized(dim, access);
 }
 
 /** The highest level the caller holds on the request's source (0 when none). */

@@ -428,6 +428,19 @@ describe.each(BACKENDS)("record writes over HTTP (%s)", (backend) => {
       const dim = await anna.post("/api/v4/core/NOPE?source=erp", { data: { A: 1 } });
       expect(dim.status).toBe(404);
       expect(dim.body.code).toBe("DIMENSION_NOT_FOUND");
+      // Through a source that serves another dimension too: a mistyped dimension is 404 whatever
+      // the method, as a read of it is (not 403 "serves CUST, not NOPE").
+      const writes = [
+        anna.post(`/api/v4/core/NOPE${q}`, { data: { A: 1 } }),
+        anna.patch(`/api/v4/core/NOPE/1${q}`, { data: { A: 1 } }),
+        anna.put(`/api/v4/core/NOPE/1${q}`, { data: { A: 1 } }),
+        anna.delete(`/api/v4/core/NOPE/1${q}`),
+        anna.get(`/api/v4/core/NOPE/1${q}`),
+      ];
+      for (const res of await Promise.all(writes)) {
+        expect(res.status, JSON.stringify(res.body)).toBe(404);
+        expect(res.body.code).toBe("DIMENSION_NOT_FOUND");
+      }
     });
   });
 
