@@ -224,6 +224,11 @@ describe.each(BACKENDS)("cascades over HTTP (%s)", (backend) => {
     const taken = await anna.patch("/api/v4/core/CITY/NEW?source=anag-3", { data: { CITY_ID: "MI" } });
     expect(taken.status).toBe(409);
     expect(taken.body.code).toBe("DUPLICATE_KEY");
+    // A key a path word would shadow (GET /CITY/export exports): refused, nothing changed.
+    const shadowed = await anna.patch("/api/v4/core/CITY/NEW?source=anag-3", { data: { CITY_ID: "export" } });
+    expect(shadowed.status).toBe(400);
+    expect(shadowed.body).toMatchObject({ code: "INVALID_FIELD_VALUE", field: "CITY_ID" });
+    expect(await row(t.services, "TB_ANAG_CUST00", "CUST_ID", custId)).toMatchObject({ CITY_ID: "NEW" });
   });
 });
 

@@ -240,6 +240,20 @@ describe.each(BACKENDS)("record writes over HTTP (%s)", (backend) => {
       expect(patch.body).toMatchObject({ code: "INVALID_FOREIGN_KEY", field: "CITY_ID" });
     });
 
+    it("refuses a STRING id that is a word of the API's paths (export, count, …): it could not be addressed", async () => {
+      const CITY = "/api/v4/core/CITY?source=anag-3";
+      for (const id of ["export", "count", "fields", "batch"]) {
+        const res = await anna.post(CITY, { data: { CITY_ID: id, NAME: "Path word", COUNTRY: "IT" } });
+        expect(res.status, id).toBe(400);
+        expect(res.body).toMatchObject({ code: "INVALID_FIELD_VALUE", field: "CITY_ID" });
+        expect(res.body.message).toContain(`/api/v4/core/CITY/${id} is another endpoint`);
+      }
+      expect((await anna.post(CITY, { data: { CITY_ID: "EXP", NAME: "Fine", COUNTRY: "IT" } })).status).toBe(
+        201,
+      );
+      // A key change to one: cascades.test (whose fixture lets CITY_ID be modified).
+    });
+
     it("takes a key sent back unchanged though its parent was cancelled since (PUT and PATCH)", async () => {
       const city = await anna.post("/api/v4/core/CITY?source=anag-3", {
         data: { CITY_ID: "FKC", NAME: "Cancelled later", COUNTRY: "IT" },

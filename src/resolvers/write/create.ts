@@ -21,7 +21,15 @@ import { foreignKeyLookups, type KeyLookup } from "./foreign-keys.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { insertRow, insertRowWithEvent, keysCheckedInStatement, recordExists } from "./record-store.ts";
 import { CounterValue, renderParts, renderTemplate, templateParts } from "./templates.ts";
-import { bodyValue, checkFieldRules, checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
+import {
+  bodyValue,
+  checkAddressableId,
+  checkFieldRules,
+  checkRequired,
+  fieldValues,
+  isBlank,
+  toColumnValue,
+} from "./values.ts";
 
 /** A template's text as a value of the field's type (the types step then checks it). */
 function templateValue(field: FieldDef, text: string): unknown {
@@ -218,6 +226,7 @@ export async function createRecord(
   if (dim.idType === "STRING" && isBlank(values[dim.idField]) && !idRequired(w, dim)) {
     values[dim.idField] = randomUUID();
   }
+  checkAddressableId(dim, values[dim.idField]);
 
   await step(w, "types");
   checkMediaValues(w, dim, dim.fields, values);

@@ -12,7 +12,14 @@ import { checkMediaValues } from "./media-values.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
 import { requireWrittenInScope } from "./row-scope.ts";
 import { currentTrec, requireState, type Trec, updateTransition } from "./state.ts";
-import { checkFieldRules, checkRequired, fieldValues, isBlank, toColumnValue } from "./values.ts";
+import {
+  checkAddressableId,
+  checkFieldRules,
+  checkRequired,
+  fieldValues,
+  isBlank,
+  toColumnValue,
+} from "./values.ts";
 
 export type UpdateMode = "put" | "patch";
 
@@ -39,6 +46,7 @@ export async function updateRecord(
   const cleared = mode === "put" ? putClearedFields(w, dim, body) : [];
   const values: Row = fieldValues();
   for (const f of changed) values[f.code] = body[f.code];
+  if (changed.some((f) => f.isId)) checkAddressableId(dim, values[dim.idField]);
   for (const f of cleared) values[f.code] = null;
   const touched: FieldDef[] = [...changed, ...cleared];
 

@@ -96,6 +96,31 @@ export function checkRequired(
 }
 
 /**
+ * Words of the API's paths after `/{dim}/` that a STRING record id would share: the route wins
+ * (`GET /{dim}/export` exports, `PATCH /{dim}/batch` is a batch), so such a record could not be
+ * read or written by its path. A create or a key change to one is refused.
+ */
+const PATH_WORDS: ReadonlySet<string> = new Set([
+  "count",
+  "fields",
+  "export",
+  "import",
+  "batch",
+  "batch-delete",
+  "media",
+]);
+
+/** 400 INVALID_FIELD_VALUE when `id` is a word of the API's paths (PATH_WORDS). */
+export function checkAddressableId(dim: DimensionDef, id: unknown): void {
+  if (dim.idType !== "STRING" || typeof id !== "string" || !PATH_WORDS.has(id)) return;
+  throw new ValidationError(
+    "INVALID_FIELD_VALUE",
+    `${dim.idField}: "${id}" is a word of the API's paths (/api/v4/core/${dim.code}/${id} is another endpoint), so the record could not be addressed by its id; choose another id.`,
+    { field: dim.idField },
+  );
+}
+
+/**
  * 403: a create lacks required fields the caller may not send (no N flag for it, or hidden by its
  * peso), and no template fills them: no body it could send would do. The fields it may know are
  * named; one hidden by peso is not (it does not exist for the caller: decisions.md §6).
