@@ -280,7 +280,24 @@ export async function planAlter(
     }
     const sameFamily = cur.family === want.family;
     const typeChange = typeChanges.get(want.name);
-    if (!sameFamily) {
+    // STRING and TEXT hold the same values (a DATE or TIMESTAMP, also VARCHAR, means something else).
+    const textual =
+      typeChange === undefined || typeChange === "STRING to TEXT" || typeChange === "TEXT to STRING";
+    if (textual && cur.family === "varchar" && want.family === "text") {
+      // A widening: every value a VARCHAR holds is a TEXT value as it is (STRING to TEXT).
+      statements.push(`ALTER TABLE ${table} ALTER COLUMN ${col} TYPE ${want.sqlType}`);
+    } else if (textual && cur.family === "text" && want.family === "varchar") {
+      // A narrowing like a STRING's: refused only when a value would not fit (TEXT to STRING).
+      const longest = want.length === null ? 0 : await data.maxLength(want.name);
+      if (want.length !== null && longest > want.length) {
+        refuse(
+          want.name,
+          `narrowing ${want.name} to ${want.length} characters would cut values of up to ${longest}`,
+        );
+        continue;
+      }
+      statements.push(`ALTER TABLE ${table} ALTER COLUMN ${col} TYPE ${want.sqlType}`);
+    } else if (!sameFamily) {
       if (await data.holdsValues(want.name)) {
         refuse(
           want.name,

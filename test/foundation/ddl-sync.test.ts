@@ -301,6 +301,21 @@ describe.each(BACKENDS)("syncTables on %s", (backend) => {
       expect(rows.rows.map((r) => r.CODE)).toEqual(["abcdefgh", "ab"]);
     });
 
+    it("a STRING becoming TEXT keeps its values (a widening, not a loss)", async () => {
+      const result = await sync(db, current({ NUM_VAR: 2, COD_VAR: "CODE", DATA_TYPE: "TEXT" }));
+      expect(result.statements).toEqual([`ALTER TABLE "TB_ITEM00" ALTER COLUMN "CODE" TYPE TEXT`]);
+      expect((await columns(db, "TB_ITEM00")).get("CODE")!.data_type).toBe("text");
+      const rows = await db.query<{ CODE: string }>(`SELECT "CODE" FROM "TB_ITEM00" ORDER BY "ITEM_ID"`);
+      expect(rows.rows.map((r) => r.CODE)).toEqual(["abcdefgh", "ab"]);
+      // And back: a narrowing like a STRING's, refused below the longest value, done within it.
+      const cut = await refusal(db, current({ NUM_VAR: 2, COD_VAR: "CODE", DATA_TYPE: "STRING", LENGTH: 4 }));
+      expect(cut.errors).toEqual([
+        { field: "ITEM.CODE", message: "narrowing CODE to 4 characters would cut values of up to 8" },
+      ]);
+      await sync(db, current({ NUM_VAR: 2, COD_VAR: "CODE", DATA_TYPE: "STRING", LENGTH: 30 }));
+      expect((await columns(db, "TB_ITEM00")).get("CODE")!.character_maximum_length).toBe(30);
+    });
+
     it("narrowing a STRING below a stored value is refused, listing the column; nothing is applied", async () => {
       // Together with a safe change (a new column) that must not be applied either.
       const d = current({ NUM_VAR: 2, COD_VAR: "CODE", DATA_TYPE: "STRING", LENGTH: 4 }, [
