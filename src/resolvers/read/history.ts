@@ -109,6 +109,7 @@ export async function listHistory(
       operation: r.OPERATION,
       changes: visibleChanges(revisionChanges(r.CHANGES), shown),
     })),
-    meta: { total, num_rows: shownRows.length, offset: page.offset, has_more: hasMore },
+    // num_rows echoes the page size asked for, as on lists (decisions.md).
+    meta: { total, num_rows: page.limit, offset: page.offset, has_more: hasMore },
   };
 }
