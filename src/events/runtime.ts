@@ -1,6 +1,6 @@
 // The event side of a process (issue 10): the relay, and the subscribers each on its own queue.
-// ROLE=all runs everything; ROLE=relay the relay alone; ROLE=webhooks the webhook dispatcher and
-// its delivery worker alone. Subscribers are attached before the relay starts publishing.
+// ROLE=all runs everything; ROLE=relay the relay alone; ROLE=webhooks the consumers: the webhook
+// dispatcher and its delivery worker, and the subscribers (search, analytics, media, notifications). Subscribers are attached before the relay starts publishing.
 import type { Services } from "../services.ts";
 import { createAnalyticsWriter } from "./analytics.ts";
 import type { BatchHandler } from "./batching.ts";
@@ -212,7 +212,9 @@ export function eventPartsOf(role: string): EventRuntimeOptions | null {
     case "relay":
       return { relay: true };
     case "webhooks":
-      return { webhooks: true };
+      // The event consumers: webhooks and the service's own subscribers (search, analytics, media,
+      // notifications), which a split deployment would otherwise run nowhere.
+      return { webhooks: true, subscribers: true };
     default:
       return null;
   }

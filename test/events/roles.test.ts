@@ -1,5 +1,5 @@
 // ROLE=relay and ROLE=webhooks as processes of their own (issue 10): each serves only the health
-// checks and does its event work. The relay, started on a database with an unpublished outbox row,
+// checks and does its event work (ROLE=webhooks: the webhooks and the service's own subscribers). The relay, started on a database with an unpublished outbox row,
 // publishes it (PUBLISHED_AT set) and stops cleanly. Both need PostgreSQL and RabbitMQ (on the
 // embedded database and the in-process bus they are refused at start: test/foundation/config.test.ts).
 import { mkdtemp, rm } from "node:fs/promises";
@@ -11,6 +11,7 @@ import { loadConfig } from "../../src/config.ts";
 import { migrate } from "../../src/db/migrate.ts";
 import { insertOutboxEvent } from "../../src/events/outbox.ts";
 import { createTestDatabase, TEST_AMQP_URL, TEST_DATABASE_URL } from "../helpers/env.ts";
+import { eventually } from "./support.ts";
 import { freePort, spawnScript, waitReady } from "../helpers/process.ts";
 
 it("without PostgreSQL and RabbitMQ, ROLE=relay and ROLE=webhooks refuse to start (the embedded defaults are one process's)", () => {
@@ -76,21 +77,55 @@ if (TEST_DATABASE_URL && TEST_AMQP_URL)
       expect(rows[0]?.PUBLISHED_AT).toBeInstanceOf(Date);
     });
 
-    it("ROLE=webhooks starts with only health checks", async () => {
+    it("ROLE=webhooks serves only health checks and runs the subscribers: a relay's event is counted", async () => {
+      const counted = await insertOutboxEvent(db, {
+        dim: "CITY",
+        kind: "Updated",
+        recordId: "R1",
+        tenantId: "acme",
+        payload: { CITY_ID: "R1" },
+      });
       const port = await freePort();
-      const running = spawnScript("src/main.ts", [], {
+      const consumers = spawnScript("src/main.ts", [], {
         ...shared(),
         ROLE: "webhooks",
         PORT: String(port),
         DEMO_DATA: "false",
       });
       const base = `http://127.0.0.1:${port}`;
+      let relay: ReturnType<typeof spawnScript> | null = null;
       try {
-        await waitReady(base, running);
+        // Ready once its queues are bound: the relay started next publishes to them.
+        await waitReady(base, consumers);
         expect((await fetch(`${base}/api/v4/webhooks`)).status).toBe(404);
+        const relayPort = await freePort();
+        relay = spawnScript("src/main.ts", [], {
+          ...shared(),
+          ROLE: "relay",
+          PORT: String(relayPort),
+          DEMO_DATA: "false",
+          EVENTS_POLL_MS: "100",
+        });
+        await waitReady(`http://127.0.0.1:${relayPort}`, relay);
+        // The analytics writer of the webhooks process counts the event (a split deployment ran
+        // the subscribers nowhere before).
+        const stats = await eventually(async () => {
+          const { rows } = await db.query<{ COUNT: string | number }>(
+            `SELECT "COUNT" FROM "TB_EVENT_STATS" WHERE "TENANT_ID" = 'acme' AND "EVENT_TYPE" = 'CITYUpdated'`,
+          );
+          return rows[0];
+        });
+        expect(Number(stats.COUNT)).toBe(1);
+        const consumed = await db.query(
+          `SELECT 1 FROM "TB_EVENT_CONSUMED" WHERE "SUBSCRIBER" = 'analytics' AND "OUTBOX_ID" = $1`,
+          [counted],
+        );
+        expect(consumed.rows).toHaveLength(1);
       } finally {
-        running.child.kill("SIGTERM");
+        relay?.child.kill("SIGTERM");
+        consumers.child.kill("SIGTERM");
       }
-      expect(await running.exited).toBe(0);
+      if (relay) expect(await relay.exited).toBe(0);
+      expect(await consumers.exited).toBe(0);
     });
   });
