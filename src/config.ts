@@ -390,6 +390,12 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
   const apiRoles = ["gateway", "read", "write", "auth"];
   if (apiRoles.includes(role) && !given("GATEWAY_SECRET"))
     problems.push("GATEWAY_SECRET: required when ROLE is gateway, read, write or auth");
+  // Processes apart must sign and check tokens with one key: a secret generated in one process's
+  // DATA_DIR would make every token it issues invalid for the others.
+  if (["read", "write", "auth"].includes(role) && !given("JWT_SECRET"))
+    problems.push(
+      `JWT_SECRET: required when ROLE is read, write or auth (the same secret in every process: a generated one is this process's own, and the others would refuse its tokens)`,
+    );
   if (
     ["1", "true", "yes", "on"].includes((env.GRAPHQL_TRUSTED_ONLY ?? "").trim().toLowerCase()) &&
     !given("GRAPHQL_TRUSTED_DOCUMENTS")

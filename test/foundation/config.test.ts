@@ -208,8 +208,26 @@ describe("loadConfig refuses bad values, naming the variable", () => {
   });
 
   it("a backend role without GATEWAY_SECRET", () => {
-    const err = refusal({ ROLE: "write" });
+    const err = refusal({ ROLE: "write", JWT_SECRET: "x".repeat(32) });
     expect(err.problems).toEqual(["GATEWAY_SECRET: required when ROLE is gateway, read, write or auth"]);
+  });
+
+  it("a backend or auth role without JWT_SECRET (a generated one would be its own)", () => {
+    for (const role of ["read", "write", "auth"]) {
+      expect(refusal({ ROLE: role, GATEWAY_SECRET: "shared" }).problems).toEqual([
+        "JWT_SECRET: required when ROLE is read, write or auth (the same secret in every process: a generated one is this process's own, and the others would refuse its tokens)",
+      ]);
+    }
+    // The gateway checks no token itself.
+    expect(() =>
+      loadConfig({
+        ROLE: "gateway",
+        GATEWAY_SECRET: "shared",
+        READ_BACKEND_URL: "http://read",
+        WRITE_BACKEND_URL: "http://write",
+        AUTH_BACKEND_URL: "http://auth",
+      }),
+    ).not.toThrow();
   });
 
   it("MICROSERVICE_ROUTES that is not a JSON object of URLs", () => {
