@@ -211,6 +211,18 @@ describe("the image runs the service as npm start does", () => {
     // docs/decisions.md: request-scoped objects of GraphQL writes were pretenured without it.
     expect(startFlags).toContain("--no-allocation-site-pretenuring");
   });
+
+  it("with the CLIs' tools installed: under the image's NODE_ENV=production, npm ci includes dev dependencies", async () => {
+    const root = path.join(import.meta.dirname, "..", "..");
+    const dockerfile = await readFile(path.join(root, "deploy", "Dockerfile"), "utf8");
+    const pkg = JSON.parse(await readFile(path.join(root, "package.json"), "utf8"));
+    // The CLIs (migrate, import, export, tenant:move) run through tsx, the postinstall through prisma:
+    // dev dependencies, which npm ci leaves out under NODE_ENV=production unless told.
+    expect(pkg.scripts.import).toContain("--import tsx");
+    expect(Object.keys(pkg.devDependencies)).toEqual(expect.arrayContaining(["tsx", "prisma"]));
+    expect(dockerfile).toMatch(/^ENV NODE_ENV=production$/m);
+    expect(dockerfile).toMatch(/^RUN npm ci --include=dev\b/m);
+  });
 });
 
 describe("npm start's NODE_ENV", () => {
