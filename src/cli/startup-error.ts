@@ -12,7 +12,24 @@ const DATABASE_UNREACHABLE: Record<string, string> = {
   "3D000": "the database does not exist: create it first (createdb NAME)",
   "28P01": "the password was refused",
   "28000": "the user may not connect",
+  ECONNRESET:
+    "the server there reset the connection: is that PostgreSQL's port (5432 by default), not another service's?",
 };
+
+/**
+ * pg's own words for a connection that ended before PostgreSQL's greeting (no code): something
+ * other than PostgreSQL listens there (it closed, or never answered), or the host drops it.
+ */
+const DATABASE_ENDED: Array<[RegExp, string]> = [
+  [
+    /^Connection terminated due to connection timeout$/,
+    "nothing answered as PostgreSQL does in time: is that PostgreSQL's host and port (5432 by default)?",
+  ],
+  [
+    /^Connection terminated unexpectedly$/,
+    "the server there closed the connection: is that PostgreSQL's port (5432 by default), not another service's?",
+  ],
+];
 
 /** The HTTP server's own failures to listen, by code: which variable to change, and how. */
 const LISTEN_FAILURES: Record<string, { variable: "HOST" | "PORT"; advice: string }> = {
@@ -74,5 +91,7 @@ export function describeStartupError(
   if (typeof code === "string" && code in DATABASE_UNREACHABLE) {
     return `Cannot use the database of DATABASE_URL (${detail}): ${sentence(DATABASE_UNREACHABLE[code]!)}`;
   }
+  const ended = err instanceof Error && DATABASE_ENDED.find(([words]) => words.test(err.message));
+  if (ended) return `Cannot use the database of DATABASE_URL (${detail}): ${sentence(ended[1])}`;
   return err instanceof Error ? (err.stack ?? err.message) : String(err);
 }

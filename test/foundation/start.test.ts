@@ -8,6 +8,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createServer } from "node:net";
 import { describeStartupError } from "../../src/cli/startup-error.ts";
 import { SAMPLE_FIXTURE, TEST_DATABASE_URL } from "../helpers/env.ts";
 import {
@@ -197,6 +198,33 @@ describe("start-up errors of the HTTP server name HOST or PORT, not DATABASE_URL
       /^Cannot use the database of DATABASE_URL \(getaddrinfo E[A-Z_]+ not-a-db-host\.invalid\)/,
     );
     expect(message).not.toMatch(/\.\.$|\?\.$/);
+  });
+
+  it("a DATABASE_URL port where another service listens (it resets, closes or stays silent) is named too", async () => {
+    // Real servers on loopback that are not PostgreSQL: one resets, one closes, one never answers.
+    const behaviours: Array<(socket: import("node:net").Socket) => void> = [
+      (socket) => socket.resetAndDestroy(),
+      (socket) => socket.once("data", () => socket.end()),
+      () => {},
+    ];
+    for (const behave of behaviours) {
+      const server = createServer(behave);
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      const { port } = server.address() as import("node:net").AddressInfo;
+      // A pool with a connect timeout, as the service opens it (src/db/pool.ts).
+      const pool = new pg.Pool({
+        connectionString: `postgres://nobody@127.0.0.1:${port}/none`,
+        connectionTimeoutMillis: 300,
+      });
+      const err = await pool.query("SELECT 1").then(
+        () => null,
+        (e: unknown) => e,
+      );
+      await pool.end().catch(() => {});
+      server.close();
+      const message = describeStartupError(err, {});
+      expect(message).toMatch(/^Cannot use the database of DATABASE_URL \(.+\): .*PostgreSQL's .*\?$/);
+    }
   });
 });
 
