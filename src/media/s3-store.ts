@@ -2,6 +2,7 @@
 // through lib-storage's multipart Upload, so an object of unknown length never sits in memory
 // whole (parts of 5 MB, at most 2 in flight). The SDK is loaded when a store is made: a service
 // without S3 does not carry it.
+import { ConfigError } from "../config.ts";
 import { observeS3 } from "../observability/dependencies.ts";
 import type { Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
@@ -21,11 +22,35 @@ const notFound = (err: unknown) => {
   return e.name === "NotFound" || e.name === "NoSuchKey" || e.$metadata?.httpStatusCode === 404;
 };
 
+/** How long the start waits on the bucket check: an S3 that does not answer does not hold it longer. */
+const BUCKET_CHECK_MS = 2000;
+
+/**
+ * At start: a bucket the server says does not exist (a misspelt or never created S3_BUCKET) is a
+ * configuration error, not an outage every upload would be answered 503 "retry later" for. Any
+ * other failure (the server away, a policy refusing HeadBucket) leaves it to the requests.
+ */
+async function checkBucket(
+  head: (signal: AbortSignal) => Promise<unknown>,
+  opts: S3StoreOptions,
+): Promise<void> {
+  try {
+    await head(AbortSignal.timeout(BUCKET_CHECK_MS));
+  } catch (err) {
+    const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
+    if (e.name === "NoSuchBucket" || (e.name === "NotFound" && e.$metadata?.httpStatusCode === 404))
+      throw new ConfigError([
+        `S3_BUCKET: the bucket ${opts.bucket} does not exist${opts.endpoint ? ` at S3_ENDPOINT ${opts.endpoint}` : ""}: create it, or correct S3_BUCKET`,
+      ]);
+  }
+}
+
 export async function createS3Store(opts: S3StoreOptions): Promise<MediaStore & { client: S3Client }> {
   const {
     CopyObjectCommand,
     DeleteObjectsCommand,
     GetObjectCommand,
+    HeadBucketCommand,
     HeadObjectCommand,
     ListObjectsV2Command,
     S3Client,
@@ -46,6 +71,7 @@ export async function createS3Store(opts: S3StoreOptions): Promise<MediaStore & 
   });
   const state = observeS3(client);
   const Bucket = opts.bucket;
+  await checkBucket((abortSignal) => client.send(new HeadBucketCommand({ Bucket }), { abortSignal }), opts);
   const size = async (key: string) => {
     try {
       const head = await client.send(new HeadObjectCommand({ Bucket, Key: key }));
