@@ -390,6 +390,16 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
   const apiRoles = ["gateway", "read", "write", "auth"];
   if (apiRoles.includes(role) && !given("GATEWAY_SECRET"))
     problems.push("GATEWAY_SECRET: required when ROLE is gateway, read, write or auth");
+  // Through PgBouncer's transaction pooling the one LISTEN connection (metadata changes, sessions,
+  // the relays' wake-ups) would land on a server connection other clients then use.
+  if (
+    (env.DATABASE_POOL_MODE ?? "").trim() === "transaction" &&
+    given("DATABASE_URL") &&
+    !given("DATABASE_LISTEN_URL")
+  )
+    problems.push(
+      "DATABASE_LISTEN_URL: required with DATABASE_POOL_MODE=transaction: a direct connection to PostgreSQL (not through PgBouncer) for the process's LISTEN",
+    );
   // Processes apart must sign and check tokens with one key: a secret generated in one process's
   // DATA_DIR would make every token it issues invalid for the others.
   if (["read", "write", "auth"].includes(role) && !given("JWT_SECRET"))

@@ -212,6 +212,16 @@ describe("loadConfig refuses bad values, naming the variable", () => {
     expect(err.problems).toEqual(["GATEWAY_SECRET: required when ROLE is gateway, read, write or auth"]);
   });
 
+  it("DATABASE_POOL_MODE=transaction without DATABASE_LISTEN_URL (its LISTEN would go through PgBouncer)", () => {
+    const pooled = { DATABASE_URL: "postgres://u@pgbouncer:6432/app", DATABASE_POOL_MODE: "transaction" };
+    expect(refusal(pooled).problems).toEqual([
+      "DATABASE_LISTEN_URL: required with DATABASE_POOL_MODE=transaction: a direct connection to PostgreSQL (not through PgBouncer) for the process's LISTEN",
+    ]);
+    expect(loadConfig({ ...pooled, DATABASE_LISTEN_URL: "postgres://u@db:5432/app" }).databasePoolMode).toBe(
+      "transaction",
+    );
+  });
+
   it("a backend or auth role without JWT_SECRET (a generated one would be its own)", () => {
     for (const role of ["read", "write", "auth"]) {
       expect(refusal({ ROLE: role, GATEWAY_SECRET: "shared" }).problems).toEqual([
