@@ -141,7 +141,7 @@ async function main() {
     const metrics = await (await fetch(`${base}/metrics`)).text();
     for (const line of metrics.split("\n"))
       if (/(resident_memory|heap_size_(total|used)|external_memory|heap_space_size_total)_bytes/.test(line))
-        if (!line.startsWith("#")) console.log(`  ${line.replace(/^dimensio_process_/, "")}`);
+        if (!line.startsWith("#")) console.log(`  ${line.replace(/^dimensio_/, "")}`);
     child.child.kill("SIGUSR2");
     // The snapshot is written after a full collection: what is live, not what awaits collection.
     const deadline = Date.now() + 120_000;

@@ -332,9 +332,9 @@ async function main() {
       rss.push({
         at,
         mb,
-        heapMb: gauge("dimensio_process_nodejs_heap_size_used_bytes"),
-        heapTotalMb: gauge("dimensio_process_nodejs_heap_size_total_bytes"),
-        externalMb: gauge("dimensio_process_nodejs_external_memory_bytes"),
+        heapMb: gauge("dimensio_nodejs_heap_size_used_bytes"),
+        heapTotalMb: gauge("dimensio_nodejs_heap_size_total_bytes"),
+        externalMb: gauge("dimensio_nodejs_external_memory_bytes"),
       });
     };
     const sampler = setInterval(() => void sample(), SAMPLE_MS);

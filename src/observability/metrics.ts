@@ -38,7 +38,8 @@ export interface Metrics {
 export function createMetrics(opts: { db: DatabaseHandle | null; role: string }): Metrics {
   const registry = new Registry();
   registry.setDefaultLabels({ role: opts.role });
-  collectDefaultMetrics({ register: registry, prefix: "dimensio_process_" });
+  // prom-client's own names start with process_ and nodejs_: the prefix is the service's alone.
+  collectDefaultMetrics({ register: registry, prefix: "dimensio_" });
   const { db } = opts;
   if (db) registerDatabaseGauges(registry, db);
   return {

@@ -106,6 +106,14 @@ describe.each(BACKENDS)("metrics (%s)", (backend) => {
       const ops = family(families, "dimensio_graphql_operations_total").metrics;
       expect(Number(ops.find((m) => m.labels?.operation === "query")?.value)).toBeGreaterThanOrEqual(1);
       expect(created?.labels?.role).toBe("all");
+      // The process's own metrics, prefixed once (not dimensio_process_process_…).
+      expect(
+        Number(family(families, "dimensio_process_cpu_user_seconds_total").metrics[0]?.value),
+      ).toBeGreaterThan(0);
+      expect(
+        Number(family(families, "dimensio_nodejs_heap_size_used_bytes").metrics[0]?.value),
+      ).toBeGreaterThan(0);
+      expect(families.some((f) => f.name.startsWith("dimensio_process_process_"))).toBe(false);
     } finally {
       await receiver.close();
     }
