@@ -57,6 +57,9 @@ function received(msg: ConsumeMessage, failures: number): ReceivedEvent {
   };
 }
 
+/** How long an unsubscribe waits for the handlers in flight to settle before closing the channel. */
+const STOP_SETTLE_MS = 10_000;
+
 /** The queue name of a durable subscriber. */
 export function subscriberQueue(exchange: string, name: string): string {
   return `${exchange}.${name}`;
@@ -168,6 +171,11 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
         failures.set(key, n);
         if (failures.size > 10_000) failures.delete(failures.keys().next().value as string);
       };
+      // The consumer of the current channel, and the handlers still running: an orderly stop
+      // cancels the consumer, lets them settle (their acks sent), then closes the channel.
+      let consumer: { ch: ConfirmChannel; tag: string } | null = null;
+      let running = 0;
+      let settled: (() => void) | null = null;
       const channel = connection.createChannel({
         name: `subscriber ${name}`,
         setup: async (ch: ConfirmChannel) => {
@@ -201,8 +209,9 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
               );
             }
           };
-          await ch.consume(queue, (msg) => {
+          const consumed = await ch.consume(queue, (msg) => {
             if (!msg) return;
+            running++;
             const database = (msg.properties.headers as Record<string, unknown> | undefined)?.database;
             // OUTBOX_IDs are per database: a failure is remembered per database and id.
             const key = `${typeof database === "string" ? database : ""}:${String(msg.properties.messageId ?? "")}`;
@@ -225,8 +234,13 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
                   // Requeued, or (the last failure) dead-lettered to <queue>.dead.
                   settle("nack", event, () => ch.nack(msg, false, !giveUp));
                 },
-              );
+              )
+              .finally(() => {
+                running--;
+                if (running === 0) settled?.();
+              });
           });
+          consumer = { ch, tag: consumed.consumerTag };
         },
       });
       channel.on("error", (err) =>
@@ -251,6 +265,19 @@ export function createAmqpBus(opts: AmqpBusOptions): EventBus & { connection: Am
         check();
       });
       return async () => {
+        // No new deliveries, then the ones being handled settle (at most STOP_SETTLE_MS): their
+        // acks go out before the channel closes, instead of being redelivered to the next process.
+        const current = consumer;
+        consumer = null;
+        if (current) await current.ch.cancel(current.tag).catch(() => {});
+        if (running > 0)
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, STOP_SETTLE_MS);
+            settled = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
         channels.delete(channel);
         setUp.delete(channel);
         await channel.close();

@@ -155,6 +155,53 @@ describe.each(KINDS)("event bus ($name)", (kind) => {
   });
 });
 
+describe.runIf(TEST_AMQP_URL)("an orderly unsubscribe (RabbitMQ)", () => {
+  it("lets the handlers in flight settle and their acks go out before the channel closes", async () => {
+    const exchange = `dimensio.test.${randomBytes(4).toString("hex")}`;
+    const bus = createAmqpBus({
+      url: TEST_AMQP_URL!,
+      exchange,
+      maxFailures: MAX_FAILURES,
+      logger: createLogger("silent"),
+    });
+    try {
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let started = false;
+      let finished = false;
+      const unsubscribe = await bus.subscribe("slow", async () => {
+        started = true;
+        await gate;
+        finished = true;
+      });
+      await bus.publish([event("1")]);
+      await eventually(() => started, { what: "the handler to start" });
+      const stopping = unsubscribe();
+      // The stop waits for the handler in flight instead of closing its channel under it.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(finished).toBe(false);
+      release();
+      await stopping;
+      expect(finished).toBe(true);
+      // Its ack went out before the channel closed: nothing waits in the queue to be redelivered.
+      const conn = await amqplib.connect(TEST_AMQP_URL!);
+      try {
+        const ch = await conn.createChannel();
+        const { messageCount } = await ch.checkQueue(subscriberQueue(exchange, "slow"));
+        expect(messageCount).toBe(0);
+        await ch.deleteQueue(subscriberQueue(exchange, "slow"));
+        await ch.deleteQueue(`${subscriberQueue(exchange, "slow")}.dead`);
+      } finally {
+        await conn.close();
+      }
+    } finally {
+      await bus.close();
+    }
+  });
+});
+
 describe("the broker connection of a service", () => {
   it("opens on the first subscription, not at start", async () => {
     // A TCP listener in the broker's place: it counts the connections it is offered.
