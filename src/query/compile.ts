@@ -398,7 +398,7 @@ export function countScopeOf(scope: PlanScope): CountScope {
 export const groupAlias = (i: number) => `g${i}`;
 export const aggregateAlias = (i: number) => `a${i}`;
 
-export function compileGroupsPage(plan: GroupsPlan): CompiledQuery {
+export function compileGroupsPage(plan: GroupsPlan, withTotal = true): CompiledQuery {
   const p = new Params();
   const from = fromWhere(plan, p);
   const groups = plan.groupBy.map((f, i) => `${column(f)} AS ${ident(groupAlias(i))}`);
@@ -413,9 +413,11 @@ export function compileGroupsPage(plan: GroupsPlan): CompiledQuery {
       : aggregateAlias(plan.aggregates.indexOf(s.key.aggregate));
   const order = (alias: string) =>
     plan.sort.map((s) => `${alias}${ident(sortAlias(s))} ${direction(s.direction, true)}`).join(", ");
-  const total = plan.groupBy.length
-    ? `SELECT count(*) AS "__total" FROM (SELECT 1 ${from}${groupBy}) AS g`
-    : `SELECT 1 AS "__total"`;
+  // Without a total (`$count=none`) the groups are not counted: 1 stands in, never read.
+  const total =
+    plan.groupBy.length && withTotal
+      ? `SELECT count(*) AS "__total" FROM (SELECT 1 ${from}${groupBy}) AS g`
+      : `SELECT 1 AS "__total"`;
   const limit = p.add(plan.limit);
   const offset = p.add(plan.offset);
   const lines = [

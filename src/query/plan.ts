@@ -209,6 +209,17 @@ function requestedColumns(
   const allowed = (f: FieldDef) => forcedFields.has(f) || rules.allows(f, flag);
   if (requested === null) return dim.fields.filter(allowed);
   const wanted = new Set(requested.map((name) => visibleFieldNamed(rules, name)));
+  // A forced field the field list leaves out would not be returned: the caller listed it and
+  // would believe it applied (decisions.md, "A parameter that would have no effect").
+  for (const name of forced) {
+    if (!wanted.has(visibleFieldNamed(rules, name))) {
+      const shown = name.slice(0, 60);
+      throw invalidParameter(
+        "forceListCost",
+        `forceListCost names ${shown}, which the field list ($fields or $select; an export's fields) leaves out, so it would not be returned: list ${shown} there too, or leave the field list out.`,
+      );
+    }
+  }
   return dim.fields.filter((f) => wanted.has(f) && allowed(f));
 }
 

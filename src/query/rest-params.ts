@@ -28,7 +28,13 @@ import {
 export type QueryParams = Readonly<Record<string, string | readonly string[] | undefined>>;
 
 /** Parameters that carry request context, read by the auth layer, not by the query model. */
-const CONTEXT_PARAMETERS = new Set(["source", "center_dett", "ambiente", "modulo", "microservice"]);
+export const CONTEXT_PARAMETERS: ReadonlySet<string> = new Set([
+  "source",
+  "center_dett",
+  "ambiente",
+  "modulo",
+  "microservice",
+]);
 
 const MAX_SEARCH_LENGTH = 200;
 
@@ -359,22 +365,37 @@ export function parseListParams(params: QueryParams): ListQuery {
 }
 
 /**
+ * Refuses the read parameters (a list's or a record's: `filter[…]`, `$filter`, `sort`, paging,
+ * `$fields`, `$expand`, grouping…) that a request does not take, those in `takes` excepted, and
+ * any unknown `$` name or bracketed form: each would be left unread, the caller believing it
+ * applied. 400 INVALID_PARAMETER naming the parameter as sent, with `because(name)` as the message
+ * (`name` is `filter[…]` for any filter). The detail read and the single-record writes use it.
+ */
+export function refuseReadParameters(
+  params: QueryParams,
+  takes: ReadonlySet<string>,
+  because: (name: string) => string,
+): void {
+  for (const key of Object.keys(params)) {
+    checkBracketForm(key);
+    const read = key.startsWith("filter") ? "filter[…]" : LIST_PARAMETERS.has(key) ? key : null;
+    if (read !== null && !takes.has(key)) throw invalidParameter(key.slice(0, 60), because(read));
+  }
+  checkUnknown(params, takes);
+}
+
+/**
  * The single-record parameters: $fields/$select, $expand/include, cond_trec, debug. A list
  * parameter (`filter[…]`, `$filter`, `sort`, paging, grouping…) names no record and would be left
  * unread: refused.
  */
 export function parseRecordParams(params: QueryParams): RecordQuery {
-  for (const key of Object.keys(params)) {
-    checkBracketForm(key);
-    const listOnly = key.startsWith("filter") ? "filter[…]" : LIST_PARAMETERS.has(key) ? key : null;
-    if (listOnly !== null && !RECORD_PARAMETERS.has(key)) {
-      throw invalidParameter(
-        key.slice(0, 60),
-        `${listOnly} applies to lists; a single record is read by its id and takes only $fields, $select, $expand, include, cond_trec and debug (cond_trec=C reads a cancelled one).`,
-      );
-    }
-  }
-  checkUnknown(params, RECORD_PARAMETERS);
+  refuseReadParameters(
+    params,
+    RECORD_PARAMETERS,
+    (name) =>
+      `${name} applies to lists; a single record is read by its id and takes only $fields, $select, $expand, include, cond_trec and debug (cond_trec=C reads a cancelled one).`,
+  );
   const q = parseListParams(
     Object.fromEntries(
       entries(params).filter(([k]) => RECORD_PARAMETERS.has(k) || CONTEXT_PARAMETERS.has(k)),
@@ -420,6 +441,21 @@ export function parseCountParams(params: QueryParams): ListQuery {
   return parseListParams(params);
 }
 
+/**
+ * `getACList`: 1 or true asks the whole list, 0 or false does not (as if absent). Anything else,
+ * the empty value included, is refused: read as false, it answered an empty list that looked like
+ * "no values" (like `force` on a delete, only an explicit value counts).
+ */
+function lookupFlag(value: string): boolean {
+  const v = value.toLowerCase();
+  if (v === "1" || v === "true") return true;
+  if (v === "0" || v === "false") return false;
+  throw invalidParameter(
+    "getACList",
+    `getACList is 1 (or true) for the whole list, or 0 (or false); got '${value.slice(0, 40)}'.`,
+  );
+}
+
 /** GET /vars: `field` (required), `$filter`, `getACList=1`. */
 export function parseLookupParams(params: QueryParams): {
   field: string;
@@ -448,11 +484,10 @@ export function parseLookupParams(params: QueryParams): {
     });
   }
   const expression = one("$filter");
-  const flag = one("getACList");
   return {
     field,
     filter: expression ? parseFilterExpression(expression) : null,
-    fullList: flag === "1" || flag.toLowerCase() === "true",
+    fullList: given.has("getACList") && lookupFlag(one("getACList")),
   };
 }
 

@@ -204,7 +204,8 @@ export const authRoutes: FastifyPluginAsync<RouteDeps> = async (app, { auth }) =
         user_id: p.userId,
         tenant_id: p.tenantId,
         session_id: p.sessionId,
-        peso: p.peso,
+        // A string, as in the token and the login's user block (spec 2.6, docs/decisions.md).
+        peso: String(p.peso),
         centro_dett: p.centroDett,
         ambiente: p.ambiente,
         lingua: p.lingua,

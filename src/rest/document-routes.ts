@@ -3,6 +3,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { BadRequestError } from "../errors.ts";
 import { contextOf } from "../http/protected.ts";
+import { CONTEXT_PARAMETERS } from "../query/rest-params.ts";
 import type { ReadDeps } from "../resolvers/read/context.ts";
 import { getDocument, getOnTheFlyDocument } from "../resolvers/read/documents.ts";
 import type { RequestContext } from "../types.ts";
@@ -30,8 +31,10 @@ export const documentRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     const query = request.query as Record<string, unknown>;
     const params: Record<string, string> = {};
     for (const [k, v] of Object.entries(query)) {
-      if (typeof v === "string") params[k] = v;
-      else if (v !== undefined) {
+      if (typeof v === "string") {
+        // The document's own parameters; the context and `compact` are read apart.
+        if (!CONTEXT_PARAMETERS.has(k) && k !== "compact") params[k] = v;
+      } else if (v !== undefined) {
         throw new BadRequestError("INVALID_PARAMETER", `${k.slice(0, 60)} is given more than once.`, {
           field: k.slice(0, 60),
         });

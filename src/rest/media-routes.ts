@@ -6,7 +6,7 @@ import multipart from "@fastify/multipart";
 import type { Readable } from "node:stream";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { ApiError, BadRequestError, ValidationError } from "../errors.ts";
-import { contextOf } from "../http/protected.ts";
+import { callerOf, contextOf } from "../http/protected.ts";
 import { createUploadSlots } from "../media/upload-slots.ts";
 import {
   attachUpload,
@@ -18,6 +18,7 @@ import {
   stageUpload,
 } from "../resolvers/media.ts";
 import { type RouteDeps, servicesOf } from "./deps.ts";
+import { formContextOf } from "./scope.ts";
 
 type Download = {
   Params: { dim: string; id: string; field: string };
@@ -27,7 +28,8 @@ type Download = {
 /** Downloads: no script, no plugin, no subresource, a unique origin (sandbox). */
 export const MEDIA_CSP = "default-src 'none'; sandbox";
 
-const FORM_FIELDS = new Set(["dimension", "record_id", "field", "public"]);
+/** The form's parts besides the file: the record named, `public`, and the scope (as in a JSON write body). */
+const FORM_FIELDS = new Set(["dimension", "record_id", "field", "public", "source", "center_dett"]);
 
 function flag(value: string | undefined): boolean {
   if (value === undefined || value === "" || value === "false" || value === "0") return false;
@@ -143,11 +145,14 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   });
 
   async function upload(request: FastifyRequest, reply: FastifyReply, pathDim: string | null) {
-    const caller = contextOf(request);
+    const { principal } = callerOf(request);
     // The record and its event are in the tenant's database (decisions.md §18).
-    const tenant = services.forTenant(caller.principal.tenantId);
+    const tenant = services.forTenant(principal.tenantId);
     let release = () => {};
     const fields: Record<string, string> = {};
+    // The scope: the query string's source and center_dett, else the form's parts of those names
+    // (sent before the file, like the parts naming the record); given in both, they must agree.
+    const scoped = () => formContextOf(request, { source: fields.source, center_dett: fields.center_dett });
     // The parts that name the record: all of them come, and are checked, before the file's first
     // byte is read; the file then streams to the store's staging (never held in memory).
     const naming = pathDim ? ["record_id", "field"] : ["dimension", "record_id", "field"];
@@ -166,7 +171,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         );
       }
       // Refused past a cap before a byte of the body is read.
-      release = slots.take(caller.principal.userId, caller.principal.tenantId);
+      release = slots.take(principal.userId, principal.tenantId);
       for await (const part of request.parts({ isPartAFile: parts.isPartAFile })) {
         const dropped = parts.received(part.fieldname);
         if (dropped !== undefined) {
@@ -183,7 +188,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
           // Refused before its bytes are read: the rights the parts so far allow to check (the
           // grant to update on the source at least; the dimension, field and record they name).
           try {
-            await authorizeUpload(tenant, caller, target());
+            await authorizeUpload(tenant, scoped(), target());
           } catch (err) {
             refusePart(part.file);
             throw err;
@@ -197,7 +202,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
               { field: missing[0], details: { missing } },
             );
           }
-          staged = await stageUpload(tenant, caller.principal.tenantId, part.file);
+          staged = await stageUpload(tenant, principal.tenantId, part.file);
         } else if (FORM_FIELDS.has(part.fieldname)) {
           // Once: a name sent again after the file would point the checked upload elsewhere.
           if (fields[part.fieldname] !== undefined)
@@ -215,7 +220,25 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
               `The part ${part.fieldname} is longer than ${FORM_LIMITS.fieldSize} bytes.`,
               { field: part.fieldname, details: { max_bytes: FORM_LIMITS.fieldSize } },
             );
-          fields[part.fieldname] = String(part.value);
+          const value = String(part.value);
+          // The path names the dimension: a part naming another would be left unread.
+          if (part.fieldname === "dimension" && pathDim !== null && value !== pathDim)
+            throw new BadRequestError(
+              "INVALID_PARAMETER",
+              `The part dimension names ${value.slice(0, 60)}, but the path names ${pathDim.slice(0, 60)}: the file goes to the path's dimension. Leave the part out, or give the same.`,
+              { field: "dimension" },
+            );
+          fields[part.fieldname] = value;
+          // A scope part that the query string contradicts is refused as soon as it is read.
+          if (part.fieldname === "source" || part.fieldname === "center_dett") scoped();
+        } else {
+          // A part of no meaning here would be left unread (the caller believing it applied).
+          const name = part.fieldname.slice(0, 60);
+          throw new BadRequestError(
+            "INVALID_PARAMETER",
+            `The part ${name} is not taken by an upload, whose form has the parts ${[...FORM_FIELDS].join(", ")}, then file.`,
+            { field: name },
+          );
         }
       }
       if (!staged) {
@@ -225,7 +248,7 @@ export const mediaRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         }
         throw new ValidationError("MISSING_PARAMETER", "The part file is required.", { field: "file" });
       }
-      const { value, eventId } = await attachUpload(tenant, caller, staged, {
+      const { value, eventId } = await attachUpload(tenant, scoped(), staged, {
         dim: (pathDim ?? fields.dimension)!,
         recordId: fields.record_id!,
         field: fields.field!,

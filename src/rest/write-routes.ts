@@ -2,6 +2,7 @@
 // read the body, call the write resolver, shape the response. No rule is decided here.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { BadRequestError } from "../errors.ts";
+import { type QueryParams, refuseReadParameters } from "../query/rest-params.ts";
 import type { MetadataWriteOp } from "../resolvers/metadata/input.ts";
 import { writeMetadata } from "../resolvers/metadata/write.ts";
 import { METADATA_TABLES } from "../metadata/tables.ts";
@@ -56,6 +57,52 @@ function parseFlag(value: unknown, name: string): boolean {
     return false;
   if (value === true || value === "true" || value === "1") return true;
   throw new BadRequestError("INVALID_PARAMETER", `${name} must be true or false.`, { field: name });
+}
+
+const TAKES_NO_READ_PARAMETER: ReadonlySet<string> = new Set();
+
+/**
+ * A write of one record (POST /{dim}, PUT, PATCH, DELETE /{dim}/{id}) reads no list or record
+ * parameter: `$fields`, `$expand`, `filter[…]`, paging… would be left unread (a PATCH with
+ * `filter[…]` still writes its record), so each is 400 INVALID_PARAMETER naming it, as on the
+ * detail read (src/query/rest-params.ts, refuseReadParameters).
+ */
+function refuseReadParametersOnWrite(request: FastifyRequest, forceToo: boolean): void {
+  refuseReadParameters(
+    request.query as QueryParams,
+    TAKES_NO_READ_PARAMETER,
+    (name) =>
+      `${name} is a read parameter; a write of one record names its record by the path, carries its values in the body and answers the record as written, so its query string takes only source and the context parameters center_dett, ambiente, modulo, microservice${forceToo ? ", and force" : ""}.`,
+  );
+}
+
+/** What a DELETE's body may name: the scope (spec 4.1, "source may also be sent in a write body"). */
+const DELETE_BODY_MEMBERS: ReadonlySet<string> = new Set(["source", "center_dett"]);
+
+/**
+ * A single DELETE reads `force` from the query string (spec 4.3), and from its body only the
+ * scope: any other member would be left unread (`{"force": true}` answered by a soft delete, the
+ * record still stored), so it is 400 INVALID_PARAMETER naming it.
+ */
+function checkDeleteBody(body: unknown): void {
+  if (body === undefined || body === null) return;
+  if (typeof body !== "object" || Array.isArray(body)) {
+    throw new BadRequestError(
+      "INVALID_REQUEST",
+      "A DELETE takes no body but {source, center_dett}; force goes in the query string (?force=true).",
+    );
+  }
+  for (const name of Object.keys(body)) {
+    if (DELETE_BODY_MEMBERS.has(name)) continue;
+    const shown = name.slice(0, 60);
+    throw new BadRequestError(
+      "INVALID_PARAMETER",
+      name === "force"
+        ? "force goes in the query string of a DELETE (?force=true, spec 4.3), not in its body; a body's force is not read."
+        : `${shown} is not read from a DELETE's body, which may carry only source and center_dett; force goes in the query string (?force=true).`,
+      { field: shown },
+    );
+  }
 }
 
 function withCascaded(body: Body, result: WriteResult): Body {
@@ -177,6 +224,14 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     );
   });
   app.post<DimParams>(`${CORE}/:dim/batch-delete`, async (request, _reply) => {
+    // `force` is a member of the body here (spec 4.3, {ids, force}); the query string's is not read.
+    if ((request.query as Record<string, unknown>).force !== undefined) {
+      throw new BadRequestError(
+        "INVALID_PARAMETER",
+        "force goes in the body of batch-delete ({ids: [...], force: true}, spec 4.3), not in the query string; the query string's force is not read.",
+        { field: "force" },
+      );
+    }
     const ctx = ctxOf(request);
     const ids = arrayMember(request.body, "ids");
     const force = parseFlag(bodyObject(request.body).force, "force");
@@ -204,6 +259,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
 
   // ---------------------------------------------------------------- one record
   app.post<DimParams>(`${CORE}/:dim`, async (request, reply) => {
+    refuseReadParametersOnWrite(request, false);
     const ctx = ctxOf(request);
     const result = await createOne(
       servicesOf(services, request),
@@ -222,6 +278,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
 
   const update =
     (mode: "put" | "patch") => async (request: FastifyRequest<RecordParams>, _reply: FastifyReply) => {
+      refuseReadParametersOnWrite(request, false);
       const ctx = ctxOf(request);
       const { dim, id } = request.params;
       const result = await updateOne(
@@ -263,6 +320,8 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   app.patch<RecordParams>(`${CORE}/:dim/:id`, update("patch"));
 
   app.delete<RecordParams>(`${CORE}/:dim/:id`, async (request, _reply) => {
+    refuseReadParametersOnWrite(request, true);
+    checkDeleteBody(request.body);
     const ctx = ctxOf(request);
     const { dim, id } = request.params;
     const force = parseFlag(request.query.force, "force");

@@ -216,9 +216,12 @@ describe.each(BACKENDS)("login (%s)", (backend) => {
       expect(me.json().data).toMatchObject({
         user_id: name,
         tenant_id: FIXTURE_PROFILE[name].tenant_id,
-        peso: Number(FIXTURE_PROFILE[name].peso),
         grants: FIXTURE_GRANTS[name],
       });
+      // peso is a string, on /auth/me as in the login's user block (decisions.md: "peso is a string").
+      expect(me.json().data.peso).toBe(FIXTURE_PROFILE[name].peso);
+      expect(me.json().data.peso).toBe(user.peso);
+      expect(typeof me.json().data.peso).toBe("string");
     }
   });
 

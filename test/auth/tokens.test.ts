@@ -224,14 +224,14 @@ describe.each(BACKENDS)("access tokens (%s)", (backend) => {
 
   it("a peso change in TB_USER applies on the next request", async () => {
     const token = await loginAs(t.app, "lucia", "lucia-secret-3");
-    expect((await me(bearer(token))).json().data.peso).toBe(3);
+    expect((await me(bearer(token))).json().data.peso).toBe("3");
     await t.services.db.query(`UPDATE "TB_USER" SET "PESO" = '2' WHERE "USER_ID" = 'lucia'`);
     try {
       const seen = await soon(
         () => me(bearer(token)),
-        (r) => r.json().data.peso === 2,
+        (r) => r.json().data.peso === "2",
       );
-      expect(seen.json().data.peso).toBe(2);
+      expect(seen.json().data.peso).toBe("2");
       const row = await t.services.db.query<{ CONTEXT: { peso: string } }>(
         `SELECT "CONTEXT" FROM "TB_ANAG_SESSIONS00" WHERE "SESSION_ID" = $1`,
         [decodeJwt(token).sessionId],

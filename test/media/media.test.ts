@@ -281,6 +281,81 @@ describe.each(STORES)("media ($name)", (store) => {
     expect(await app.t.services.media.list("staging/")).toEqual([]);
   });
 
+  it("a part contradicting the path or the query string, or of no meaning, is 400 INVALID_PARAMETER naming it; source may come as a part", async () => {
+    const id = await newProduct("Parts");
+    const image = await png(16, 16);
+    const file: [string, { bytes: Buffer; name: string; type: string }] = [
+      "file",
+      { bytes: image, name: "p.png", type: "image/png" },
+    ];
+    const naming: Array<[string, string]> = [
+      ["record_id", id],
+      ["field", "IMAGE"],
+    ];
+    const refused = async (parts: Array<[string, string | (typeof file)[1]]>, url?: string) => {
+      const res = await app.upload("anna", form(parts), url);
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    // The path names PROD; a dimension part naming another was left unread (the file went to PROD).
+    const otherDim = await refused(
+      [["dimension", "CUST"], ...naming, file],
+      "/api/v4/core/PROD/media?source=catalog-1",
+    );
+    expect(otherDim).toEqual({
+      status: 400,
+      body: {
+        error: "BadRequest",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: "dimension",
+        message:
+          "The part dimension names CUST, but the path names PROD: the file goes to the path's dimension. Leave the part out, or give the same.",
+      },
+    });
+    // A source part that the query string contradicts, as a JSON write body's source.
+    const otherSource = await refused([["dimension", "PROD"], ...naming, ["source", "anag-1"], file]);
+    expect(otherSource).toEqual({
+      status: 400,
+      body: {
+        error: "BadRequest",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: "source",
+        message:
+          "source is given twice with different values: 'catalog-1' in the query string, 'anag-1' in the form part. Give it once, or the same in both.",
+      },
+    });
+    // A part of no meaning to an upload, before or after the file.
+    for (const parts of [
+      [["dimension", "PROD"], ...naming, ["extra", "1"], file],
+      [["dimension", "PROD"], ...naming, file, ["extra", "1"]],
+    ] as Array<Array<[string, string | (typeof file)[1]]>>) {
+      const unknown = await refused(parts);
+      expect(unknown.status).toBe(400);
+      expect(unknown.body).toMatchObject({ code: "INVALID_PARAMETER", field: "extra" });
+      expect(unknown.body.message).toBe(
+        "The part extra is not taken by an upload, whose form has the parts dimension, record_id, field, public, source, center_dett, then file.",
+      );
+    }
+    // None of them wrote the field.
+    const untouched = await (await app.get("anna", `/api/v4/core/PROD/${id}?source=catalog-1`)).json();
+    expect(untouched.data.IMAGE).toBeNull();
+    // The same dimension as the path, and source given only as a part (or the same in both), are taken.
+    const samePath = await refused(
+      [["dimension", "PROD"], ...naming, file],
+      "/api/v4/core/PROD/media?source=catalog-1",
+    );
+    expect(samePath.status).toBe(201);
+    const sourcePart = await refused(
+      [["source", "catalog-1"], ["dimension", "PROD"], ...naming, file],
+      "/api/v4/media/upload",
+    );
+    expect(sourcePart.status).toBe(201);
+    expect(sourcePart.body).toMatchObject({ url: `/api/v4/media/PROD/${id}/IMAGE`, mime_type: "image/png" });
+    const agreeing = await refused([["source", "catalog-1"], ["dimension", "PROD"], ...naming, file]);
+    expect(agreeing.status).toBe(201);
+  });
+
   it("refuses an image cut short and an animated GIF over 40 MP in all its frames (400), storing nothing", async () => {
     const id = await newProduct("Damaged images");
     const upload = (bytes: Buffer, name: string) =>

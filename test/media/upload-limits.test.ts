@@ -381,7 +381,7 @@ describe("malformed upload forms: 400 saying what is wrong, the slot given back,
     expect(await app.t.services.media.list("staging/")).toEqual([]);
   });
 
-  it("two files, or more fields or parts than the form has: 400 naming the problem, not 413", async () => {
+  it("two files, parts the form does not have, or more parts than it has: 400 naming the problem, not 413", async () => {
     const read = async () =>
       (await (await app.get("anna", "/api/v4/core/PROD/P0003?source=catalog-1")).json()).data.IMAGE;
     const before = await read();
@@ -400,12 +400,13 @@ describe("malformed upload forms: 400 saying what is wrong, the slot given back,
       "anna",
       form([...NAMING, ...extra, ["file", { bytes: pdf, name: "a.pdf" }]]),
     );
+    // The first part the form does not have is refused, naming it, before the field limit is met.
     expect(manyFields.status).toBe(400);
     expect(await manyFields.json()).toMatchObject({
-      code: "INVALID_REQUEST",
-      details: { max_fields: 10 },
+      code: "INVALID_PARAMETER",
+      field: "extra0",
       message:
-        "The form has more than 10 fields; send only the parts dimension, record_id, field, public, then file.",
+        "The part extra0 is not taken by an upload, whose form has the parts dimension, record_id, field, public, source, center_dett, then file.",
     });
     // Parts that are no form field (not form-data) count as parts only.
     const skipped = "--XX\r\nContent-Disposition: inline\r\n\r\nx\r\n".repeat(12);
@@ -421,7 +422,7 @@ describe("malformed upload forms: 400 saying what is wrong, the slot given back,
         code: "INVALID_REQUEST",
         details: { max_parts: 12 },
         message:
-          "The form has more than 12 parts; send only the parts dimension, record_id, field, public, then file.",
+          "The form has more than 12 parts; send only the parts dimension, record_id, field, public, source, center_dett, then file.",
       },
     });
     expect(await app.t.services.media.list("staging/")).toEqual([]);

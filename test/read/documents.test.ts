@@ -49,6 +49,28 @@ describe.each(BACKENDS)("documents (%s)", (backend) => {
     expect(other.body.data.prices).toEqual([{ COD_LST: "STD", AREA: "SOUTH", PRICE: 0.06 }]);
   });
 
+  it("a query parameter the document does not define is 400 INVALID_PARAMETER naming it", async () => {
+    for (const name of ["foo", "$fields", "codlst", "filter[COD_LST]"]) {
+      const res = await anna.get(
+        `/api/v4/document/listino/P0001?source=catalog-1&codLst=STD&${encodeURIComponent(name)}=1`,
+      );
+      expect(res.status, name).toBe(400);
+      expect(res.body, name).toEqual({
+        error: "BadRequest",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: name,
+        message: `${name} is not a parameter of document listino, which takes codLst, areaListino (besides compact and the request's context, source among it).`,
+      });
+    }
+    // The document's own parameters, compact and the context are taken.
+    const taken = await anna.get(
+      "/api/v4/document/listino/P0001?source=catalog-1&center_dett=HQ&codLst=STD&areaListino=NORTH&compact=false",
+    );
+    expect(taken.status).toBe(200);
+    expect(taken.body.data.prices).toEqual([{ COD_LST: "STD", AREA: "NORTH", PRICE: 0.12 }]);
+  });
+
   it("unknown document 404 DOCUMENT_NOT_FOUND, absent root 404 RECORD_NOT_FOUND, another tenant's root absent", async () => {
     expect((await anna.get("/api/v4/document/nope/P0001?source=catalog-1")).body).toMatchObject({
       status: 404,
@@ -274,6 +296,15 @@ describe.each(BACKENDS)("documents (%s)", (backend) => {
     expect(res.body.data.document.prices).toEqual([{ COD_LST: "WHS", AREA: "NORTH", PRICE: 0.09 }]);
     const missing = await gql(`{ document(source: "catalog-1", name: "nope", key: "1") }`);
     expect(missing.body.errors[0].extensions).toMatchObject({ code: "DOCUMENT_NOT_FOUND", status: 404 });
+    // A params member the document does not define is refused as the REST query parameter is.
+    const undefinedParam = await gql(
+      `{ document(source: "catalog-1", name: "listino", key: "P0001", params: {codLst: "WHS", foo: "1"}) }`,
+    );
+    expect(undefinedParam.body.errors[0].extensions).toMatchObject({
+      code: "INVALID_PARAMETER",
+      status: 400,
+      field: "foo",
+    });
 
     const vars = await gql(`{ vars(source: "anag-1", field: "CITY_ID", filter: "startwith(NAME,'M')") }`);
     const restVars = await anna.get(

@@ -53,6 +53,31 @@ describe.each(BACKENDS)("vars lookups (%s)", (backend) => {
     expect(full.body).toHaveLength(4);
   });
 
+  it("getACList is 1/true (the whole list) or 0/false; any other value is 400 INVALID_PARAMETER", async () => {
+    for (const value of ["1", "true", "TRUE"]) {
+      const res = await vars(anna, `source=anag-1&field=CITY_ID&getACList=${value}`);
+      expect(res.status, value).toBe(200);
+      expect(res.body, value).toHaveLength(4);
+    }
+    for (const value of ["0", "false"]) {
+      const res = await vars(anna, `source=anag-1&field=CITY_ID&getACList=${value}`);
+      expect(res.status, value).toBe(200);
+      expect(res.body, value).toEqual([]);
+    }
+    // Read as false, these answered [] ("no values"): a caller who sent them asked for the list.
+    for (const value of ["yes", "2", "", "on"]) {
+      const res = await vars(anna, `source=anag-1&field=CITY_ID&getACList=${value}`);
+      expect(res.status, value).toBe(400);
+      expect(res.body, value).toEqual({
+        error: "BadRequest",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: "getACList",
+        message: `getACList is 1 (or true) for the whole list, or 0 (or false); got '${value}'.`,
+      });
+    }
+  });
+
   it("a lookup needs the read grant on the source only, not on the destination's node", async () => {
     // lucia reads anag-1 (customers) but holds no grant on anag-3 (cities).
     expect((await lucia.get("/api/v4/core/CITY?source=anag-3")).status).toBe(403);

@@ -484,6 +484,44 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
       const empty = await list({ $group: "CITY_ID", "filter[NAME]": "nobody" });
       expect(empty.body).toEqual({ data: [], meta: { total: 0, num_rows: 100, offset: 0, has_more: false } });
     });
+
+    it("$count=none leaves the total out of a grouped list too (has_more still told)", async () => {
+      const first = await list({
+        $group: "CITY_ID",
+        aggregate: "COUNT",
+        cond_trec: "N,C",
+        $count: "none",
+        $num_rows: "2",
+      });
+      expect(first.status).toBe(200);
+      expect(first.body).toEqual({
+        data: [
+          { CITY_ID: "MI", COUNT: 2 },
+          { CITY_ID: "RM", COUNT: 1 },
+        ],
+        meta: { total: null, num_rows: 2, offset: 0, has_more: true },
+      });
+      const last = await list({
+        $group: "CITY_ID",
+        aggregate: "COUNT",
+        cond_trec: "N,C",
+        $count: "none",
+        $num_rows: "2",
+        $offset: "2",
+      });
+      expect(last.body).toEqual({
+        data: [{ CITY_ID: "TO", COUNT: 1 }],
+        meta: { total: null, num_rows: 2, offset: 2, has_more: false },
+      });
+      const aggregated = await list({ aggregate: "COUNT", $count: "none" });
+      expect(aggregated.body).toEqual({
+        data: [{ COUNT: 3 }],
+        meta: { total: null, num_rows: 100, offset: 0, has_more: false },
+      });
+      // With a total asked (the default, or exact), the groups are counted as before.
+      const counted = await list({ $group: "CITY_ID", aggregate: "COUNT", $count: "exact", $num_rows: "1" });
+      expect(counted.body.meta).toEqual({ total: 3, num_rows: 1, offset: 0, has_more: true });
+    });
   });
 
   describe("debug and named sorts", () => {
@@ -600,6 +638,42 @@ describe.each(BACKENDS)("read endpoints (%s)", (backend) => {
           "forceListCost cannot be combined with $group, groupBy or aggregate: a grouped result's columns are its groups and aggregates.",
         ),
       );
+    });
+
+    it("forceListCost naming a field that $fields/$select leaves out (lists, /sort/{key}, /export)", async () => {
+      const because = (name: string) =>
+        `forceListCost names ${name}, which the field list ($fields or $select; an export's fields) leaves out, so it would not be returned: list ${name} there too, or leave the field list out.`;
+      const listed = await list({ forceListCost: "INTERNAL", $fields: "NAME" });
+      expect(listed.status).toBe(400);
+      expect(listed.body).toEqual(invalidParameter("forceListCost", because("INTERNAL")));
+      const selected = await list({ forceListCost: "NAME,INTERNAL", $select: "CUST_ID,NAME" });
+      expect(selected.body).toEqual(invalidParameter("forceListCost", because("INTERNAL")));
+      const sorted = await get(
+        "anna",
+        u("/api/v4/core/ORD/sort/latest", {
+          source: "sales-1",
+          forceListCost: "ORD_DATE",
+          $fields: "ORD_ID",
+        }),
+      );
+      expect(sorted.status).toBe(400);
+      expect(sorted.body).toEqual(invalidParameter("forceListCost", because("ORD_DATE")));
+      const exported = await get(
+        "anna",
+        u("/api/v4/core/CUST/export", { source: "anag-1", forceListCost: "INTERNAL", fields: "NAME" }),
+      );
+      expect(exported.status).toBe(400);
+      expect(exported.body).toEqual(invalidParameter("forceListCost", because("INTERNAL")));
+      // Named in the field list too, the forced field is returned; without a field list, with the rest.
+      const both = await list({
+        forceListCost: "INTERNAL",
+        $fields: "NAME,INTERNAL",
+        "filter[CUST_ID]": "1",
+      });
+      expect(both.status).toBe(200);
+      expect(both.body.data).toEqual([{ NAME: "Rossi Srl", INTERNAL: "secret-1" }]);
+      const all = await list({ forceListCost: "INTERNAL", $fields: "*", "filter[CUST_ID]": "1" });
+      expect(all.body.data[0]).toMatchObject({ NAME: "Rossi Srl", INTERNAL: "secret-1" });
     });
 
     it("row-shaping list parameters on /{dim}/count (spec 4.2: count with the list filters)", async () => {

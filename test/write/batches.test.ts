@@ -136,6 +136,30 @@ describe.each(BACKENDS)("batches over HTTP (%s)", (backend) => {
     expect(await cust(d3)).toBeUndefined();
   });
 
+  it("batch-delete reads force from its body only: force in the query string is 400 INVALID_PARAMETER", async () => {
+    const created = await anna.post("/api/v4/core/CUST/batch?source=anag-1", { data: [{ NAME: "Q1" }] });
+    const [q1] = created.body.results.map((r: { id: number }) => r.id);
+    for (const value of ["true", "false", "1"]) {
+      const res = await anna.post(`/api/v4/core/CUST/batch-delete?source=anag-1&force=${value}`, {
+        ids: [q1],
+      });
+      expect(res.status, value).toBe(400);
+      expect(res.body, value).toEqual({
+        error: "BadRequest",
+        code: "INVALID_PARAMETER",
+        status: 400,
+        field: "force",
+        message:
+          "force goes in the body of batch-delete ({ids: [...], force: true}, spec 4.3), not in the query string; the query string's force is not read.",
+      });
+    }
+    // Not even soft-deleted: the request was refused whole.
+    expect(await cust(q1)).toMatchObject({ TREC: "N" });
+    const force = await anna.post("/api/v4/core/CUST/batch-delete?source=anag-1", { ids: [q1], force: true });
+    expect(force.body).toMatchObject({ success: 1, failed: 0 });
+    expect(await cust(q1)).toBeUndefined();
+  });
+
   /** A customer with `n` addresses (CUST cascades its deletes to ADDR in the sample). */
   async function customerWithAddresses(n: number): Promise<{ custId: number; addrIds: number[] }> {
     const c = await anna.post("/api/v4/core/CUST?source=anag-1", { data: { NAME: "Cascading Srl" } });

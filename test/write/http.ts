@@ -12,7 +12,7 @@ export interface Client {
   post(url: string, payload?: unknown): Promise<Reply>;
   put(url: string, payload?: unknown): Promise<Reply>;
   patch(url: string, payload?: unknown): Promise<Reply>;
-  delete(url: string): Promise<Reply>;
+  delete(url: string, payload?: unknown): Promise<Reply>;
   get(url: string): Promise<Reply>;
 }
 
@@ -34,7 +34,7 @@ export function client(app: FastifyInstance, token: string | null): Client {
     post: (url, payload) => send("POST", url, payload),
     put: (url, payload) => send("PUT", url, payload),
     patch: (url, payload) => send("PATCH", url, payload),
-    delete: (url) => send("DELETE", url),
+    delete: (url, payload) => send("DELETE", url, payload),
     get: (url) => send("GET", url),
   };
 }

@@ -165,6 +165,88 @@ describe.each(BACKENDS)("review fixes of the write path (%s)", (backend) => {
     expect((await row(t.services, "TB_ANAG_CUST00", "CUST_ID", a))?.TREC).toBe("C");
   });
 
+  describe("parameters a single-record write would not read (exploratory test, finding 2)", () => {
+    const refusal = (field: string, message: string) => ({
+      error: "BadRequest",
+      code: "INVALID_PARAMETER",
+      status: 400,
+      field,
+      message,
+    });
+    const readParameter = (name: string, forceToo = false) =>
+      `${name} is a read parameter; a write of one record names its record by the path, carries its values in the body and answers the record as written, so its query string takes only source and the context parameters center_dett, ambiente, modulo, microservice${forceToo ? ", and force" : ""}.`;
+
+    it("a DELETE's body naming force (or any member but the scope) is 400, and nothing is deleted", async () => {
+      const id = await newCustomer();
+      const force = await anna.delete(`${CUST}/${id}${q}`, { force: true });
+      expect(force.status).toBe(400);
+      expect(force.body).toEqual(
+        refusal(
+          "force",
+          "force goes in the query string of a DELETE (?force=true, spec 4.3), not in its body; a body's force is not read.",
+        ),
+      );
+      const other = await anna.delete(`${CUST}/${id}${q}`, { ids: [id] });
+      expect(other.body).toEqual(
+        refusal(
+          "ids",
+          "ids is not read from a DELETE's body, which may carry only source and center_dett; force goes in the query string (?force=true).",
+        ),
+      );
+      expect((await row(t.services, "TB_ANAG_CUST00", "CUST_ID", id))?.TREC).toBe("N");
+      // The scope may come in the body (spec 4.1), and force in the query string deletes for good.
+      const scoped = await anna.delete(`${CUST}/${id}?force=true`, { source: "anag-1" });
+      expect(scoped.status).toBe(200);
+      expect(await row(t.services, "TB_ANAG_CUST00", "CUST_ID", id)).toBeUndefined();
+    });
+
+    it("list and read parameters on POST, PUT, PATCH and DELETE of one record are 400 naming them", async () => {
+      const id = await newCustomer({ EMAIL: "params@example.com" });
+      const cases: Array<[string, () => Promise<{ status: number; body: unknown }>, string, boolean]> = [
+        ["$num_rows", () => anna.delete(`${CUST}/${id}${q}&$num_rows=1`), "$num_rows", true],
+        [
+          "filter[NAME]",
+          () => anna.patch(`${CUST}/${id}${q}&filter[NAME]=Nobody`, { data: { NAME: "Filtered" } }),
+          "filter[…]",
+          false,
+        ],
+        [
+          "$fields",
+          () => anna.post(`${CUST}${q}&$fields=NAME`, { data: { NAME: "Fields Srl" } }),
+          "$fields",
+          false,
+        ],
+        [
+          "$expand",
+          () => anna.post(`${CUST}${q}&$expand=CITY_ID`, { data: { NAME: "Expand Srl" } }),
+          "$expand",
+          false,
+        ],
+        ["sort", () => anna.put(`${CUST}/${id}${q}&sort=NAME`, { data: { NAME: "Sorted" } }), "sort", false],
+        ["cond_trec", () => anna.delete(`${CUST}/${id}${q}&cond_trec=C`), "cond_trec", true],
+      ];
+      for (const [field, send, shown, forceToo] of cases) {
+        const res = await send();
+        expect(res.status, field).toBe(400);
+        expect(res.body, field).toEqual(refusal(field, readParameter(shown, forceToo)));
+      }
+      // An unknown $ name and a bracketed form are refused as on reads.
+      const unknown = await anna.patch(`${CUST}/${id}${q}&$nope=1`, { data: { NAME: "Nope" } });
+      expect(unknown.body).toEqual(refusal("$nope", "Unknown query parameter $nope."));
+      // Nothing was written or created.
+      expect(await row(t.services, "TB_ANAG_CUST00", "CUST_ID", id)).toMatchObject({
+        NAME: "Review Srl",
+        TREC: "N",
+      });
+      const created = await anna.get(`${CUST}/count${q}&filter[NAME][$in]=Fields Srl,Expand Srl`);
+      expect(created.body.count).toBe(0);
+      // The context parameters and DELETE's force are still taken.
+      const patched = await anna.patch(`${CUST}/${id}${q}&center_dett=HQ`, { data: { NAME: "Renamed" } });
+      expect(patched.status).toBe(200);
+      expect((await anna.delete(`${CUST}/${id}${q}&force=false`)).status).toBe(200);
+    });
+  });
+
   describe("ids the database cannot hold (#6)", () => {
     it("answers 404 RECORD_NOT_FOUND for a NUL, an unpaired surrogate or an id longer than the field", async () => {
       for (const method of ["patch", "put", "delete"] as const) {

@@ -9,6 +9,7 @@ import { type AccessView, accessView } from "../../auth/access-view.ts";
 import { authorizeRead } from "../../auth/authorize.ts";
 import { NotFoundError, ValidationError } from "../../errors.ts";
 import { relatedRequest } from "../../query/access.ts";
+import { invalidParameter } from "../../query/errors.ts";
 import { emptyListQuery, emptyRecordQuery, type FilterExpr, type FilterLiteral } from "../../query/types.ts";
 import { AUDIT_FIELDS } from "../../metadata/data-types.ts";
 import { documentDefinitionSchema } from "../../metadata/document-definition.ts";
@@ -161,6 +162,18 @@ export async function getDocument(
   const parsed = documentDefinitionSchema.safeParse(doc.definition);
   if (!parsed.success)
     throw new NotFoundError("DOCUMENT_NOT_FOUND", `Document ${name} has no usable definition.`);
+  // A parameter no part defines filters nothing: left unread, the caller would believe it applied.
+  const defined = new Set(parsed.data.parts.flatMap((p) => Object.keys(p.params ?? {})));
+  for (const param of Object.keys(params)) {
+    if (defined.has(param)) continue;
+    const shown = param.slice(0, 60);
+    throw invalidParameter(
+      shown,
+      defined.size
+        ? `${shown} is not a parameter of document ${name}, which takes ${[...defined].join(", ")} (besides compact and the request's context, source among it).`
+        : `${shown} is not a parameter of document ${name}, which takes none (besides compact and the request's context, source among it).`,
+    );
+  }
   return buildDocument(deps, request, {
     rootDim: doc.rootDim,
     key,

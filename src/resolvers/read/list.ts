@@ -136,26 +136,35 @@ async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQ
   };
 }
 
-async function listGroups(rc: ReadContext, plan: GroupsPlan, debug: boolean): Promise<ListResult> {
-  const q = compileGroupsPage(plan);
+/**
+ * A page of groups with their total (the groups counted), or without it (`$count=none`): then one
+ * group more than asked tells whether there is more, as for a page of records.
+ */
+async function listGroups(rc: ReadContext, plan: GroupsPlan, query: ListQuery): Promise<ListResult> {
+  const { withTotal, debug } = query;
+  const q = withTotal
+    ? compileGroupsPage(plan)
+    : compileGroupsPage({ ...plan, limit: plan.limit + 1 }, false);
   const rows = await runQuery<Row>(rc, q);
   const total = Number(rows[0]?.__total ?? 0);
-  const data = rows
-    .filter((r) => r.__row === true)
-    .map((r) => {
-      const out: DataRecord = {};
-      plan.groupBy.forEach((f, i) => {
-        out[f.code] = r[groupAlias(i)] ?? null;
-      });
-      plan.aggregates.forEach((a, i) => {
-        out[a.alias] = r[aggregateAlias(i)] ?? null;
-      });
-      return out;
+  const groups = rows.filter((r) => r.__row === true);
+  const data = (withTotal ? groups : groups.slice(0, plan.limit)).map((r) => {
+    const out: DataRecord = {};
+    plan.groupBy.forEach((f, i) => {
+      out[f.code] = r[groupAlias(i)] ?? null;
     });
+    plan.aggregates.forEach((a, i) => {
+      out[a.alias] = r[aggregateAlias(i)] ?? null;
+    });
+    return out;
+  });
+  const listMeta: ListMeta = withTotal
+    ? meta(total, plan, data.length)
+    : { total: null, num_rows: plan.limit, offset: plan.offset, has_more: groups.length > plan.limit };
   return {
     kind: "groups",
     data,
-    meta: meta(total, plan, data.length),
+    meta: listMeta,
     shape: { dim: plan.dim.code, groupBy: plan.groupBy, aggregates: plan.aggregates },
     ...debugOf(q, debug),
   };
@@ -170,7 +179,7 @@ export async function listRecords(
   const dim = readableDimension(rc, dimCode);
   if (query.debug) assertDebugAllowed(rc);
   const plan = planList(rc.request, rc.model, dim, query, opts);
-  return plan.kind === "records" ? listPlainRecords(rc, plan, query) : listGroups(rc, plan, query.debug);
+  return plan.kind === "records" ? listPlainRecords(rc, plan, query) : listGroups(rc, plan, query);
 }
 
 /** GET /{dim}/sort/{sort_key}: a list ordered by the dimension's TB_SORT expression. */
