@@ -34,6 +34,7 @@ import type { HeavyRequests, LaneClient } from "../http/heavy-requests.ts";
 import { MAX_JSON_DEPTH } from "../json-depth.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import type { Config, MetadataModel } from "../types.ts";
+import { notAcceptable } from "./accept.ts";
 import {
   checkComplexity,
   fieldMergeLimit,
@@ -57,6 +58,11 @@ export interface ChainContext extends GraphQLContext {
   laneClient: LaneClient;
   /** The expiry (epoch seconds) of the bearer token the caller was authenticated with. */
   tokenExpiresAt: number | null;
+  /**
+   * Whether the transport can carry a subscription's stream: over HTTP, whether the Accept header
+   * takes text/event-stream; absent (the WebSocket), it can.
+   */
+  readonly acceptsEventStream?: boolean;
 }
 
 export interface ChainDeps {
@@ -528,6 +534,21 @@ export function chainDocuments<C extends object>(chain: Plugin<C>[]) {
   };
 }
 
+/**
+ * An operation whose type the schema has no root for (a mutation from a caller whose schema has
+ * no Mutation type: no mutation granted) fails validation like any unknown name
+ * (GRAPHQL_VALIDATION_FAILED), as graphql-js 17's KnownOperationTypesRule has it; graphql-js 16
+ * validates it and its execution refuses it without a code (answered as BAD_USER_INPUT).
+ */
+const knownOperationTypes: ValidationRule = (context) => ({
+  OperationDefinition(node) {
+    if (!context.getSchema().getRootType(node.operation))
+      context.reportError(
+        new GraphQLError(`The ${node.operation} operation is not supported by the schema.`, { nodes: node }),
+      );
+  },
+});
+
 export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
   const { limits } = deps;
 
@@ -601,9 +622,11 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
         }
       });
     },
-    onValidate({ params, setResult }) {
+    onValidate({ params, setResult, addValidationRule }) {
       // A document validated before passed these limits then (its kept result says if not).
       if (deps.documents.validated(params.schema, params.documentAST)) return;
+      // Validated now (kept after): an operation type the caller's schema lacks is refused too.
+      addValidationRule(knownOperationTypes);
       let refused: GraphQLError | null;
       try {
         refused = checkComplexity(params.schema, params.documentAST, limits);
@@ -626,6 +649,12 @@ export function graphqlChain(deps: ChainDeps): Plugin<ChainContext>[] {
   const guardSubscriptions: Plugin<ChainContext> = {
     async onSubscribe({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue;
+      // A request that cannot carry the stream is refused before it takes a place: yoga would
+      // answer it 406 without ever starting (or closing) the stream, and the place stayed taken.
+      if (ctx.acceptsEventStream === false) {
+        setResultAndStopExecution({ errors: [notAcceptable("subscription")] });
+        return;
+      }
       const stop = stopSignal();
       let admission: Awaited<ReturnType<SubscriptionGuard["admit"]>>;
       try {

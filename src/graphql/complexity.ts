@@ -14,7 +14,8 @@
 //   resolved on, a list multiplying what is under it by its size: a field's `limit` argument (a
 //   variable counts as the largest page, MAX_NUM_ROWS, whatever its default: the value a request
 //   sends is not known here, and the measure is kept per document), else the default page
-//   (DEFAULT_NUM_ROWS); an aggregate's rows (its limit) × its group fields and aggregates, and
+//   (DEFAULT_NUM_ROWS; a reverse relation without `limit`, what it reads per parent,
+//   DEFAULT_RELATION_ROWS, whatever the list above it); an aggregate's rows (its limit) × its group fields and aggregates, and
 //   `vars`'s values (MAX_LOOKUP_ITEMS) × their key and display field (GRAPHQL_MAX_NODES);
 // - `introspection`: the same for introspection fields, lists sized by the schema itself (its
 //   number of types, its largest number of fields per type, of arguments per field, …); allowed up
@@ -51,7 +52,7 @@ import {
 } from "graphql";
 import { getOrMake } from "../get-or-make.ts";
 import { MAX_JSON_DEPTH } from "../json-depth.ts";
-import { DEFAULT_NUM_ROWS, MAX_NUM_ROWS } from "../query/types.ts";
+import { DEFAULT_NUM_ROWS, DEFAULT_RELATION_ROWS, MAX_NUM_ROWS } from "../query/types.ts";
 import { MAX_LOOKUP_ITEMS } from "../resolvers/read/lookup.ts";
 
 export interface ComplexityLimits {
@@ -401,10 +402,14 @@ class Walker {
       deferred: 0,
     };
     const list = type !== null && isListType(type);
+    // A list that takes a `limit` of its own (a reverse relation) is sized by it, else by the
+    // most it reads per parent (DEFAULT_RELATION_ROWS), never by the field above it: under
+    // `CUST(limit: 1)` an `ADDR` without limit still reads up to 100 addresses per customer.
+    const ownSize = def?.args.some((a) => a.name === "limit") ?? false;
     if (introspection) {
       const size = list ? Math.max(1, this.sizes?.lists[name] ?? 1) : 1;
       m.introspection = 1 + size * (one + sub.introspection);
-    } else if (list && limit === null && node.selectionSet) {
+    } else if (list && limit === null && node.selectionSet && !ownSize) {
       // A page's `data`: as many items as the enclosing field's limit.
       m.nodes = 1;
       m.deferred = one;
@@ -413,7 +418,7 @@ class Walker {
       // A list of JSON objects: an aggregate's groups or `vars`'s values, counted by their members.
       m.nodes = 1 + this.jsonRows(node, def, parent, limit);
     } else {
-      const size = list && node.selectionSet ? (limit ?? DEFAULT_NUM_ROWS) : 1;
+      const size = list && node.selectionSet ? (limit ?? DEFAULT_RELATION_ROWS) : 1;
       m.nodes = 1 + size * one;
       m.introspection = size * sub.introspection;
     }

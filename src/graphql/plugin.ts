@@ -8,7 +8,8 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { FastifyBaseLogger, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { LRUCache } from "lru-cache";
-import type { YogaServerInstance } from "graphql-yoga";
+import type { Plugin, YogaServerInstance } from "graphql-yoga";
+import { isAsyncIterable } from "@envelop/core";
 import { bearerToken } from "../auth/request-input.ts";
 import { clientAborted, closeIfUnread, errorHandler, mapError } from "../http/error-handler.ts";
 import { httpLaneClient, type LaneClient } from "../http/heavy-requests.ts";
@@ -17,6 +18,7 @@ import { requestBudget } from "../resolvers/write/context.ts";
 import type { RouteDeps } from "../rest/deps.ts";
 import type { Caller } from "../types.ts";
 import { createSchemaCache } from "../schema/cache.ts";
+import { accepts, acceptsAnyAnswer, notAcceptableBody, STREAM_MEDIA_TYPE } from "./accept.ts";
 import { type ChainContext, graphqlChain } from "./chain.ts";
 import { createValueEstimate } from "./complexity.ts";
 import { createDocumentCache } from "./document-cache.ts";
@@ -85,7 +87,36 @@ class HttpOperationContext implements ServerContext, ChainContext {
   get tokenExpiresAt(): number | null {
     return tokenExpiry(tokenOf(this.req));
   }
+
+  /** Read by subscriptions only: whether the Accept header takes their stream (SSE). */
+  get acceptsEventStream(): boolean {
+    return accepts(this.req.headers.accept, STREAM_MEDIA_TYPE);
+  }
 }
+
+/**
+ * yoga's answer to a result no media type of the request's Accept header takes: the standard 406
+ * error body (yoga's own is an empty `null`), and a stream that never started is closed, so that
+ * whatever it holds (a live-subscription place) is given back. The chain refuses such requests
+ * before they run (`acceptsEventStream`, and the route's check of the Accept header): this is
+ * the net under both.
+ */
+const answerNotAcceptable: Plugin = {
+  onResultProcess({ result, resultProcessor, setResult, setResultProcessor }) {
+    if (resultProcessor) return;
+    const stream = isAsyncIterable(result);
+    if (stream) void Promise.resolve(result[Symbol.asyncIterator]().return?.()).catch(() => undefined);
+    setResult({ errors: [] });
+    setResultProcessor(
+      (_result, fetchAPI) =>
+        new fetchAPI.Response(JSON.stringify(notAcceptableBody(stream ? "subscription" : "request")), {
+          status: 406,
+          headers: { "content-type": "application/json; charset=utf-8" },
+        }),
+      "application/json",
+    );
+  },
+};
 
 /** The verified bearer token of the request, or null. */
 function tokenOf(request: FastifyRequest): string | null {
@@ -222,7 +253,7 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
             parserAndValidationCache: false,
             // The chain masks execution's errors; yoga masks those of its own transport by the same function.
             maskedErrors: { maskError },
-            plugins: [persistedParams(persisted), ...chain] as never[],
+            plugins: [persistedParams(persisted), ...chain, answerNotAcceptable] as never[],
           }),
         )
         .catch((err: unknown) => {
@@ -276,6 +307,12 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
         // The body returned, not the reply (docs/decisions.md, "Handlers return their body").
         reply.status(answer.status).headers(answer.headers);
         return answer.body;
+      }
+      // An Accept header that takes nothing an answer could be (JSON, GraphQL over SSE): 406
+      // before anything runs (yoga would run the operation, a mutation too, then answer `null`).
+      if (!acceptsAnyAnswer(request.headers.accept)) {
+        reply.status(406);
+        return notAcceptableBody("request");
       }
       // What yoga would take for a request but is none (a body without a document, a GET's
       // parameters that are not JSON or nest too deep): one 400 (src/graphql/request-params.ts).

@@ -357,16 +357,17 @@ interface ListArgs extends ContextArgs {
 
 const MAX_SEARCH_LENGTH = 200;
 
-/** A paging argument: a whole number from 0 to `max`, named as the query gave it. */
+/** A paging argument: a whole number from `min` (0 unless said) to `max`, named as the query gave it. */
 function pagingArg(
   name: "limit" | "offset" | "first",
   value: number | null | undefined,
   fallback: number,
   max: number,
+  min = 0,
 ) {
   if (value === undefined || value === null) return fallback;
-  if (!Number.isSafeInteger(value) || value < 0 || value > max)
-    throw invalidParameter(name, `${name} must be a whole number from 0 to ${max}; got ${value}.`);
+  if (!Number.isSafeInteger(value) || value < min || value > max)
+    throw invalidParameter(name, `${name} must be a whole number from ${min} to ${max}; got ${value}.`);
   return value;
 }
 
@@ -418,7 +419,7 @@ function searchArg(text: string | null | undefined): string | null {
  * every field, no relation).
  */
 function listQuery(
-  args: ListArgs,
+  args: Omit<ListArgs, keyof ContextArgs>,
   read: Pick<ListQuery, "withTotal"> &
     Partial<Pick<ListQuery, "selectionFields" | "expand" | "expandFields">>,
 ): ListQuery {
@@ -448,7 +449,7 @@ function listQuery(
     filter: filter && where ? { kind: "and", items: [filter, where] } : (filter ?? where),
     sort: [...orderToSort(args.order_by), ...(args.sort ? parseSortExpression(args.sort) : [])],
     numRows: given(args.first)
-      ? pagingArg("first", args.first, DEFAULT_NUM_ROWS, MAX_NUM_ROWS)
+      ? pagingArg("first", args.first, DEFAULT_NUM_ROWS, MAX_NUM_ROWS, 1)
       : pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
     offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
     condTrec: condTrecArg(args.cond_trec),
@@ -516,7 +517,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
   return {
     list: (dim) => async (_root, args: ListArgs, ctx, info) => {
       const rc = readContextFor(ctx, args);
-      stateOf(ctx).roots.set(info.path.key, args);
+      stateOf(ctx).roots.set(info.path.key, contextOf(args));
       // One walk of the selection set: the fields read under data, the relations (planned here,
       // once, with what is selected under them) and whether meta.total is wanted.
       const current = snapshotOf(rc, dim);
@@ -550,7 +551,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
 
     byId: (dim) => async (_root, args: ContextArgs & { id: string }, ctx, info) => {
       const rc = readContextFor(ctx, args);
-      stateOf(ctx).roots.set(info.path.key, args);
+      stateOf(ctx).roots.set(info.path.key, contextOf(args));
       const current = snapshotOf(rc, dim);
       const selection = lookahead(info);
       const relations = relationLevel(ctx, rc, current, selection);
@@ -628,12 +629,14 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       const key = parent[relation.toField];
       if (key === null || key === undefined) return [];
       // With their own where/order/limit: every parent of this field (same arguments) in one
-      // statement, through a loader of the request.
+      // statement, through a loader of the request. Of the root field the child takes its scope
+      // (source, center_dett: the read context) and nothing else: the root's where, filter,
+      // search, order, cond_trec and cursor paging select the parents, not their children.
       const loaderKey = `${relation.name}\u0000${context.source}\u0000${context.center_dett ?? ""}\u0000${JSON.stringify(args)}`;
       ctx.pageLoaders ??= new Map();
       let loader = ctx.pageLoaders.get(loaderKey);
       if (!loader) {
-        const query = listQuery({ ...context, ...args }, { withTotal: false });
+        const query = listQuery(args, { withTotal: false });
         loader = new DataLoader<string | number, DataRecord[], string>(
           (keys) => listRelatedPages(rc, relation.fromDim, relation.fromField, keys, query),
           { cacheKeyFn: String, maxBatchSize: 1000 },
@@ -792,6 +795,11 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       return event;
     },
   };
+}
+
+/** A root field's scope, its source and center_dett: all that the fields under it take of it. */
+function contextOf(args: ContextArgs): ContextArgs {
+  return { source: args.source, center_dett: args.center_dett };
 }
 
 /** The source and center_dett of the root field a nested field belongs to. */

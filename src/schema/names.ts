@@ -3,6 +3,7 @@
 // generated name, with a message, rather than have the schema rename anything.
 import { AUDIT_FIELDS } from "../metadata/data-types.ts";
 import { resolveRelations } from "../metadata/build.ts";
+import { parseRowScope } from "../metadata/row-scope.ts";
 import type { MetadataRows, Problem } from "../types.ts";
 
 /** Types every schema has, whatever the metadata. */
@@ -149,8 +150,12 @@ export function graphqlNameProblems(rows: MetadataRows): Problem[] {
   for (const d of rows.TB_DIM) {
     const taken = new Map<string, string>();
     for (const v of rows.TB_VAR) if (v.COD_DIM === d.COD_DIM) taken.set(v.COD_VAR, "a field");
-    for (const a of AUDIT_FIELDS[d.AUDIT_STYLE === "CREATED" ? "CREATED" : "TREC"])
-      taken.set(a.code, "an audit field");
+    const auditStyle = d.AUDIT_STYLE === "CREATED" ? "CREATED" : "TREC";
+    for (const a of AUDIT_FIELDS[auditStyle]) taken.set(a.code, "an audit field");
+    // The columns ROW_SCOPE adds (CENTRO_DETT, AMBIENTE) are fields of the type too: a relation
+    // or child list of that name would replace the field in silence.
+    for (const k of parseRowScope(d.ROW_SCOPE, auditStyle))
+      if (!taken.has(k.column)) taken.set(k.column, `the row-scope column (ROW_SCOPE ${k.key})`);
     for (const r of relations.filter((r) => r.fromDim === d.COD_DIM)) {
       const seen = taken.get(r.name);
       if (seen && seen !== "a field" && seen !== "an audit field") {

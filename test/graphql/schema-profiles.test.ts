@@ -123,9 +123,23 @@ describe("GraphQL schema per access profile", () => {
     expect(field.body.errors[0].message).toBe('Cannot query field "CREDIT_LIMIT" on type "CUST".');
     const filter = await lucia(`{ CUST_count(source: "anag-1", where: {CREDIT_LIMIT: {_gt: 1}}) }`);
     expect(filter.body.errors[0].message).toMatch(/"CREDIT_LIMIT" is not defined by type "CUST_where"/);
+    // No mutation at all (no Mutation type): a validation error like any unknown name, as for a
+    // caller who has some mutations but not this one (it was BAD_USER_INPUT, a variable's code).
     const written = await lucia(`mutation { CUST_create(source: "anag-1", data: {NAME: "n"}) { message } }`);
-    expect(written.status).toBeLessThan(500);
-    expect(written.body.errors[0].message).toBe("Schema is not configured to execute mutation operation.");
+    expect(written.status).toBe(200);
+    expect(written.body).toEqual({
+      errors: [
+        {
+          message: "The mutation operation is not supported by the schema.",
+          locations: [{ line: 1, column: 1 }],
+          extensions: { code: "GRAPHQL_VALIDATION_FAILED", status: 400 },
+        },
+      ],
+    });
+    const unknown = await anna(`mutation { NOPE_create(source: "anag-1", data: {NAME: "n"}) { message } }`);
+    expect(unknown.status).toBe(written.status);
+    expect(unknown.body.errors[0].extensions).toEqual(written.body.errors[0].extensions);
+    expect(unknown.body.data).toBeUndefined();
     // The same document from the admin runs.
     const admin = await anna(`{ ADDR(source: "anag-2", limit: 1) { data { ADDR_ID } } }`);
     expect(admin.body.errors).toBeUndefined();
@@ -210,6 +224,19 @@ describe("GraphQL schema per access profile", () => {
     const refused = await run(tokens.lucia, `{ ADDR(source: "anag-2") { data { ADDR_ID } } }`);
     expect(refused.error).toEqual([
       expect.objectContaining({ message: 'Cannot query field "ADDR" on type "Query".' }),
+    ]);
+    // A mutation from a caller without any: the same validation error as over HTTP.
+    const written = await run(
+      tokens.lucia,
+      `mutation { CUST_create(source: "anag-1", data: {NAME: "n"}) { message } }`,
+    );
+    expect(written.results).toEqual([]);
+    expect(written.error).toEqual([
+      {
+        message: "The mutation operation is not supported by the schema.",
+        locations: [{ line: 1, column: 1 }],
+        extensions: { code: "GRAPHQL_VALIDATION_FAILED", status: 400 },
+      },
     ]);
   });
 

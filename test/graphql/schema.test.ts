@@ -60,6 +60,70 @@ describe("the GraphQL schema of the sample fixture", () => {
       ]);
     }
   });
+
+  /**
+   * The sample with ORD row-scoped (`rowScope`) and a dimension `child` whose ORD_ID names an ORD
+   * (its relation named `relName` when given; the child row-scoped by `childScope` when given).
+   */
+  function withChildOfOrd(child: string, opts: { rowScope?: string; relName?: string; childScope?: string }) {
+    const rows = sampleFixture();
+    const ord = rows.TB_DIM.find((d) => d.COD_DIM === "ORD")!;
+    if (opts.rowScope) ord.ROW_SCOPE = opts.rowScope;
+    rows.TB_DIM.push({
+      ...rows.TB_DIM.find((d) => d.COD_DIM === "CITY")!,
+      COD_DIM: child,
+      TABLE_NAME: `TB_X_${child}`,
+      ID_FIELD: "X_ID",
+      ROW_SCOPE: opts.childScope ?? null,
+    });
+    const city = rows.TB_VAR.find((v) => v.COD_DIM === "CITY" && v.COD_VAR === "CITY_ID")!;
+    rows.TB_VAR.push(
+      { ...city, COD_DIM: child, NUM_VAR: 1, COD_VAR: "X_ID", DATA_TYPE: "INTEGER", LENGTH: 10 },
+      {
+        ...city,
+        COD_DIM: child,
+        NUM_VAR: 2,
+        COD_VAR: "ORD_ID",
+        DATA_TYPE: "INTEGER",
+        LENGTH: 10,
+        NULLABLE: true,
+        TIPO_CAMPO: "AC",
+        TIPO_VAR: "ORD",
+      },
+    );
+    rows.TB_OBJECT.push({
+      COD_DIM: child,
+      COD_VAR: "ORD_ID",
+      COD_DIM_OBJ: "ORD",
+      COD_VAR_OBJ: "ORD_ID",
+      COD_VAR_DESC: "ORD_NO",
+      ...(opts.relName ? { REL_NAME: opts.relName } : {}),
+    });
+    return rows;
+  }
+
+  it("refuses a child list or a relation named like a row-scope column (CENTRO_DETT, AMBIENTE) of its type", () => {
+    const scoped = { rowScope: "centro_dett,ambiente" };
+    expect(validateMetadata(withChildOfOrd("CENTRO_DETT", scoped))).toContainEqual({
+      path: "TB_OBJECT CENTRO_DETT.ORD_ID",
+      message:
+        "ORD's list of CENTRO_DETT records would be named CENTRO_DETT, which is the row-scope column (ROW_SCOPE centro_dett) of ORD",
+    });
+    expect(validateMetadata(withChildOfOrd("AMBIENTE", scoped)).map((p) => p.message)).toContain(
+      "ORD's list of AMBIENTE records would be named AMBIENTE, which is the row-scope column (ROW_SCOPE ambiente) of ORD",
+    );
+    expect(
+      validateMetadata(withChildOfOrd("XCHILD", { relName: "CENTRO_DETT", childScope: "centro_dett" })).map(
+        (p) => p.message,
+      ),
+    ).toContain(
+      "the relation name CENTRO_DETT is also the row-scope column (ROW_SCOPE centro_dett) of XCHILD; give it another REL_NAME",
+    );
+    // Without the scope key there is no such column: the same names are free.
+    expect(validateMetadata(withChildOfOrd("CENTRO_DETT", { rowScope: "ambiente" }))).toEqual([]);
+    expect(validateMetadata(withChildOfOrd("AMBIENTE", { rowScope: "centro_dett,owner" }))).toEqual([]);
+    expect(validateMetadata(withChildOfOrd("XCHILD", { relName: "CENTRO_DETT" }))).toEqual([]);
+  });
 });
 
 describe("the typed example client", () => {
