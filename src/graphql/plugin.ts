@@ -11,6 +11,7 @@ import { LRUCache } from "lru-cache";
 import type { Plugin, YogaServerInstance } from "graphql-yoga";
 import { isAsyncIterable } from "@envelop/core";
 import { bearerToken } from "../auth/request-input.ts";
+import { ApiError } from "../errors.ts";
 import { clientAborted, closeIfUnread, errorHandler, mapError } from "../http/error-handler.ts";
 import { httpLaneClient, type LaneClient } from "../http/heavy-requests.ts";
 import { callerOf } from "../http/protected.ts";
@@ -156,6 +157,19 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
     onError: (err) => services.logger.warn({ err }, "Re-checking live subscriptions failed"),
   });
   app.addHook("onClose", async () => guard.stop());
+  // Closing: every live subscription ends with one error result (503 SERVICE_CLOSING), so that
+  // its stream (SSE) ends and the server's close, which waits for requests in flight, can finish;
+  // the WebSocket closes its sockets itself (below). The client subscribes again elsewhere.
+  app.addHook("preClose", async () =>
+    guard.endAll(
+      new ApiError(
+        503,
+        "SERVICE_CLOSING",
+        "ServiceUnavailable",
+        "The service is shutting down: subscribe again (another instance, or this one once it is back).",
+      ),
+    ),
+  );
 
   // What a resolver (or the database under it) threw, as the client sees it: one function. An
   // unexpected error is logged with its request's id (spec graphql.md; masking has no context of

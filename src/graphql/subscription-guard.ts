@@ -56,6 +56,8 @@ export interface SubscriptionGuard {
   count(userId?: string): number;
   /** Live subscriptions of one tenant. */
   countOfTenant(tenantId: string): number;
+  /** Ends every live subscription with `err` (the server closing: their streams end, so it can). */
+  endAll(err: ApiError): void;
   stop(): Promise<void>;
 }
 
@@ -215,6 +217,9 @@ export function createSubscriptionGuard(deps: GuardDeps): SubscriptionGuard {
     },
     countOfTenant(tenantId) {
       return perTenant.get(tenantId) ?? 0;
+    },
+    endAll(err) {
+      for (const sub of [...live]) endWith(sub, err);
     },
     async stop() {
       stopped = true;
