@@ -291,6 +291,24 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
         subscriptionsProtocol: "WS",
       });
     });
+    // Other methods: 405 with the GraphQL error body and Allow (GraphQL over HTTP), not a REST 404.
+    app.route({
+      url: endpoint,
+      method: ["PUT", "PATCH", "DELETE"],
+      config: { public: true },
+      handler: (_request, reply) =>
+        reply
+          .status(405)
+          .header("allow", "GET, POST")
+          .send({
+            errors: [
+              {
+                message: `${endpoint} takes GET and POST (and WebSocket upgrades).`,
+                extensions: { code: "METHOD_NOT_ALLOWED", status: 405 },
+              },
+            ],
+          }),
+    });
     app.route({
       url: endpoint,
       method: ["GET", "POST"],

@@ -63,6 +63,23 @@ describe.each(BACKENDS)("GraphQL requests answered 406 (%s)", (backend) => {
       ...(method === "POST" ? { payload: { query } } : {}),
     });
 
+  it("a method other than GET and POST is 405 with Allow and a GraphQL error body", async () => {
+    for (const path of ["/graphql", "/api/v4/graphql"])
+      for (const method of ["PUT", "PATCH", "DELETE"] as const) {
+        const res = await t.app.inject({ method, url: path, headers: bearer(token) });
+        expect(res.statusCode, `${method} ${path}`).toBe(405);
+        expect(res.headers.allow).toBe("GET, POST");
+        expect(res.json()).toEqual({
+          errors: [
+            {
+              message: `${path} takes GET and POST (and WebSocket upgrades).`,
+              extensions: { code: "METHOD_NOT_ALLOWED", status: 405 },
+            },
+          ],
+        });
+      }
+  });
+
   it("a subscription without text/event-stream is 406 with an error body, and holds no place", async () => {
     const cases = [
       ["POST", "/graphql", "application/json"],
