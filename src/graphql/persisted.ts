@@ -143,9 +143,12 @@ export function createPersistedOperations(
   };
 
   return {
-    resolve(tenantId, query, extensions) {
+    resolve(tenantId, given, extensions) {
       const hash = persistedHashOf(extensions);
       if (hash === null) return { error: invalidPersistedQuery() };
+      // An empty text beside a hash is the hash alone, on every transport: graphql-ws requires a
+      // `query` string, so its APQ clients send "" with the hash.
+      const query = given === "" && hash !== undefined ? undefined : given;
       if (hash === undefined) {
         // A plain request: in trusted-only mode its text must be a trusted document's.
         if (limits.trustedOnly && typeof query === "string" && !trusted.has(documentHash(query)))

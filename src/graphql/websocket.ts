@@ -357,10 +357,9 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           if (refuse(socket, err)) return [];
           return [asSent(asGraphQLError(err))];
         }
-        const byHashAlone = payload.query === "" && payload.extensions?.persistedQuery !== undefined;
         const resolved = deps.persisted.resolve(
           authenticated.caller.principal.tenantId,
-          byHashAlone ? undefined : payload.query,
+          payload.query,
           payload.extensions,
         );
         if (resolved.error) return [asSent(resolved.error)];

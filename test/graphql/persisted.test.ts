@@ -159,6 +159,9 @@ describe("automatic persisted queries", () => {
       expect(again).toEqual(registered);
       // The second run's document came from the chain's cache: not parsed (nor validated) again.
       expect(await documentsParsed(t)).toBe(parsedBefore + 1);
+      // An empty text beside the hash is the hash alone, as over the WebSocket (graphql-ws needs
+      // a query string): not a hash mismatch.
+      expect(await send(t, anna, via, { hash, query: "" })).toEqual(registered);
       // The same answer as the document sent plainly, without extensions.
       expect(await send(t, anna, via, { query })).toEqual(registered);
     },
