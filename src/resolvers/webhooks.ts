@@ -2,11 +2,13 @@
 // and the delivery log. Tenant-scoped (TB_WEBHOOK.SOURCE holds the tenant), level 4 (the
 // TenantAdmin proof). The secret is echoed only in the answer to the request that set it.
 import { z } from "zod";
+import { viewFor } from "../auth/access-view.ts";
 import type { TenantAdmin } from "../auth/authorize.ts";
 import type { PrismaClient } from "../db/prisma.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
 import { isRefusedHost } from "../events/webhooks/addresses.ts";
+import { storableText } from "../metadata/data-types.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
 
 export interface WebhookDeps {
@@ -37,14 +39,19 @@ export interface WebhookView {
   secret?: string;
 }
 
-const scalar = z.union([z.string().max(500), z.number(), z.boolean(), z.null()]);
+/** Text PostgreSQL can hold (no NUL character, no unpaired surrogate): else 400 naming the member. */
+const text = () =>
+  z
+    .string()
+    .refine(storableText, "contains a NUL character or an unpaired UTF-16 surrogate, which cannot be stored");
+const scalar = z.union([text().max(500), z.number(), z.boolean(), z.null()]);
 const fields = {
-  url: z.string().min(1).max(500),
-  events: z.array(z.string().max(100)).min(1).max(100),
-  dimensions: z.array(z.string().max(30)).max(100).nullable(),
-  secret: z.string().min(SECRET_MIN_LENGTH).max(100).nullable(),
+  url: text().min(1).max(500),
+  events: z.array(text().max(100)).min(1).max(100),
+  dimensions: z.array(text().max(30)).max(100).nullable(),
+  secret: text().min(SECRET_MIN_LENGTH).max(100).nullable(),
   active: z.boolean(),
-  filters: z.record(z.string().max(60), scalar).nullable(),
+  filters: z.record(text().max(60), scalar).nullable(),
   retry_count: z.number().int().min(0).max(10),
   timeout_ms: z.number().int().min(100).max(30_000),
 };
@@ -115,25 +122,50 @@ function checkNames(deps: WebhookDeps, body: Partial<CreateBody>): void {
 /**
  * Each filter must name a field of a dimension the registration can receive events of (its
  * `dimensions`, else those its event names name, else any): a filter on no such field could never
- * match, and the registration would never fire.
+ * match, and the registration would never fire. The registrant (the caller: who registers or
+ * changes a registration is its registrant) must also be able to read it, in list or detail (L or
+ * D, at their peso), in every one of those dimensions they may read that has it: matching on a
+ * field would disclose its value to them through which events arrive. Events of a dimension they
+ * may not read never reach them, so a field only such dimensions have could never match either.
  */
 function checkFilters(
   deps: WebhookDeps,
+  caller: TenantAdmin,
   events: readonly string[],
   dimensions: readonly string[] | null,
   filters: Record<string, unknown> | null,
 ): void {
   if (!filters) return;
-  const dims = deps.metadata.current().dimensions;
+  const model = deps.metadata.current();
+  const dims = model.dimensions;
   const named = events.includes("*") ? [] : events.map((e) => EVENT_NAME.exec(e)?.[1] ?? "");
   const covered = (dimensions?.length ? dimensions : named.length ? named : [...dims.keys()])
     .map((code) => dims.get(code))
     .filter((d) => d !== undefined);
+  const view = viewFor(model, {
+    grants: caller.grants,
+    peso: caller.peso,
+    centerDett: caller.centroDett,
+    source: null,
+  });
+  const readable = covered.filter((d) => view.nodeFor(d.code, "read") !== null);
   for (const field of Object.keys(filters)) {
+    const shown = field.slice(0, 60);
     if (!covered.some((d) => d.fieldsByCode.has(field)))
       throw invalid(
         "filters",
-        `filters: ${field.slice(0, 60)} is not a field of ${covered.map((d) => d.code).join(", ") || "any dimension"}; such a registration would never fire.`,
+        `filters: ${shown} is not a field of ${covered.map((d) => d.code).join(", ") || "any dimension"}; such a registration would never fire.`,
+      );
+    const having = readable.filter((d) => d.fieldsByCode.has(field));
+    const hidden = having.filter((d) => {
+      const rules = view.fields(d);
+      const f = d.fieldsByCode.get(field)!;
+      return !rules.allows(f, "L") && !rules.allows(f, "D");
+    });
+    if (having.length === 0 || hidden.length > 0)
+      throw invalid(
+        "filters",
+        `filters: ${shown} is not a field you may read of ${(hidden.length ? hidden : covered).map((d) => d.code).join(", ")}; a webhook may match only on fields its registrant may read.`,
       );
   }
 }
@@ -180,7 +212,7 @@ export async function createWebhook(
   const body = parseBody(createBody, input);
   const url = checkUrl(body.url, deps.allowPrivate);
   checkNames(deps, body);
-  checkFilters(deps, body.events, body.dimensions ?? null, body.filters ?? null);
+  checkFilters(deps, caller, body.events, body.dimensions ?? null, body.filters ?? null);
   // The count and the insert under one lock per tenant: two requests at once cannot both take the
   // last place.
   const row = await deps.prisma.$transaction(async (tx) => {
@@ -236,6 +268,7 @@ export async function updateWebhook(
   // Judged on the registration as it will be: the body's members over the stored ones.
   checkFilters(
     deps,
+    caller,
     body.events ?? (row.EVENTS as string[]),
     body.dimensions !== undefined ? body.dimensions : (row.DIMENSIONS as string[] | null),
     body.filters !== undefined ? body.filters : (row.FILTERS as Record<string, unknown> | null),

@@ -1,6 +1,6 @@
 // How the webhook delivery worker claims and records its attempts (src/events/webhooks/delivery.ts):
 // deliveries are claimed ahead, so a slot whose attempt ends sends the next one without waiting
-// for the database; an attempt's outcome is written by the statement that claims the next
+// for the statement that claims more (only for the re-read of its registration); an attempt's outcome is written by the statement that claims the next
 // deliveries, attempts that finish together share one statement, and an outcome the database did
 // not take (its connection cut) is kept and written once the database answers again, not sent to
 // the receiver a second time when its lease runs out; what was claimed ahead and not sent when the
@@ -199,17 +199,20 @@ if (TEST_DATABASE_URL)
         expect(log).toHaveLength(2);
       }));
 
-    it("a slot whose attempt ends sends its registration's next delivery while the database is silent", () =>
+    it("a slot whose attempt ends sends its registration's next delivery once its registration is re-read (the database silent: when it answers)", () =>
       // Two at once to this receiver; four held: two sent, two claimed ahead.
       scenario(6, 2, async ({ db, webhookId, held }) => {
         await held.receiver.waitFor(2);
         await claimed(db, webhookId, 4);
         expect(held.receiver.requests).toHaveLength(2);
-        // The database goes silent; the first attempt ends: the next delivery goes out anyway.
+        // The database goes silent; the first attempt ends: the next delivery waits for its
+        // registration to be read again (it may have been deleted, deactivated or moved since
+        // the claim), and goes out once the database answers.
         proxy.stall();
         held.answer(0);
-        await held.receiver.waitFor(3, 5_000);
+        await expect(held.receiver.waitFor(3, 300)).rejects.toThrow(/2 of 3/);
         proxy.restore();
+        await held.receiver.waitFor(3, 5_000);
         held.answerAll();
         await logRows(db, webhookId, 6);
         const { deliveries } = await recorded(db, webhookId);

@@ -20,6 +20,8 @@ export interface WebhookAppOptions<U extends SampleUser> {
   env?: Record<string, string>;
   /** Parts of the event runtime; relay and webhooks by default. */
   parts?: EventRuntimeOptions;
+  /** The fixture loaded (the sample's by default). */
+  fixture?: Record<string, unknown>;
 }
 
 export interface WebhookApp<U extends SampleUser> {
@@ -37,7 +39,7 @@ export async function startWebhookApp<U extends SampleUser>(
 ): Promise<WebhookApp<U>> {
   const parts = opts.parts ?? { relay: true, webhooks: true };
   const t = await createTestApp(backend, {
-    fixture: "sample",
+    fixture: opts.fixture ?? "sample",
     env: {
       ...NO_RATE_LIMITS,
       ...(opts.allowPrivate ? { WEBHOOK_ALLOW_PRIVATE: "true" } : {}),

@@ -19,11 +19,19 @@
 // - Bounded concurrency, in all, per tenant and per registration: a slow or dead receiver holds
 //   at most its own slots, and one tenant's receivers at most the tenant's share (issue 18), so
 //   they never delay the others.
+// - Re-checked before sending: right before an attempt the worker reads its registration again
+//   (one statement for the attempts that start together). A delivery whose registration is gone
+//   or inactive is cancelled (after earlier attempts, with a last `failed` log row saying so, so
+//   that the log does not end on `retrying`); one whose URL changed since the claim is handed
+//   back (claimed again, it goes to the new URL); otherwise it is sent with the current secret.
+//   A delivery claimed ahead is never sent to a registration deleted, deactivated or moved to
+//   another URL meanwhile.
 // - Quiet when idle (issue 18): when nothing is pending the worker sleeps until its safety-net
 //   poll (or a wake-up: the dispatcher queued deliveries, an attempt finished); the poll asks one
 //   cheap "next due" question and claims only when something is due.
 import type { Logger } from "../../logger.ts";
 import type { Database } from "../../types.ts";
+import { PREPARED } from "../statements.ts";
 import { type AttemptResult, attemptAgents, sendAttempt } from "./send.ts";
 
 export interface DeliveryWorkerOptions {
@@ -166,6 +174,51 @@ export function waitAfter(waitMs: number | string | null | undefined, pollMs: nu
   return Math.min(pollMs, Math.max(0, Math.ceil(Number(waitMs))) + 20);
 }
 
+/** A registration as it is now, re-read right before an attempt (null: deleted). */
+interface RegistrationNow {
+  WEBHOOK_ID: number;
+  URL: string;
+  SECRET: string | null;
+  ACTIVE: string;
+  RETRY_COUNT: number;
+}
+
+const REGISTRATIONS_NOW_SQL = `
+  SELECT "WEBHOOK_ID", "URL", "SECRET", "ACTIVE", "RETRY_COUNT"
+    FROM "TB_WEBHOOK" WHERE "WEBHOOK_ID" = ANY($1::int[])`;
+
+/**
+ * Reads registrations as they are now, the asks made in one turn of the event loop answered by one
+ * statement (the attempts a slot loop starts together).
+ */
+function registrationReader(db: Database) {
+  let asked: Map<number, Array<(r: RegistrationNow | null | Error) => void>> | null = null;
+  const run = async (ids: Map<number, Array<(r: RegistrationNow | null | Error) => void>>) => {
+    try {
+      const { rows } = await db.query<RegistrationNow>(REGISTRATIONS_NOW_SQL, [[...ids.keys()]], PREPARED);
+      const byId = new Map(rows.map((r) => [r.WEBHOOK_ID, r]));
+      for (const [id, waiting] of ids) for (const w of waiting) w(byId.get(id) ?? null);
+    } catch (err) {
+      const e = err instanceof Error ? err : new Error(String(err));
+      for (const waiting of ids.values()) for (const w of waiting) w(e);
+    }
+  };
+  return (webhookId: number): Promise<RegistrationNow | null> =>
+    new Promise((resolve, reject) => {
+      if (!asked) {
+        const batch = new Map<number, Array<(r: RegistrationNow | null | Error) => void>>();
+        asked = batch;
+        setImmediate(() => {
+          asked = null;
+          void run(batch);
+        });
+      }
+      const waiting = asked.get(webhookId) ?? [];
+      waiting.push((r) => (r instanceof Error ? reject(r) : resolve(r)));
+      asked.set(webhookId, waiting);
+    });
+}
+
 /** A finished attempt, to be recorded: the delivery's new state and, unless cancelled, its log row. */
 interface Outcome {
   deliveryId: string;
@@ -184,19 +237,22 @@ interface Outcome {
 }
 
 /**
- * The outcome of a delivery not sent: cancelled (its registration is inactive) or handed back
- * (due again at once, the claim's attempt undone); no log row either way.
+ * The outcome of a delivery not sent, the claim's attempt undone: handed back (due again at once;
+ * no log row) or cancelled (its registration is gone or inactive: `why`). A cancelled delivery
+ * with earlier attempts (logged `retrying`) gets a last log row, `failed` with the reason, so
+ * that its log ends in a final state; one never attempted gets none.
  */
-function unsent(d: ClaimedDelivery, why: "cancelled" | "handed back"): Outcome {
+function unsent(d: ClaimedDelivery, why: "handed back" | { cancelled: string }): Outcome {
   const back = why === "handed back";
+  const logged = !back && d.ATTEMPTS > 1;
   return {
     deliveryId: d.DELIVERY_ID,
     state: back ? "pending" : "cancelled",
-    logStatus: null,
+    logStatus: logged ? "failed" : null,
     httpStatus: null,
-    error: null,
+    error: logged ? why.cancelled : null,
     waitMs: 0,
-    attemptsBack: back ? 1 : 0,
+    attemptsBack: 1,
     claimedAttempts: d.ATTEMPTS,
   };
 }
@@ -231,6 +287,7 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   const send = opts.send ?? sendAttempt;
   // Connections kept open between attempts to the same receiver (closed on stop).
   const agents = attemptAgents();
+  const registrationNow = registrationReader(db);
   /**
    * The deliveries this worker holds (claimed, not yet finished), in claim order: each queued
    * until it is sent (`attempt` then set). Everything the bounds count is read from here; the
@@ -287,12 +344,37 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
   }
 
   /** Sends one attempt; its outcome joins `finished` (none if it broke: its lease runs out). */
-  async function attempt(d: ClaimedDelivery): Promise<void> {
+  async function attempt(claimed: ClaimedDelivery): Promise<void> {
+    let d = claimed;
     try {
-      if (d.ACTIVE !== "Y") {
-        finished.push(unsent(d, "cancelled"));
+      // The registration as it is now: a change since the claim (a delete, `active: false`, a new
+      // URL or secret) is obeyed by the attempts that start after it answered.
+      let now: RegistrationNow | null;
+      try {
+        now = await registrationNow(d.WEBHOOK_ID);
+      } catch (err) {
+        logger.warn(
+          { err, delivery_id: d.DELIVERY_ID },
+          "webhook delivery: its registration could not be read before sending; handed back",
+        );
+        finished.push(unsent(d, "handed back"));
         return;
       }
+      if (now === null || now.ACTIVE !== "Y") {
+        finished.push(
+          unsent(d, {
+            cancelled:
+              now === null ? "not sent: the webhook was deleted" : "not sent: the webhook was deactivated",
+          }),
+        );
+        return;
+      }
+      if (now.URL !== d.URL) {
+        // Claimed again, it goes to the new URL.
+        finished.push(unsent(d, "handed back"));
+        return;
+      }
+      d = { ...d, SECRET: now.SECRET, RETRY_COUNT: now.RETRY_COUNT };
       const body = d.BODY;
       const parsed = JSON.parse(body) as { timestamp?: string };
       const result = await send({
@@ -388,7 +470,8 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
       throw err;
     }
     for (const o of outcomes) {
-      if (o.logStatus) opts.onAttempt?.(o.logStatus);
+      // A cancelled delivery's last log row is no attempt.
+      if (o.logStatus && o.state !== "cancelled") opts.onAttempt?.(o.logStatus);
       if (o.logStatus === "retrying") schedule(o.waitMs, false);
     }
     const claimedAt = Date.now();

@@ -6,6 +6,7 @@ import { viewFor } from "../../auth/access-view.ts";
 import { grantsJsonSql, normalizeGrants } from "../../auth/profile.ts";
 import { eventScope } from "../../auth/row-match.ts";
 import type { PlannedFilter } from "../../query/types.ts";
+import { detailData, detailFieldsOf } from "../../resolvers/read/events.ts";
 import type { Database, DimensionDef, MetadataModel, Queryable } from "../../types.ts";
 import type { BatchHandler } from "../batching.ts";
 import { type OutboxMessage, parseMessage } from "../bus.ts";
@@ -44,63 +45,112 @@ interface RegistrantRow {
 }
 
 /**
- * How an event stands to the row scope of the registration's registrant (decisions.md §17): the
- * registrant's read rule on the event's dimension, through the first node that lets them read it,
- * judged on the record the event carries and, for an update, the record before it ("left": its
- * body then carries no data; src/auth/row-match.ts). A registration without a recorded registrant
- * (made before registrants were kept) is not scoped; one whose registrant is gone or inactive gets
- * nothing of a scoped dimension. Rules are worked out once per batch.
+ * What a registrant gets of one dimension's events (decisions.md §17): nothing when no node of
+ * theirs serves the dimension with the read operation (or they are gone or inactive); else the
+ * events of rows within their read rule (through the first node that lets them read it, null:
+ * every row), with `data` limited to the fields they read in detail at their peso, as their own
+ * subscription (src/resolvers/read/events.ts; a force delete keeps its `force` marker), and only
+ * when every filter naming a field of the dimension names one they may read (L or D): matching on
+ * another would disclose its value.
  */
-function registrantScopes(model: MetadataModel) {
-  const rules = new Map<string, PlannedFilter | null>();
+type Standing =
+  | { readable: false }
+  | {
+      readable: true;
+      scope: PlannedFilter | null;
+      codes: readonly string[];
+      key: string;
+      filtersOk: boolean;
+    };
+
+/**
+ * How an event stands to the registration's registrant: "out" (not delivered), "left" (an update
+ * took the record out of their row scope: the body carries no data; src/auth/row-match.ts) or
+ * "in", with the fields of `data` (null: the whole record). A registration without a recorded
+ * registrant (made before registrants were kept) gets every event whole; one whose registrant is
+ * gone or inactive gets nothing, metadata events included. Metadata events (a table code, not a
+ * dimension) reach an active registrant whole. Standings are worked out once per batch.
+ */
+function registrantStandings(model: MetadataModel) {
+  const standings = new Map<string, Standing>();
   return (
-    reg: RegistrantRow & { WEBHOOK_ID: number; SOURCE: string },
+    reg: RegistrantRow & Registration & { SOURCE: string },
     message: OutboxMessage,
-  ): "in" | "left" | "out" => {
-    if (reg.CREATED_BY === null) return "in";
+  ):
+    | { standing: "out" }
+    | { standing: "left"; key: string }
+    | { standing: "in"; codes: readonly string[] | null; key: string } => {
+    if (reg.CREATED_BY === null) return { standing: "in", codes: null, key: "" };
+    if (!reg.ACTIVE) return { standing: "out" };
     const dim = model.dimensions.get(message.AGGREGATE_TYPE);
-    if (!dim) return "in";
-    const key = `${reg.WEBHOOK_ID}\u0000${dim.code}`;
-    let scope = rules.get(key);
-    if (scope === undefined) {
-      scope = registrantScope(model, reg, dim);
-      rules.set(key, scope);
+    if (!dim) return { standing: "in", codes: null, key: "" };
+    const k = `${reg.WEBHOOK_ID}\u0000${dim.code}`;
+    let found = standings.get(k);
+    if (found === undefined) {
+      found = registrantStanding(model, reg, dim);
+      standings.set(k, found);
     }
-    return eventScope(scope, message.PAYLOAD ?? {}, message.PREVIOUS);
+    if (!found.readable || !found.filtersOk) return { standing: "out" };
+    const scope = found.scope ? eventScope(found.scope, message.PAYLOAD ?? {}, message.PREVIOUS) : "in";
+    if (scope === "out") return { standing: "out" };
+    if (scope === "left") return { standing: "left", key: "\u0001left" };
+    return { standing: "in", codes: found.codes, key: found.key };
   };
 }
 
-function registrantScope(
+/** The member a force delete's PAYLOAD adds to the record (src/resolvers/write/change-event.ts). */
+const FORCE_MARK = "force";
+
+function registrantStanding(
   model: MetadataModel,
-  reg: RegistrantRow & { SOURCE: string },
+  reg: RegistrantRow & Registration & { SOURCE: string },
   dim: DimensionDef,
-): PlannedFilter | null {
+): Standing {
   const grants = reg.ACTIVE ? normalizeGrants(reg.GRANTS) : [];
   const inputs = { grants, peso: Number(reg.PESO ?? 3), centerDett: reg.CENTRO_DETT, source: null };
-  const node = viewFor(model, inputs).nodeFor(dim.code, "read");
-  const rule = viewFor(model, { ...inputs, source: node }).rowRule(dim, "read");
-  if (rule.unrestricted) return null;
-  return rule.bind({
-    user: reg.CREATED_BY ?? "",
-    tenant: reg.SOURCE,
-    centro_dett: reg.CENTRO_DETT,
-    ambiente: reg.AMBIENTE,
-    source: node,
+  const view = viewFor(model, inputs);
+  const node = view.nodeFor(dim.code, "read");
+  if (node === null) return { readable: false };
+  const fields = view.fields(dim);
+  const detail = detailFieldsOf(dim, fields.withFlag("D"));
+  // A force delete's marker (`"force": true`, docs/events.md) is no field: it stays.
+  const codes = dim.fieldsByCode.has(FORCE_MARK) ? detail.codes : [...detail.codes, FORCE_MARK];
+  const { key } = detail;
+  const filtersOk = Object.keys(reg.FILTERS ?? {}).every((name) => {
+    const field = dim.fieldsByCode.get(name);
+    return !field || fields.allows(field, "L") || fields.allows(field, "D");
   });
+  const rule = viewFor(model, { ...inputs, source: node }).rowRule(dim, "read");
+  const scope = rule.unrestricted
+    ? null
+    : rule.bind({
+        user: reg.CREATED_BY ?? "",
+        tenant: reg.SOURCE,
+        centro_dett: reg.CENTRO_DETT,
+        ambiente: reg.AMBIENTE,
+        source: node,
+      });
+  return { readable: true, scope, codes, key, filtersOk };
 }
 
 /**
- * Spec 6.1.2: the body a receiver gets; these exact bytes are signed. `left`: the update took the
- * record out of the registrant's row scope, and `data` is null (decisions.md §17).
+ * Spec 6.1.2: the body a receiver gets; these exact bytes are signed. `data`: the record's fields
+ * the registrant reads in detail (`codes`; null: the whole record), or null when the update took
+ * the record out of the registrant's row scope (`left`, decisions.md §17).
  */
-export function deliveryBody(message: OutboxMessage, left = false): string {
+export function deliveryBody(
+  message: OutboxMessage,
+  left = false,
+  codes: readonly string[] | null = null,
+): string {
+  const payload = message.PAYLOAD;
   return JSON.stringify({
     event_id: message.OUTBOX_ID,
     event_type: message.EVENT_TYPE,
     timestamp: message.CREATED_AT,
     dimension: message.AGGREGATE_TYPE,
     record_id: message.AGGREGATE_ID,
-    data: left ? null : message.PAYLOAD,
+    data: left ? null : codes === null || !payload ? payload : detailData(payload, codes),
   });
 }
 
@@ -127,28 +177,28 @@ export function createWebhookDispatcher(deps: {
     const rows = await registrations(tenants);
     if (rows.length === 0) return;
     const model = deps.metadata.current();
-    const inScope = registrantScopes(model);
+    const standingOf = registrantStandings(model);
     const webhooks: number[] = [];
     const outboxIds: string[] = [];
     const types: string[] = [];
     const bodies: string[] = [];
     for (const message of messages) {
-      let body: string | null = null;
-      let leftBody: string | null = null;
+      // One body per field set (registrants who read the same fields share it).
+      const made = new Map<string, string>();
       for (const reg of rows) {
         if (reg.SOURCE !== message.TENANT_ID || !matches(reg, message)) continue;
-        const standing = inScope(reg, message);
-        if (standing === "out") continue;
+        const seen = standingOf(reg, message);
+        if (seen.standing === "out") continue;
+        let body = made.get(seen.key);
+        if (body === undefined) {
+          body =
+            seen.standing === "left" ? deliveryBody(message, true) : deliveryBody(message, false, seen.codes);
+          made.set(seen.key, body);
+        }
         webhooks.push(reg.WEBHOOK_ID);
         outboxIds.push(message.OUTBOX_ID);
         types.push(message.EVENT_TYPE);
-        if (standing === "left") {
-          leftBody ??= deliveryBody(message, true);
-          bodies.push(leftBody);
-        } else {
-          body ??= deliveryBody(message);
-          bodies.push(body);
-        }
+        bodies.push(body);
       }
     }
     if (webhooks.length === 0) return;

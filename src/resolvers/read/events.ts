@@ -27,7 +27,7 @@ export const MAX_PENDING_EVENTS = 1000;
  * profile shares them.
  */
 const detailCodes = new WeakMap<readonly FieldDef[], { codes: readonly string[]; key: string }>();
-function detailFieldsOf(dim: DimensionDef, fields: readonly FieldDef[]) {
+export function detailFieldsOf(dim: DimensionDef, fields: readonly FieldDef[]) {
   let known = detailCodes.get(fields);
   if (!known) {
     const codes = fields.map((f) => f.code);
@@ -35,6 +35,16 @@ function detailFieldsOf(dim: DimensionDef, fields: readonly FieldDef[]) {
     detailCodes.set(fields, known);
   }
   return known;
+}
+
+/** An event's `data` as a caller reading `codes` in detail sees it (also a webhook's, for its registrant). */
+export function detailData(
+  payload: Record<string, unknown>,
+  codes: readonly string[],
+): Record<string, unknown> {
+  const data: Record<string, unknown> = {};
+  for (const code of codes) if (code in payload) data[code] = payload[code];
+  return data;
 }
 
 export class SubscriptionOverflowError extends ApiError {
@@ -98,12 +108,7 @@ export async function subscribeToEvents(
     return event;
   };
   const eventView = (m: OutboxMessage, left: boolean): DimensionEvent => {
-    const payload = m.PAYLOAD ?? {};
-    let data: Record<string, unknown> | null = null;
-    if (!left) {
-      data = {};
-      for (const code of view.readable) if (code in payload) data[code] = payload[code];
-    }
+    const data = left ? null : detailData(m.PAYLOAD ?? {}, view.readable);
     return {
       event_id: m.OUTBOX_ID,
       event_type: m.EVENT_TYPE,
