@@ -139,6 +139,19 @@ describe.each(BACKENDS)("GraphQL subscriptions over SSE (%s)", (backend) => {
       status: 403,
     });
     await refused.close();
+    // An event type the dimension does not have would never arrive: refused, naming its types.
+    const unknownType = await subscribe(
+      base,
+      tokens.anna!,
+      `subscription { CUST_events(source: "anag-1", event_types: ["CITYCreated"]) { event_id } }`,
+    );
+    await unknownType.waitFor(1);
+    expect(unknownType.events[0]!.data.errors[0]).toMatchObject({
+      message:
+        'event_types: "CITYCreated" is not an event of CUST; its events are CUSTCreated, CUSTUpdated, CUSTDeleted.',
+      extensions: { code: "INVALID_PARAMETER", status: 400 },
+    });
+    await unknownType.close();
     const res = await fetch(`${base}/graphql`, {
       method: "POST",
       headers: { "content-type": "application/json", accept: "text/event-stream" },

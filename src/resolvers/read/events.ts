@@ -5,7 +5,7 @@
 import { authorizeRead } from "../../auth/authorize.ts";
 import { eventScope } from "../../auth/row-match.ts";
 import { rowScopeOf } from "../../query/plan.ts";
-import { ApiError } from "../../errors.ts";
+import { ApiError, BadRequestError } from "../../errors.ts";
 import type { OutboxMessage } from "../../events/bus.ts";
 import type { EventFeed } from "../../events/feed.ts";
 import type { DimensionDef, FieldDef, MetadataModel, RequestContext } from "../../types.ts";
@@ -86,6 +86,16 @@ export async function subscribeToEvents(
   };
   let view = viewOf(deps.metadata.current());
   const dim = view.dim;
+  // Only the dimension's own types: another name would never match, and the stream would stay
+  // silent as if nothing happened (a webhook registration refuses it the same way).
+  const known = ["Created", "Updated", "Deleted"].map((kind) => `${dim.code}${kind}`);
+  for (const type of eventTypes ?? [])
+    if (!known.includes(type))
+      throw new BadRequestError(
+        "INVALID_PARAMETER",
+        `event_types: ${JSON.stringify(type.slice(0, 60))} is not an event of ${dim.code}; its events are ${known.join(", ")}.`,
+        { field: "event_types" },
+      );
   const wanted = eventTypes?.length ? new Set(eventTypes) : null;
   const tenant = request.principal.tenantId;
 
