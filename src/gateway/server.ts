@@ -1,9 +1,10 @@
 // ROLE=gateway (decisions.md §9): the one public entry in front of separate backends. Routes each
 // request (src/gateway/routing.ts), streams bodies both ways with @fastify/reply-from over undici
 // (uploads and downloads are never buffered), keeps X-Request-ID end to end, adds the gateway's
-// secret, answers 502 BACKEND_UNAVAILABLE and 504 BACKEND_TIMEOUT in the standard body, and enforces
+// secret, answers 502 BACKEND_UNAVAILABLE and 504 BACKEND_TIMEOUT in the standard body (an import
+// waits as long as the write backend may take for it: routing.ts backendTimeoutMs), and enforces
 // rate limits itself (per token, or per client IP without one), shared through Redis by every
-// gateway when REDIS_URL is set.
+// gateway when REDIS_URL is set. GraphQL over WebSocket is proxied byte for byte (websocket.ts).
 import { createHash } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { ApiError } from "../errors.ts";
@@ -16,8 +17,9 @@ import { createRateLimits } from "../ratelimit/limits.ts";
 import { openRateLimitRedis, rateLimitFallbackReporter } from "../ratelimit/redis.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Config } from "../types.ts";
-import { chooseBackend } from "./routing.ts";
+import { backendTimeoutMs, chooseBackend } from "./routing.ts";
 import { GATEWAY_SECRET_HEADER } from "./secret.ts";
+import { proxyGraphQLWebSockets } from "./websocket.ts";
 
 const BEARER = /^Bearer\s+(\S+)$/i;
 /** Login and refresh have their own limits at the auth backend. */
@@ -61,6 +63,24 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
   traceRequests(app, "gateway");
   serveMetrics(app, metrics, (request) => String(request.backend ?? "none"));
 
+  /** The gateway's rate limits of a request: its 429 thrown, else the headers to show. */
+  const admit = async (url: string, authorization: string | undefined, ip: string) => {
+    if (LOGIN_PATHS.test(url)) return {};
+    const token = BEARER.exec(authorization ?? "")?.[1];
+    const decision = token
+      ? await limits.request(createHash("sha256").update(token).digest("hex"), "-")
+      : await limits.anonymous(ip);
+    if (decision.exceeded)
+      throw rateLimitError(
+        decision.exceeded,
+        token ? "requests with this token" : "requests without a token",
+      );
+    return decision.shown ? rateLimitHeaders(decision.shown) : {};
+  };
+
+  // GraphQL over WebSocket: upgrades on the GraphQL paths proxied to the write backend.
+  proxyGraphQLWebSockets({ app, config, secret, admit });
+
   app.decorateRequest("backend", null);
   // OPTIONS is CORS's (answered here); everything else goes to a backend.
   app.route({
@@ -69,21 +89,13 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
     handler: async (request, reply) => {
       const target = chooseBackend(config, request.method, request.url, request.headers);
       request.backend = target.name;
-      if (!LOGIN_PATHS.test(request.url)) {
-        const token = BEARER.exec(request.headers.authorization ?? "")?.[1];
-        const decision = token
-          ? await limits.request(createHash("sha256").update(token).digest("hex"), "-")
-          : await limits.anonymous(request.ip);
-        if (decision.exceeded)
-          throw rateLimitError(
-            decision.exceeded,
-            token ? "requests with this token" : "requests without a token",
-          );
-        if (decision.shown) reply.headers(rateLimitHeaders(decision.shown));
-      }
+      reply.headers(await admit(request.url, request.headers.authorization, request.ip));
       return reply.from(`${target.url.replace(/\/$/, "")}${request.url}`, {
-        timeout: config.gateway.backendTimeoutMs,
-        rewriteRequestHeaders: (_req, headers) => ({
+        timeout: backendTimeoutMs(config, request.method, request.url),
+        // `expect` is Node's business here: its server answered the client's `Expect: 100-continue`
+        // (curl sends it with a body over 1 MB) with 100 Continue already, and undici refuses the
+        // header (NotSupportedError): the body is forwarded without it.
+        rewriteRequestHeaders: (_req, { expect: _expect, ...headers }) => ({
           ...headers,
           [GATEWAY_SECRET_HEADER]: secret,
           "x-request-id": request.id,
@@ -98,7 +110,11 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
                 504,
                 "BACKEND_TIMEOUT",
                 "GatewayTimeout",
-                `The ${target.name} backend did not answer in time.`,
+                `The ${target.name} backend did not answer in time.${
+                  request.method === "GET" || request.method === "HEAD"
+                    ? ""
+                    : " The request may still complete there: check before sending it again."
+                }`,
               )
             : new ApiError(
                 502,
