@@ -226,6 +226,10 @@ export const graphqlRoutes: FastifyPluginAsync<RouteDeps> = async (
   const webSocket = attachGraphQLWebSocket({
     server: app.server,
     paths: GRAPHQL_PATHS,
+    // A backend's upgrades need the gateway's secret, as its requests do (src/app.ts).
+    gatewaySecret: ["read", "write", "auth"].includes(services.config.role)
+      ? services.config.gateway.secret
+      : null,
     chain,
     schema: (caller) => schemas.forCaller(caller.principal),
     authenticate: (authorization, address, requestId) =>

@@ -50,6 +50,7 @@ import type { Counter } from "prom-client";
 import { type Extra, useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
 import { AuthenticationError, RateLimitError } from "../errors.ts";
+import { forwardedClient, GATEWAY_SECRET_HEADER, secretMatches } from "../gateway/secret.ts";
 import type { LaneClient } from "../http/heavy-requests.ts";
 import { type TimerAt, timerAt } from "../timer-at.ts";
 import type { Caller } from "../types.ts";
@@ -108,6 +109,11 @@ export interface WebSocketDeps {
    * (plugin.ts). Without it the work runs as is.
    */
   asRequest?: <T>(requestId: string, work: () => T) => T;
+  /**
+   * A backend's gateway secret (ROLE read, write or auth): an upgrade without it is refused, as an
+   * HTTP request is (src/gateway/secret.ts), and one with it names its client in X-Forwarded-For.
+   */
+  gatewaySecret?: string | null;
 }
 
 export interface GraphQLWebSocket {
@@ -231,6 +237,21 @@ function socketCounts() {
       else counts.delete(key);
     },
   };
+}
+
+/** The body a backend refuses an upgrade without the gateway's secret with (as its HTTP 403). */
+const GATEWAY_REQUIRED_BODY = JSON.stringify({
+  error: "PermissionDenied",
+  message:
+    "This backend answers requests from the gateway only: send requests to the gateway (it adds the x-gateway-secret header), or set the same GATEWAY_SECRET on both.",
+  code: "GATEWAY_REQUIRED",
+  status: 403,
+});
+
+/** An HTTP answer written on an upgrade's socket (no HTTP response object there), then closed. */
+function refusedUpgrade(status: number, body: string): string {
+  const reason = status === 403 ? "Forbidden" : "Error";
+  return `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
 }
 
 export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
@@ -516,9 +537,18 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
       }
       return;
     }
+    const secret = deps.gatewaySecret;
+    let address = request.socket.remoteAddress ?? "";
+    if (secret) {
+      if (!secretMatches(secret, request.headers[GATEWAY_SECRET_HEADER])) {
+        socket.end(refusedUpgrade(403, GATEWAY_REQUIRED_BODY));
+        return;
+      }
+      address = forwardedClient(request.headers["x-forwarded-for"]) ?? address;
+    }
     wss.handleUpgrade(request, socket, head, (ws) => {
       const connection = connectionOf(ws);
-      connection.address = request.socket.remoteAddress ?? "";
+      connection.address = address;
       connection.authorization = request.headers.authorization;
       // graphql-ws keeps what the connection event hands it as `extra.request` for as long as the
       // socket lives; what the operations need of the upgrade request was read above, and the
@@ -528,12 +558,20 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
     });
   };
   deps.server.on("upgrade", onUpgrade);
+  // Only a WebSocket upgrade to these paths is one: any other request offering an upgrade (h2c
+  // from `curl --http2`, Java's HttpClient) is served as the plain HTTP request it also is,
+  // instead of reaching the upgrade listener (an empty 404 on every route). Node >= 24.9.
+  const upgrading = deps.server as Server & { shouldUpgradeCallback?: (r: IncomingMessage) => boolean };
+  const previousUpgradeRule = upgrading.shouldUpgradeCallback;
+  upgrading.shouldUpgradeCallback = (r) =>
+    String(r.headers.upgrade ?? "").toLowerCase() === "websocket" && deps.paths.includes(pathOf(r));
 
   return {
     sockets: () => wss.clients.size,
     dropped: () => dropped,
     async close() {
       deps.server.off("upgrade", onUpgrade);
+      upgrading.shouldUpgradeCallback = previousUpgradeRule;
       const open = [...wss.clients];
       const closed = Promise.all(
         open.map((s) => new Promise<void>((resolve) => s.once("close", () => resolve()))),
