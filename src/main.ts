@@ -6,7 +6,7 @@ import type { Config } from "./types.ts";
 import { describeStartupError } from "./cli/startup-error.ts";
 import { loadDemoDataIfEmpty } from "./demo/load-demo.ts";
 import { startStatisticsJob } from "./db/statistics.ts";
-import { eventPartsOf, startEventRuntime } from "./events/runtime.ts";
+import { eventPartsOf, inProcessBusWarning, startEventRuntime } from "./events/runtime.ts";
 import { startHistoryRetention } from "./history/retention.ts";
 import { openServices } from "./services.ts";
 
@@ -58,6 +58,8 @@ async function main(): Promise<void> {
     },
     "Dimensio is serving",
   );
+  const busWarning = inProcessBusWarning(config);
+  if (busWarning) logger.warn(busWarning);
 
   let stopping = false;
   const stop = async (signal: string) => {

@@ -219,3 +219,18 @@ export function eventPartsOf(role: string): EventRuntimeOptions | null {
       return null;
   }
 }
+
+/**
+ * The warning a process gets whose relay publishes a shared PostgreSQL's outbox to its own
+ * in-process bus (DATABASE_URL without AMQP_URL): fine alone, but beside other processes on that
+ * database it takes their events, which then reach only its own subscribers (none on RabbitMQ,
+ * none of the other processes' GraphQL subscriptions). Null when that cannot happen.
+ */
+export function inProcessBusWarning(config: {
+  role: string;
+  databaseUrl: string | null;
+  amqpUrl: string | null;
+}): string | null {
+  if (!config.databaseUrl || config.amqpUrl || !eventPartsOf(config.role)?.relay) return null;
+  return "events go to this process's in-process bus (AMQP_URL is not set): run one such process per database; with several processes on it, set AMQP_URL in each, or this one takes their events";
+}

@@ -10,9 +10,21 @@ import type { DatabaseHandle } from "../../src/db/database.ts";
 import { loadConfig } from "../../src/config.ts";
 import { migrate } from "../../src/db/migrate.ts";
 import { insertOutboxEvent } from "../../src/events/outbox.ts";
+import { inProcessBusWarning } from "../../src/events/runtime.ts";
 import { createTestDatabase, TEST_AMQP_URL, TEST_DATABASE_URL } from "../helpers/env.ts";
 import { eventually } from "./support.ts";
 import { freePort, spawnScript, waitReady } from "../helpers/process.ts";
+
+it("a relaying process on PostgreSQL without AMQP_URL is warned that it takes a shared outbox's events", () => {
+  const pg = "postgres://u@db:5432/app";
+  expect(inProcessBusWarning({ role: "all", databaseUrl: pg, amqpUrl: null })).toMatch(
+    /^events go to this process's in-process bus \(AMQP_URL is not set\): run one such process per database/,
+  );
+  // Alone on its embedded database, with RabbitMQ, or without a relay: nothing to warn about.
+  expect(inProcessBusWarning({ role: "all", databaseUrl: null, amqpUrl: null })).toBeNull();
+  expect(inProcessBusWarning({ role: "all", databaseUrl: pg, amqpUrl: "amqp://mq" })).toBeNull();
+  expect(inProcessBusWarning({ role: "write", databaseUrl: pg, amqpUrl: null })).toBeNull();
+});
 
 it("without PostgreSQL and RabbitMQ, ROLE=relay and ROLE=webhooks refuse to start (the embedded defaults are one process's)", () => {
   for (const role of ["relay", "webhooks"])
