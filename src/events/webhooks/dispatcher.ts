@@ -6,7 +6,7 @@ import { viewFor } from "../../auth/access-view.ts";
 import { grantsJsonSql, normalizeGrants } from "../../auth/profile.ts";
 import { eventScope } from "../../auth/row-match.ts";
 import type { PlannedFilter } from "../../query/types.ts";
-import { detailData, detailFieldsOf } from "../../resolvers/read/events.ts";
+import { detailData, detailFieldsOf } from "../../auth/detail-fields.ts";
 import type { Database, DimensionDef, MetadataModel, Queryable } from "../../types.ts";
 import type { BatchHandler } from "../batching.ts";
 import { type OutboxMessage, parseMessage } from "../bus.ts";

@@ -3,12 +3,13 @@
 // fields the caller may read in detail (D flag and peso). The stream is bounded: a consumer that
 // falls more than MAX_PENDING events behind is ended with an error instead of buffering forever.
 import { authorizeRead } from "../../auth/authorize.ts";
+import { detailData, detailFieldsOf } from "../../auth/detail-fields.ts";
 import { eventScope } from "../../auth/row-match.ts";
 import { rowScopeOf } from "../../query/plan.ts";
 import { ApiError, BadRequestError } from "../../errors.ts";
 import type { OutboxMessage } from "../../events/bus.ts";
 import type { EventFeed } from "../../events/feed.ts";
-import type { DimensionDef, FieldDef, MetadataModel, RequestContext } from "../../types.ts";
+import type { MetadataModel, RequestContext } from "../../types.ts";
 
 export interface DimensionEvent {
   event_id: string;
@@ -20,32 +21,6 @@ export interface DimensionEvent {
 }
 
 export const MAX_PENDING_EVENTS = 1000;
-
-/**
- * The codes of the fields a caller reads in detail, and the key of that field set, made once per
- * set (the access view keeps one per dimension and caller profile): every subscription of one
- * profile shares them.
- */
-const detailCodes = new WeakMap<readonly FieldDef[], { codes: readonly string[]; key: string }>();
-export function detailFieldsOf(dim: DimensionDef, fields: readonly FieldDef[]) {
-  let known = detailCodes.get(fields);
-  if (!known) {
-    const codes = fields.map((f) => f.code);
-    known = { codes, key: `${dim.code}:${codes.join(",")}` };
-    detailCodes.set(fields, known);
-  }
-  return known;
-}
-
-/** An event's `data` as a caller reading `codes` in detail sees it (also a webhook's, for its registrant). */
-export function detailData(
-  payload: Record<string, unknown>,
-  codes: readonly string[],
-): Record<string, unknown> {
-  const data: Record<string, unknown> = {};
-  for (const code of codes) if (code in payload) data[code] = payload[code];
-  return data;
-}
 
 export class SubscriptionOverflowError extends ApiError {
   constructor() {
