@@ -29,7 +29,8 @@ describe("required fields the caller may not send (pglite)", () => {
       Object.assign(cost("NO_N_REF"), { REQUIRED: true, COD_ON_OFF: "LDRM" });
       // The sample's customers hold both (the fixture's loader must pass the required check too).
       const records = (f as unknown as { records: Record<string, Array<Record<string, unknown>>> }).records;
-      for (const c of records.CUST ?? []) Object.assign(c.data as object, { SECRET_REF: "seed", NO_N_REF: "seed" });
+      for (const c of records.CUST ?? [])
+        Object.assign(c.data as object, { SECRET_REF: "seed", NO_N_REF: "seed" });
     });
     t = await createTestApp("pglite", { fixture, env: NO_RATE_LIMITS });
     [anna, marco] = await Promise.all([clientFor(t.app, "anna"), clientFor(t.app, "marco")]);
