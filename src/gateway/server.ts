@@ -61,7 +61,7 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
   });
 
   traceRequests(app, "gateway");
-  serveMetrics(app, metrics, (request) => String(request.backend ?? "none"));
+  serveMetrics(app, metrics, (request) => String(request.backend ?? "none"), config.gateway.secret);
 
   /** The gateway's rate limits of a request: its 429 thrown, else the headers to show. */
   const admit = async (url: string, authorization: string | undefined, ip: string) => {

@@ -4,6 +4,8 @@
 // GraphQL operations. Served at GET /metrics.
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { ApiError } from "../errors.ts";
+import { GATEWAY_SECRET_HEADER, secretMatches } from "../gateway/secret.ts";
 import type { DatabaseHandle } from "../db/database.ts";
 
 export interface Metrics {
@@ -172,6 +174,11 @@ export function serveMetrics(
   app: FastifyInstance,
   metrics: Metrics,
   route: (request: FastifyRequest) => string,
+  /**
+   * The gateway's: /metrics answers only a scraper that sends this secret (x-gateway-secret), as a
+   * backend's does, since the gateway is the process on the public network.
+   */
+  secret: string | null = null,
 ): void {
   // Written with `done`, not async: two promises fewer per request (issue 19).
   app.addHook("onResponse", (request, reply, done) => {
@@ -181,7 +188,14 @@ export function serveMetrics(
     if (reply.statusCode === 429) metrics.rateLimitRefusals.inc({ route: labels.route });
     done();
   });
-  app.get("/metrics", async (_request, reply) => {
+  app.get("/metrics", async (request, reply) => {
+    if (secret !== null && !secretMatches(secret, request.headers[GATEWAY_SECRET_HEADER]))
+      throw new ApiError(
+        403,
+        "GATEWAY_SECRET_REQUIRED",
+        "PermissionDenied",
+        "The gateway's /metrics answers a scraper that sends the x-gateway-secret header (GATEWAY_SECRET): configure the scraper with it.",
+      );
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
   });

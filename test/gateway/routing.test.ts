@@ -252,6 +252,16 @@ describe("gateway routing and failures", () => {
     expect((await call("GET", "/api/v5/core/CUST")).body.url).toBe("/api/v5/core/CUST");
   });
 
+  it("its /metrics answers only a scraper with the gateway's secret: the gateway faces the public network", async () => {
+    const open = await fetch(`${base}/metrics`);
+    expect(open.status).toBe(403);
+    expect(await open.json()).toMatchObject({ code: "GATEWAY_SECRET_REQUIRED", status: 403 });
+    expect((await fetch(`${base}/metrics`, { headers: { "x-gateway-secret": "wrong" } })).status).toBe(403);
+    const scraped = await fetch(`${base}/metrics`, { headers: { "x-gateway-secret": "shared-secret" } });
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain("dimensio_http_requests_total");
+  });
+
   it("passes the secret and X-Request-ID on, and keeps the caller's request id end to end", async () => {
     const r = await call("GET", "/api/v4/core/CUST?source=anag-1", { "x-request-id": "trace-123" });
     expect(r.body.headers["x-gateway-secret"]).toBe("shared-secret");

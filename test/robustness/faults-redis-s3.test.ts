@@ -221,7 +221,9 @@ if (TEST_REDIS_URL) {
       }
       expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
       expect(reached.filter((a) => a === headers.authorization)).toHaveLength(5);
-      const metrics = (await gateway.inject({ method: "GET", url: "/metrics" })).body;
+      const metrics = (
+        await gateway.inject({ method: "GET", url: "/metrics", headers: { "x-gateway-secret": "s" } })
+      ).body;
       expect(
         counterValue(metrics, "dimensio_rate_limit_fallbacks_total", { window: "user:h" }),
       ).toBeGreaterThanOrEqual(6);
