@@ -102,6 +102,9 @@ function checkUrl(raw: string, allowPrivate: boolean): string {
   return url.toString();
 }
 
+/** The member a force delete's PAYLOAD adds to the record (src/resolvers/write/change-event.ts). */
+const FORCE_MARK = "force";
+
 function checkNames(deps: WebhookDeps, body: Partial<CreateBody>): void {
   const dims = deps.metadata.current().dimensions;
   for (const name of body.events ?? []) {
@@ -135,10 +138,16 @@ function checkFilters(
   dimensions: readonly string[] | null,
   filters: Record<string, unknown> | null,
 ): void {
+  // Events named only of dimensions `dimensions` leaves out: none could ever match.
+  const named = events.includes("*") ? [] : events.map((e) => EVENT_NAME.exec(e)?.[1] ?? "");
+  if (dimensions?.length && named.length && !named.some((code) => dimensions.includes(code)))
+    throw invalid(
+      "dimensions",
+      `dimensions: ${dimensions.join(", ").slice(0, 120)} holds none of the events' dimensions (${[...new Set(named)].join(", ").slice(0, 120)}); such a registration would never fire.`,
+    );
   if (!filters) return;
   const model = deps.metadata.current();
   const dims = model.dimensions;
-  const named = events.includes("*") ? [] : events.map((e) => EVENT_NAME.exec(e)?.[1] ?? "");
   const covered = (dimensions?.length ? dimensions : named.length ? named : [...dims.keys()])
     .map((code) => dims.get(code))
     .filter((d) => d !== undefined);
@@ -151,6 +160,9 @@ function checkFilters(
   const readable = covered.filter((d) => view.nodeFor(d.code, "read") !== null);
   for (const field of Object.keys(filters)) {
     const shown = field.slice(0, 60);
+    // A force delete's payload carries "force": true (docs/events.md): a filter on it takes only
+    // force deletes, unless a dimension has a field of that name (judged as any field then).
+    if (field === FORCE_MARK && !covered.some((d) => d.fieldsByCode.has(field))) continue;
     if (!covered.some((d) => d.fieldsByCode.has(field)))
       throw invalid(
         "filters",

@@ -83,7 +83,9 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
       // A filter on a field no covered dimension has could never match.
       [{ ...ok, filters: { NOPE: 1 } }, "filters"],
       [{ ...ok, events: ["*"], filters: { NOPE: 1 } }, "filters"],
-      [{ ...ok, dimensions: ["CUST"], filters: { COUNTRY: "IT" } }, "filters"],
+      [{ ...ok, events: ["*"], dimensions: ["CUST"], filters: { COUNTRY: "IT" } }, "filters"],
+      // Events named only of dimensions `dimensions` leaves out could never match.
+      [{ ...ok, dimensions: ["CUST"] }, "dimensions"],
       [{ ...ok, retry_count: 99 }, "retry_count"],
       [{ ...ok, surprise: 1 }, "surprise"],
       [{ events: ["*"] }, "url"],
@@ -157,7 +159,7 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
     const hooks = [
       await register({ url: all.url, events: ["*"], dimensions: ["CITY"] }),
       await register({ url: wrongType.url, events: ["CITYDeleted"] }),
-      await register({ url: wrongDim.url, events: ["CITYCreated"], dimensions: ["CUST"] }),
+      await register({ url: wrongDim.url, events: ["*"], dimensions: ["CUST"] }),
       await register({ url: filtered.url, events: ["CITYCreated"], filters: { COUNTRY: "PT" } }),
     ];
     const it1 = await createCity("IT");
@@ -176,6 +178,21 @@ describe.each(BACKENDS)("webhooks (%s)", (backend) => {
     expect(rows[0]!.n).toBe(0);
     expect(wrongType.requests).toHaveLength(0);
     expect(wrongDim.requests).toHaveLength(0);
+  });
+
+  it("a filter on force takes the force deletes only (their payload's marker, not a field)", async () => {
+    const receiver = await suite.receiver(() => 200);
+    await register({ url: receiver.url, events: ["*"], dimensions: ["CITY"], filters: { force: true } });
+    const soft = await createCity();
+    const hard = await createCity();
+    expect((await anna.delete(`/api/v4/core/CITY/${soft.id}?source=anag-3`)).status).toBe(200);
+    const forced = await anna.delete(`/api/v4/core/CITY/${hard.id}?source=anag-3&force=true`);
+    expect(forced.status).toBe(200);
+    await receiver.waitFor(1);
+    expect(receiver.requests.map((r) => [r.body.event_type, r.body.record_id, r.body.data.force])).toEqual([
+      ["CITYDeleted", hard.id, true],
+    ]);
+    expect(receiver.requests[0]!.body.event_id).toBe(forced.body.event_id);
   });
 
   it("a receiver that recovers on the third attempt: retried after 2 and 4 × the base wait, one log row per attempt", async () => {
