@@ -55,6 +55,11 @@ export interface MoveResult {
   to: string | null;
   /** Rows copied per table. */
   copied: Record<string, number>;
+  /**
+   * Rows of the tenant the target held before the copy, per table (a leftover of an earlier move,
+   * or another deployment's: a profile URL pointing at the wrong database), replaced by the copy.
+   */
+  replaced: Record<string, number>;
   /** Unpublished outbox rows moved. */
   eventsMoved: number;
 }
@@ -108,7 +113,7 @@ export async function moveTenant(
     );
     await main.query(`UPDATE "TB_TENANT" SET "MOVING_SINCE" = NULL WHERE "TENANT_ID" = $1`, [tenantId]);
     await services.profiles.refresh();
-    return { tenant: tenantId, from, to, copied: {}, eventsMoved: 0 };
+    return { tenant: tenantId, from, to, copied: {}, replaced: {}, eventsMoved: 0 };
   }
   if (from === to) throw new TenantMoveError(`Tenant ${tenantId} is in ${to ?? "main"} already.`);
   for (const name of [from, to])
@@ -134,9 +139,10 @@ export async function moveTenant(
 
   const tables = dimensionTables(services);
   const copied: Record<string, number> = {};
+  const replaced: Record<string, number> = {};
   await step(`copying ${tenantId}'s rows from ${from ?? "main"} to ${to ?? "main"}`);
   const pageRows = Math.max(1, opts.pageRows ?? PAGE_ROWS);
-  await copyEverything(source, target, tenantId, tables, copied, pageRows);
+  await copyEverything(source, target, tenantId, tables, copied, pageRows, replaced);
   const eventsMoved = await moveUnpublished(source, target, tenantId);
   await step("checking the copy");
   for (let round = 0; ; round++) {
@@ -160,7 +166,7 @@ export async function moveTenant(
     await deleteTenantRows(tx, tenantId, tables);
     await tx.query(`DELETE FROM "TB_ANAG_OUTBOX00" WHERE "TENANT_ID" = $1`, [tenantId]);
   });
-  return { tenant: tenantId, from, to, copied, eventsMoved };
+  return { tenant: tenantId, from, to, copied, replaced, eventsMoved };
 }
 
 function dimensionTables(services: Services): string[] {
@@ -276,15 +282,25 @@ async function copyTable(
   return n;
 }
 
-async function deleteTenantRows(tx: Queryable, tenantId: string, tables: readonly string[]): Promise<void> {
-  for (const table of tables)
-    await tx.query(`DELETE FROM ${ident(table)} WHERE "TENANT_ID" = $1`, [tenantId]);
+/** Deletes the tenant's rows of `tables` and the fixed tables; answers how many per table (those > 0). */
+async function deleteTenantRows(
+  tx: Queryable,
+  tenantId: string,
+  tables: readonly string[],
+): Promise<Record<string, number>> {
+  const deleted: Record<string, number> = {};
+  const run = async (table: string, sql: string) => {
+    const n = (await tx.query(sql, [tenantId])).rowCount ?? 0;
+    if (n > 0) deleted[table] = n;
+  };
+  for (const table of tables) await run(table, `DELETE FROM ${ident(table)} WHERE "TENANT_ID" = $1`);
   for (const { table, tenant } of TENANT_TABLES)
-    await tx.query(`DELETE FROM ${ident(table)} WHERE ${ident(tenant)} = $1`, [tenantId]);
+    await run(table, `DELETE FROM ${ident(table)} WHERE ${ident(tenant)} = $1`);
   const hooks = `SELECT "WEBHOOK_ID" FROM "TB_WEBHOOK" WHERE "SOURCE" = $1`;
-  await tx.query(`DELETE FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" IN (${hooks})`, [tenantId]);
-  await tx.query(`DELETE FROM "TB_WEBHOOK_LOG" WHERE "WEBHOOK_ID" IN (${hooks})`, [tenantId]);
-  await tx.query(`DELETE FROM "TB_WEBHOOK" WHERE "SOURCE" = $1`, [tenantId]);
+  await run("TB_WEBHOOK_DELIVERY", `DELETE FROM "TB_WEBHOOK_DELIVERY" WHERE "WEBHOOK_ID" IN (${hooks})`);
+  await run("TB_WEBHOOK_LOG", `DELETE FROM "TB_WEBHOOK_LOG" WHERE "WEBHOOK_ID" IN (${hooks})`);
+  await run("TB_WEBHOOK", `DELETE FROM "TB_WEBHOOK" WHERE "SOURCE" = $1`);
+  return deleted;
 }
 
 /**
@@ -299,11 +315,14 @@ async function copyEverything(
   tables: readonly string[],
   copied: Record<string, number>,
   pageRows: number,
+  /** The first copy's: what the target held of the tenant before it (a later round's own rows are not). */
+  replaced?: Record<string, number>,
 ): Promise<void> {
   await source.transaction(async (stx) => {
     await stx.query(`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`);
     await target.transaction(async (tx) => {
-      await deleteTenantRows(tx, tenantId, tables);
+      const deleted = await deleteTenantRows(tx, tenantId, tables);
+      if (replaced) Object.assign(replaced, deleted);
       for (const table of tables)
         copied[table] = await copyTable(stx, tx, table, rowsOf(table, "TENANT_ID"), [tenantId], pageRows);
       for (const { table, tenant } of TENANT_TABLES)

@@ -41,10 +41,16 @@ async function run(argv: string[]): Promise<number> {
         const copied = Object.entries(result.copied)
           .filter(([, n]) => n > 0)
           .map(([table, n]) => `${table} ${n}`);
+        const replaced = Object.entries(result.replaced).map(([table, n]) => `${table} ${n}`);
         console.log(
           [
             `Moved tenant ${result.tenant} from ${result.from ?? "main"} to ${result.to ?? "main"}.`,
             `  rows copied: ${copied.join(", ") || "none"}`,
+            ...(replaced.length
+              ? [
+                  `  rows of ${result.tenant} the target already held, replaced by the copy: ${replaced.join(", ")}`,
+                ]
+              : []),
             `  unpublished events moved: ${result.eventsMoved}`,
           ].join("\n"),
         );

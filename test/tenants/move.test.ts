@@ -92,6 +92,11 @@ if (TEST_DATABASE_URL)
             });
         }
       };
+      // A row of globex the target already holds (a leftover, or another deployment's): replaced by
+      // the copy, and the move says so.
+      await eu.query(
+        `INSERT INTO "TB_ANAG_CITY00" ("TENANT_ID", "CITY_ID", "NAME", "COUNTRY", "TREC") VALUES ('globex', 'STRAY', 'Stray', 'CH', 'N')`,
+      );
       const writers = [writer(), writer()];
       await eventually(() => acknowledged.length >= 5);
       let during: { write: number; code: string; retryAfter: unknown; read: number } | null = null;
@@ -117,7 +122,13 @@ if (TEST_DATABASE_URL)
       writing = false;
       await Promise.all(writers);
 
-      expect(result).toMatchObject({ tenant: "globex", from: null, to: "EU" });
+      expect(result).toMatchObject({
+        tenant: "globex",
+        from: null,
+        to: "EU",
+        replaced: { TB_ANAG_CITY00: 1 },
+      });
+      expect(await eu.query(`SELECT 1 FROM "TB_ANAG_CITY00" WHERE "CITY_ID" = 'STRAY'`)).toEqual([]);
       // More rows than a page: the copy read the source 3 rows at a time and left none out (below).
       expect(result.copied.TB_ANAG_CITY00).toBeGreaterThan(3);
       expect(fetches.length).toBeGreaterThan(result.copied.TB_ANAG_CITY00! / 3);
