@@ -71,6 +71,12 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     const probe = databaseProbe(check);
     probes[`database_${name.toLowerCase()}`] = async () =>
       services.profiles.state(name) === "ready" ? probe() : "down";
+    // Its read replica (DATABASE_READ_URL_<NAME>), listed as the main's is: reads fall back to the
+    // profile's primary while it is down, so not part of /readyz either.
+    if (services.config.databaseProfiles[name]?.readUrl) {
+      const replica = databaseProbe(createReadinessCheck(services.profiles.readHandle(name)));
+      probes[`database_read_${name.toLowerCase()}`] = replica;
+    }
   }
   const dependencies = createDependencyHealth(probes, services.metrics.registry);
   const app = await buildHttpServer({

@@ -325,8 +325,32 @@ if (TEST_DATABASE_URL)
     it("lists every profile on /healthz; /readyz is the main's", async () => {
       const health = await t.app.inject({ method: "GET", url: "/healthz" });
       expect(health.json()).toMatchObject({ dependencies: { database: "up", database_eu: "up" } });
+      // No DATABASE_READ_URL_EU here: no replica listed.
+      expect(health.json().dependencies).not.toHaveProperty("database_read_eu");
       const ready = await t.app.inject({ method: "GET", url: "/readyz" });
       expect(ready.statusCode).toBe(200);
+    });
+
+    it("lists a profile's read replica too (up, or down while unreachable), outside /readyz", async () => {
+      for (const [replica, state] of [
+        [eu.url, "up"],
+        ["postgres://nobody@127.0.0.1:1/none", "down"],
+      ] as const) {
+        const other = await createTestApp("postgres", {
+          env: { ...UNLIMITED_ENV, DATABASE_URL_EU: eu.url, DATABASE_READ_URL_EU: replica },
+        });
+        try {
+          const health = await other.app.inject({ method: "GET", url: "/healthz" });
+          expect(health.json().dependencies).toMatchObject({ database_eu: "up", database_read_eu: state });
+          const metrics = (await other.app.inject({ method: "GET", url: "/metrics" })).body;
+          expect(metrics).toContain(
+            `dimensio_dependency_up{dependency="database_read_eu",role="all"} ${state === "up" ? 1 : 0}`,
+          );
+          expect((await other.app.inject({ method: "GET", url: "/readyz" })).statusCode).toBe(200);
+        } finally {
+          await other.close();
+        }
+      }
     });
   });
 
