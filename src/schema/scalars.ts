@@ -2,7 +2,7 @@
 // Values go out as REST sends them (numbers, 8- and 14-digit strings, JSON); input values are
 // checked by the write pipeline and the planner with the REST errors, so parsing here only takes
 // the JSON shape a client sends.
-import { GraphQLScalarType, Kind, type ValueNode } from "graphql";
+import { GraphQLError, GraphQLScalarType, Kind, type ValueNode } from "graphql";
 
 function literal(node: ValueNode): unknown {
   switch (node.kind) {
@@ -34,10 +34,31 @@ const passThrough = (name: string, description: string) =>
     parseLiteral: (node) => literal(node),
   });
 
-export const Int64 = passThrough(
-  "Int64",
-  "An INTEGER field: a whole number up to 2^53 - 1, sent as a JSON number (ids may exceed 32 bits).",
-);
+/**
+ * A whole number past 2^53 - 1 cannot be told from its neighbours once it is a JavaScript number:
+ * refused here, naming the number as the client wrote it (a literal), instead of a later error
+ * quoting a rounded one.
+ */
+function checkSafeInteger(shown: string, value: unknown): void {
+  if (typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value))
+    throw new GraphQLError(`Int64 cannot represent ${shown}: a whole number from -(2^53 - 1) to 2^53 - 1.`);
+}
+
+export const Int64 = new GraphQLScalarType({
+  name: "Int64",
+  description:
+    "An INTEGER field: a whole number up to 2^53 - 1, sent as a JSON number (ids may exceed 32 bits).",
+  serialize: (v) => v,
+  parseValue: (v) => {
+    checkSafeInteger(String(v), v);
+    return v;
+  },
+  parseLiteral: (node) => {
+    const value = literal(node);
+    if (node.kind === Kind.INT) checkSafeInteger(node.value, value);
+    return value;
+  },
+});
 export const Decimal = passThrough(
   "Decimal",
   "A DECIMAL field as a JSON number (exact up to 15 significant digits, as in REST).",

@@ -42,6 +42,29 @@ describe("GraphQL server", () => {
     return statements.filter((s) => tables.some((table) => s.includes(table)));
   }
 
+  it("an Int64 past 2^53 - 1 is refused as the client wrote it, in a literal and in a variable", async () => {
+    const literal = await anna(
+      `{ CUST(source: "anag-1", where: {CUST_ID: {_eq: 9007199254740993}}) { data { CUST_ID } } }`,
+    );
+    expect(literal.body.errors[0]).toMatchObject({
+      message: expect.stringContaining("Int64 cannot represent 9007199254740993"),
+      extensions: { code: "GRAPHQL_VALIDATION_FAILED" },
+    });
+    expect(literal.body.data).toBeUndefined();
+    const variable = await anna(
+      `query($id: Int64!) { CUST(source: "anag-1", where: {CUST_ID: {_eq: $id}}) { data { CUST_ID } } }`,
+      { id: 2 ** 60 },
+    );
+    expect(variable.body.errors[0].message).toContain("Int64 cannot represent");
+    expect(variable.body.errors[0].extensions.code).toBe("BAD_USER_INPUT");
+    // The largest safe one is a whole number like any other.
+    const safe = await anna(
+      `{ CUST(source: "anag-1", where: {CUST_ID: {_eq: 9007199254740991}}) { data { CUST_ID } } }`,
+    );
+    expect(safe.body.errors).toBeUndefined();
+    expect(safe.body.data.CUST.data).toEqual([]);
+  });
+
   it("100 records with two relations cost 2 data statements (the forward one joined); a nested chain one per level", async () => {
     statements = [];
     const res = await anna(
