@@ -734,11 +734,61 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
 
     history:
       (dim) =>
-      async (_root, args: ContextArgs & { id: string; limit?: number | null; offset?: number | null }, ctx) =>
-        listHistory(readContextFor(ctx, args), dim.code, args.id, {
-          limit: pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
+      async (
+        _root,
+        args: ContextArgs & {
+          id: string;
+          limit?: number | null;
+          offset?: number | null;
+          first?: number | null;
+          after?: string | null;
+        },
+        ctx,
+        info,
+      ) => {
+        const rc = readContextFor(ctx, args);
+        const given = (v: unknown) => v !== undefined && v !== null;
+        if (given(args.first) && given(args.limit))
+          throw invalidParameter("first", "first and limit cannot be used together; first pages by cursor.");
+        if ((given(args.first) || given(args.after)) && given(args.offset))
+          throw invalidParameter(
+            "offset",
+            "offset cannot be used with first or after; after says where the page starts.",
+          );
+        // Keyset cursors (decisions §21): a record's revisions, newest first, bound to the record
+        // and the caller; the cursor holds the page's last revision.
+        const wantsCursor = lookahead(info).some(
+          (f) => f.name === "meta" && f.selections.some((m) => m.name === "end_cursor"),
+        );
+        const codec = given(args.after) || wantsCursor ? await cursorCodecFor(ctx) : null;
+        const scope: CursorScope = {
+          dim: `${dim.code}#history:${args.id}`,
+          source: rc.request.source,
+          centerDett: rc.request.centerDett,
+          tenantId: rc.request.principal.tenantId,
+          userId: rc.request.principal.userId,
+          sort: [],
+          filter: null,
+          search: null,
+          condTrec: null,
+        };
+        const before = given(args.after) ? Number(codec!.decode(scope, args.after!)[0]) : undefined;
+        if (before !== undefined && !Number.isSafeInteger(before))
+          throw invalidParameter("after", "after is not a cursor of this history.");
+        const page = await listHistory(rc, dim.code, args.id, {
+          limit: given(args.first)
+            ? pagingArg("first", args.first, DEFAULT_NUM_ROWS, MAX_NUM_ROWS, 1)
+            : pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
           offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
-        }),
+          ...(before !== undefined ? { before } : {}),
+        });
+        if (!wantsCursor) return page;
+        const last = page.data.at(-1);
+        return {
+          ...page,
+          meta: { ...page.meta, end_cursor: last ? codec!.encode(scope, [last.revision]) : null },
+        };
+      },
 
     restoreRevision: (dim) => async (_root, args: ContextArgs & { id: string; revision: number }, ctx) => {
       const result = await restoreRevision(

@@ -143,7 +143,13 @@ export function buildProfileSchema<C>(profile: SchemaProfile, types: SharedTypes
     );
     queryFields[`${code}_history`] = rootField(
       nn(HistoryPage),
-      { ...idArgs, limit: input(GraphQLInt), offset: input(GraphQLInt) },
+      {
+        ...idArgs,
+        limit: input(GraphQLInt),
+        offset: input(GraphQLInt),
+        first: input(GraphQLInt, "Keyset paging: the page size (with after; not with limit or offset)."),
+        after: input(GraphQLString, "The end_cursor of the page before (keyset paging)."),
+      },
       resolvers.history(dim),
       "A record's revisions, newest first (REST GET /{dim}/{id}/history).",
     );

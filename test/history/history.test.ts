@@ -354,6 +354,38 @@ describe.each(BACKENDS)("record history (%s)", (backend) => {
     expect((await anna.get(`/api/v4/core/CITY/${id}/history?source=anag-3`)).status).toBe(404);
   });
 
+  it("GraphQL: {DIM}_history pages by keyset cursor too (first/after, meta.end_cursor), bound to its record", async () => {
+    const gql = graphqlClient(t.app, annaToken);
+    const id = await city();
+    for (const name of ["K1", "K2", "K3"])
+      await anna.patch(`/api/v4/core/CITY/${id}?source=anag-3`, { data: { NAME: name } });
+    const page = (after: string | null, recordId = id) =>
+      gql(
+        `query($id: ID!, $after: String) { CITY_history(source: "anag-3", id: $id, first: 2, after: $after) {
+           data { revision } meta { has_more end_cursor total } } }`,
+        { id: recordId, after },
+      );
+    const first = await page(null);
+    expect(first.body.errors).toBeUndefined();
+    expect(first.body.data.CITY_history.data.map((r: { revision: number }) => r.revision)).toEqual([4, 3]);
+    expect(first.body.data.CITY_history.meta).toMatchObject({ has_more: true, total: 4 });
+    const cursor = first.body.data.CITY_history.meta.end_cursor as string;
+    // A revision written meanwhile does not move the walk: the next page follows revision 3.
+    await anna.patch(`/api/v4/core/CITY/${id}?source=anag-3`, { data: { NAME: "K4" } });
+    const second = await page(cursor);
+    expect(second.body.data.CITY_history.data.map((r: { revision: number }) => r.revision)).toEqual([2, 1]);
+    expect(second.body.data.CITY_history.meta).toMatchObject({ has_more: false, total: 5 });
+    // Another record's history does not take it; nor do first with limit, after with offset.
+    const other = await city();
+    const foreign = await page(cursor, other);
+    expect(foreign.body.errors[0].extensions).toMatchObject({ code: "INVALID_CURSOR" });
+    const mixed = await gql(
+      `query($id: ID!) { CITY_history(source: "anag-3", id: $id, first: 2, limit: 2) { data { revision } } }`,
+      { id },
+    );
+    expect(mixed.body.errors[0].extensions).toMatchObject({ code: "INVALID_PARAMETER", field: "first" });
+  });
+
   it("GraphQL: {DIM}_history and {DIM}_restore_revision", async () => {
     const gql = graphqlClient(t.app, annaToken);
     const id = await city();

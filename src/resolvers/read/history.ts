@@ -27,6 +27,14 @@ export interface HistoryPage {
   meta: { total: number; num_rows: number; offset: number; has_more: boolean };
 }
 
+/** A page of history: `limit` revisions after `offset` ones, or (keyset) older than `before`. */
+export interface HistoryPaging {
+  limit: number;
+  offset: number;
+  /** Only revisions below this number (a cursor's: the last one of the page before). */
+  before?: number;
+}
+
 interface HistoryRow {
   REVISION: number;
   CHANGED_AT: Date | string;
@@ -78,22 +86,22 @@ export async function listHistory(
   rc: ReadContext,
   dimCode: string,
   rawId: unknown,
-  page: { limit: number; offset: number },
+  page: HistoryPaging,
 ): Promise<HistoryPage> {
   const dim = readableDimension(rc, dimCode);
   const id = await requireHistoryRecord(rc, dim, rawId);
   const key = [rc.request.principal.tenantId, dim.code, String(id)];
   const { rows } = await rc.db.query<HistoryRow>(
     `SELECT "REVISION", "CHANGED_AT", "USER_ID", "OPERATION", "CHANGES" FROM "TB_HISTORY"
-      WHERE "TENANT_ID" = $1 AND "DIMENSION" = $2 AND "RECORD_ID" = $3
+      WHERE "TENANT_ID" = $1 AND "DIMENSION" = $2 AND "RECORD_ID" = $3 AND "REVISION" < $6::bigint
       ORDER BY "REVISION" DESC LIMIT $4 OFFSET $5`,
-    [...key, page.limit + 1, page.offset],
+    [...key, page.limit + 1, page.offset, page.before ?? Number.MAX_SAFE_INTEGER],
   );
   const hasMore = rows.length > page.limit;
   const shownRows = hasMore ? rows.slice(0, page.limit) : rows;
   // The total, counted only when the page cannot tell it.
   let total = page.offset + shownRows.length;
-  if (hasMore || (shownRows.length === 0 && page.offset > 0)) {
+  if (hasMore || page.before !== undefined || (shownRows.length === 0 && page.offset > 0)) {
     const counted = await rc.db.query<{ n: number | string }>(
       `SELECT count(*) AS n FROM "TB_HISTORY" WHERE "TENANT_ID" = $1 AND "DIMENSION" = $2 AND "RECORD_ID" = $3`,
       key,
