@@ -414,6 +414,38 @@ function searchArg(text: string | null | undefined): string | null {
 }
 
 /**
+ * A list's page from its paging arguments: `limit`/`offset`, or keyset `first`/`after` (decisions
+ * §21), never mixed; a keyset page holds at least one row (its end_cursor is its last row's, and
+ * an empty page that is not the last would have none to go on from).
+ */
+function pageArgs(args: {
+  first?: number | null;
+  after?: string | null;
+  limit?: number | null;
+  offset?: number | null;
+}): { numRows: number; offset: number } {
+  const given = (v: unknown) => v !== undefined && v !== null;
+  if (given(args.first) && given(args.limit))
+    throw invalidParameter("first", "first and limit cannot be used together; first pages by cursor.");
+  if ((given(args.first) || given(args.after)) && given(args.offset))
+    throw invalidParameter(
+      "offset",
+      "offset cannot be used with first or after; after says where the page starts.",
+    );
+  if (given(args.after) && given(args.limit) && args.limit! < 1)
+    throw invalidParameter(
+      "limit",
+      `limit must be at least 1 with after (a cursor page holds at least one row); got ${args.limit}.`,
+    );
+  return {
+    numRows: given(args.first)
+      ? pagingArg("first", args.first, DEFAULT_NUM_ROWS, MAX_NUM_ROWS, 1)
+      : pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
+    offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
+  };
+}
+
+/**
  * A list field's arguments as the query model (no REST parameters in between), with what its
  * selection reads: the total, the fields and the relations embedded (by default none of either:
  * every field, no relation).
@@ -425,33 +457,10 @@ function listQuery(
 ): ListQuery {
   const where = whereToFilter(args.where);
   const filter = filterArg(args.filter);
-  const given = (v: unknown) => v !== undefined && v !== null;
-  if (given(args.first) && given(args.limit))
-    throw invalidParameter("first", "first and limit cannot be used together; first pages by cursor.");
-  if ((given(args.first) || given(args.after)) && given(args.offset))
-    throw invalidParameter(
-      "offset",
-      "offset cannot be used with first or after; after says where the page starts.",
-    );
-  // A keyset page holds at least one row: its end_cursor is its last row's, and an empty page
-  // that is not the last would have none to go on from (decisions §21).
-  if (given(args.first) && args.first! < 1)
-    throw invalidParameter(
-      "first",
-      `first must be a whole number from 1 to ${MAX_NUM_ROWS}; got ${args.first}.`,
-    );
-  if (given(args.after) && given(args.limit) && args.limit! < 1)
-    throw invalidParameter(
-      "limit",
-      `limit must be at least 1 with after (a cursor page holds at least one row); got ${args.limit}.`,
-    );
   return emptyListQuery({
     filter: filter && where ? { kind: "and", items: [filter, where] } : (filter ?? where),
     sort: [...orderToSort(args.order_by), ...(args.sort ? parseSortExpression(args.sort) : [])],
-    numRows: given(args.first)
-      ? pagingArg("first", args.first, DEFAULT_NUM_ROWS, MAX_NUM_ROWS, 1)
-      : pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
-    offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
+    ...pageArgs(args),
     condTrec: condTrecArg(args.cond_trec),
     forceListCost: args.force_list_cost ?? [],
     search: searchArg(args.search),
@@ -747,14 +756,8 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         info,
       ) => {
         const rc = readContextFor(ctx, args);
+        const { numRows, offset } = pageArgs(args);
         const given = (v: unknown) => v !== undefined && v !== null;
-        if (given(args.first) && given(args.limit))
-          throw invalidParameter("first", "first and limit cannot be used together; first pages by cursor.");
-        if ((given(args.first) || given(args.after)) && given(args.offset))
-          throw invalidParameter(
-            "offset",
-            "offset cannot be used with first or after; after says where the page starts.",
-          );
         // Keyset cursors (decisions §21): a record's revisions, newest first, bound to the record
         // and the caller; the cursor holds the page's last revision.
         const wantsCursor = lookahead(info).some(
@@ -776,10 +779,8 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
         if (before !== undefined && !Number.isSafeInteger(before))
           throw invalidParameter("after", "after is not a cursor of this history.");
         const page = await listHistory(rc, dim.code, args.id, {
-          limit: given(args.first)
-            ? pagingArg("first", args.first, DEFAULT_NUM_ROWS, MAX_NUM_ROWS, 1)
-            : pagingArg("limit", args.limit, DEFAULT_NUM_ROWS, MAX_NUM_ROWS),
-          offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
+          limit: numRows,
+          offset,
           ...(before !== undefined ? { before } : {}),
         });
         if (!wantsCursor) return page;
