@@ -4,6 +4,12 @@ import { itemsOfNotice, noticeItemsOf, noticePayload } from "../db/notice.ts";
 import type { Queryable } from "../types.ts";
 import { PREPARED } from "./statements.ts";
 
+/**
+ * The member a force delete's event PAYLOAD adds to the record (`"force": true`, docs/events.md):
+ * no field of the dimension. Webhook bodies keep it, and a registration may filter on it.
+ */
+export const FORCE_DELETE_MARK = "force";
+
 export type EventKind = "Created" | "Updated" | "Deleted";
 
 export interface OutboxEvent {

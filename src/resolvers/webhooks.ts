@@ -7,6 +7,7 @@ import type { TenantAdmin } from "../auth/authorize.ts";
 import type { PrismaClient } from "../db/prisma.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
+import { FORCE_DELETE_MARK } from "../events/outbox.ts";
 import { isRefusedHost } from "../events/webhooks/addresses.ts";
 import { storableText } from "../metadata/data-types.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
@@ -102,9 +103,6 @@ function checkUrl(raw: string, allowPrivate: boolean): string {
   return url.toString();
 }
 
-/** The member a force delete's PAYLOAD adds to the record (src/resolvers/write/change-event.ts). */
-const FORCE_MARK = "force";
-
 function checkNames(deps: WebhookDeps, body: Partial<CreateBody>): void {
   const dims = deps.metadata.current().dimensions;
   for (const name of body.events ?? []) {
@@ -162,7 +160,7 @@ function checkFilters(
     const shown = field.slice(0, 60);
     // A force delete's payload carries "force": true (docs/events.md): a filter on it takes only
     // force deletes, unless a dimension has a field of that name (judged as any field then).
-    if (field === FORCE_MARK && !covered.some((d) => d.fieldsByCode.has(field))) continue;
+    if (field === FORCE_DELETE_MARK && !covered.some((d) => d.fieldsByCode.has(field))) continue;
     if (!covered.some((d) => d.fieldsByCode.has(field)))
       throw invalid(
         "filters",

@@ -10,6 +10,7 @@ import { detailData, detailFieldsOf } from "../../auth/detail-fields.ts";
 import type { Database, DimensionDef, MetadataModel, Queryable } from "../../types.ts";
 import type { BatchHandler } from "../batching.ts";
 import { type OutboxMessage, parseMessage } from "../bus.ts";
+import { FORCE_DELETE_MARK } from "../outbox.ts";
 import { PREPARED } from "../statements.ts";
 
 export interface Registration {
@@ -98,9 +99,6 @@ function registrantStandings(model: MetadataModel) {
   };
 }
 
-/** The member a force delete's PAYLOAD adds to the record (src/resolvers/write/change-event.ts). */
-const FORCE_MARK = "force";
-
 function registrantStanding(
   model: MetadataModel,
   reg: RegistrantRow & Registration & { SOURCE: string },
@@ -114,7 +112,7 @@ function registrantStanding(
   const fields = view.fields(dim);
   const detail = detailFieldsOf(dim, fields.withFlag("D"));
   // A force delete's marker (`"force": true`, docs/events.md) is no field: it stays.
-  const codes = dim.fieldsByCode.has(FORCE_MARK) ? detail.codes : [...detail.codes, FORCE_MARK];
+  const codes = dim.fieldsByCode.has(FORCE_DELETE_MARK) ? detail.codes : [...detail.codes, FORCE_DELETE_MARK];
   const { key } = detail;
   const filtersOk = Object.keys(reg.FILTERS ?? {}).every((name) => {
     const field = dim.fieldsByCode.get(name);

@@ -1,6 +1,6 @@
 // One outbox row per changed record (spec 6.1, decisions.md §8): the pipeline's "outbox" step.
 import { awaitAtCommit } from "../../db/deferred.ts";
-import { insertOutboxEvent } from "../../events/outbox.ts";
+import { FORCE_DELETE_MARK, insertOutboxEvent } from "../../events/outbox.ts";
 import type { DimensionDef, RecordChange, WriteAction } from "../../types.ts";
 import { PayloadTooLargeError } from "../../errors.ts";
 import { perDefinition } from "../../metadata/per-definition.ts";
@@ -111,7 +111,7 @@ export async function recordChanged(
           changes: changedFields(dim, revision.before, record),
         })
       : undefined;
-  const payload = force ? { ...record, force: true } : record;
+  const payload = force ? { ...record, [FORCE_DELETE_MARK]: true } : record;
   const previous =
     action === "updated" && revision?.before ? previousValues(dim, revision.before, record) : null;
   const change: RecordChange = { dim: dim.code, action, recordId, record, eventId: "", force };
