@@ -232,6 +232,7 @@ const envSchema = z.object({
   EVENTS_GATHER_MS: refined(50).refine((n) => n <= 1000, { message: "must be at most 1000" }),
   EVENTS_RETENTION_MS: nonNegativeInt(7 * 24 * 3600 * 1000, EVENTS_RETENTION_MAX_MS),
   EVENTS_MAX_FAILURES: count(5, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
+  EVENTS_MEMORY_QUEUE_MAX: count(10_000, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
   HISTORY_RETENTION_DAYS: refined(365).refine((n) => n <= 1_000_000, {
     message: "must be at most 1000000",
   }),
@@ -562,6 +563,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       gatherMs: e.EVENTS_GATHER_MS,
       retentionMs: e.EVENTS_RETENTION_MS,
       maxFailures: e.EVENTS_MAX_FAILURES,
+      memoryQueueMax: e.EVENTS_MEMORY_QUEUE_MAX,
     },
     history: { retentionDays: e.HISTORY_RETENTION_DAYS, pruneIntervalMs: e.HISTORY_PRUNE_INTERVAL_MS },
     role: e.ROLE,

@@ -183,6 +183,7 @@ export function openBus(config: Config, logger: Logger): EventBus {
     );
   return createMemoryBus({
     maxFailures,
+    maxQueued: config.events.memoryQueueMax,
     onError: (queue, event, err) =>
       logger.warn(
         { err, subscriber: queue, event_id: event.id, attempt: event.attempt },

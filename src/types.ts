@@ -101,6 +101,8 @@ export interface Config {
     retentionMs: number;
     /** A subscriber's message is dead-lettered after this many failed attempts. */
     maxFailures: number;
+    /** Messages an in-process subscriber's queue holds before the relay waits (EVENTS_MEMORY_QUEUE_MAX). */
+    memoryQueueMax: number;
   };
   /** Record history (decisions.md §19, src/history/). */
   history: {

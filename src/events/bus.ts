@@ -84,6 +84,13 @@ export interface EventBus {
   isConnected(): boolean;
   /** Calls `listener` each time the broker connection is (re)established; returns its removal. */
   onConnect(listener: () => void): () => void;
+  /**
+   * Resolves once the bus can take another batch without its queues in this process's memory
+   * growing past their bound (the in-process bus: a subscriber slower than the writes makes the
+   * relay wait, and the events wait in the outbox meanwhile). Absent where the broker keeps the
+   * backlog (RabbitMQ).
+   */
+  whenRoom?(): Promise<void>;
   close(): Promise<void>;
   /** The broker connection's state (GET /healthz, /metrics); the in-process bus has none. */
   dependencyState?(): DependencyState;
@@ -112,6 +119,11 @@ export function parseMessage(event: BusEvent): Readonly<OutboxMessage> {
 
 export interface MemoryBusOptions {
   maxFailures: number;
+  /**
+   * Messages a subscriber's queue may hold before `whenRoom` makes the publisher wait (default
+   * 10,000). Queues without a subscriber attached are not counted: nothing drains them.
+   */
+  maxQueued?: number;
   /** Called with a message that failed `maxFailures` times. */
   onDeadLetter?: (queue: string, event: ReceivedEvent, err: unknown) => void;
   onError?: (queue: string, event: ReceivedEvent, err: unknown) => void;
@@ -134,10 +146,27 @@ interface MemoryQueue {
  */
 export function createMemoryBus(opts: MemoryBusOptions): EventBus & {
   deadLetters(name: string): readonly ReceivedEvent[];
+  /** Messages waiting in a queue (not counting those its subscriber is processing). */
+  queued(name: string): number;
 } {
   const queues = new Map<string, MemoryQueue>();
+  const maxQueued = Math.max(1, opts.maxQueued ?? 10_000);
   let closed = false;
   let anonymous = 0;
+  /** Publishers waiting for room (whenRoom), told when every attached queue is below the bound. */
+  let roomWaiters: Array<() => void> = [];
+
+  const hasRoom = () => {
+    if (closed) return true;
+    for (const q of queues.values()) if (q.handler && q.items.length >= maxQueued) return false;
+    return true;
+  };
+  const tellRoom = () => {
+    if (roomWaiters.length === 0 || !hasRoom()) return;
+    const waiters = roomWaiters;
+    roomWaiters = [];
+    for (const w of waiters) w();
+  };
 
   /** A failed delivery: retried later (at the queue's front), or dead-lettered at last. */
   const failed = (q: MemoryQueue, event: ReceivedEvent, err: unknown): ReceivedEvent | null => {
@@ -157,7 +186,9 @@ export function createMemoryBus(opts: MemoryBusOptions): EventBus & {
     if ("batch" in h) {
       if (q.running > 0 || q.items.length === 0) return;
       q.running = 1;
-      void runBatch(q, h.batch, q.items.splice(0, h.maxBatch)).then((retries) => {
+      const batch = q.items.splice(0, h.maxBatch);
+      tellRoom();
+      void runBatch(q, h.batch, batch).then((retries) => {
         q.running = 0;
         if (retries.length === 0) return pump(q);
         q.items.unshift(...retries);
@@ -167,6 +198,7 @@ export function createMemoryBus(opts: MemoryBusOptions): EventBus & {
     }
     while (q.running < q.concurrency && q.items.length > 0) {
       const event = q.items.shift()!;
+      tellRoom();
       q.running++;
       h.each(event).then(
         () => {
@@ -233,6 +265,8 @@ export function createMemoryBus(opts: MemoryBusOptions): EventBus & {
     return async () => {
       queue.handler = null;
       if (!durable) queues.delete(key);
+      // A queue nobody drains no longer holds the publisher back.
+      tellRoom();
     };
   };
 
@@ -257,10 +291,18 @@ export function createMemoryBus(opts: MemoryBusOptions): EventBus & {
     deadLetters(name) {
       return queues.get(name)?.dead ?? [];
     },
+    queued(name) {
+      return queues.get(name)?.items.length ?? 0;
+    },
+    whenRoom() {
+      if (hasRoom()) return Promise.resolve();
+      return new Promise<void>((resolve) => roomWaiters.push(resolve));
+    },
     isConnected: () => !closed,
     onConnect: () => () => {},
     async close() {
       closed = true;
+      tellRoom();
     },
   };
 }

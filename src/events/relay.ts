@@ -15,7 +15,9 @@
 //   on a broker that is gone: on the embedded database that would hold its one connection) and
 //   resumes when the connection is back; a publish that fails (refused, dropped with the
 //   connection, not confirmed in time) rolls the batch's transaction back and the relay retries
-//   with backoff. It never holds more than one batch in memory. At least once: a crash between
+//   with backoff. It never holds more than one batch in memory, and on the in-process bus it
+//   publishes only while the subscribers' queues have room (bus.whenRoom): a slow subscriber makes
+//   the events wait in the outbox, not in this process's memory. At least once: a crash between
 //   publishing and marking
 //   publishes the batch again (subscribers deduplicate on the message id).
 // - Under a stream of writes the relay gathers: after a round that published rows it waits
@@ -236,6 +238,29 @@ export function createRelay(opts: RelayOptions): Relay {
     });
   }
 
+  /**
+   * Waits until the bus has room for a batch (bus.whenRoom: the in-process bus's queues are
+   * bounded; the events wait in the outbox meanwhile, not in memory). Resolves to false when the
+   * relay is stopped meanwhile.
+   */
+  async function roomOnBus(): Promise<boolean> {
+    const room = bus.whenRoom?.();
+    if (!room) return running;
+    let waited = false;
+    const stopped = new Promise<void>((resolve) => {
+      cutShort = resolve;
+    });
+    const timer = setTimeout(() => {
+      waited = true;
+      logger.info("event relay: subscribers in this process are behind; events wait in the outbox");
+    }, 1000).unref();
+    await Promise.race([room, stopped]);
+    clearTimeout(timer);
+    cutShort = null;
+    if (waited && running) logger.info("event relay: subscribers caught up; publishing");
+    return running;
+  }
+
   async function run(): Promise<void> {
     let failures = 0;
     let streaming = false;
@@ -279,10 +304,12 @@ export function createRelay(opts: RelayOptions): Relay {
           await sleep(gatherMs, false);
           if (!running) break;
         }
+        if (!(await roomOnBus())) break;
         let published = await publishBatch();
         failures = 0;
         // A full batch means there may be more: go on without waiting for a NOTIFY.
-        while (running && published >= opts.batchSize) published = await publishBatch();
+        while (running && published >= opts.batchSize && (await roomOnBus()))
+          published = await publishBatch();
         streaming = published > 0;
         if (published > 0) pending = true;
         await prune();
