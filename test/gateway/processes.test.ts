@@ -3,11 +3,8 @@
 // each backend's /metrics shows what reached it; a body over 1 MB sent with `Expect: 100-continue`
 // (as curl sends it) is forwarded; an import outlasting BACKEND_TIMEOUT_MS gets the write backend's
 // answer; a backend called directly is refused; a stopped backend is a 502 within a second.
-import { mkdtemp, rm } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,11 +12,10 @@ import { loadConfig } from "../../src/config.ts";
 import { chooseBackend } from "../../src/gateway/routing.ts";
 import { buildGateway } from "../../src/gateway/server.ts";
 import { createLogger } from "../../src/logger.ts";
-import type { Services } from "../../src/services.ts";
-import { createTestServices, TEST_DATABASE_URL, TEST_JWT_SECRET, TEST_REDIS_URL } from "../helpers/env.ts";
-import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
-
-const SECRET = "gateway-shared-secret-for-tests";
+import { loginOverHttp, SAMPLE_USERS } from "../helpers/auth.ts";
+import { TEST_DATABASE_URL, TEST_REDIS_URL } from "../helpers/env.ts";
+import { stopRunning } from "../helpers/process.ts";
+import { printLogsOnFailure, type Role, startTopology, type Topology } from "../helpers/topology.ts";
 
 /**
  * A request whose body is sent as curl sends one over 1 MB: with `Expect: 100-continue`, the body
@@ -66,57 +62,22 @@ it("routing is a function of method, path and headers (no processes needed)", ()
 const SETUPS = TEST_DATABASE_URL && TEST_REDIS_URL ? [{ db: TEST_DATABASE_URL, redis: TEST_REDIS_URL }] : [];
 
 describe.each(SETUPS)("gateway and backends as processes", ({ redis }) => {
-  let services: Services;
-  let dataDir: string;
-  const procs: Record<string, Running> = {};
-  const ports: Record<string, number> = {};
-  const url = (name: string) => `http://127.0.0.1:${ports[name]}`;
+  let topology: Topology;
+  const url = (role: Role) => topology.url(role);
 
   beforeAll(async () => {
-    services = await createTestServices("postgres", { fixture: "sample" });
-    dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-gw-"));
-    for (const name of ["gateway", "read", "write", "auth"]) ports[name] = await freePort();
-    const db = services.db.kind === "postgres" ? services.db.connectionString : "";
-    const common = {
-      GATEWAY_SECRET: SECRET,
-      REDIS_URL: redis,
-      JWT_SECRET: TEST_JWT_SECRET,
-      DATA_DIR: dataDir,
-      DEMO_DATA: "false",
-      LOG_LEVEL: "warn",
-      RATE_LIMIT_USER_PER_SECOND: "0",
-      RATE_LIMIT_USER_PER_MINUTE: "0",
-      RATE_LIMIT_USER_PER_HOUR: "0",
-      RATE_LIMIT_TENANT_PER_MINUTE: "0",
-      RATE_LIMIT_TENANT_PER_HOUR: "0",
-    };
-    for (const role of ["read", "write", "auth"]) {
-      procs[role] = spawnScript("src/main.ts", [], {
-        ...common,
-        ROLE: role,
-        PORT: String(ports[role]),
-        DATABASE_URL: db,
-      });
-    }
-    procs.gateway = spawnScript("src/main.ts", [], {
-      ...common,
-      ROLE: "gateway",
-      PORT: String(ports.gateway),
-      READ_BACKEND_URL: url("read"),
-      WRITE_BACKEND_URL: url("write"),
-      AUTH_BACKEND_URL: url("auth"),
+    topology = await startTopology({
+      roles: ["gateway", "read", "write", "auth"],
+      env: { REDIS_URL: redis },
     });
-    await Promise.all(Object.keys(procs).map((name) => waitReady(url(name), procs[name]!)));
   }, 90_000);
   afterAll(async () => {
-    for (const p of Object.values(procs)) if (p.child.exitCode === null) p.child.kill("SIGTERM");
-    await Promise.all(Object.values(procs).map((p) => p.exited));
-    await services?.close();
-    await rm(dataDir, { recursive: true, force: true });
+    await topology?.stop();
   });
+  printLogsOnFailure(() => topology);
 
-  const metricsOf = async (name: string) => {
-    const res = await fetch(`${url(name)}/metrics`, { headers: { "x-gateway-secret": SECRET } });
+  const metricsOf = async (role: Role) => {
+    const res = await fetch(`${url(role)}/metrics`, { headers: { "x-gateway-secret": topology.secret } });
     expect(res.status).toBe(200);
     const family = parsePrometheusTextFormat(await res.text()).find(
       (f) => f.name === "dimensio_http_requests_total",
@@ -195,15 +156,7 @@ describe.each(SETUPS)("gateway and backends as processes", ({ redis }) => {
     expect(authCount("GET", "/api/v4/core/:dim", "200")).toBe(0);
   });
 
-  const login = async () => {
-    const res = await fetch(`${url("gateway")}/auth/login`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ username: "anna", password: "anna-secret-1" }),
-    });
-    expect(res.status).toBe(200);
-    return ((await res.json()) as { data: { access_token: string } }).data.access_token;
-  };
+  const login = () => loginOverHttp(url("gateway"), SAMPLE_USERS.anna.username, SAMPLE_USERS.anna.password);
 
   it("a body over 1 MB sent with Expect: 100-continue is forwarded: an upload and a create through the gateway", async () => {
     const gw = url("gateway");
@@ -257,7 +210,7 @@ describe.each(SETUPS)("gateway and backends as processes", ({ redis }) => {
     const gateway = await buildGateway(
       loadConfig({
         ROLE: "gateway",
-        GATEWAY_SECRET: SECRET,
+        GATEWAY_SECRET: topology.secret,
         BACKEND_TIMEOUT_MS: "200",
         READ_BACKEND_URL: url("read"),
         WRITE_BACKEND_URL: url("write"),
@@ -291,7 +244,7 @@ describe.each(SETUPS)("gateway and backends as processes", ({ redis }) => {
   });
 
   it("a backend called directly is refused", async () => {
-    for (const name of ["read", "write", "auth"]) {
+    for (const name of ["read", "write", "auth"] as const) {
       const res = await fetch(`${url(name)}/api/v4/core/CITY?source=anag-3`);
       expect(res.status, name).toBe(403);
       expect(((await res.json()) as { code: string }).code).toBe("GATEWAY_REQUIRED");
@@ -299,8 +252,7 @@ describe.each(SETUPS)("gateway and backends as processes", ({ redis }) => {
   });
 
   it("a stopped backend answers 502 through the gateway within a second", async () => {
-    procs.read!.child.kill("SIGTERM");
-    await procs.read!.exited;
+    await stopRunning(topology.processes.read!);
     const t0 = Date.now();
     const res = await fetch(`${url("gateway")}/api/v4/core/CITY?source=anag-3`);
     expect(Date.now() - t0).toBeLessThan(1000);

@@ -2,90 +2,45 @@
 // auth backends, with a relay publishing to RabbitMQ (operator finding 4: the upgrade was forwarded
 // as a plain GET and answered 401 TOKEN_MISSING): the `graphql-ws` client runs a query and a
 // subscription receives the event of a create made through the same gateway.
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { type Client, createClient, type FormattedExecutionResult } from "graphql-ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import type { Services } from "../../src/services.ts";
 import { eventually } from "../events/support.ts";
-import { createTestServices, TEST_AMQP_URL, TEST_DATABASE_URL, TEST_JWT_SECRET } from "../helpers/env.ts";
-import { freePort, type Running, spawnScript, waitReady } from "../helpers/process.ts";
-
-const SECRET = "gateway-shared-secret-for-websocket-tests";
+import { loginOverHttp, SAMPLE_USERS } from "../helpers/auth.ts";
+import { TEST_AMQP_URL, TEST_DATABASE_URL } from "../helpers/env.ts";
+import { printLogsOnFailure, startTopology, type Topology } from "../helpers/topology.ts";
 
 // Defined where PostgreSQL and RabbitMQ run (a subscription's events come through the broker).
 if (TEST_DATABASE_URL && TEST_AMQP_URL)
   describe("GraphQL over WebSocket through the gateway (processes)", () => {
-    let services: Services;
-    let dataDir: string;
-    const procs: Record<string, Running> = {};
-    const ports: Record<string, number> = {};
-    const url = (name: string) => `http://127.0.0.1:${ports[name]}`;
+    let topology: Topology;
     let token: string;
     const clients: Client[] = [];
 
     beforeAll(async () => {
-      services = await createTestServices("postgres", { fixture: "sample" });
-      dataDir = await mkdtemp(path.join(tmpdir(), "dimensio-gw-ws-"));
-      for (const name of ["gateway", "write", "auth", "relay"]) ports[name] = await freePort();
-      const db = services.db.kind === "postgres" ? services.db.connectionString : "";
-      const common = {
-        GATEWAY_SECRET: SECRET,
-        JWT_SECRET: TEST_JWT_SECRET,
-        DATA_DIR: dataDir,
-        DEMO_DATA: "false",
-        LOG_LEVEL: "warn",
-        RATE_LIMIT_USER_PER_SECOND: "0",
-        RATE_LIMIT_USER_PER_MINUTE: "0",
-        RATE_LIMIT_USER_PER_HOUR: "0",
-        RATE_LIMIT_TENANT_PER_MINUTE: "0",
-        RATE_LIMIT_TENANT_PER_HOUR: "0",
-      };
       const events = {
         AMQP_URL: TEST_AMQP_URL!,
         EVENTS_EXCHANGE: `dimensio.test.gateway-ws.${process.pid}`,
         EVENTS_POLL_MS: "100",
       };
-      for (const role of ["write", "auth", "relay"]) {
-        procs[role] = spawnScript("src/main.ts", [], {
-          ...common,
-          ...(role === "auth" ? {} : events),
-          ROLE: role,
-          PORT: String(ports[role]),
-          DATABASE_URL: db,
-        });
-      }
-      procs.gateway = spawnScript("src/main.ts", [], {
-        ...common,
-        ROLE: "gateway",
-        PORT: String(ports.gateway),
-        // No read backend is needed here: nothing in these tests is a GET to the API.
-        READ_BACKEND_URL: url("write"),
-        WRITE_BACKEND_URL: url("write"),
-        AUTH_BACKEND_URL: url("auth"),
+      // No read backend is needed here: nothing in these tests is a GET to the API (the gateway's
+      // reads go to write).
+      topology = await startTopology({
+        roles: ["gateway", "write", "auth", "relay"],
+        roleEnv: { write: events, relay: events },
       });
-      await Promise.all(Object.keys(procs).map((name) => waitReady(url(name), procs[name]!)));
-      const login = await fetch(`${url("gateway")}/auth/login`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ username: "anna", password: "anna-secret-1" }),
-      });
-      expect(login.status).toBe(200);
-      token = ((await login.json()) as { data: { access_token: string } }).data.access_token;
+      const { username, password } = SAMPLE_USERS.anna;
+      token = await loginOverHttp(topology.url("gateway"), username, password);
     }, 90_000);
     afterAll(async () => {
       for (const c of clients) await c.dispose();
-      for (const p of Object.values(procs)) if (p.child.exitCode === null) p.child.kill("SIGTERM");
-      await Promise.all(Object.values(procs).map((p) => p.exited));
-      await services?.close();
-      await rm(dataDir, { recursive: true, force: true });
+      await topology?.stop();
     });
+    printLogsOnFailure(() => topology);
 
     const client = (wsPath: string) => {
       const c = createClient({
-        url: `ws://127.0.0.1:${ports.gateway}${wsPath}`,
+        url: `ws://127.0.0.1:${topology.port("gateway")}${wsPath}`,
         webSocketImpl: WebSocket,
         retryAttempts: 0,
         lazy: true,
@@ -129,7 +84,7 @@ if (TEST_DATABASE_URL && TEST_AMQP_URL)
             if (failed) throw new Error(`the subscription failed: ${JSON.stringify(failed)}`);
             if (events.length) return true;
             const id = `WS${created.length}`;
-            const res = await fetch(`${url("gateway")}/api/v4/core/CITY?source=anag-3`, {
+            const res = await fetch(`${topology.url("gateway")}/api/v4/core/CITY?source=anag-3`, {
               method: "POST",
               headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
               body: JSON.stringify({ data: { CITY_ID: id, NAME: `WebSocket ${id}`, COUNTRY: "IT" } }),

@@ -56,6 +56,12 @@ function spawnNode(argv: string[], env: Record<string, string>): Running {
   return { child, output: () => out, exited };
 }
 
+/** SIGTERM to a process still running; resolves with its exit code once it has exited. */
+export function stopRunning(running: Running): Promise<number | null> {
+  if (running.child.exitCode === null) running.child.kill("SIGTERM");
+  return running.exited;
+}
+
 /** `npm start`'s command line (package.json): `node`, its flags, then the script. */
 export function startCommand(): string[] {
   const manifest = JSON.parse(readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
@@ -115,8 +121,7 @@ export async function startDemoService(
   const settings = typeof env === "function" ? env(dir) : env;
   const running = spawnStart({ DATA_DIR: path.join(dir, "data"), PORT: String(port), ...settings }, nodeArgs);
   const stop = async () => {
-    running.child.kill("SIGTERM");
-    await running.exited;
+    await stopRunning(running);
     await rm(dir, { recursive: true, force: true });
   };
   try {

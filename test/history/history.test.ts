@@ -10,6 +10,7 @@ import { createLogger } from "../../src/logger.ts";
 import { updateOne } from "../../src/resolvers/write/operations.ts";
 import { loginAs, SAMPLE_USERS } from "../helpers/auth.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
+import { expectInvalidParameter } from "../helpers/error-body.ts";
 import { graphqlClient } from "../graphql/helpers.ts";
 import { contextFor } from "../write/helpers.ts";
 import { type Client, client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
@@ -233,15 +234,15 @@ describe.each(BACKENDS)("record history (%s)", (backend) => {
       "operation=create",
     ]) {
       const res = await anna.get(`${base}&${param}`);
-      expect(res.status, param).toBe(400);
       const name = decodeURIComponent(param.slice(0, param.indexOf("=")));
-      expect(res.body, param).toEqual({
-        error: "BadRequest",
-        code: "INVALID_PARAMETER",
-        status: 400,
-        field: name,
-        message: `${name} is not taken by a record's history, which takes only $num_rows and $offset (besides source and the context parameters center_dett, ambiente, modulo, microservice): it lists every revision, newest first.`,
-      });
+      expectInvalidParameter(
+        res,
+        {
+          field: name,
+          message: `${name} is not taken by a record's history, which takes only $num_rows and $offset (besides source and the context parameters center_dett, ambiente, modulo, microservice): it lists every revision, newest first.`,
+        },
+        param,
+      );
     }
     // What it takes still works, the context parameters included.
     const ok = await anna.get(`${base}&$num_rows=1&$offset=0&center_dett=dettaglio`);
@@ -319,14 +320,14 @@ describe.each(BACKENDS)("record history (%s)", (backend) => {
     // revision 1), and nothing is restored.
     for (const bad of ["01", "001", "00", "+1", "%201", "1%20", "0x1", "1e0"]) {
       const res = await anna.post(`${base}/${bad}/restore?source=anag-3`);
-      expect(res.status, bad).toBe(400);
-      expect(res.body, bad).toEqual({
-        error: "BadRequest",
-        code: "INVALID_PARAMETER",
-        status: 400,
-        field: "revision",
-        message: `revision must be a whole number from 1 to 2147483647, written without leading zeros, sign or spaces (as the history lists it); got '${decodeURIComponent(bad)}'.`,
-      });
+      expectInvalidParameter(
+        res,
+        {
+          field: "revision",
+          message: `revision must be a whole number from 1 to 2147483647, written without leading zeros, sign or spaces (as the history lists it); got '${decodeURIComponent(bad)}'.`,
+        },
+        bad,
+      );
     }
     expect((await revisions("CITY", id)).map((r) => r.OPERATION)).toEqual(["create"]);
     const noRecord = await anna.post("/api/v4/core/CITY/NOPE/history/1/restore?source=anag-3");

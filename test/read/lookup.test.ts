@@ -1,6 +1,7 @@
 // Foreign-key lookups, GET /api/v4/core/vars (spec 4.4, decisions.md §12, issue 12).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
+import { expectInvalidParameter } from "../helpers/error-body.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
 
 describe.each(BACKENDS)("vars lookups (%s)", (backend) => {
@@ -67,14 +68,14 @@ describe.each(BACKENDS)("vars lookups (%s)", (backend) => {
     // Read as false, these answered [] ("no values"): a caller who sent them asked for the list.
     for (const value of ["yes", "2", "", "on"]) {
       const res = await vars(anna, `source=anag-1&field=CITY_ID&getACList=${value}`);
-      expect(res.status, value).toBe(400);
-      expect(res.body, value).toEqual({
-        error: "BadRequest",
-        code: "INVALID_PARAMETER",
-        status: 400,
-        field: "getACList",
-        message: `getACList is 1 (or true) for the whole list, or 0 (or false); got '${value}'.`,
-      });
+      expectInvalidParameter(
+        res,
+        {
+          field: "getACList",
+          message: `getACList is 1 (or true) for the whole list, or 0 (or false); got '${value}'.`,
+        },
+        value,
+      );
     }
   });
 
@@ -124,12 +125,8 @@ describe.each(BACKENDS)("vars lookups (%s)", (backend) => {
         anna,
         `source=anag-1&field=CITY_ID&getACList=1&${encodeURIComponent(name!)}=${value}`,
       );
-      expect(res.status).toBe(400);
-      expect(res.body).toEqual({
-        error: "BadRequest",
-        code: "INVALID_PARAMETER",
-        status: 400,
-        field: name,
+      expectInvalidParameter(res, {
+        field: name!,
         message: `${name} is not taken by a lookup, which takes field, $filter (an expression on the key and display fields, e.g. $filter=NAME eq 'Rossi') and getACList.`,
       });
     }
