@@ -9,8 +9,11 @@ import { Prisma } from "../generated/prisma/client.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
 import { FORCE_DELETE_MARK } from "../events/outbox.ts";
 import { isRefusedHost } from "../events/webhooks/addresses.ts";
-import { storableText } from "../metadata/data-types.ts";
+import { remakePendingDeliveries } from "../events/webhooks/takeover.ts";
+import { METADATA_DIMENSIONS, storableText } from "../metadata/data-types.ts";
 import type { MetadataRegistry } from "../metadata/registry.ts";
+import { METADATA_TABLES } from "../metadata/tables.ts";
+import type { MetadataCode, Queryable } from "../types.ts";
 
 export interface WebhookDeps {
   prisma: PrismaClient;
@@ -103,8 +106,14 @@ function checkUrl(raw: string, allowPrivate: boolean): string {
   return url.toString();
 }
 
+/**
+ * Event names and `dimensions` name dimensions or metadata tables (DIM, VAR, COST, OBJECT, MENU,
+ * SORT, DOCUMENT: a metadata change's event is `<table code>Created`…, every one of them written
+ * through the metadata endpoints); any other name could never fire.
+ */
 function checkNames(deps: WebhookDeps, body: Partial<CreateBody>): void {
   const dims = deps.metadata.current().dimensions;
+  const known = (code: string) => dims.has(code) || METADATA_DIMENSIONS.has(code);
   for (const name of body.events ?? []) {
     if (name === "*") continue;
     const m = EVENT_NAME.exec(name);
@@ -113,10 +122,12 @@ function checkNames(deps: WebhookDeps, body: Partial<CreateBody>): void {
         "events",
         `${name.slice(0, 60)} is not an event name (<DIM>Created, Updated, Deleted, or *).`,
       );
-    if (!dims.has(m[1]!)) throw invalid("events", `${name.slice(0, 60)} names an unknown dimension.`);
+    if (!known(m[1]!))
+      throw invalid("events", `${name.slice(0, 60)} names an unknown dimension or metadata table.`);
   }
   for (const dim of body.dimensions ?? []) {
-    if (!dims.has(dim)) throw invalid("dimensions", `${dim.slice(0, 60)} is not a dimension.`);
+    if (!known(dim))
+      throw invalid("dimensions", `${dim.slice(0, 60)} is not a dimension nor a metadata table.`);
   }
 }
 
@@ -128,6 +139,9 @@ function checkNames(deps: WebhookDeps, body: Partial<CreateBody>): void {
  * D, at their peso), in every one of those dimensions they may read that has it: matching on a
  * field would disclose its value to them through which events arrive. Events of a dimension they
  * may not read never reach them, so a field only such dimensions have could never match either.
+ * Metadata events are matched on their row's columns (COD_DIM, COD_VAR…): a filter may name a
+ * column of a metadata table the registration can receive events of; anyone who learns of a
+ * metadata change reads its whole row.
  */
 function checkFilters(
   deps: WebhookDeps,
@@ -146,9 +160,16 @@ function checkFilters(
   if (!filters) return;
   const model = deps.metadata.current();
   const dims = model.dimensions;
-  const covered = (dimensions?.length ? dimensions : named.length ? named : [...dims.keys()])
-    .map((code) => dims.get(code))
-    .filter((d) => d !== undefined);
+  const codes = dimensions?.length
+    ? dimensions
+    : named.length
+      ? named
+      : [...dims.keys(), ...METADATA_DIMENSIONS];
+  const covered = codes.map((code) => dims.get(code)).filter((d) => d !== undefined);
+  const coveredTables = [...new Set(codes)]
+    .filter((code) => METADATA_DIMENSIONS.has(code))
+    .map((code) => METADATA_TABLES[code as MetadataCode]);
+  const coveredNames = [...covered.map((d) => d.code), ...coveredTables.map((t) => t.code)];
   const view = viewFor(model, {
     grants: caller.grants,
     peso: caller.peso,
@@ -161,10 +182,11 @@ function checkFilters(
     // A force delete's payload carries "force": true (docs/events.md): a filter on it takes only
     // force deletes, unless a dimension has a field of that name (judged as any field then).
     if (field === FORCE_DELETE_MARK && !covered.some((d) => d.fieldsByCode.has(field))) continue;
-    if (!covered.some((d) => d.fieldsByCode.has(field)))
+    const ofTable = coveredTables.some((t) => t.columns.includes(field));
+    if (!covered.some((d) => d.fieldsByCode.has(field)) && !ofTable)
       throw invalid(
         "filters",
-        `filters: ${shown} is not a field of ${covered.map((d) => d.code).join(", ") || "any dimension"}; such a registration would never fire.`,
+        `filters: ${shown} is not a field of ${coveredNames.join(", ").slice(0, 200) || "any dimension"}; such a registration would never fire.`,
       );
     const having = readable.filter((d) => d.fieldsByCode.has(field));
     const hidden = having.filter((d) => {
@@ -172,7 +194,7 @@ function checkFilters(
       const f = d.fieldsByCode.get(field)!;
       return !rules.allows(f, "L") && !rules.allows(f, "D");
     });
-    if (having.length === 0 || hidden.length > 0)
+    if ((having.length === 0 && !ofTable) || hidden.length > 0)
       throw invalid(
         "filters",
         `filters: ${shown} is not a field you may read of ${(hidden.length ? hidden : covered).map((d) => d.code).join(", ")}; a webhook may match only on fields its registrant may read.`,
@@ -291,23 +313,63 @@ export async function updateWebhook(
         : (v as Prisma.InputJsonValue);
   const dimensions = nullable(body.dimensions);
   const filters = nullable(body.filters);
-  const updated = await deps.prisma.tbWebhook.update({
-    where: { WEBHOOK_ID: row.WEBHOOK_ID },
-    data: {
-      ...(url !== undefined ? { URL: url } : {}),
-      ...(body.events !== undefined ? { EVENTS: body.events } : {}),
-      ...(dimensions !== undefined ? { DIMENSIONS: dimensions ?? Prisma.DbNull } : {}),
-      ...(filters !== undefined ? { FILTERS: filters ?? Prisma.DbNull } : {}),
-      ...(body.secret !== undefined ? { SECRET: body.secret } : {}),
-      ...(body.active !== undefined ? { ACTIVE: body.active ? "Y" : "N" } : {}),
-      ...(body.retry_count !== undefined ? { RETRY_COUNT: body.retry_count } : {}),
-      ...(body.timeout_ms !== undefined ? { TIMEOUT_MS: body.timeout_ms } : {}),
-      // Who changes a registration takes it over: its deliveries follow their row scope now.
-      CREATED_BY: caller.userId,
-      UPDATED_AT: new Date(),
-    },
+  const updated = await deps.prisma.$transaction(async (tx) => {
+    // The registration locked first (as the dispatcher and a delete lock it before its
+    // deliveries), its registrant read under the lock: another administrator's change takes it
+    // over, and its pending deliveries, made for the earlier registrant, are made again for this
+    // one in this transaction (takeover.ts).
+    const [locked] = await tx.$queryRawUnsafe<Array<{ CREATED_BY: string | null }>>(
+      `SELECT "CREATED_BY" FROM "TB_WEBHOOK" WHERE "WEBHOOK_ID" = $1 FOR UPDATE`,
+      row.WEBHOOK_ID,
+    );
+    if (!locked) throw new NotFoundError("WEBHOOK_NOT_FOUND", `Webhook ${id.slice(0, 20)} does not exist.`);
+    const takenOver = locked.CREATED_BY !== caller.userId;
+    const changed = await tx.tbWebhook.update({
+      where: { WEBHOOK_ID: row.WEBHOOK_ID },
+      data: {
+        ...(url !== undefined ? { URL: url } : {}),
+        ...(body.events !== undefined ? { EVENTS: body.events } : {}),
+        ...(dimensions !== undefined ? { DIMENSIONS: dimensions ?? Prisma.DbNull } : {}),
+        ...(filters !== undefined ? { FILTERS: filters ?? Prisma.DbNull } : {}),
+        ...(body.secret !== undefined ? { SECRET: body.secret } : {}),
+        ...(body.active !== undefined ? { ACTIVE: body.active ? "Y" : "N" } : {}),
+        ...(body.retry_count !== undefined ? { RETRY_COUNT: body.retry_count } : {}),
+        ...(body.timeout_ms !== undefined ? { TIMEOUT_MS: body.timeout_ms } : {}),
+        // Who changes a registration takes it over: its deliveries follow their row scope now.
+        CREATED_BY: caller.userId,
+        UPDATED_AT: new Date(),
+      },
+    });
+    if (takenOver) {
+      await remakePendingDeliveries(queryableOf(tx), deps.metadata.current(), {
+        WEBHOOK_ID: changed.WEBHOOK_ID,
+        EVENTS: changed.EVENTS as string[],
+        DIMENSIONS: changed.DIMENSIONS as string[] | null,
+        FILTERS: changed.FILTERS as Record<string, unknown> | null,
+        SOURCE: changed.SOURCE,
+        CREATED_BY: caller.userId,
+        PESO: String(caller.peso),
+        CENTRO_DETT: caller.centroDett,
+        AMBIENTE: caller.ambiente,
+        ACTIVE: true,
+        GRANTS: caller.grants,
+      });
+    }
+    return changed;
   });
   return view(updated, body.secret !== undefined);
+}
+
+/** Raw statements in a Prisma transaction, for the event side's code that sends SQL. */
+function queryableOf(tx: {
+  $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Prisma.PrismaPromise<T>;
+}): Queryable {
+  return {
+    async query<R>(text: string, params: readonly unknown[] = []) {
+      const rows = await tx.$queryRawUnsafe<R[]>(text, ...params);
+      return { rows, rowCount: rows.length };
+    },
+  } as Queryable;
 }
 
 export async function deleteWebhook(
@@ -316,12 +378,13 @@ export async function deleteWebhook(
   id: string,
 ): Promise<{ message: string; webhook_id: string }> {
   const row = await own(deps, caller, id);
+  // The registration first, then its deliveries: the order the dispatcher locks them in.
   await deps.prisma.$transaction([
+    deps.prisma.tbWebhook.delete({ where: { WEBHOOK_ID: row.WEBHOOK_ID } }),
     deps.prisma.tbWebhookDelivery.updateMany({
       where: { WEBHOOK_ID: row.WEBHOOK_ID, STATUS: "pending" },
       data: { STATUS: "cancelled" },
     }),
-    deps.prisma.tbWebhook.delete({ where: { WEBHOOK_ID: row.WEBHOOK_ID } }),
   ]);
   return { message: "Webhook deleted", webhook_id: String(row.WEBHOOK_ID) };
 }

@@ -23,9 +23,13 @@
 //   (one statement for the attempts that start together). A delivery whose registration is gone
 //   or inactive is cancelled (after earlier attempts, with a last `failed` log row saying so, so
 //   that the log does not end on `retrying`); one whose URL changed since the claim is handed
-//   back (claimed again, it goes to the new URL); otherwise it is sent with the current secret.
-//   A delivery claimed ahead is never sent to a registration deleted, deactivated or moved to
-//   another URL meanwhile.
+//   back (claimed again, it goes to the new URL), and so is one whose registration changed
+//   registrant since the claim (claimed again, it carries the body made for the new registrant,
+//   or it was cancelled: src/events/webhooks/takeover.ts); otherwise it is sent with the current
+//   secret. A delivery claimed ahead is never sent to a registration deleted, deactivated, moved
+//   to another URL or taken over meanwhile. A hand-back or a retry does not revive a delivery
+//   cancelled meanwhile (the registration deleted, or taken over by a registrant who may not see
+//   it).
 // - Quiet when idle (issue 18): when nothing is pending the worker sleeps until its safety-net
 //   poll (or a wake-up: the dispatcher queued deliveries, an attempt finished); the poll asks one
 //   cheap "next due" question and claims only when something is due.
@@ -64,6 +68,8 @@ interface ClaimedDelivery {
   TIMEOUT_MS: number;
   ACTIVE: string;
   TENANT_ID: string;
+  /** The registration's registrant at the claim (TB_WEBHOOK.CREATED_BY): whom BODY was made for. */
+  REGISTRANT: string | null;
 }
 
 export interface DeliveryWorker {
@@ -86,7 +92,8 @@ const LEASE_SPARE_MS = 30_000;
 /**
  * Records the outcomes of finished attempts ($8–$14 and $16, one array element per delivery: its
  * new state and, for an attempt made, its log row; a delivery handed back unsent has its attempt
- * undone, unless another claim has taken it since: its ATTEMPTS moved on), then claims due
+ * undone, unless another claim has taken it since (its ATTEMPTS moved on) or it was cancelled
+ * meanwhile; a retry leaves a delivery cancelled meanwhile cancelled), then claims due
  * deliveries that fit: at most $1 in all, per registration $2 less what it holds ($3, by
  * WEBHOOK_ID), per tenant $6 less what it holds ($7, by tenant); "holds" are the
  * deliveries claimed and not yet finished, the recorded ones' are free again. One statement, its
@@ -108,11 +115,12 @@ const RECORD_AND_CLAIM_SQL = `
       AS o(delivery_id, state, log_status, http_status, error, wait_ms, attempts_back, claimed_attempts)),
   moved AS (
     UPDATE "TB_WEBHOOK_DELIVERY" d
-       SET "STATUS" = o.state, "NEXT_AT" = now() + make_interval(secs => o.wait_ms / 1000.0),
+       SET "STATUS" = CASE WHEN d."STATUS" = 'cancelled' AND o.state = 'pending' THEN 'cancelled' ELSE o.state END,
+           "NEXT_AT" = now() + make_interval(secs => o.wait_ms / 1000.0),
            "ATTEMPTS" = d."ATTEMPTS" - o.attempts_back
       FROM outcome o
      WHERE d."DELIVERY_ID" = o.delivery_id
-       AND (o.attempts_back = 0 OR d."ATTEMPTS" = o.claimed_attempts)
+       AND (o.attempts_back = 0 OR (d."ATTEMPTS" = o.claimed_attempts AND d."STATUS" = 'pending'))
     RETURNING d."WEBHOOK_ID", d."OUTBOX_ID", d."ATTEMPTS", o.log_status, o.http_status, o.error),
   logged AS (
     INSERT INTO "TB_WEBHOOK_LOG" ("WEBHOOK_ID", "OUTBOX_ID", "STATUS", "HTTP_STATUS", "ERROR_MESSAGE", "ATTEMPT_COUNT")
@@ -153,7 +161,7 @@ const RECORD_AND_CLAIM_SQL = `
    WHERE d."DELIVERY_ID" IN (SELECT "DELIVERY_ID" FROM locked) AND w."WEBHOOK_ID" = d."WEBHOOK_ID"
   RETURNING d."DELIVERY_ID"::text AS "DELIVERY_ID", d."WEBHOOK_ID", d."OUTBOX_ID"::text AS "OUTBOX_ID",
             d."EVENT_TYPE", d."BODY", d."ATTEMPTS", w."URL", w."SECRET", w."RETRY_COUNT", w."TIMEOUT_MS", w."ACTIVE",
-            w."SOURCE" AS "TENANT_ID"`;
+            w."SOURCE" AS "TENANT_ID", w."CREATED_BY" AS "REGISTRANT"`;
 
 /**
  * Milliseconds until the next pending delivery this worker could take (negative: due already), or
@@ -181,10 +189,11 @@ interface RegistrationNow {
   SECRET: string | null;
   ACTIVE: string;
   RETRY_COUNT: number;
+  CREATED_BY: string | null;
 }
 
 const REGISTRATIONS_NOW_SQL = `
-  SELECT "WEBHOOK_ID", "URL", "SECRET", "ACTIVE", "RETRY_COUNT"
+  SELECT "WEBHOOK_ID", "URL", "SECRET", "ACTIVE", "RETRY_COUNT", "CREATED_BY"
     FROM "TB_WEBHOOK" WHERE "WEBHOOK_ID" = ANY($1::int[])`;
 
 /**
@@ -369,8 +378,8 @@ export function createDeliveryWorker(opts: DeliveryWorkerOptions): DeliveryWorke
         );
         return;
       }
-      if (now.URL !== d.URL) {
-        // Claimed again, it goes to the new URL.
+      if (now.URL !== d.URL || now.CREATED_BY !== d.REGISTRANT) {
+        // Claimed again, it goes to the new URL, with the body made for the new registrant.
         finished.push(unsent(d, "handed back"));
         return;
       }
