@@ -1,12 +1,16 @@
 // ROLE=gateway (decisions.md §9): the one public entry in front of separate backends. Routes each
-// request (src/gateway/routing.ts), streams bodies both ways with @fastify/reply-from over undici
-// (uploads and downloads are never buffered), keeps X-Request-ID end to end, adds the gateway's
-// secret, answers 502 BACKEND_UNAVAILABLE and 504 BACKEND_TIMEOUT in the standard body (an import
-// waits as long as the write backend may take for it: routing.ts backendTimeoutMs), and enforces
-// rate limits itself (per token, or per client IP without one), shared through Redis by every
-// gateway when REDIS_URL is set. GraphQL over WebSocket is proxied byte for byte (websocket.ts).
+// request (src/gateway/routing.ts; a GraphQL POST running a query goes to read: its JSON body, up
+// to the backends' bound for it, is read for that first, then forwarded as received), streams
+// bodies both ways with @fastify/reply-from over undici (uploads and downloads are never
+// buffered), keeps X-Request-ID end to end, adds the gateway's secret, answers 502
+// BACKEND_UNAVAILABLE and 504 BACKEND_TIMEOUT in the standard body (an import, or a metadata write
+// that may build indexes, waits as long as the write backend may take for it: routing.ts
+// backendTimeoutMs), and enforces rate limits itself (per token, or per client IP without one),
+// shared through Redis by every gateway when REDIS_URL is set. GraphQL over WebSocket is proxied
+// byte for byte (websocket.ts).
 import { createHash } from "node:crypto";
-import type { FastifyInstance } from "fastify";
+import { Readable } from "node:stream";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ApiError } from "../errors.ts";
 import { buildHttpServer } from "../http/server.ts";
 import type { Logger } from "../logger.ts";
@@ -17,7 +21,8 @@ import { createRateLimits } from "../ratelimit/limits.ts";
 import { openRateLimitRedis, rateLimitFallbackReporter } from "../ratelimit/redis.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
 import type { Config } from "../types.ts";
-import { backendTimeoutMs, chooseBackend } from "./routing.ts";
+import { createGraphQLReads, type GraphQLReads } from "./graphql-operation.ts";
+import { backendTimeoutMs, chooseBackend, isGraphQLPath } from "./routing.ts";
 import { GATEWAY_SECRET_HEADER } from "./secret.ts";
 import { proxyGraphQLWebSockets } from "./websocket.ts";
 
@@ -25,8 +30,66 @@ const BEARER = /^Bearer\s+(\S+)$/i;
 /** Login and refresh have their own limits at the auth backend. */
 const LOGIN_PATHS = /^\/(api\/v\d+\/)?auth\/(login|refresh)(\/|$|\?)/;
 
+/** The body's first bytes, up to `limit` and one more: all of it when `complete`. */
+async function readUpTo(body: Readable, limit: number): Promise<{ chunks: Buffer[]; complete: boolean }> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  // Left at the bound without destroying the body: the rest is streamed on after what was read.
+  for await (const chunk of body.iterator({ destroyOnReturn: false })) {
+    chunks.push(chunk as Buffer);
+    bytes += (chunk as Buffer).length;
+    if (bytes > limit) return { chunks, complete: false };
+  }
+  return { chunks, complete: true };
+}
+
+/** The chunks read, then the rest of the body: the same bytes, streamed on. */
+function rejoined(chunks: Buffer[], rest: Readable): Readable {
+  return Readable.from(
+    (async function* () {
+      yield* chunks;
+      yield* rest;
+    })(),
+    { objectMode: false },
+  );
+}
+
+/**
+ * Whether a POST to a GraphQL path only reads (graphql-operation.ts). Its body is read for that
+ * when it is JSON, uncompressed, and within the backends' bound for a GraphQL body
+ * (min(GRAPHQL_MAX_BODY_BYTES, BODY_LIMIT_BYTES): they refuse a larger one with 413, unread); the
+ * bytes read are put back as the request's body, so that what is forwarded is what was received.
+ * Any other body is forwarded unread (to write).
+ */
+async function graphqlPostReads(
+  request: FastifyRequest,
+  reads: GraphQLReads,
+  limit: number,
+): Promise<boolean> {
+  const type = (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  const encoding = request.headers["content-encoding"]?.trim().toLowerCase();
+  const declared = Number(request.headers["content-length"] ?? 0);
+  const body = request.body;
+  if (type !== "application/json" || (encoding && encoding !== "identity") || declared > limit) return false;
+  if (!(body instanceof Readable)) return false;
+  let read: { chunks: Buffer[]; complete: boolean };
+  try {
+    read = await readUpTo(body, limit);
+  } catch {
+    // The client went away mid-body: forwarded as it is, as any other body.
+    return false;
+  }
+  request.body = rejoined(read.chunks, body);
+  return read.complete && reads.isQuery(Buffer.concat(read.chunks));
+}
+
 export async function buildGateway(config: Config, logger: Logger): Promise<FastifyInstance> {
   const secret = config.gateway.secret!;
+  const graphqlReads = createGraphQLReads({
+    maxDocumentBytes: config.graphql.maxDocumentBytes,
+    trustedDocuments: config.graphql.persisted.trustedDocuments,
+  });
+  const graphqlBodyLimit = Math.min(config.graphql.maxBodyBytes, config.bodyLimitBytes);
   const metrics = createMetrics({ db: null, role: "gateway" });
   // The gateway's one dependency: the Redis of its rate limits (/healthz, dimensio_dependency_up).
   const probes: Record<string, DependencyProbe> = {};
@@ -87,9 +150,19 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
     method: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
     url: "/*",
     handler: async (request, reply) => {
-      const target = chooseBackend(config, request.method, request.url, request.headers);
+      let target = chooseBackend(config, request.method, request.url, request.headers);
       request.backend = target.name;
       reply.headers(await admit(request.url, request.headers.authorization, request.ip));
+      // A GraphQL query sent by POST goes where a GET goes (its body read once admitted).
+      const reads =
+        (target.name === "write" || target.name === "canary-write") &&
+        request.method === "POST" &&
+        isGraphQLPath(request.url) &&
+        (await graphqlPostReads(request, graphqlReads, graphqlBodyLimit));
+      if (reads) {
+        target = chooseBackend(config, request.method, request.url, request.headers, true);
+        request.backend = target.name;
+      }
       return reply.from(`${target.url.replace(/\/$/, "")}${request.url}`, {
         timeout: backendTimeoutMs(config, request.method, request.url),
         // `expect` is Node's business here: its server answered the client's `Expect: 100-continue`
@@ -111,7 +184,7 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
                 "BACKEND_TIMEOUT",
                 "GatewayTimeout",
                 `The ${target.name} backend did not answer in time.${
-                  request.method === "GET" || request.method === "HEAD"
+                  reads || request.method === "GET" || request.method === "HEAD"
                     ? ""
                     : " The request may still complete there: check before sending it again."
                 }`,

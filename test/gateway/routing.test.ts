@@ -4,15 +4,20 @@
 // 502 for a stopped backend, 504 for one that hangs (an import waits as long as the write backend
 // may take for it), `Expect: 100-continue` forwarded without the header, WebSocket upgrades on the
 // GraphQL paths piped to the write backend byte for byte (any other upgrade served as a plain
-// request), and rate limits shared by two gateways through Redis.
+// request), rate limits shared by two gateways through Redis; a GraphQL POST running a query goes
+// to read, anything else (or uncertain) to write, its bytes forwarded as received; a metadata write
+// that may build indexes waits as long as the backend may take for its builds.
 import { createHash } from "node:crypto";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import net, { type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { GRAPHQL_PATHS as SERVED_GRAPHQL_PATHS } from "../../src/graphql/plugin.ts";
-import { backendTimeoutMs, chooseBackend, GRAPHQL_PATHS } from "../../src/gateway/routing.ts";
+import { backendTimeoutMs, chooseBackend, GRAPHQL_PATHS, isGraphQLPath } from "../../src/gateway/routing.ts";
 import { buildGateway } from "../../src/gateway/server.ts";
 import { createLogger } from "../../src/logger.ts";
 import { TEST_REDIS_URL } from "../helpers/env.ts";
@@ -581,6 +586,400 @@ describe("gateway: Expect, import timeouts and upgrades", () => {
     expect((await conn.head).status).toBe(101);
     await gw.close();
     await conn.closed;
+  });
+});
+
+describe("gateway: a GraphQL POST running a query goes to read, anything else to write", () => {
+  const b: Record<string, Backend> = {};
+  const open: FastifyInstance[] = [];
+  let dir: string;
+  const env = (more: Record<string, string> = {}) => ({
+    ROLE: "gateway",
+    GATEWAY_SECRET: "shared-secret",
+    LOG_LEVEL: "silent",
+    READ_BACKEND_URL: b.read!.url,
+    WRITE_BACKEND_URL: b.write!.url,
+    AUTH_BACKEND_URL: b.auth!.url,
+    CANARY_READ_URL: b.canaryRead!.url,
+    CANARY_WRITE_URL: b.canaryWrite!.url,
+    MICROSERVICE_ROUTES: JSON.stringify({ pricing: b.pricing!.url }),
+    RATE_LIMIT_ANONYMOUS_PER_MINUTE: "0",
+    RATE_LIMIT_USER_PER_SECOND: "0",
+    RATE_LIMIT_USER_PER_MINUTE: "0",
+    RATE_LIMIT_USER_PER_HOUR: "0",
+    ...more,
+  });
+  const start = async (more: Record<string, string> = {}) => {
+    const gw = await buildGateway(loadConfig(env(more)), createLogger("silent"));
+    open.push(gw);
+    await gw.listen({ host: "127.0.0.1", port: 0 });
+    return `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}`;
+  };
+  let base: string;
+
+  beforeAll(async () => {
+    for (const name of ["read", "write", "auth", "canaryRead", "canaryWrite", "pricing"])
+      b[name] = await backend(name);
+    dir = await mkdtemp(path.join(tmpdir(), "dimensio-gw-"));
+    base = await start();
+  });
+  afterAll(async () => {
+    for (const gw of open) await gw.close();
+    for (const x of Object.values(b)) await x.close();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const sha = (bytes: Buffer | string) => createHash("sha256").update(bytes).digest("hex");
+  /** POSTs `body` (bytes as given) to the gateway: the backend that got it and what it saw. */
+  const post = async (
+    body: string | Buffer,
+    {
+      path: at = "/graphql",
+      headers = {},
+      at: gateway = base,
+    }: { path?: string; headers?: Record<string, string>; at?: string } = {},
+  ) => {
+    const res = await fetch(`${gateway}${at}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: typeof body === "string" ? body : new Uint8Array(body),
+    });
+    expect(res.status).toBe(200);
+    return (await res.json()) as Seen;
+  };
+  const gql = (request: unknown, opts?: Parameters<typeof post>[1]) => post(JSON.stringify(request), opts);
+
+  it("a query goes to read with its bytes, Content-Type and Content-Length as sent; on every GraphQL path", async () => {
+    // Whitespace, member order and escapes that a re-serialised body would change.
+    const body = Buffer.from(
+      '{ "variables" : {"x":"\\u00e9"},\n  "query": "query Q($x: String) { a(x: $x) }" ,"operationName":"Q"}',
+    );
+    const seen = await post(body, { headers: { "content-type": "application/json; charset=utf-8" } });
+    expect(seen).toMatchObject({ backend: "read", method: "POST", url: "/graphql", bodyBytes: body.length });
+    expect(seen.bodySha).toBe(sha(body));
+    expect(seen.headers["content-type"]).toBe("application/json; charset=utf-8");
+    expect(seen.headers["content-length"]).toBe(String(body.length));
+    expect(seen.headers["x-gateway-secret"]).toBe("shared-secret");
+    for (const at of ["/api/v4/graphql", "/graphql/", "/graphql?trace=1"])
+      expect((await gql({ query: "{ a }" }, { path: at })).backend, at).toBe("read");
+    expect(isGraphQLPath("/api/v4/graphql/?x")).toBe(true);
+    expect(isGraphQLPath("/graphqlx")).toBe(false);
+    expect((await gql({ query: "{ a }" }, { path: "/api/v4/core/CUST" })).backend).toBe("write");
+  });
+
+  it("mutations and subscriptions go to write; operationName picks the operation that runs", async () => {
+    expect((await gql({ query: "mutation { a }" })).backend).toBe("write");
+    expect((await gql({ query: "subscription { a }" })).backend).toBe("write");
+    const both = "query Q { a } mutation M { b }";
+    expect((await gql({ query: both, operationName: "Q" })).backend).toBe("read");
+    expect((await gql({ query: both, operationName: "M" })).backend).toBe("write");
+    // Which one runs is the backend's question (it answers an error): write answers it.
+    expect((await gql({ query: both })).backend).toBe("write");
+    expect((await gql({ query: "query Q { a } query R { b }" })).backend).toBe("write");
+    expect((await gql({ query: "query Q { a } query R { b }", operationName: "R" })).backend).toBe("read");
+    expect((await gql({ query: "query Q { a }", operationName: "Nope" })).backend).toBe("write");
+    expect((await gql({ query: "fragment F on Query { a }" })).backend).toBe("write");
+  });
+
+  it("what is uncertain goes to write, bytes unchanged: not JSON, not UTF-8, an array, a syntax error, another media type", async () => {
+    const cases: Array<[string, string | Buffer, Record<string, string>?]> = [
+      ["not JSON", "{ query: {a} }"],
+      [
+        "not UTF-8",
+        Buffer.concat([Buffer.from('{"query":"{ a(x: \\"'), Buffer.from([0xff]), Buffer.from('\\") }"}')]),
+      ],
+      ["a batch", JSON.stringify([{ query: "{ a }" }, { query: "{ b }" }])],
+      ["a syntax error", JSON.stringify({ query: "{ a " })],
+      ["no query", JSON.stringify({ variables: {} })],
+      ["a query that is not text", JSON.stringify({ query: 1 })],
+      ["an operationName that is not text", JSON.stringify({ query: "{ a }", operationName: 1 })],
+      ["application/graphql", "{ a }", { "content-type": "application/graphql" }],
+      ["compressed", JSON.stringify({ query: "{ a }" }), { "content-encoding": "gzip" }],
+      ["text/plain", JSON.stringify({ query: "{ a }" }), { "content-type": "text/plain" }],
+    ];
+    for (const [name, body, headers] of cases) {
+      const seen = await post(body, { headers: headers ?? {} });
+      expect(seen.backend, name).toBe("write");
+      expect(seen.bodySha, name).toBe(sha(body));
+    }
+  });
+
+  it("a body past the backends' bound for GraphQL (or a document past GRAPHQL_MAX_DOCUMENT_BYTES) goes to write unread, whole", async () => {
+    const small = await start({ BODY_LIMIT_BYTES: "4096", GRAPHQL_MAX_DOCUMENT_BYTES: "1024" });
+    const big = JSON.stringify({
+      query: "query ($v: String) { a(x: $v) }",
+      variables: { v: "x".repeat(5000) },
+    });
+    const seen = await post(big, { at: small });
+    expect(seen).toMatchObject({ backend: "write", bodyBytes: big.length, bodySha: sha(big) });
+    // Under the bound: read.
+    expect(
+      (await gql({ query: "query ($v: String) { a(x: $v) }", variables: { v: "x" } }, { at: small })).backend,
+    ).toBe("read");
+    const longDocument = JSON.stringify({ query: `{ ${"a ".repeat(600)}}` });
+    expect((await post(longDocument, { at: small })).backend).toBe("write");
+    expect((await post(longDocument)).backend).toBe("read");
+
+    // Sent in chunks without Content-Length: read up to the bound, then the rest streamed after it.
+    const chunked = async (chunks: string[]) => {
+      const { hostname, port } = new URL(small);
+      return new Promise<Seen>((resolve, reject) => {
+        const req = http.request({
+          hostname,
+          port,
+          method: "POST",
+          path: "/graphql",
+          headers: { "content-type": "application/json", "transfer-encoding": "chunked" },
+        });
+        req.on("response", (res) => {
+          let text = "";
+          res.on("data", (c) => {
+            text += c;
+          });
+          res.on("end", () => resolve(JSON.parse(text)));
+        });
+        req.on("error", reject);
+        for (const c of chunks) req.write(c);
+        req.end();
+      });
+    };
+    const bigChunks = [big.slice(0, 3000), big.slice(3000, 4500), big.slice(4500)];
+    expect(await chunked(bigChunks)).toMatchObject({
+      backend: "write",
+      bodyBytes: big.length,
+      bodySha: sha(big),
+    });
+    const query = JSON.stringify({ query: "{ a b c }" });
+    expect(await chunked([query.slice(0, 5), query.slice(5)])).toMatchObject({
+      backend: "read",
+      bodySha: sha(query),
+    });
+  });
+
+  it("canary-mode: on sends a query to the canary read backend, a mutation to the canary write one; a microservice gets both", async () => {
+    const canary = { "canary-mode": "on" };
+    expect((await gql({ query: "{ a }" }, { headers: canary })).backend).toBe("canaryRead");
+    expect((await gql({ query: "mutation { a }" }, { headers: canary })).backend).toBe("canaryWrite");
+    expect((await gql({ query: "{ a }" }, { headers: { microservice: "pricing" } })).backend).toBe("pricing");
+    expect((await gql({ query: "mutation { a }" }, { headers: { microservice: "pricing" } })).backend).toBe(
+      "pricing",
+    );
+  });
+
+  it("a persisted operation's hash alone goes to read once the gateway saw its query with it; otherwise to write", async () => {
+    const persisted = (document: string, hash = sha(document)) => ({
+      persistedQuery: { version: 1, sha256Hash: hash },
+    });
+    const query = `query Learned${Date.now()} { a }`;
+    const hashOnly = { extensions: persisted(query) };
+    // Unknown: write (which answers PERSISTED_QUERY_NOT_FOUND, and the client sends the text).
+    expect((await gql(hashOnly)).backend).toBe("write");
+    expect((await gql({ query: "", ...hashOnly })).backend).toBe("write");
+    expect((await gql({ query, extensions: persisted(query) })).backend).toBe("read");
+    expect((await gql(hashOnly)).backend).toBe("read");
+    expect((await gql({ query: "", ...hashOnly })).backend).toBe("read");
+    expect(
+      (await gql({ extensions: { persistedQuery: { version: 1, sha256Hash: `sha256:${sha(query)}` } } }))
+        .backend,
+    ).toBe("read");
+    // A mutation's hash is never learnt; nor a hash that is not its text's (the backend's 400).
+    const mutation = `mutation Learned${Date.now()} { a }`;
+    expect((await gql({ query: mutation, extensions: persisted(mutation) })).backend).toBe("write");
+    expect((await gql({ extensions: persisted(mutation) })).backend).toBe("write");
+    const other = `query Other${Date.now()} { a }`;
+    const forged = sha(`mutation Forged${Date.now()} { a }`);
+    expect((await gql({ query: other, extensions: persisted(other, forged) })).backend).toBe("read");
+    expect((await gql({ extensions: persisted(other, forged) })).backend).toBe("write");
+    // A gateway knows only what it saw.
+    const fresh = await start();
+    expect((await gql(hashOnly, { at: fresh })).backend).toBe("write");
+  });
+
+  it("a trusted document's hash alone (GRAPHQL_TRUSTED_DOCUMENTS) goes where its operation runs", async () => {
+    const query = "query Trusted { a }";
+    const mutation = "mutation TrustedWrite { a }";
+    const file = path.join(dir, "persisted-documents.json");
+    await writeFile(file, JSON.stringify({ [`sha256:${sha(query)}`]: query, [sha(mutation)]: mutation }));
+    const trusted = await start({ GRAPHQL_TRUSTED_DOCUMENTS: file, GRAPHQL_TRUSTED_ONLY: "true" });
+    const byHash = (document: string) => ({
+      extensions: { persistedQuery: { version: 1, sha256Hash: sha(document) } },
+    });
+    expect((await gql(byHash(query), { at: trusted })).backend).toBe("read");
+    expect((await gql(byHash(mutation), { at: trusted })).backend).toBe("write");
+    expect((await gql(byHash("query Unknown { a }"), { at: trusted })).backend).toBe("write");
+  });
+
+  it("a 504 of a query sent by POST says nothing of a request that may still complete", async () => {
+    const hanging = await backend("hanging", { hang: true });
+    try {
+      const slow = await start({ READ_BACKEND_URL: hanging.url, BACKEND_TIMEOUT_MS: "200" });
+      const res = await fetch(`${slow}/graphql`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ query: "{ a }" }),
+      });
+      expect(res.status).toBe(504);
+      const body = (await res.json()) as { code: string; message: string };
+      expect(body).toMatchObject({
+        code: "BACKEND_TIMEOUT",
+        message: "The read backend did not answer in time.",
+      });
+      expect(hanging.seen).toHaveLength(1);
+    } finally {
+      await hanging.close();
+    }
+  });
+});
+
+/**
+ * A backend that holds every answer until the test releases it (200 with what it received), or
+ * drops it: answers come when the test says, not after a delay.
+ */
+async function heldBackend() {
+  const held: Array<{ url: string; res: http.ServerResponse }> = [];
+  const arrived: Array<() => void> = [];
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      held.push({ url: req.url!, res });
+      for (const wake of arrived.splice(0)) wake();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    /** Resolves once a request for `url` is held. */
+    async waitFor(url: string) {
+      while (!held.some((h) => h.url === url)) await new Promise<void>((resolve) => arrived.push(resolve));
+    },
+    release(url: string) {
+      const h = held.find((x) => x.url === url)!;
+      h.res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ released: url }));
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe("gateway: metadata writes that may build indexes wait for the backend's index builds", () => {
+  const open: FastifyInstance[] = [];
+  const backends: Array<{ close: () => Promise<void> }> = [];
+  const env = (writeUrl: string, more: Record<string, string> = {}) => ({
+    ROLE: "gateway",
+    GATEWAY_SECRET: "shared-secret",
+    LOG_LEVEL: "silent",
+    READ_BACKEND_URL: writeUrl,
+    WRITE_BACKEND_URL: writeUrl,
+    AUTH_BACKEND_URL: writeUrl,
+    RATE_LIMIT_ANONYMOUS_PER_MINUTE: "0",
+    RATE_LIMIT_USER_PER_SECOND: "0",
+    RATE_LIMIT_USER_PER_MINUTE: "0",
+    RATE_LIMIT_USER_PER_HOUR: "0",
+    ...more,
+  });
+  const start = async (writeUrl: string, more: Record<string, string> = {}) => {
+    const gw = await buildGateway(loadConfig(env(writeUrl, more)), createLogger("silent"));
+    open.push(gw);
+    return gw;
+  };
+  afterAll(async () => {
+    for (const gw of open) await gw.close();
+    for (const x of backends) await x.close();
+  });
+
+  const timeouts = {
+    BACKEND_TIMEOUT_MS: "300",
+    REQUEST_TIMEOUT_MS: "200",
+    STATEMENT_TIMEOUT_MS: "200",
+    INDEX_BUILD_TIMEOUT_MS: "2000",
+    IMPORT_WRITE_TIMEOUT_MS: "400",
+  };
+
+  it("DIM, VAR and OBJECT writes wait REQUEST + STATEMENT + INDEX_BUILD + BACKEND timeouts; other metadata and reads BACKEND_TIMEOUT_MS", () => {
+    const config = loadConfig(env("http://127.0.0.1:1", timeouts));
+    const indexing = [
+      ["POST", "/api/v4/core/DIM"],
+      ["POST", "/api/v4/core/DIM/"],
+      ["PATCH", "/api/v4/core/DIM/CUST"],
+      ["PUT", "/api/v4/core/DIM/CUST?x=1"],
+      ["DELETE", "/api/v4/core/DIM/CUST"],
+      ["POST", "/api/v4/core/VAR"],
+      ["PATCH", "/api/v4/core/VAR/CUST/NAME"],
+      ["DELETE", "/api/v4/core/VAR/CUST/NAME"],
+      ["POST", "/api/v4/core/OBJECT?source=x"],
+      ["PUT", "/api/v4/core/OBJECT/CUST/CITY_ID"],
+      ["DELETE", "/api/v4/core/OBJECT/CUST/CITY_ID"],
+    ];
+    for (const [method, url] of indexing)
+      expect(backendTimeoutMs(config, method!, url!), `${method} ${url}`).toBe(2700);
+    const plain = [
+      ["GET", "/api/v4/core/DIM"],
+      ["GET", "/api/v4/core/VAR?filter[COD_DIM]=CUST"],
+      ["POST", "/api/v4/core/COST"],
+      ["PATCH", "/api/v4/core/COST/CUST/1"],
+      ["POST", "/api/v4/core/MENU"],
+      ["DELETE", "/api/v4/core/SORT/CUST/K"],
+      ["POST", "/api/v4/core/DOCUMENT"],
+      ["POST", "/api/v4/core/DIMS"],
+      ["POST", "/api/v4/core/CUST"],
+      ["PATCH", "/api/v4/core/dim/1"],
+    ];
+    for (const [method, url] of plain)
+      expect(backendTimeoutMs(config, method!, url!), `${method} ${url}`).toBe(300);
+    // An import stays an import's.
+    expect(backendTimeoutMs(config, "POST", "/api/v4/core/DIM/import")).toBe(1100);
+    // The defaults: 30 s + 30 s + 1 h + 30 s.
+    expect(
+      backendTimeoutMs(loadConfig(env("http://127.0.0.1:1")), "PATCH", "/api/v4/core/VAR/CUST/NAME"),
+    ).toBe(3_690_000);
+    // INDEX_BUILD_TIMEOUT_MS=0 bounds no build: nor does the gateway (undici's 0).
+    const unbounded = loadConfig(env("http://127.0.0.1:1", { ...timeouts, INDEX_BUILD_TIMEOUT_MS: "0" }));
+    expect(backendTimeoutMs(unbounded, "PATCH", "/api/v4/core/DIM/CUST")).toBe(0);
+    expect(backendTimeoutMs(unbounded, "PATCH", "/api/v4/core/COST/CUST/1")).toBe(300);
+    // Never past what a timer holds (it would fire at once).
+    const huge = loadConfig(env("http://127.0.0.1:1", { INDEX_BUILD_TIMEOUT_MS: "2147483647" }));
+    expect(backendTimeoutMs(huge, "POST", "/api/v4/core/VAR")).toBe(2_147_483_647);
+  });
+
+  it("a hanging backend: a VAR write's 504 comes after the longer wait, a COST write's after BACKEND_TIMEOUT_MS", async () => {
+    const hanging = await backend("hanging", { hang: true });
+    backends.push(hanging);
+    const gw = await start(hanging.url, timeouts);
+    const timed = async (method: "PATCH" | "POST", url: string) => {
+      const t0 = performance.now();
+      const res = await gw.inject({ method, url, payload: { data: {} } });
+      return { res, ms: performance.now() - t0 };
+    };
+    const [cost, variable] = await Promise.all([
+      timed("PATCH", "/api/v4/core/COST/CUST/1"),
+      timed("PATCH", "/api/v4/core/VAR/CUST/NAME"),
+    ]);
+    for (const { res } of [cost, variable]) {
+      expect(res.statusCode).toBe(504);
+      expect(res.json()).toMatchObject({ code: "BACKEND_TIMEOUT", status: 504 });
+    }
+    // undici checks its timeouts on a timer of about half a second.
+    expect(cost.ms).toBeLessThan(1500);
+    expect(variable.ms).toBeGreaterThanOrEqual(2650);
+  });
+
+  it("the client gets the backend's answer of a DIM write that outlasts BACKEND_TIMEOUT_MS (no bound with INDEX_BUILD_TIMEOUT_MS=0)", async () => {
+    const held = await heldBackend();
+    backends.push(held);
+    const gw = await start(held.url, { ...timeouts, INDEX_BUILD_TIMEOUT_MS: "0" });
+    const dim = gw.inject({ method: "PATCH", url: "/api/v4/core/DIM/CUST", payload: { data: {} } });
+    await held.waitFor("/api/v4/core/DIM/CUST");
+    // Sent after the DIM write reached the backend: its 504 means BACKEND_TIMEOUT_MS has passed
+    // for the DIM write too (whose timer, if it had that one, would have fired first).
+    const cost = await gw.inject({ method: "PATCH", url: "/api/v4/core/COST/CUST/1", payload: { data: {} } });
+    expect(cost.statusCode).toBe(504);
+    held.release("/api/v4/core/DIM/CUST");
+    const answered = await dim;
+    expect(answered.statusCode).toBe(200);
+    expect(answered.json()).toEqual({ released: "/api/v4/core/DIM/CUST" });
   });
 });
 
