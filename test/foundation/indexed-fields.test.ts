@@ -239,7 +239,7 @@ if (BACKENDS.includes("postgres"))
       expect(res.body.warnings).toEqual([
         {
           code: "INDEX_BUILD_TIMEOUT",
-          message: `The change was saved, but index ${custIndex("CODE")} of CUST was not built: it ran past INDEX_BUILD_TIMEOUT_MS (3000 ms) and was cancelled, and its invalid index was dropped. The next change to CUST's DIM, VAR or OBJECT metadata builds it; raise INDEX_BUILD_TIMEOUT_MS for a large table.`,
+          message: `The change was saved, but index ${custIndex("CODE")} of CUST was not built: it ran past INDEX_BUILD_TIMEOUT_MS (3000 ms, for the change's index work) and was cancelled, and its invalid index was dropped. The next change to CUST's DIM, VAR or OBJECT metadata builds it; raise INDEX_BUILD_TIMEOUT_MS for a large table.`,
           details: {
             dimension: "CUST",
             index: custIndex("CODE"),

@@ -203,18 +203,29 @@ export async function writeMetadata(
 }
 
 /**
- * The index builds a committed change left for after its commit, database by database. The first
- * one cancelled past `timeoutMs` stops them (each later one would wait as long): the change stands,
- * and the answer carries a warning naming what was not done instead of an error. Any other failure
- * is the request's error, as before.
+ * How long the drop of a cancelled build's invalid index may take at most: past the change's
+ * deadline, it is cleaning up (an index left anyway is dropped and built again by the next sync).
+ */
+const CLEANUP_DROP_MS = 10_000;
+
+/**
+ * The index builds a committed change left for after its commit, database by database, all of them
+ * within `timeoutMs` (INDEX_BUILD_TIMEOUT_MS bounds the change's index work, not each build: a
+ * change with several builds, or with database profiles that each build their own, would otherwise
+ * take several times as long, past what the gateway waits for it). The first build cancelled
+ * past the deadline stops them: the change stands, and the answer carries a warning naming what was
+ * not done instead of an error. Any other failure is the request's error, as before.
  */
 async function runDeferredBuilds(
   databases: ReadonlyArray<{ database: string | null; db: DatabaseHandle; builds: DeferredIndexBuild[] }>,
   timeoutMs: number,
 ): Promise<MetadataWarning | null> {
   const all = databases.flatMap((d) => d.builds.map((build) => ({ ...d, build })));
+  const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : null;
+  // What is left of the deadline (at least 1 ms: 0 would mean no bound at all); 0: none.
+  const left = () => (deadline === null ? 0 : Math.max(1, deadline - Date.now()));
   for (const [i, { database, db, build }] of all.entries()) {
-    const outcome = await buildIndexConcurrently(db, build, timeoutMs);
+    const outcome = await buildIndexConcurrently(db, build, left(), deadline === null ? 0 : CLEANUP_DROP_MS);
     if (outcome === "built") continue;
     const notRun = all.slice(i + 1).map((b) => ({
       dimension: b.build.dim,
@@ -229,16 +240,17 @@ async function runDeferredBuilds(
 
 /**
  * CREATE INDEX CONCURRENTLY outside any transaction, on a connection of its own for at most
- * `timeoutMs` (INDEX_BUILD_TIMEOUT_MS: a large table's build outlasts a request's statement
- * timeout). A failed build leaves an invalid index behind: it is dropped, so that the next sync of
- * the table need not (one left anyway is dropped and built again by the next sync). A build
- * cancelled past its bound (SQLSTATE 57014) answers whether its invalid index was dropped; any
- * other failure is thrown.
+ * `timeoutMs` (what is left of INDEX_BUILD_TIMEOUT_MS: a large table's build outlasts a request's
+ * statement timeout). A failed build leaves an invalid index behind: it is dropped (within
+ * `cleanupMs`), so that the next sync of the table need not (one left anyway is dropped and built
+ * again by the next sync). A build cancelled past its bound (SQLSTATE 57014) answers whether its
+ * invalid index was dropped; any other failure is thrown.
  */
 async function buildIndexConcurrently(
   db: DatabaseHandle,
   build: IndexBuild,
   timeoutMs: number,
+  cleanupMs: number,
 ): Promise<"built" | "dropped" | "left"> {
   try {
     await db.maintenance(indexBuildSql(build, { concurrently: true }), timeoutMs);
@@ -247,7 +259,7 @@ async function buildIndexConcurrently(
     let dropped = false;
     if (build.kind === "create") {
       dropped = await db
-        .maintenance(indexBuildSql({ kind: "drop", name: build.name }, { concurrently: true }), timeoutMs)
+        .maintenance(indexBuildSql({ kind: "drop", name: build.name }, { concurrently: true }), cleanupMs)
         .then(
           () => true,
           () => false,
@@ -264,7 +276,7 @@ function indexBuildCancelled(
   opts: { timeoutMs: number; dropped: boolean; database: string | null; notRun: object[] },
 ): MetadataWarning {
   const where = opts.database === null ? "" : ` in the database of profile ${opts.database}`;
-  const cancelled = `ran past INDEX_BUILD_TIMEOUT_MS (${opts.timeoutMs} ms) and was cancelled`;
+  const cancelled = `ran past INDEX_BUILD_TIMEOUT_MS (${opts.timeoutMs} ms, for the change's index work) and was cancelled`;
   const next = `The next change to ${build.dim}'s DIM, VAR or OBJECT metadata`;
   const index = `index ${build.name} of ${build.dim}${where}`;
   const what =
