@@ -4,34 +4,19 @@
 // reaches every tenant's registrations that ask for it, as far as the registrant may read the
 // row through the metadata endpoints (its dimension, and a field's row only of a field their
 // peso shows). Real HTTP receivers on loopback.
-import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loginAs } from "../helpers/auth.ts";
-import { BACKENDS, SAMPLE_FIXTURE } from "../helpers/env.ts";
+import { BACKENDS } from "../helpers/env.ts";
 import { type Client, client } from "../write/http.ts";
 import { eventually } from "./support.ts";
-import { type Receiver, webhookSuite } from "./webhook-setup.ts";
-
-const ANAG_ADMIN = { COD_MENU: "anag", OPERATIONS: ["read", "write"], LEVEL: 4 };
-const extraUser = (id: string, peso: string) => ({
-  user_id: id,
-  password: `${id}-secret-1`,
-  tenant_id: "acme",
-  peso,
-  centro_dett: "HQ",
-  ambiente: "production",
-  grants: [ANAG_ADMIN],
-});
-
-/** The sample, plus two level-4 users of the master data only (anag: CUST, ADDR, CITY): peso 2 and 3. */
-function fixture(): Record<string, unknown> {
-  const f = JSON.parse(readFileSync(SAMPLE_FIXTURE, "utf8")) as { users: unknown[] };
-  f.users = [...f.users, extraUser("anag2", "2"), extraUser("anag3", "3")];
-  return f;
-}
+import { type Receiver, sampleWithMasterDataAdmins, webhookSuite } from "./webhook-setup.ts";
 
 describe.each(BACKENDS)("webhooks on metadata events (%s)", (backend) => {
-  const suite = webhookSuite(backend, { users: ["anna", "greta"], allowPrivate: true, fixture: fixture() });
+  const suite = webhookSuite(backend, {
+    users: ["anna", "greta"],
+    allowPrivate: true,
+    fixture: sampleWithMasterDataAdmins(),
+  });
   const { anna, greta } = suite.clients;
   const as: Record<string, Client> = {};
 

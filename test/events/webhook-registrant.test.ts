@@ -5,34 +5,15 @@
 // its registration is deleted, deactivated or moved to another URL; values PostgreSQL text cannot
 // hold are a 400. Real HTTP receivers on loopback.
 import { createHmac } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadUserGrants } from "../../src/auth/profile.ts";
 import { subscribeToEvents } from "../../src/resolvers/read/events.ts";
 import type { RequestContext } from "../../src/types.ts";
 import { loginAs } from "../helpers/auth.ts";
-import { BACKENDS, SAMPLE_FIXTURE } from "../helpers/env.ts";
+import { BACKENDS } from "../helpers/env.ts";
 import { type Client, client } from "../write/http.ts";
 import { eventually, webhookReceiver } from "./support.ts";
-import { deliveryLogWith, type Receiver, webhookSuite } from "./webhook-setup.ts";
-
-const ANAG_ADMIN = { COD_MENU: "anag", OPERATIONS: ["read", "write"], LEVEL: 4 };
-const extraUser = (id: string, peso: string) => ({
-  user_id: id,
-  password: `${id}-secret-1`,
-  tenant_id: "acme",
-  peso,
-  centro_dett: "HQ",
-  ambiente: "production",
-  grants: [ANAG_ADMIN],
-});
-
-/** The sample, plus two level-4 users of the master data only (anag: CUST, ADDR, CITY): peso 2 and 3. */
-function fixture(): Record<string, unknown> {
-  const f = JSON.parse(readFileSync(SAMPLE_FIXTURE, "utf8")) as { users: unknown[] };
-  f.users = [...f.users, extraUser("anag2", "2"), extraUser("anag3", "3")];
-  return f;
-}
+import { deliveryLogWith, type Receiver, sampleWithMasterDataAdmins, webhookSuite } from "./webhook-setup.ts";
 
 /** The fields of CUST a peso-3 user reads in detail (TB_COST D flag; CREDIT_LIMIT is weighted 2). */
 const CUST_DETAIL_PESO3 = [
@@ -78,7 +59,7 @@ describe.each(BACKENDS)("webhooks follow their registrant's read rights (%s)", (
   const suite = webhookSuite(backend, {
     users: ["anna"],
     allowPrivate: true,
-    fixture: fixture(),
+    fixture: sampleWithMasterDataAdmins(),
     // One attempt at a time per registration: the worker holds one more, claimed ahead.
     env: { WEBHOOK_RETRY_BASE_MS: "500", WEBHOOK_CONCURRENCY_PER_RECEIVER: "1" },
   });

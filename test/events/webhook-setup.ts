@@ -4,12 +4,31 @@
 // safety-net poll: a test that passes did not pass by waiting for the poll. webhookSuite runs it
 // for a describe, with what its tests repeat: receivers and registrations undone after each test,
 // cities created to raise events.
+import { readFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { type EventRuntime, type EventRuntimeOptions, startEventRuntime } from "../../src/events/runtime.ts";
 import type { SampleUser } from "../helpers/auth.ts";
-import { type Backend, createTestApp, type TestApp } from "../helpers/env.ts";
+import { type Backend, createTestApp, SAMPLE_FIXTURE, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
 import { eventually, type Respond, webhookReceiver } from "./support.ts";
+
+const ANAG_ADMIN = { COD_MENU: "anag", OPERATIONS: ["read", "write"], LEVEL: 4 };
+const masterDataAdmin = (id: string, peso: string) => ({
+  user_id: id,
+  password: `${id}-secret-1`,
+  tenant_id: "acme",
+  peso,
+  centro_dett: "HQ",
+  ambiente: "production",
+  grants: [ANAG_ADMIN],
+});
+
+/** The sample, plus two level-4 users of the master data only (anag: CUST, ADDR, CITY): peso 2 and 3. */
+export function sampleWithMasterDataAdmins(): Record<string, unknown> {
+  const f = JSON.parse(readFileSync(SAMPLE_FIXTURE, "utf8")) as { users: unknown[] };
+  f.users = [...f.users, masterDataAdmin("anag2", "2"), masterDataAdmin("anag3", "3")];
+  return f;
+}
 
 export interface WebhookAppOptions<U extends SampleUser> {
   /** Sample users to sign in, in the order of `clients`. */

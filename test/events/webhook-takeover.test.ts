@@ -5,32 +5,13 @@
 // sent with the new body, and the dispatcher queues nothing made for the earlier registrant once
 // the change has committed. Real HTTP receivers on loopback.
 import { createHmac } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import { NOT_SEEN_BY_NEW_REGISTRANT } from "../../src/events/webhooks/takeover.ts";
 import { loginAs } from "../helpers/auth.ts";
-import { BACKENDS, SAMPLE_FIXTURE } from "../helpers/env.ts";
+import { BACKENDS } from "../helpers/env.ts";
 import { type Client, client } from "../write/http.ts";
 import { eventually, webhookReceiver } from "./support.ts";
-import { deliveryLogWith, type Receiver, webhookSuite } from "./webhook-setup.ts";
-
-const ANAG_ADMIN = { COD_MENU: "anag", OPERATIONS: ["read", "write"], LEVEL: 4 };
-const extraUser = (id: string, peso: string) => ({
-  user_id: id,
-  password: `${id}-secret-1`,
-  tenant_id: "acme",
-  peso,
-  centro_dett: "HQ",
-  ambiente: "production",
-  grants: [ANAG_ADMIN],
-});
-
-/** The sample, plus two level-4 users of the master data only (anag: CUST, ADDR, CITY): peso 2 and 3. */
-function fixture(): Record<string, unknown> {
-  const f = JSON.parse(readFileSync(SAMPLE_FIXTURE, "utf8")) as { users: unknown[] };
-  f.users = [...f.users, extraUser("anag2", "2"), extraUser("anag3", "3")];
-  return f;
-}
+import { deliveryLogWith, type Receiver, sampleWithMasterDataAdmins, webhookSuite } from "./webhook-setup.ts";
 
 const signatureOf = (secret: string, raw: string) =>
   `sha256=${createHmac("sha256", secret).update(raw).digest("hex")}`;
@@ -39,7 +20,7 @@ describe.each(BACKENDS)("a webhook taken over by another administrator (%s)", (b
   const suite = webhookSuite(backend, {
     users: ["anna"],
     allowPrivate: true,
-    fixture: fixture(),
+    fixture: sampleWithMasterDataAdmins(),
     // One attempt at a time per registration: the worker holds one more, claimed ahead.
     env: { WEBHOOK_RETRY_BASE_MS: "500", WEBHOOK_CONCURRENCY_PER_RECEIVER: "1" },
   });
