@@ -306,6 +306,11 @@ function listLength(node: FieldNode, name: string, bound: () => number): number 
   return 1;
 }
 
+/** A field that groups: it takes `group_by` and `aggregate` (a generated `D_aggregate`). */
+function isGrouping(def: GraphQLField<unknown, unknown>): boolean {
+  return def.args.some((a) => a.name === "group_by") && def.args.some((a) => a.name === "aggregate");
+}
+
 const AGGREGATE_SUFFIX = "_aggregate";
 /** COUNT, SUM, AVG, MIN, MAX: when the schema does not say. */
 const MAX_AGGREGATE_FUNCTIONS = 5;
@@ -417,6 +422,10 @@ class Walker {
     } else if (list && !node.selectionSet && def) {
       // A list of JSON objects: an aggregate's groups or `vars`'s values, counted by their members.
       m.nodes = 1 + this.jsonRows(node, def, parent, limit);
+    } else if (!list && def && isGrouping(def)) {
+      // A page of groups (`D_aggregate { data meta }`): its `data` is JSON objects, sized by the
+      // page's own arguments (limit or first, group_by, aggregate), counted here.
+      m.nodes = 1 + one + this.jsonRows(node, def, parent, limit);
     } else {
       const size = list && node.selectionSet ? (limit ?? DEFAULT_RELATION_ROWS) : 1;
       m.nodes = 1 + size * one;
@@ -439,9 +448,8 @@ class Walker {
     const name = node.name.value;
     const root = parent !== null && parent === this.schema.getQueryType();
     if (root && name === "vars") return MAX_LOOKUP_ITEMS * LOOKUP_COLUMNS;
-    const groupBy = def.args.find((a) => a.name === "group_by");
     const aggregate = def.args.find((a) => a.name === "aggregate");
-    if (!groupBy || !aggregate) return 0;
+    if (!aggregate || !isGrouping(def)) return 0;
     // A list given by a variable: its members are distinct in the answer (a repeated one is
     // refused), so at most every field of the dimension, each aggregate function of each field.
     const fields = () => this.dimensionFields(parent, name);

@@ -501,6 +501,22 @@ function cursorScope(rc: ReadContext, dim: DimensionDef, query: ListQuery): Curs
   };
 }
 
+/**
+ * What a grouping's cursors are bound to: a list's scope (source, filter, sort, caller), with its
+ * group fields and aggregates in the dimension's place, so that a list's or another grouping's
+ * cursor is refused as any other list's is.
+ */
+function aggregateCursorScope(
+  rc: ReadContext,
+  dim: DimensionDef,
+  query: ListQuery,
+  groupBy: readonly string[],
+  aggregates: readonly AggregateSpec[],
+): CursorScope {
+  const grouping = JSON.stringify([groupBy, aggregates.map((a) => [a.fn, a.field])]);
+  return { ...cursorScope(rc, dim, query), dim: `${dim.code}#aggregate:${grouping}` };
+}
+
 // ---------------------------------------------------------------- errors
 
 function fieldNotVisible(dim: DimensionDef, field: string): GraphQLError {
@@ -597,6 +613,7 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
           order_by?: string | null;
         },
         ctx,
+        info,
       ) => {
         const rc = readContextFor(ctx, args);
         const aggregates: AggregateSpec[] = args.aggregate.map((a) => {
@@ -605,12 +622,30 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
             throw invalidParameter("aggregate", `${a.fn} needs a field: {fn: ${a.fn}, field: "FIELD"}.`);
           return { fn: a.fn, field, alias: field === null ? a.fn : `${a.fn}_${field}` };
         });
+        const metaFields = under(lookahead(info), "meta");
+        const wantsCursor = metaFields.some((f) => f.name === "end_cursor");
         const query = listQuery(
           { ...args, order_by: null, sort: args.order_by ?? null },
-          { withTotal: true },
+          { withTotal: metaFields.some((f) => f.name === "total") },
         );
-        const result = await listRecords(rc, dim.code, { ...query, groupBy: args.group_by, aggregates });
-        return result.data;
+        // Keyset cursors (decisions §21) as a list's: the groups after the cursor's in the
+        // grouping's order (order_by, then the group fields), bound to the grouping and the caller.
+        const byCursor = args.first !== undefined && args.first !== null;
+        const hasAfter = args.after !== undefined && args.after !== null;
+        const codec = hasAfter || wantsCursor ? await cursorCodecFor(ctx) : null;
+        const scope = aggregateCursorScope(rc, dim, query, args.group_by, aggregates);
+        const after = hasAfter ? codec!.decode(scope, args.after!) : null;
+        const result = await listRecords(rc, dim.code, {
+          ...query,
+          groupBy: args.group_by,
+          aggregates,
+          ...(byCursor || hasAfter ? { keyset: { after } } : {}),
+          ...(wantsCursor ? { endKey: true } : {}),
+        });
+        if (!wantsCursor) return { data: result.data, meta: result.meta };
+        const endKey = result.kind === "groups" ? result.endKey : null;
+        const end_cursor = endKey ? codec!.encode(scope, endKey) : null;
+        return { data: result.data, meta: { ...result.meta, end_cursor } };
       },
 
     field: (dim, field) => (parent) => {

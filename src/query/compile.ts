@@ -16,6 +16,7 @@ import type {
   PlannedFilter,
   RecordsPlan,
 } from "./types.ts";
+import { groupKeyAsText } from "./types.ts";
 import { TEXT_OPERATORS } from "./values.ts";
 
 /** A statement's parameters: `add` appends to `values` (the array given, not a copy of it). */
@@ -143,34 +144,56 @@ function direction(dir: "asc" | "desc", nullable: boolean): string {
   return dir === "desc" ? (nullable ? "DESC NULLS LAST" : "DESC") : "ASC";
 }
 
+/** A key of a keyset: its SQL, its direction, whether it may be NULL, and the cursor's value. */
+interface KeysetKey {
+  readonly col: string;
+  readonly direction: "asc" | "desc";
+  readonly nullable: boolean;
+  readonly value: unknown;
+}
+
 /**
  * The keyset predicate of a cursor page (decisions §21): the rows after `plan.keyset.after` in the
- * ORDER BY's own order, as ` AND (…)`, or "" without one. NULL sorts last in both directions
- * (direction() above), so for one key "after x" is `col > x` (asc) or `col < x` (desc), or the
- * column NULL when it may be; nothing is after a NULL but more NULLs, which the next keys order.
- * The keys expand to the OR-chain (k1 after) OR (k1 = x1 AND k2 after) OR …, the id last; when
- * every key is NOT NULL and sorted one way, one row comparison `(k1, …, id) > (x1, …, id0)` says
- * the same and an index on the keys serves it. A leading bound on the first key (NOT NULL) helps
- * the planner to a range scan whatever the rest.
+ * ORDER BY's own order, as ` AND (…)`, or "" without one.
  */
 function keysetPredicate(plan: RecordsPlan, p: Params): string {
   const values = plan.keyset?.after;
   if (!values) return "";
-  const keys = plan.sort.map((s, i) => ({ col: column(s.field), s, value: values[i] }));
-  const uniform = keys.every((k) => !k.s.field.nullable && k.s.direction === keys[0]!.s.direction);
+  const keys = plan.sort.map((s, i) => ({
+    col: column(s.field),
+    direction: s.direction,
+    nullable: s.field.nullable,
+    value: values[i],
+  }));
+  return ` AND ${rowsAfter(keys, p)}`;
+}
+
+/**
+ * The rows after the cursor's values in the order of `keys` (a list's sort, a grouping's). NULL
+ * sorts last in both directions (direction() above), so for one key "after x" is `col > x` (asc)
+ * or `col < x` (desc), or the column NULL when it may be; nothing is after a NULL but more NULLs,
+ * which the next keys order. The keys expand to the OR-chain (k1 after) OR (k1 = x1 AND k2 after)
+ * OR …; when every key is NOT NULL and sorted one way, one row comparison `(k1, …, id) > (x1, …,
+ * id0)` says the same and an index on the keys serves it. A leading bound on the first key (NOT
+ * NULL) helps the planner to a range scan whatever the rest. When nothing can follow (the last
+ * keys all NULL, or no key at all), FALSE.
+ */
+function rowsAfter(keys: readonly KeysetKey[], p: Params): string {
+  if (!keys.length) return "false";
+  const uniform = keys.every((k) => !k.nullable && k.direction === keys[0]!.direction);
   if (uniform) {
-    const op = keys[0]!.s.direction === "asc" ? ">" : "<";
+    const op = keys[0]!.direction === "asc" ? ">" : "<";
     const params = keys.map((k) => p.add(k.value));
-    if (keys.length === 1) return ` AND ${keys[0]!.col} ${op} ${params[0]}`;
-    return ` AND (${keys.map((k) => k.col).join(", ")}) ${op} (${params.join(", ")})`;
+    if (keys.length === 1) return `${keys[0]!.col} ${op} ${params[0]}`;
+    return `(${keys.map((k) => k.col).join(", ")}) ${op} (${params.join(", ")})`;
   }
   const placeholders = keys.map((k) => (k.value === null ? null : p.add(k.value)));
   const after = (i: number): string | null => {
     const k = keys[i]!;
     const x = placeholders[i];
     if (x === null) return null;
-    const beyond = `${k.col} ${k.s.direction === "asc" ? ">" : "<"} ${x}`;
-    return k.s.field.nullable ? `(${beyond} OR ${k.col} IS NULL)` : beyond;
+    const beyond = `${k.col} ${k.direction === "asc" ? ">" : "<"} ${x}`;
+    return k.nullable ? `(${beyond} OR ${k.col} IS NULL)` : beyond;
   };
   const equal = (i: number) => {
     const x = placeholders[i];
@@ -183,12 +206,13 @@ function keysetPredicate(plan: RecordsPlan, p: Params): string {
     const prefix = keys.slice(0, i).map((_, j) => equal(j));
     terms.push(prefix.length ? `(${[...prefix, beyond].join(" AND ")})` : beyond);
   }
-  // The id is last and never NULL, so at least its term is there.
+  // A list's id is last and never NULL, so its term is there; a grouping's keys may all be NULL.
+  if (!terms.length) return "false";
   const chain = `(${terms.join(" OR ")})`;
   const first = keys[0]!;
   const lead = placeholders[0];
-  if (first.s.field.nullable || lead === null || lead === undefined) return ` AND ${chain}`;
-  return ` AND ${first.col} ${first.s.direction === "asc" ? ">=" : "<="} ${lead} AND ${chain}`;
+  if (first.nullable || lead === null || lead === undefined) return chain;
+  return `${first.col} ${first.direction === "asc" ? ">=" : "<="} ${lead} AND ${chain}`;
 }
 
 function orderBy(plan: RecordsPlan, alias: string): string {
@@ -398,15 +422,48 @@ export function countScopeOf(scope: PlanScope): CountScope {
 export const groupAlias = (i: number) => `g${i}`;
 export const aggregateAlias = (i: number) => `a${i}`;
 
-export function compileGroupsPage(plan: GroupsPlan, withTotal = true): CompiledQuery {
+/** The column of a grouped result's sort key `i` read as text (groupKeyAsText). */
+export const groupKeyTextAlias = (i: number) => `k${i}`;
+
+/**
+ * A grouped page. With `opts.endKey` (a GraphQL page that gives its end_cursor), its COUNT, SUM
+ * and AVG sort keys are read as text too (groupKeyTextAlias); with `plan.keyset`, the groups after
+ * the cursor's (HAVING: the keys are the groups' own values and aggregates). The count of groups
+ * is never narrowed by the keyset (a cursor page's total is the whole grouping's).
+ */
+export function compileGroupsPage(
+  plan: GroupsPlan,
+  withTotal = true,
+  opts: { endKey?: boolean } = {},
+): CompiledQuery {
   const p = new Params();
   const from = fromWhere(plan, p);
   const groups = plan.groupBy.map((f, i) => `${column(f)} AS ${ident(groupAlias(i))}`);
-  const aggregates = plan.aggregates.map((a, i) => {
-    const arg = a.field ? column(a.field) : "*";
-    return `${a.fn.toLowerCase()}(${arg}) AS ${ident(aggregateAlias(i))}`;
-  });
+  const aggregateSql = (a: GroupsPlan["aggregates"][number]) =>
+    `${a.fn.toLowerCase()}(${a.field ? column(a.field) : "*"})`;
+  const aggregates = plan.aggregates.map((a, i) => `${aggregateSql(a)} AS ${ident(aggregateAlias(i))}`);
+  const textKeys =
+    opts.endKey || plan.keyset
+      ? plan.sort.flatMap((s, i) =>
+          s.key.kind === "aggregate" && groupKeyAsText(s.key)
+            ? [`${aggregateSql(s.key.aggregate)}::text AS ${ident(groupKeyTextAlias(i))}`]
+            : [],
+        )
+      : [];
   const groupBy = plan.groupBy.length ? `\nGROUP BY ${plan.groupBy.map(column).join(", ")}` : "";
+  const values = plan.keyset?.after;
+  const having = values
+    ? `\nHAVING ${rowsAfter(
+        plan.sort.map((s, i) => ({
+          col: s.key.kind === "field" ? column(s.key.field) : aggregateSql(s.key.aggregate),
+          direction: s.direction,
+          // The groups sort NULL last as nullable keys do (any group field or aggregate may be).
+          nullable: true,
+          value: values[i],
+        })),
+        p,
+      )}`
+    : "";
   const sortAlias = (s: GroupsPlan["sort"][number]) =>
     s.key.kind === "field"
       ? groupAlias(plan.groupBy.indexOf(s.key.field))
@@ -424,8 +481,8 @@ export function compileGroupsPage(plan: GroupsPlan, withTotal = true): CompiledQ
     `SELECT c."__total", p.*`,
     `FROM (${total}) AS c`,
     `LEFT JOIN (`,
-    `SELECT true AS "__row", ${[...groups, ...aggregates].join(", ")}`,
-    `${from}${groupBy}`,
+    `SELECT true AS "__row", ${[...groups, ...aggregates, ...textKeys].join(", ")}`,
+    `${from}${groupBy}${having}`,
   ];
   if (plan.sort.length) lines.push(`ORDER BY ${order("")}`);
   lines.push(`LIMIT ${limit} OFFSET ${offset}`, `) AS p ON true`);

@@ -24,6 +24,7 @@ import {
   type FilterLiteral,
   type GroupSortKey,
   type GroupsPlan,
+  groupKeyAsText,
   type ListPlan,
   type ListQuery,
   MAX_FILTER_CONDITIONS,
@@ -383,6 +384,46 @@ function planKeyset(
   return { after };
 }
 
+/** A numeric value as PostgreSQL writes it (COUNT, SUM and AVG read as text: groupKeyAsText). */
+const NUMERIC_TEXT = /^(-?\d{1,1000}(\.\d{1,16383})?|NaN)$/;
+
+/**
+ * A verified cursor's values as the keyset of a grouped result's `sort`: one per sort key, each
+ * group field, MIN and MAX cast by its field's codec, COUNT, SUM and AVG kept as the numeric text
+ * they were read as; any may be null (a group of NULLs, an aggregate of none). A result without
+ * sort keys (no group fields) has one group at most, whose cursor holds `true` alone.
+ */
+function planGroupKeyset(
+  sort: GroupsPlan["sort"],
+  keyset: NonNullable<ListQuery["keyset"]>,
+): NonNullable<GroupsPlan["keyset"]> {
+  if (keyset.after === null) return { after: null };
+  const values = keyset.after;
+  const misfit = () => invalidCursor("The cursor does not fit this grouping's sort.");
+  if (!sort.length) {
+    if (values.length !== 1 || values[0] !== true) throw misfit();
+    return { after: [] };
+  }
+  if (values.length !== sort.length) throw misfit();
+  const after = sort.map(({ key }, i) => {
+    const v: FilterLiteral | undefined = values[i];
+    if (v === null) return null;
+    if (v === undefined) throw misfit();
+    if (groupKeyAsText(key)) {
+      if (typeof v !== "string" || !NUMERIC_TEXT.test(v)) throw misfit();
+      return v;
+    }
+    const field = key.kind === "field" ? key.field : key.aggregate.field;
+    if (!field) throw misfit();
+    try {
+      return castScalar(field, v);
+    } catch {
+      throw invalidCursor("The cursor holds a value its sort field cannot have.");
+    }
+  });
+  return { after };
+}
+
 /** An embedded relation replaces a field of the same name in the record. */
 function withoutExpanded(columns: FieldDef[], expand: readonly ExpandPlan[]): FieldDef[] {
   const names = new Set(expand.map((e) => e.name));
@@ -550,6 +591,7 @@ export function planGroups(
     sort,
     limit: query.numRows,
     offset: query.offset,
+    ...(query.keyset ? { keyset: planGroupKeyset(sort, query.keyset) } : {}),
   };
 }
 

@@ -114,6 +114,12 @@ export interface ListQuery {
    * tells has_more from one extra row.
    */
   readonly keyset?: { readonly after: readonly FilterLiteral[] | null };
+  /**
+   * GraphQL: the page's end key (what `meta.end_cursor` encodes) is wanted on a page that is not a
+   * cursor page too. A page of records always has it; a page of groups then reads its COUNT, SUM
+   * and AVG sort keys as text as well (groupKeyAsText), exact where a JS number is not.
+   */
+  readonly endKey?: boolean;
 }
 
 /** What a single-record read can ask for. */
@@ -289,13 +295,30 @@ export type GroupSortKey =
   | { readonly kind: "field"; readonly field: FieldDef }
   | { readonly kind: "aggregate"; readonly aggregate: PlannedAggregate };
 
+/**
+ * Whether a grouped result's sort key is read as text for its keyset (decisions §21): COUNT, SUM
+ * and AVG are numeric (AVG's many decimals, a large SUM) and a JS number would round them, so a
+ * cursor holding the rounded value could skip the groups that tie with it. The group fields, MIN
+ * and MAX have their field's type and are cast by its codec, as a list's sort keys are.
+ */
+export function groupKeyAsText(key: GroupSortKey): boolean {
+  return key.kind === "aggregate" && key.aggregate.fn !== "MIN" && key.aggregate.fn !== "MAX";
+}
+
 export interface GroupsPlan extends PlanScope {
   readonly kind: "groups";
   readonly groupBy: readonly FieldDef[];
   readonly aggregates: readonly PlannedAggregate[];
+  /** The groups' order: the sort asked for, then every group field not in it (ascending). */
   readonly sort: ReadonlyArray<{ readonly key: GroupSortKey; readonly direction: SortDirection }>;
   readonly limit: number;
   readonly offset: number;
+  /**
+   * Keyset paging (GraphQL `first`/`after` on `D_aggregate`): `after` holds one value per sort key
+   * (every group field is one, so a group is named by its keys), or is empty for a result without
+   * sort keys (one group at most: nothing follows it); null for the first page.
+   */
+  readonly keyset?: { readonly after: readonly unknown[] | null };
 }
 
 export type ListPlan = RecordsPlan | GroupsPlan;

@@ -23,6 +23,7 @@ import { JSONScalar } from "./scalars.ts";
 import { type ComponentTypes, createSharedTypes, type SharedTypes } from "./shared-types.ts";
 import {
   AggregateInput,
+  AggregatePage,
   BatchOperation,
   BatchOperationResult,
   BatchResult,
@@ -128,7 +129,7 @@ export function buildProfileSchema<C>(profile: SchemaProfile, types: SharedTypes
       resolvers.count(dim),
     );
     queryFields[`${code}_aggregate`] = rootField(
-      nn(list(nn(JSONScalar))),
+      nn(AggregatePage),
       {
         where: input(where),
         filter: input(GraphQLString),
@@ -137,9 +138,17 @@ export function buildProfileSchema<C>(profile: SchemaProfile, types: SharedTypes
         order_by: input(GraphQLString, "REST sort syntax over group fields and aggregates."),
         limit: input(GraphQLInt),
         offset: input(GraphQLInt),
+        first: input(
+          GraphQLInt,
+          "Keyset paging: the page size, 1 to 1000 (as limit, which it replaces), with after.",
+        ),
+        after: input(
+          GraphQLString,
+          "Keyset paging: a meta.end_cursor of this grouping; the page holds the groups after it.",
+        ),
       },
       resolvers.aggregate(dim),
-      "REST's $group/aggregate: one object per group with the group fields and COUNT or FN_FIELD members.",
+      "REST's $group/aggregate: a page of groups, each an object with the group fields and COUNT or FN_FIELD members, in order_by's order, then by the group fields.",
     );
     queryFields[`${code}_history`] = rootField(
       nn(HistoryPage),

@@ -22,6 +22,7 @@ export const FIXED_TYPE_NAMES: ReadonlySet<string> = new Set([
   "CascadedChange",
   "AggregateFunction",
   "AggregateInput",
+  "AggregatePage",
   "OrderDirection",
   "Int64",
   "Decimal",

@@ -70,14 +70,19 @@ export const DimensionEvent = new GraphQLObjectType({
   description:
     "A change of a record, as the outbox recorded it; data holds the fields the subscriber may read in detail, or is null for an update that took the record out of the rows the subscriber sees.",
   extensions: NO_EXTENSIONS,
-  fields: outputs({
-    event_id: nn(GraphQLString),
-    event_type: nn(GraphQLString),
-    dimension: nn(GraphQLString),
-    record_id: nn(GraphQLString),
-    timestamp: nn(GraphQLString),
-    data: JSONScalar,
-  }),
+  fields: {
+    ...outputs({
+      event_id: nn(GraphQLString),
+      event_type: nn(GraphQLString),
+      dimension: nn(GraphQLString),
+      record_id: nn(GraphQLString),
+    }),
+    timestamp: output(
+      nn(GraphQLString),
+      "When the change was recorded: ISO 8601 (UTC), as in the event's webhook delivery (its body's timestamp and X-Service-Timestamp).",
+    ),
+    ...outputs({ data: JSONScalar }),
+  },
 });
 
 export const PageMeta = new GraphQLObjectType({
@@ -119,17 +124,27 @@ export const HistoryPage = new GraphQLObjectType({
   fields: outputs({ data: nn(list(nn(HistoryRevision))), meta: nn(PageMeta) }),
 });
 
+export const AggregatePage = new GraphQLObjectType({
+  name: "AggregatePage",
+  description:
+    "A page of groups (REST's $group/aggregate): data holds one object per group with the group fields and COUNT or FN_FIELD members; total (when selected) counts the groups.",
+  extensions: NO_EXTENSIONS,
+  fields: outputs({ data: nn(list(nn(JSONScalar))), meta: nn(PageMeta) }),
+});
+
 export const Media = new GraphQLObjectType({
   name: "Media",
   extensions: NO_EXTENSIONS,
-  fields: outputs({
-    file_id: GraphQLString,
-    url: GraphQLString,
-    size: GraphQLFloat,
-    mime_type: GraphQLString,
-    uploaded_at: GraphQLString,
-    public: GraphQLBoolean,
-  }),
+  fields: {
+    ...outputs({
+      file_id: GraphQLString,
+      url: GraphQLString,
+      size: GraphQLFloat,
+      mime_type: GraphQLString,
+    }),
+    uploaded_at: output(GraphQLString, "When the file was uploaded: ISO 8601 (UTC), as the upload wrote it."),
+    ...outputs({ public: GraphQLBoolean }),
+  },
 });
 
 const RecordError = new GraphQLObjectType({

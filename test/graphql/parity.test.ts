@@ -106,11 +106,11 @@ describe.each(BACKENDS)("REST and GraphQL agree (%s)", (backend) => {
     );
     expect(viaRest.status).toBe(200);
     const viaGql = await gql(
-      `{ CUST_aggregate(source: "anag-1", group_by: ["CITY_ID"], aggregate: [{fn: COUNT}, {fn: SUM, field: "CREDIT_LIMIT"}], order_by: "CITY_ID") }`,
+      `{ CUST_aggregate(source: "anag-1", group_by: ["CITY_ID"], aggregate: [{fn: COUNT}, {fn: SUM, field: "CREDIT_LIMIT"}], order_by: "CITY_ID") { data meta { total num_rows offset has_more } } }`,
     );
-    expect(viaGql.body.data.CUST_aggregate).toEqual(viaRest.body.data);
+    expect(viaGql.body.data.CUST_aggregate).toEqual({ data: viaRest.body.data, meta: viaRest.body.meta });
     const bad = await gql(
-      `{ CUST_aggregate(source: "anag-1", group_by: ["CITY_ID"], aggregate: [{fn: SUM}]) }`,
+      `{ CUST_aggregate(source: "anag-1", group_by: ["CITY_ID"], aggregate: [{fn: SUM}]) { data } }`,
     );
     expect(bad.body.errors[0].extensions).toMatchObject({ code: "INVALID_PARAMETER", status: 400 });
   });

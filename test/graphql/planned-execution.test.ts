@@ -89,7 +89,7 @@ describe("planned execution", () => {
       "variables, by id, count and aggregate",
       "anna",
       {
-        query: `query ($id: ID!, $city: String!) { one: CUST_by_id(source: "anag-1", id: $id) { NAME CITY { NAME } } n: CUST_count(source: "anag-1", where: {CITY_ID: {_eq: $city}}) agg: CUST_aggregate(source: "anag-1", group_by: ["CITY_ID"], aggregate: [{fn: COUNT}]) }`,
+        query: `query ($id: ID!, $city: String!) { one: CUST_by_id(source: "anag-1", id: $id) { NAME CITY { NAME } } n: CUST_count(source: "anag-1", where: {CITY_ID: {_eq: $city}}) agg: CUST_aggregate(source: "anag-1", group_by: ["CITY_ID"], aggregate: [{fn: COUNT}]) { data meta { has_more } } }`,
         variables: { id: "1", city: "MI" },
       },
       "plan",

@@ -14,7 +14,7 @@ const ROOTS = [
   ["query", "CUST", PAGE],
   ["query", "CUST_by_id", "{ CUST_ID NAME EMAIL RISK_SCORE CITY { NAME } }"],
   ["query", "CUST_count", ""],
-  ["query", "CUST_aggregate", ""],
+  ["query", "CUST_aggregate", "{ data meta { total has_more end_cursor } }"],
   ["query", "CUST_history", "{ data { revision operation changes } meta { total has_more } }"],
   ["query", "ORD", "{ data { ORD_ID CUST { NAME } ORDL { QTY } } }"],
   ["query", "ADDR", "{ data { ADDR_ID CUST { NAME CITY { NAME } } } }"],

@@ -12,10 +12,17 @@ import {
   countScopeOf,
   type ScopeSql,
   groupAlias,
+  groupKeyTextAlias,
 } from "../../query/compile.ts";
 import { type PlanOptions, planList } from "../../query/plan.ts";
 import { parseSortExpression } from "../../query/sort-syntax.ts";
-import type { CompiledQuery, GroupsPlan, ListQuery, RecordsPlan } from "../../query/types.ts";
+import {
+  type CompiledQuery,
+  type GroupsPlan,
+  groupKeyAsText,
+  type ListQuery,
+  type RecordsPlan,
+} from "../../query/types.ts";
 import { assertDebugAllowed, type DataRecord, readableDimension, runQuery, toRecords } from "./common.ts";
 import type { ReadContext } from "./context.ts";
 import { attachExpansions, expandShapes } from "./expand.ts";
@@ -138,17 +145,20 @@ async function listPlainRecords(rc: ReadContext, plan: RecordsPlan, query: ListQ
 
 /**
  * A page of groups with their total (the groups counted), or without it (`$count=none`): then one
- * group more than asked tells whether there is more, as for a page of records.
+ * group more than asked tells whether there is more, as for a page of records. A cursor page
+ * (GraphQL `first`/`after`, decisions §21) reads one group more in any case: its total is the
+ * whole grouping's, which says nothing of what follows the cursor.
  */
 async function listGroups(rc: ReadContext, plan: GroupsPlan, query: ListQuery): Promise<ListResult> {
   const { withTotal, debug } = query;
-  const q = withTotal
-    ? compileGroupsPage(plan)
-    : compileGroupsPage({ ...plan, limit: plan.limit + 1 }, false);
+  const extra = plan.keyset !== undefined || !withTotal;
+  const endKey = query.endKey === true;
+  const q = compileGroupsPage(extra ? { ...plan, limit: plan.limit + 1 } : plan, withTotal, { endKey });
   const rows = await runQuery<Row>(rc, q);
   const total = Number(rows[0]?.__total ?? 0);
   const groups = rows.filter((r) => r.__row === true);
-  const data = (withTotal ? groups : groups.slice(0, plan.limit)).map((r) => {
+  const page = extra ? groups.slice(0, plan.limit) : groups;
+  const data = page.map((r) => {
     const out: DataRecord = {};
     plan.groupBy.forEach((f, i) => {
       out[f.code] = r[groupAlias(i)] ?? null;
@@ -158,16 +168,38 @@ async function listGroups(rc: ReadContext, plan: GroupsPlan, query: ListQuery): 
     });
     return out;
   });
-  const listMeta: ListMeta = withTotal
-    ? meta(total, plan, data.length)
-    : { total: null, num_rows: plan.limit, offset: plan.offset, has_more: groups.length > plan.limit };
+  const has_more = groups.length > plan.limit;
+  const listMeta: ListMeta = plan.keyset
+    ? { total: withTotal ? total : null, num_rows: plan.limit, offset: 0, has_more }
+    : withTotal
+      ? meta(total, plan, data.length)
+      : { total: null, num_rows: plan.limit, offset: plan.offset, has_more };
   return {
     kind: "groups",
     data,
     meta: listMeta,
     shape: { dim: plan.dim.code, groupBy: plan.groupBy, aggregates: plan.aggregates },
+    ...(endKey || plan.keyset ? { endKey: groupEndKey(plan, page) } : {}),
     ...debugOf(q, debug),
   };
+}
+
+/**
+ * The values of a grouped page's sort keys in its last group (what its end_cursor encodes; null
+ * for an empty page): COUNT, SUM and AVG as the text they were read as, the others as read. Every
+ * group field is a sort key, so they name the group; without any (no group fields: one group at
+ * most), `true`, the whole set's one group.
+ */
+function groupEndKey(plan: GroupsPlan, page: readonly Row[]): unknown[] | null {
+  const last = page.at(-1);
+  if (!last) return null;
+  if (!plan.sort.length) return [true];
+  return plan.sort.map(({ key }, i) => {
+    if (groupKeyAsText(key)) return last[groupKeyTextAlias(i)] ?? null;
+    return key.kind === "field"
+      ? (last[groupAlias(plan.groupBy.indexOf(key.field))] ?? null)
+      : (last[aggregateAlias(plan.aggregates.indexOf(key.aggregate))] ?? null);
+  });
 }
 
 export async function listRecords(

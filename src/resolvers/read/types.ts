@@ -50,7 +50,19 @@ export type ListResult =
        */
       endKey?: readonly unknown[] | null;
     }
-  | { kind: "groups"; data: DataRecord[]; meta: ListMeta; shape: GroupShape; debug?: DebugInfo };
+  | {
+      kind: "groups";
+      data: DataRecord[];
+      meta: ListMeta;
+      shape: GroupShape;
+      debug?: DebugInfo;
+      /**
+       * The sort keys' values of the page's last group (every group field among them), when asked
+       * for (ListQuery.endKey) or on a cursor page; null for an empty page. What a GraphQL
+       * `D_aggregate` end_cursor encodes (decisions §21).
+       */
+      endKey?: readonly unknown[] | null;
+    };
 
 export interface RecordResult {
   data: DataRecord;
