@@ -369,11 +369,30 @@ export function readPublicKeySet(file: string): JSONWebKeySet {
   return parsePublicKeySet(text, file);
 }
 
+export interface LoadConfigOptions {
+  /**
+   * The caller opens the database the config names (src/main.ts), rather than handing
+   * openServices one of its own (`opts.db`: the tests' in-process apps): ROLE=read, write and
+   * auth then need DATABASE_URL.
+   */
+  opensDatabase?: boolean;
+}
+
+/** The API roles of a split deployment, each a process of its own behind the gateway. */
+const SPLIT_API_ROLES = ["read", "write", "auth"];
+
 /** Rules between variables, read from the raw environment so they are listed with the others. */
-function crossProblems(env: Record<string, string | undefined>): string[] {
+function crossProblems(env: Record<string, string | undefined>, opts: LoadConfigOptions): string[] {
   const given = (name: string) => (env[name] ?? "").trim() !== "";
   const role = (env.ROLE ?? "").trim() || "all";
   const problems: string[] = [];
+  // The API roles run as processes apart that must share one database: on the embedded default
+  // each would start its own private PGlite in its DATA_DIR, and a record written through the
+  // write process would never be read through the read process, nor a login's session found.
+  if (opts.opensDatabase && SPLIT_API_ROLES.includes(role) && !given("DATABASE_URL"))
+    problems.push(
+      `DATABASE_URL: required when ROLE is read, write or auth (the processes of a split deployment share one PostgreSQL; on the embedded database each would have a private one of its own)`,
+    );
   if (role === "gateway") {
     for (const key of ["READ_BACKEND_URL", "WRITE_BACKEND_URL", "AUTH_BACKEND_URL"]) {
       if (!given(key)) problems.push(`${key}: required when ROLE=gateway`);
@@ -403,7 +422,7 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
     );
   // Processes apart must sign and check tokens with one key: a secret generated in one process's
   // DATA_DIR would make every token it issues invalid for the others.
-  if (["read", "write", "auth"].includes(role) && !given("JWT_SECRET"))
+  if (SPLIT_API_ROLES.includes(role) && !given("JWT_SECRET"))
     problems.push(
       `JWT_SECRET: required when ROLE is read, write or auth (the same secret in every process: a generated one is this process's own, and the others would refuse its tokens)`,
     );
@@ -415,6 +434,22 @@ function crossProblems(env: Record<string, string | undefined>): string[] {
   if (given("S3_ENDPOINT") && !given("S3_BUCKET"))
     problems.push("S3_BUCKET: required when S3_ENDPOINT is set");
   return problems;
+}
+
+/**
+ * What a process of `config` is told at start-up, logged as warnings (nothing here stops it).
+ * ROLE=read and write serve GraphQL subscriptions, whose events come from the bus: without
+ * AMQP_URL that is the in-process bus, which only a relay in the same process feeds, and these
+ * roles run none (the relay is ROLE=relay's): every subscription on them would wait in silence.
+ * Not a refusal: their reads and writes need no broker, and a deployment without subscriptions
+ * runs them without RabbitMQ.
+ */
+export function startupWarnings(config: Pick<Config, "role" | "amqpUrl">): string[] {
+  if ((config.role === "read" || config.role === "write") && config.amqpUrl === null)
+    return [
+      `ROLE=${config.role} without AMQP_URL: GraphQL subscriptions on this process receive no events (the in-process event bus is fed only by a relay in the same process, and ROLE=${config.role} runs none); set AMQP_URL to the RabbitMQ the relay (ROLE=relay) publishes to`,
+    ];
+  return [];
 }
 
 const PROFILE_URL = /^DATABASE_URL_(.+)$/i;
@@ -474,10 +509,13 @@ export function databaseProfiles(
   return profiles;
 }
 
-export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+export function loadConfig(
+  env: Record<string, string | undefined> = process.env,
+  opts: LoadConfigOptions = {},
+): Config {
   const parsed = envSchema.safeParse(env);
   const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-  problems.push(...crossProblems(env));
+  problems.push(...crossProblems(env, opts));
   const profiles = databaseProfiles(env, problems);
   // The trusted documents are read here, at start-up: a bad file stops it, naming the variable.
   let trustedDocuments: Map<string, string> | null = null;

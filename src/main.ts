@@ -1,6 +1,6 @@
 // `npm start`: the whole service in one process (ROLE=all) on PORT, embedded database by default.
 import { assertRoleAvailable, buildApp } from "./app.ts";
-import { loadConfig } from "./config.ts";
+import { loadConfig, startupWarnings } from "./config.ts";
 import { createLogger } from "./logger.ts";
 import type { Config } from "./types.ts";
 import { describeStartupError } from "./cli/startup-error.ts";
@@ -11,7 +11,8 @@ import { startHistoryRetention } from "./history/retention.ts";
 import { openServices } from "./services.ts";
 
 async function main(): Promise<void> {
-  const config = loadConfig();
+  // This process opens the database of its config: a split role must be given the shared one.
+  const config = loadConfig(process.env, { opensDatabase: true });
   if (config.role === "gateway") return runGateway(config);
   assertRoleAvailable(config);
   const services = await openServices(config);
@@ -60,6 +61,7 @@ async function main(): Promise<void> {
   );
   const busWarning = inProcessBusWarning(config);
   if (busWarning) logger.warn(busWarning);
+  for (const warning of startupWarnings(config)) logger.warn(warning);
 
   let stopping = false;
   const stop = async (signal: string) => {

@@ -4,7 +4,8 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { AuthenticationError, PermissionDeniedError, ValidationError } from "../errors.ts";
 import { storableText } from "../metadata/data-types.ts";
 import { rateLimitError, rateLimitHeaders } from "../ratelimit/windows.ts";
-import type { Grant } from "../types.ts";
+import type { Access, Grant, MetadataModel } from "../types.ts";
+import { REQUIREMENTS, viewFor } from "./access-view.ts";
 import { type AuthDeps, idleDeadline } from "./deps.ts";
 import { clientKey } from "./lockout.ts";
 import { buildProfile, loadUserGrants } from "./profile.ts";
@@ -82,6 +83,38 @@ function checkOwnCentroDett(user: UserRecord, asked: string | null): void {
   );
 }
 
+/**
+ * A login's source is the security area (TB_MENU) its session's context names: spec 4.1 gives a
+ * source as a TB_MENU code, and the profiling phase of spec 5.2 sets the context from TB_MENU.
+ * One the user could go through in no request (no such node, no grant covering it, no operation
+ * on it) is refused as such a request is, by the same decision (AccessView: 403
+ * INSUFFICIENT_PERMISSIONS, `details.reason` unknown_source, no_grant_covers_source…). Checked
+ * after the credentials (the menu's codes are told to no one who has not logged in) and before a
+ * session exists; before, any text went into the session, the token and `modulo`. Naming none is
+ * allowed (each request names its own).
+ */
+function checkLoginSource(
+  model: MetadataModel,
+  user: UserRecord,
+  grants: Grant[],
+  source: string | null,
+): void {
+  if (source === null) return;
+  if (!storableText(source))
+    throw new ValidationError(
+      "INVALID_FIELD_VALUE",
+      "source is not text a security area can be named with.",
+      {
+        field: "source",
+      },
+    );
+  const view = viewFor(model, { grants, peso: Number(user.peso), centerDett: null, source });
+  if ((Object.keys(REQUIREMENTS) as Access[]).some((access) => view.may(null, access))) return;
+  // The refusal a read through it gets (the source layer's reason, else the missing operation).
+  const decision = view.decide(null, "read");
+  if ("refusal" in decision) throw decision.refusal();
+}
+
 /** Token exchange: an RS256 token of JWT_PUBLIC_KEYS whose sub (or user_id) names an active user. */
 async function userOfExternalToken(deps: AuthDeps, accessToken: string, tenantId: string | null) {
   const { claims } = await deps.tokens.verifyExternal(accessToken);
@@ -98,7 +131,9 @@ async function openSession(deps: AuthDeps, user: UserRecord, input: LoginContext
   checkOwnCentroDett(user, input.centroDett);
   const now = deps.clock();
   const grants = await loadUserGrants(deps.db, user.userId);
-  const profile = buildProfile(deps.metadata.current(), user, grants, {
+  const model = deps.metadata.current();
+  checkLoginSource(model, user, grants, input.source);
+  const profile = buildProfile(model, user, grants, {
     source: input.source,
     centroDett: input.centroDett,
     uuid: input.uuid,

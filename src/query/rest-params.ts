@@ -36,6 +36,18 @@ export const CONTEXT_PARAMETERS: ReadonlySet<string> = new Set([
   "microservice",
 ]);
 
+/**
+ * `_`: the cache-buster that jQuery's `cache: false` (and other browser clients) appends to a GET
+ * as `_=<timestamp>`. Taken by every read and ignored: such clients send it on every call, and
+ * refusing it would break them for a name that asks for nothing.
+ */
+export const CACHE_BUSTER = "_";
+
+/** Whether `name` is a field of the request's dimension that the caller may know of. */
+export type FieldNamed = (name: string) => boolean;
+
+const NO_FIELD: FieldNamed = () => false;
+
 const MAX_SEARCH_LENGTH = 200;
 
 const LIST_PARAMETERS = new Set([
@@ -220,8 +232,8 @@ function combinedFilter(params: QueryParams, expression: string | undefined): Fi
 
 /**
  * `sort[]=NAME`, `include[0]=CITY`, `$fields[]=NAME`: a bracketed form of a parameter that takes
- * one string. Such a key is no parameter of ours, and would otherwise be left unread (only `$`
- * names are checked as unknown): refused, so that the caller learns the form it takes.
+ * one string. Such a key is no parameter of ours: refused, naming the form it takes (before the
+ * refusal of unknown names, which would not say it).
  */
 function checkBracketForm(key: string): void {
   const base = /^([^[\]]+)\[/.exec(key)?.[1];
@@ -243,9 +255,35 @@ function checkUnknown(params: QueryParams, known: ReadonlySet<string>): void {
   }
 }
 
-/** The list (and count) parameters of spec 4.2. Unknown `$` parameters are refused. */
-export function parseListParams(params: QueryParams): ListQuery {
+/**
+ * Refuses a plain name that no parameter of the request has (400 INVALID_PARAMETER naming it): it
+ * was left unread, so that `?CITY=Rome`, meant as a filter, answered the whole list. The filter
+ * keys, `$` names and bracketed forms have their own checks (parseFilterParams, checkUnknown);
+ * the context parameters and the cache-buster `_` are taken everywhere. When the name is a field
+ * of the dimension (`isField`: one the caller may know of), the message gives the filter's form.
+ */
+function refuseUnknownNames(params: QueryParams, takes: ReadonlySet<string>, isField: FieldNamed): void {
+  for (const key of Object.keys(params)) {
+    if (takes.has(key) || CONTEXT_PARAMETERS.has(key) || key === CACHE_BUSTER || key.startsWith("filter"))
+      continue;
+    const name = key.slice(0, 60);
+    const hint = isField(key)
+      ? ` ${name} is a field: to filter on it, write filter[${name}]=value (or $filter=${name} eq 'value').`
+      : "";
+    throw invalidParameter(
+      name,
+      `Unknown query parameter ${name}: no parameter of this request has that name.${hint}`,
+    );
+  }
+}
+
+/**
+ * The list (and count) parameters of spec 4.2. An unknown name is refused (400 INVALID_PARAMETER),
+ * with the filter's form when it names a field (`isField`).
+ */
+export function parseListParams(params: QueryParams, isField: FieldNamed = NO_FIELD): ListQuery {
   checkUnknown(params, LIST_PARAMETERS);
+  refuseUnknownNames(params, LIST_PARAMETERS, isField);
   let numRows = DEFAULT_NUM_ROWS;
   let offset = 0;
   let fields: string[] | null = null;
@@ -396,6 +434,8 @@ export function parseRecordParams(params: QueryParams): RecordQuery {
     (name) =>
       `${name} applies to lists; a single record is read by its id and takes only $fields, $select, $expand, include, cond_trec and debug (cond_trec=C reads a cancelled one).`,
   );
+  // A record is named by its id: a field's name here filters nothing, and no filter applies.
+  refuseUnknownNames(params, RECORD_PARAMETERS, NO_FIELD);
   const q = parseListParams(
     Object.fromEntries(
       entries(params).filter(([k]) => RECORD_PARAMETERS.has(k) || CONTEXT_PARAMETERS.has(k)),
@@ -409,7 +449,7 @@ export function parseRecordParams(params: QueryParams): RecordQuery {
  * (spec decisions §2, TB_SORT: "takes every list parameter but `sort`"; `$order` is its other
  * spelling).
  */
-export function parseNamedSortParams(params: QueryParams): ListQuery {
+export function parseNamedSortParams(params: QueryParams, isField: FieldNamed = NO_FIELD): ListQuery {
   for (const name of ["sort", "$order"]) {
     if (params[name] !== undefined) {
       throw invalidParameter(
@@ -418,7 +458,7 @@ export function parseNamedSortParams(params: QueryParams): ListQuery {
       );
     }
   }
-  return parseListParams(params);
+  return parseListParams(params, isField);
 }
 
 /** What GET /{dim}/count reads: the list's filters (spec 4.2: "count with the list filters"). */
@@ -429,7 +469,7 @@ const COUNT_PARAMETERS = new Set(["$filter", "$search", "cond_trec", "debug"]);
  * `debug`. A list parameter that shapes rows (order, paging, fields, expansion, grouping) changes
  * no count and would be left unread: refused.
  */
-export function parseCountParams(params: QueryParams): ListQuery {
+export function parseCountParams(params: QueryParams, isField: FieldNamed = NO_FIELD): ListQuery {
   for (const key of Object.keys(params)) {
     if (LIST_PARAMETERS.has(key) && !COUNT_PARAMETERS.has(key)) {
       throw invalidParameter(
@@ -438,7 +478,7 @@ export function parseCountParams(params: QueryParams): ListQuery {
       );
     }
   }
-  return parseListParams(params);
+  return parseListParams(params, isField);
 }
 
 /**
@@ -472,6 +512,7 @@ export function parseLookupParams(params: QueryParams): {
       `${name} is not taken by a lookup, which takes field, $filter (an expression on the key and display fields, e.g. $filter=NAME eq 'Rossi') and getACList.`,
     );
   }
+  refuseUnknownNames(params, LOOKUP_PARAMETERS, NO_FIELD);
   const given = new Map(entries(params));
   const one = (name: string) => {
     const values = given.get(name);

@@ -2,6 +2,7 @@
 // string into the query model, calls a read resolver and serialises its result; nothing else.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import {
+  type FieldNamed,
   parseCountParams,
   parseListParams,
   parseLookupParams,
@@ -59,6 +60,21 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
   const listValues = (rc: ReadContext, dimCode: string, q: ListQuery): number =>
     estimateListValues(q, rc.model.dimensions.get(dimCode), services.config.countExactLimit);
   const query = (request: FastifyRequest) => request.query as QueryParams;
+  /**
+   * Whether a name is a field of `dimCode` the caller may know of (read through the source, not
+   * hidden by peso): an unknown parameter so named is answered with the filter's form
+   * (`?CITY=Rome` for filter[CITY]=Rome). The parameters are read before the grant is checked.
+   */
+  const fieldOf =
+    (rc: ReadContext, dimCode: string): FieldNamed =>
+    (name) => {
+      const dim = rc.model.dimensions.get(dimCode);
+      return (
+        dim !== undefined &&
+        rc.view.may(dimCode, "read") &&
+        rc.view.fields(dim).visibleField(name) !== undefined
+      );
+    };
   /** A list page of `values`, read in its tenant's heavy lane when heavy, as the list's body. */
   const listInLane = (
     rc: ReadContext,
@@ -80,7 +96,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
 
   app.get<DimParams>("/api/v4/core/:dim", async (request, reply) => {
     const rc = readContext(request);
-    const params = parseListParams(query(request));
+    const params = parseListParams(query(request), fieldOf(rc, request.params.dim));
     return listInLane(rc, reply, listValues(rc, request.params.dim, params), () =>
       listRecords(rc, request.params.dim, params),
     );
@@ -91,7 +107,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     const { count, dimension, filter, debug } = await countRecords(
       rc,
       request.params.dim,
-      parseCountParams(query(request)),
+      parseCountParams(query(request), fieldOf(rc, request.params.dim)),
     );
     return { count, dimension, filters_applied: describeFilter(filter), ...(debug ? { debug } : {}) };
   });
@@ -106,7 +122,7 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
     async (request, reply) => {
       const rc = readContext(request);
       // Every list parameter but sort / $order: the named sort gives the order.
-      const params = parseNamedSortParams(query(request));
+      const params = parseNamedSortParams(query(request), fieldOf(rc, request.params.dim));
       // Weighed in the named sort's order (an unknown sort is the resolver's 404).
       const named = rc.model.dimensions.get(request.params.dim)?.sorts.get(request.params.sortKey);
       const ordered = named ? { ...params, sort: parseSortExpression(named.expr) } : params;
