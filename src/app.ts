@@ -47,7 +47,9 @@ export function assertRoleAvailable(config: Config): void {
 /** Request metrics for every route, and GET /metrics (Prometheus text format). */
 function instrument(app: FastifyInstance, services: Services): void {
   traceRequests(app, services.config.role);
-  serveMetrics(app, services.metrics, (request) => request.routeOptions.url ?? "unmatched");
+  serveMetrics(app, services.metrics, (request) => request.routeOptions.url ?? "unmatched", {
+    token: services.config.metricsToken,
+  });
 }
 
 export async function buildApp(services: Services): Promise<FastifyInstance> {

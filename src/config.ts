@@ -252,6 +252,9 @@ const envSchema = z.object({
   MICROSERVICE_ROUTES: jsonRoutes,
   DEVELOPER_ROUTES: jsonRoutes,
   GATEWAY_SECRET: optionalString,
+  METRICS_TOKEN: optionalString.refine((v) => v === null || v.length >= 16, {
+    message: "must be at least 16 characters",
+  }),
   TRUST_PROXY: trustProxy,
   BACKEND_TIMEOUT_MS: ms(30_000, 10).refine((n) => n >= 10, { message: "must be at least 10" }),
   PUBLIC_URL: url(["http:", "https:"]).transform((v) => (v === null ? null : v.replace(/\/+$/, ""))),
@@ -616,6 +619,7 @@ export function loadConfig(
       secret: e.GATEWAY_SECRET,
       backendTimeoutMs: e.BACKEND_TIMEOUT_MS,
     },
+    metricsToken: e.METRICS_TOKEN,
     corsOrigins: e.CORS_ORIGINS,
     publicUrl: e.PUBLIC_URL,
     trustProxy: e.TRUST_PROXY,

@@ -124,6 +124,8 @@ export interface Config {
     /** A backend slower than this is a 504 BACKEND_TIMEOUT. */
     backendTimeoutMs: number;
   };
+  /** METRICS_TOKEN: GET /metrics needs `Authorization: Bearer <it>` when set (null: open). */
+  metricsToken: string | null;
   corsOrigins: string[] | true;
   /**
    * The service's public base URL (PUBLIC_URL, no trailing slash): OpenAPI's `servers`. Null: a

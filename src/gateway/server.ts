@@ -124,7 +124,10 @@ export async function buildGateway(config: Config, logger: Logger): Promise<Fast
   });
 
   traceRequests(app, "gateway");
-  serveMetrics(app, metrics, (request) => String(request.backend ?? "none"), config.gateway.secret);
+  serveMetrics(app, metrics, (request) => String(request.backend ?? "none"), {
+    gatewaySecret: config.gateway.secret,
+    token: config.metricsToken,
+  });
 
   /** The gateway's rate limits of a request: its 429 thrown, else the headers to show. */
   const admit = async (url: string, authorization: string | undefined, ip: string) => {

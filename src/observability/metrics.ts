@@ -166,20 +166,35 @@ function registerDatabaseGauges(registry: Registry, db: DatabaseHandle): void {
   });
 }
 
+/** Who may scrape GET /metrics; nothing set: anyone who reaches the port. */
+export interface MetricsAccess {
+  /**
+   * The gateway's secret: its /metrics answers a scraper that sends it (x-gateway-secret), as a
+   * backend's does, since the gateway is the process on the public network.
+   */
+  gatewaySecret?: string | null;
+  /** METRICS_TOKEN: a scraper sending `Authorization: Bearer <token>` may read it, on every role. */
+  token?: string | null;
+}
+
+/** The bearer token of an Authorization header, or null (no header, another scheme). */
+function bearerOrNull(header: string | undefined): string | null {
+  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? "");
+  return match ? match[1]! : null;
+}
+
 /**
  * Request metrics for every route of `app`, labelled with `route` (the route pattern for the API,
- * the backend chosen for the gateway), and GET /metrics in the Prometheus text format.
+ * the backend chosen for the gateway), and GET /metrics in the Prometheus text format, for the
+ * scrapers `access` lets in.
  */
 export function serveMetrics(
   app: FastifyInstance,
   metrics: Metrics,
   route: (request: FastifyRequest) => string,
-  /**
-   * The gateway's: /metrics answers only a scraper that sends this secret (x-gateway-secret), as a
-   * backend's does, since the gateway is the process on the public network.
-   */
-  secret: string | null = null,
+  access: MetricsAccess = {},
 ): void {
+  const { gatewaySecret = null, token = null } = access;
   // Written with `done`, not async: two promises fewer per request (issue 19).
   app.addHook("onResponse", (request, reply, done) => {
     const labels = { method: request.method, route: route(request), status: String(reply.statusCode) };
@@ -189,13 +204,26 @@ export function serveMetrics(
     done();
   });
   app.get("/metrics", async (request, reply) => {
-    if (secret !== null && !secretMatches(secret, request.headers[GATEWAY_SECRET_HEADER]))
-      throw new ApiError(
-        403,
-        "GATEWAY_SECRET_REQUIRED",
-        "PermissionDenied",
-        "The gateway's /metrics answers a scraper that sends the x-gateway-secret header (GATEWAY_SECRET): configure the scraper with it.",
-      );
+    if (gatewaySecret !== null || token !== null) {
+      const bySecret =
+        gatewaySecret !== null && secretMatches(gatewaySecret, request.headers[GATEWAY_SECRET_HEADER]);
+      const bearer = bearerOrNull(request.headers.authorization);
+      const byToken = token !== null && bearer !== null && secretMatches(token, bearer);
+      if (!bySecret && !byToken)
+        throw token === null
+          ? new ApiError(
+              403,
+              "GATEWAY_SECRET_REQUIRED",
+              "PermissionDenied",
+              "The gateway's /metrics answers a scraper that sends the x-gateway-secret header (GATEWAY_SECRET): configure the scraper with it.",
+            )
+          : new ApiError(
+              403,
+              "METRICS_TOKEN_REQUIRED",
+              "PermissionDenied",
+              `/metrics answers a scraper that sends Authorization: Bearer <METRICS_TOKEN>${gatewaySecret === null ? "" : " (or the x-gateway-secret header)"}: configure the scraper with it.`,
+            );
+    }
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
   });

@@ -119,3 +119,49 @@ describe.each(BACKENDS)("metrics (%s)", (backend) => {
     }
   });
 });
+
+// METRICS_TOKEN: /metrics of a process on the public network (ROLE=all is the one-machine default)
+// answers only a scraper with the token; without it, anyone who reaches the port.
+describe("GET /metrics with METRICS_TOKEN (pglite)", () => {
+  let t: TestApp;
+  const TOKEN = "scrape-token-0123456789";
+  beforeAll(async () => {
+    t = await createTestApp("pglite", {
+      fixture: "sample",
+      env: { ...NO_RATE_LIMITS, METRICS_TOKEN: TOKEN },
+    });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("answers only Authorization: Bearer <METRICS_TOKEN>; others get 403 METRICS_TOKEN_REQUIRED in the standard body", async () => {
+    for (const authorization of [
+      undefined,
+      "Bearer wrong-token-0123456789",
+      `Basic ${TOKEN}`,
+      `Bearer ${TOKEN}x`,
+    ]) {
+      const res = await t.app.inject({
+        method: "GET",
+        url: "/metrics",
+        headers: authorization === undefined ? {} : { authorization },
+      });
+      expect(res.statusCode, String(authorization)).toBe(403);
+      expect(res.json()).toEqual({
+        error: "PermissionDenied",
+        code: "METRICS_TOKEN_REQUIRED",
+        status: 403,
+        message:
+          "/metrics answers a scraper that sends Authorization: Bearer <METRICS_TOKEN>: configure the scraper with it.",
+      });
+    }
+    const res = await t.app.inject({
+      method: "GET",
+      url: "/metrics",
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toContain("dimensio_http_requests_total");
+  });
+});

@@ -267,6 +267,28 @@ describe("gateway routing and failures", () => {
     expect(await scraped.text()).toContain("dimensio_http_requests_total");
   });
 
+  it("with METRICS_TOKEN its /metrics answers the token's bearer or the secret's holder, and names both to anyone else", async () => {
+    const gw = await buildGateway(
+      loadConfig({ ...env(), METRICS_TOKEN: "scrape-token-0123456789" }),
+      createLogger("silent"),
+    );
+    try {
+      const scrape = (headers: Record<string, string>) =>
+        gw.inject({ method: "GET", url: "/metrics", headers });
+      const refused = await scrape({ authorization: "Bearer not-the-token-0123" });
+      expect(refused.statusCode).toBe(403);
+      expect(refused.json()).toMatchObject({
+        code: "METRICS_TOKEN_REQUIRED",
+        message:
+          "/metrics answers a scraper that sends Authorization: Bearer <METRICS_TOKEN> (or the x-gateway-secret header): configure the scraper with it.",
+      });
+      expect((await scrape({ authorization: "Bearer scrape-token-0123456789" })).statusCode).toBe(200);
+      expect((await scrape({ "x-gateway-secret": "shared-secret" })).statusCode).toBe(200);
+    } finally {
+      await gw.close();
+    }
+  });
+
   it("passes the secret and X-Request-ID on, and keeps the caller's request id end to end", async () => {
     const r = await call("GET", "/api/v4/core/CUST?source=anag-1", { "x-request-id": "trace-123" });
     expect(r.body.headers["x-gateway-secret"]).toBe("shared-secret");
