@@ -40,7 +40,8 @@ export function parseRevision(raw: unknown): number {
  * Writes revision `rawRevision` of the record back. The values restored are the revision's
  * "after" values of the fields the caller may both read in detail (D: what the history shows it)
  * and modify (M); the id, TREC and the audit fields are never restored (a state moves only by
- * the moves of decisions.md §4). A cancelled record (TREC C) is refused like any update of one
+ * the moves of decisions.md §4), nor a MEDIA field (a file is uploaded, not written). A cancelled
+ * record (TREC C) is refused like any update of one
  * (400 INVALID_STATE_TRANSITION): restore it first (the `restore` command), then its revision.
  */
 export async function restoreRevision(
@@ -78,6 +79,10 @@ export async function restoreRevision(
       const field = dim.fieldsByCode.get(code);
       if (!field || field.system || field.isId) continue;
       if (!rules.allows(field, "D") || !rules.allows(field, "M")) continue;
+      // A MEDIA value describes an uploaded file: it is set by uploading one, never written back
+      // (the earlier file may be gone with the clean-up). Left as it is, as a field the caller may
+      // not change is: the restore restores what it can.
+      if (field.dataType === "MEDIA") continue;
       body[code] = change.after;
     }
     return withVisible(ctx, w.model, await updateRecord(w, dim, id, body, "patch"));
