@@ -2,7 +2,7 @@
 // of a tenant's dimension to standard output, as GET /api/v4/core/{dim}/export answers it (the same
 // resolver, parameters and formats, decisions §20), read as the system: every field a list shows
 // (L), every row (the dimension's ROW_SCOPE lifted: all_rows), the dimension's own security area as
-// source. List parameters as `name=value` (`filter[CITY_ID]=MI`, `sort=-NAME`, `fields=NAME,EMAIL`,
+// source. List parameters as `name=value` (`filter[CITY_ID]=MI`, `sort=-NAME`, `fields=NAME,CITY_ID`,
 // `$filter=…`); what the export route refuses (`$num_rows`, `$offset`, `$expand`…) is refused here
 // too, as is an option or a parameter name the command does not know (exit 2, nothing written).
 // Standard output's pace sets the reads' (a pipe into a slow reader holds one page at a time).
@@ -33,7 +33,7 @@ const SPEC = {
   valued: ["--format=csv|ndjson|json"],
   args: 2,
   isParameter: (arg: string) => arg.includes("="),
-  optionHint: "list parameters go as name=value (fields=NAME,EMAIL, sort=-NAME, filter[CITY_ID]=MI)",
+  optionHint: "list parameters go as name=value (fields=NAME,CITY_ID, sort=-NAME, filter[CITY_ID]=MI)",
 };
 
 /**

@@ -7,6 +7,7 @@
 // list, and so would any row rule the planner adds. Works on PostgreSQL and PGlite alike; no
 // connection is held between pages. The parameters are read by exportQuery, for every adapter
 // (the REST route and `npm run export`), so that each refuses the same ones for the same reasons.
+import { ApiError } from "../../errors.ts";
 import { compileRecordsSelect } from "../../query/compile.ts";
 import { invalidParameter } from "../../query/errors.ts";
 import { planRecords } from "../../query/plan.ts";
@@ -70,8 +71,26 @@ export function exportQuery(params: QueryParams): ListQuery {
 }
 
 /**
+ * 400 FIELD_NOT_READABLE: `fields` names a field the caller may see but not list (no L, e.g. D
+ * alone). A list's `$fields` leaves such a field out silently (docs/decisions.md, "Reads"); an
+ * export would then write a file without the column asked for (or no column at all), which a
+ * migration could not tell from a complete one.
+ */
+function fieldNotExportable(name: string, dim: string): ApiError {
+  const shown = name.slice(0, 60);
+  return new ApiError(
+    400,
+    "FIELD_NOT_READABLE",
+    "FieldNotReadable",
+    `${shown} of ${dim} may not be read in lists (a record's detail may show it), and an export's columns are the fields a list shows: leave ${shown} out of fields.`,
+    { field: shown },
+  );
+}
+
+/**
  * GET /{dim}/export: plans the list (its errors are thrown here, before any row is read) and
- * returns its pages. A grouped list or `$expand` is no export (400 INVALID_PARAMETER).
+ * returns its pages. A grouped list or `$expand` is no export (400 INVALID_PARAMETER); a field
+ * of `fields` that a list would leave out is refused (fieldNotExportable).
  */
 export function exportRecords(
   rc: ReadContext,
@@ -88,6 +107,10 @@ export function exportRecords(
     offset: 0,
     keyset: { after: null },
   });
+  for (const name of query.fields ?? []) {
+    const field = dim.rules.visibleField(name);
+    if (field && !plan.columns.includes(field)) throw fieldNotExportable(name, dim.code);
+  }
   return { dim: dim.code, columns: plan.columns, pages: pagesOf(rc, plan, pageRows) };
 }
 

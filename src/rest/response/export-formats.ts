@@ -32,31 +32,61 @@ function csvPage(columns: readonly FieldDef[], page: readonly DataRecord[], head
       // An empty text is quoted, a null is not: an import tells them apart (import-body.ts).
       quoted_match: /^$/,
       record_delimiter: "\r\n",
+      // A bare LF or CR in a value is quoted too (RFC 4180 §2.6): csv-stringify quotes only the
+      // record delimiter itself (CRLF) once one is set, and most readers end a record at either.
+      quote_record_delimiter: true,
     },
   );
 }
 
-/** The export's body as text chunks: a header (CSV, `[` of JSON) first, even with no rows. */
+function ndjsonPage(page: readonly DataRecord[]): string {
+  return page.map((r) => `${JSON.stringify(r)}\n`).join("");
+}
+
+function jsonItems(page: readonly DataRecord[]): string {
+  return page.map((r) => JSON.stringify(r)).join(",");
+}
+
+/**
+ * The export's body as text chunks, a header (CSV, `[` of JSON) even with no rows. The first
+ * chunk holds the first page (its statement run), never the header alone: the route awaits it
+ * before the answer starts, so that a failing first statement is the standard error body, not a
+ * 200 cut after its header (decisions.md, "Export and import").
+ */
 export async function* exportChunks(
   format: ExportFormat,
   columns: readonly FieldDef[],
   pages: AsyncIterable<DataRecord[]>,
 ): AsyncGenerator<string> {
-  if (format === "csv") {
-    yield csvPage(columns, [], true);
-    for await (const page of pages) yield csvPage(columns, page, false);
-    return;
+  const iterator = pages[Symbol.asyncIterator]();
+  try {
+    const first = await iterator.next();
+    const head = first.done ? [] : first.value;
+    const rest = async function* () {
+      if (first.done) return;
+      for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+    };
+    if (format === "csv") {
+      yield csvPage(columns, head, true);
+      for await (const page of rest()) yield csvPage(columns, page, false);
+      return;
+    }
+    if (format === "ndjson") {
+      // No rows, no chunk: an empty body.
+      if (head.length) yield ndjsonPage(head);
+      for await (const page of rest()) if (page.length) yield ndjsonPage(page);
+      return;
+    }
+    let written = head.length > 0;
+    yield `[${jsonItems(head)}`;
+    for await (const page of rest()) {
+      if (!page.length) continue;
+      yield written ? `,${jsonItems(page)}` : jsonItems(page);
+      written = true;
+    }
+    yield "]";
+  } finally {
+    // The consumer stopped early (the client went away): the pages' reader stops too.
+    await iterator.return?.();
   }
-  if (format === "ndjson") {
-    for await (const page of pages) yield `${page.map((r) => JSON.stringify(r)).join("\n")}\n`;
-    return;
-  }
-  let first = true;
-  yield "[";
-  for await (const page of pages) {
-    const items = page.map((r) => JSON.stringify(r)).join(",");
-    yield first ? items : `,${items}`;
-    first = false;
-  }
-  yield "]";
 }
