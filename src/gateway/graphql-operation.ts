@@ -9,9 +9,7 @@ import { hash as digest } from "node:crypto";
 import { isUtf8 } from "node:buffer";
 import { type DocumentNode, getOperationAST, Kind, parse } from "graphql";
 import { LRUCache } from "lru-cache";
-
-/** `extensions.persistedQuery.sha256Hash`, as src/graphql/persisted.ts reads it. */
-const HASH = /^(?:sha256:)?([0-9a-fA-F]{64})$/;
+import { requestedHash } from "../graphql/persisted.ts";
 
 /** Hashes of query-only documents the gateway has seen with their text (about 100 bytes each). */
 const LEARNED_HASHES = 10_000;
@@ -75,21 +73,20 @@ export function createGraphQLReads(opts: GraphQLReadsOptions): GraphQLReads {
         return false;
       }
       if (!isPlainObject(request)) return false;
-      const { query, operationName, extensions } = request;
+      const { query, operationName } = request;
       if (operationName !== undefined && operationName !== null && typeof operationName !== "string")
         return false;
-      const persisted = isPlainObject(extensions) ? extensions.persistedQuery : undefined;
-      const hash =
-        isPlainObject(persisted) && typeof persisted.sha256Hash === "string"
-          ? HASH.exec(persisted.sha256Hash)?.[1]?.toLowerCase()
-          : undefined;
+      // `extensions.persistedQuery` or `documentId`, as the backends read them: a malformed or
+      // ambiguous hash is their 400, answered by write.
+      const requested = requestedHash(request);
+      if ("error" in requested) return false;
+      const { hash } = requested;
       let document: DocumentNode | null;
       if (typeof query === "string" && query !== "") {
         document = documentOf(query);
         if (document && hash && onlyQueries(document) && digest("sha256", query, "hex") === hash)
           learned.set(hash, true);
-      } else if (persisted !== undefined && (query === undefined || query === "")) {
-        if (!hash) return false;
+      } else if (hash !== undefined && (query === undefined || query === "")) {
         if (learned.get(hash)) return true;
         const trusted = opts.trustedDocuments?.get(hash);
         document = trusted === undefined ? null : documentOf(trusted);

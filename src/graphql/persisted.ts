@@ -19,6 +19,12 @@
 //   (GRAPHQL_PERSISTED_MAX_PER_TENANT, GRAPHQL_PERSISTED_MAX_BYTES_PER_TENANT), the least recently
 //   used going first, and for at most MAX_TENANTS tenants. With several processes a client whose
 //   hash another process registered gets NOT_FOUND and registers it again: the protocol's own path.
+// - `documentId` (the GraphQL-over-HTTP persisted-documents proposal, which graphql-yoga's
+//   persisted-operations plugin and the codegen client preset's docs use: a body's `documentId`, a
+//   GET's `documentId` parameter, a WebSocket payload's `documentId`) is another spelling of the
+//   same hash: `sha256:<hex>` or bare hex, resolved here by the same rules (`requestedHash`). With
+//   `query` it is a hash with its document; beside a persistedQuery hash it must name the same
+//   document (PERSISTED_QUERY_INVALID otherwise: which one would run is not the server's guess).
 // - Trusted documents: GRAPHQL_TRUSTED_DOCUMENTS names a JSON file `{hash: document}` (the
 //   persisted-documents manifest `npm run codegen` writes, examples/gql/persisted-documents.json,
 //   whose keys are `sha256:<hex>`; bare hex is taken too), read and checked at start-up
@@ -55,9 +61,16 @@ export type PersistedResolution =
   | { query: string | undefined; register?: () => void; error?: undefined }
   | { error: GraphQLError };
 
+/** The parameters of a request that name its document (each as the request gave it, unchecked). */
+export interface DocumentParams {
+  query?: unknown;
+  extensions?: unknown;
+  documentId?: unknown;
+}
+
 export interface PersistedOperations {
-  /** What `query` and `extensions` of a request of `tenantId` ask to run. */
-  resolve(tenantId: string, query: unknown, extensions: unknown): PersistedResolution;
+  /** What `query`, `extensions` and `documentId` of a request of `tenantId` ask to run. */
+  resolve(tenantId: string, params: DocumentParams): PersistedResolution;
   /** A tenant's registrations: count and bytes (tests, metrics). */
   stats(tenantId: string): { entries: number; bytes: number };
 }
@@ -100,6 +113,20 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
+const invalidDocumentId = () =>
+  refusal(
+    "documentId must be the SHA-256 of a document: sha256:<64 hex digits> (or the 64 hex digits alone).",
+    "PERSISTED_QUERY_INVALID",
+    400,
+  );
+
+const conflictingHashes = () =>
+  refusal(
+    "documentId and extensions.persistedQuery.sha256Hash name different documents: send one of them.",
+    "PERSISTED_QUERY_INVALID",
+    400,
+  );
+
 /** The hex hash a request's `extensions` name (undefined: none; null: a malformed one). */
 export function persistedHashOf(extensions: unknown): string | undefined | null {
   if (!isPlainObject(extensions) || extensions.persistedQuery === undefined) return undefined;
@@ -108,6 +135,29 @@ export function persistedHashOf(extensions: unknown): string | undefined | null 
     return null;
   const match = HASH.exec(persisted.sha256Hash);
   return match ? match[1]!.toLowerCase() : null;
+}
+
+/** The hex hash a `documentId` names (undefined: none, as null is; null: a malformed one). */
+export function documentIdHashOf(documentId: unknown): string | undefined | null {
+  if (documentId === undefined || documentId === null) return undefined;
+  const match = typeof documentId === "string" ? HASH.exec(documentId) : null;
+  return match ? match[1]!.toLowerCase() : null;
+}
+
+/**
+ * The hex hash a request names, by `extensions.persistedQuery` or `documentId` (the same if both),
+ * undefined for none, or the refusal of a malformed or ambiguous one.
+ */
+export function requestedHash(
+  params: DocumentParams,
+): { hash: string | undefined } | { error: GraphQLError } {
+  const persisted = persistedHashOf(params.extensions);
+  if (persisted === null) return { error: invalidPersistedQuery() };
+  const documentId = documentIdHashOf(params.documentId);
+  if (documentId === null) return { error: invalidDocumentId() };
+  if (persisted !== undefined && documentId !== undefined && persisted !== documentId)
+    return { error: conflictingHashes() };
+  return { hash: persisted ?? documentId };
 }
 
 /**
@@ -143,9 +193,11 @@ export function createPersistedOperations(
   };
 
   return {
-    resolve(tenantId, given, extensions) {
-      const hash = persistedHashOf(extensions);
-      if (hash === null) return { error: invalidPersistedQuery() };
+    resolve(tenantId, params) {
+      const requested = requestedHash(params);
+      if ("error" in requested) return requested;
+      const { hash } = requested;
+      const given = params.query;
       // An empty text beside a hash is the hash alone, on every transport: graphql-ws requires a
       // `query` string, so its APQ clients send "" with the hash.
       const query = given === "" && hash !== undefined ? undefined : given;
@@ -232,24 +284,38 @@ export function persistedParams(persisted: PersistedOperations) {
     },
     onParams({
       params,
+      request,
       setParams,
       setResult,
       context,
     }: {
       params: { query?: string; extensions?: Record<string, unknown> } & Record<string, unknown>;
+      request: { method: string; url: string };
       setParams: (params: never) => void;
       setResult: (result: { errors: GraphQLError[] }) => void;
       context: unknown;
     }) {
       const tenantId = (context as Partial<TenantScoped>).caller?.principal.tenantId ?? "";
-      const resolved = persisted.resolve(tenantId, params.query, params.extensions);
+      // A JSON body's documentId is among yoga's parameters; a GET's, yoga's parser leaves out.
+      const { documentId: bodyDocumentId, ...rest } = params;
+      const documentId =
+        request.method === "GET"
+          ? new URL(request.url, "http://localhost").searchParams.get("documentId") || undefined
+          : bodyDocumentId;
+      const resolved = persisted.resolve(tenantId, {
+        query: params.query,
+        extensions: params.extensions,
+        documentId,
+      });
+      // yoga's later hooks refuse a parameter they do not know (documentId): it is resolved here.
       if (resolved.error) {
         // yoga's later hooks still check the parameters: a query (never run: the result is set).
-        setParams({ ...params, query: "" } as never);
+        setParams({ ...rest, query: "" } as never);
         return setResult({ errors: [resolved.error] });
       }
       if (resolved.register) pending.set(context as object, resolved.register);
-      if (resolved.query !== params.query) setParams({ ...params, query: resolved.query } as never);
+      if (resolved.query !== params.query || "documentId" in params)
+        setParams({ ...rest, query: resolved.query } as never);
     },
   };
 }

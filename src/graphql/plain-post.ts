@@ -6,9 +6,9 @@
 // hooks; its status and body are those yoga's regular result processor makes (the
 // equivalence test, test/graphql/plain-post.test.ts, compares them byte for byte). Everything else
 // (GET, other media types, subscriptions, a document refused before it runs) is left to yoga,
-// which answers it through the same chain. A body may carry `extensions.persistedQuery` (persisted
-// operations, src/graphql/persisted.ts): its document is resolved here, by the module yoga's side
-// uses too, before the chain runs it.
+// which answers it through the same chain. A body may carry `extensions.persistedQuery` or
+// `documentId` (persisted operations, src/graphql/persisted.ts): its document is resolved here, by
+// the module yoga's side uses too, before the chain runs it.
 import type { Plugin } from "@envelop/core";
 import type { FastifyRequest } from "fastify";
 import { type DocumentNode, type ExecutionResult, type GraphQLSchema, getOperationAST } from "graphql";
@@ -25,7 +25,7 @@ export interface PlainReply {
   operation: "query" | "mutation" | null;
 }
 
-const BODY_KEYS = new Set(["query", "variables", "operationName", "extensions"]);
+const BODY_KEYS = new Set(["query", "variables", "operationName", "extensions", "documentId"]);
 
 /** The Accept headers served here, each with the media type yoga answers it with. */
 const ANSWERED_AS = new Map<string | undefined, MediaType>([
@@ -45,6 +45,8 @@ export function plainRequest(request: FastifyRequest): {
   /** The document text; undefined when the body names a persisted operation by its hash alone. */
   query: string | undefined;
   extensions: { persistedQuery: unknown } | undefined;
+  /** A persisted operation's hash by its other name (persisted.ts checks it). */
+  documentId: unknown;
   variables: Record<string, unknown> | undefined;
   operationName: string | undefined;
 } | null {
@@ -56,19 +58,21 @@ export function plainRequest(request: FastifyRequest): {
   const body = request.body;
   if (!isPlainObject(body)) return null;
   for (const key in body) if (!BODY_KEYS.has(key)) return null;
-  const { query, variables, operationName, extensions } = body;
+  const { query, variables, operationName, extensions, documentId } = body;
   // Of extensions, only a persisted operation's are taken here (yoga takes any other).
   if (extensions !== undefined) {
     if (!isPlainObject(extensions) || extensions.persistedQuery === undefined) return null;
     for (const key in extensions) if (key !== "persistedQuery") return null;
   }
-  if (typeof query !== "string" && (extensions === undefined || query !== undefined)) return null;
+  const namesPersisted = extensions !== undefined || (documentId !== undefined && documentId !== null);
+  if (typeof query !== "string" && (!namesPersisted || query !== undefined)) return null;
   if (variables !== undefined && variables !== null && !isPlainObject(variables)) return null;
   if (operationName !== undefined && operationName !== null && typeof operationName !== "string") return null;
   return {
     mediaType,
     query: query as string | undefined,
     extensions: extensions as { persistedQuery: unknown } | undefined,
+    documentId,
     variables: variables ?? undefined,
     operationName: operationName ?? undefined,
   };
@@ -121,7 +125,7 @@ export function createPlainPost(chain: Plugin[], persisted: PersistedOperations)
   return async (request, schema, contextValue) => {
     const plain = plainRequest(request);
     if (!plain) return null;
-    const resolved = persisted.resolve(contextValue.caller.principal.tenantId, plain.query, plain.extensions);
+    const resolved = persisted.resolve(contextValue.caller.principal.tenantId, plain);
     if (resolved.error) return { ...replyOf({ errors: [resolved.error] }, plain.mediaType), operation: null };
     if (resolved.query === undefined) return null; // yoga answers a body without a document
     let document: DocumentNode;

@@ -1,9 +1,9 @@
 // A GraphQL request's parameters (query, variables, operationName, extensions) checked the same way
 // whatever carries them, before yoga or the chain read them:
 //   - a POST's body must be a JSON object with a `query` string, or a persisted operation's
-//     `extensions.persistedQuery` (400 BAD_REQUEST otherwise: a body of `{}`, `null`, `42`, `[]`,
-//     or without a document, never reaches yoga, which would answer some of them 200 or with its
-//     parser's internal error);
+//     `extensions.persistedQuery` or `documentId` (400 BAD_REQUEST otherwise: a body of `{}`,
+//     `null`, `42`, `[]`, or without a document, never reaches yoga, which would answer some of
+//     them 200 or with its parser's internal error);
 //   - a GET's `variables` and `extensions` must be JSON (400 INVALID_JSON, not an unexpected error);
 //   - the parameters nest at most MAX_JSON_DEPTH levels (400 INVALID_JSON) on every transport: a
 //     POST's body is bounded by the JSON parser (src/http/server.ts), a GET's parameters here as the
@@ -21,9 +21,9 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 const notARequest = (what: string) => new BadRequestError("BAD_REQUEST", what);
 
 const NOT_A_BODY =
-  "The request body must be a JSON object with a `query` string (the GraphQL document), or an `extensions.persistedQuery` naming a persisted operation.";
+  "The request body must be a JSON object with a `query` string (the GraphQL document), or a `documentId` or `extensions.persistedQuery` naming a persisted operation.";
 const NO_DOCUMENT =
-  "A GraphQL GET names its document in the `query` parameter, or a persisted operation in `extensions.persistedQuery`.";
+  "A GraphQL GET names its document in the `query` parameter, or a persisted operation in the `documentId` parameter or `extensions.persistedQuery`.";
 
 /** 400 INVALID_JSON for parameters nested deeper than a JSON body may be; `where` says which. */
 export function nestedTooDeep(where: string): BadRequestError {
@@ -38,9 +38,15 @@ export function paramsTooDeep(params: unknown): boolean {
   return exceedsDepth(params, MAX_JSON_DEPTH);
 }
 
-/** Names a persisted operation: `extensions.persistedQuery` given (persisted.ts checks its shape). */
-function namesPersisted(extensions: unknown): boolean {
-  return isPlainObject(extensions) && extensions.persistedQuery !== undefined;
+/**
+ * Names a persisted operation: `extensions.persistedQuery` or a `documentId` given (persisted.ts
+ * checks their shape).
+ */
+function namesPersisted(extensions: unknown, documentId: unknown): boolean {
+  return (
+    (isPlainObject(extensions) && extensions.persistedQuery !== undefined) ||
+    (documentId !== undefined && documentId !== null)
+  );
 }
 
 /** A GET parameter as yoga reads it (Fastify's parsed query string: a repeated one is an array). */
@@ -78,14 +84,19 @@ export function checkHttpParams(request: FastifyRequest): void {
   if (request.method === "GET") {
     jsonParameter(request.query, "variables");
     const extensions = jsonParameter(request.query, "extensions");
-    if (!parameter(request.query, "query") && !namesPersisted(extensions)) throw notARequest(NO_DOCUMENT);
+    if (
+      !parameter(request.query, "query") &&
+      // An empty parameter is none, as yoga takes its others.
+      !namesPersisted(extensions, parameter(request.query, "documentId") || undefined)
+    )
+      throw notARequest(NO_DOCUMENT);
     return;
   }
   if (request.method !== "POST") return;
   const body = request.body;
   if (!isPlainObject(body)) throw notARequest(NOT_A_BODY);
-  const { query, extensions } = body;
+  const { query, extensions, documentId } = body;
   if (typeof query === "string") return;
-  if ((query === undefined || query === null) && namesPersisted(extensions)) return;
+  if ((query === undefined || query === null) && namesPersisted(extensions, documentId)) return;
   throw notARequest(NOT_A_BODY);
 }

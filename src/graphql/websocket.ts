@@ -28,9 +28,9 @@
 // or `next` message with the errors in the same shape, codes and extensions as over HTTP.
 // A `subscribe` payload nested deeper than a JSON body may be is refused as over HTTP (400
 // INVALID_JSON, src/graphql/request-params.ts).
-// Persisted operations: a `subscribe` payload's `extensions.persistedQuery` is resolved by the
-// module the HTTP transports use (src/graphql/persisted.ts), with the same refusals; a document sent
-// with its hash is registered once it parsed and validated. The protocol
+// Persisted operations: a `subscribe` payload's `extensions.persistedQuery` (or `documentId`) is
+// resolved by the module the HTTP transports use (src/graphql/persisted.ts), with the same
+// refusals; a document sent with its hash is registered once it parsed and validated. The protocol
 // requires `query` to be a string: a payload naming a persisted operation by its hash alone sends
 // `query: ""`, taken as no document.
 import type { IncomingMessage, Server } from "node:http";
@@ -196,6 +196,14 @@ function reason(text: string): string {
 
 const AUTH_CODE = /^(TOKEN_|SESSION_)/;
 
+/**
+ * The close reason of a socket opened without a token: HTTP's message names the Authorization
+ * header, which a browser cannot set on a WebSocket; the token goes in connection_init's payload,
+ * under either key onConnect reads (at most 123 bytes, as every close reason).
+ */
+export const WS_TOKEN_MISSING_REASON =
+  'A bearer token is required in connection_init\'s payload: {"authorization": "Bearer <token>"} (or "Authorization").';
+
 function pathOf(request: IncomingMessage): string {
   const url = request.url ?? "/";
   const end = url.indexOf("?");
@@ -352,6 +360,14 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           }
           return true;
         } catch (err) {
+          if (
+            err instanceof AuthenticationError &&
+            err.code === "TOKEN_MISSING" &&
+            !connection.authorization?.trim()
+          ) {
+            socket.close(WS_CLOSE.unauthorized, WS_TOKEN_MISSING_REASON);
+            return false;
+          }
           if (!refuse(socket, err)) {
             deps.onError?.(err);
             socket.close(1011, "Authentication failed.");
@@ -378,11 +394,8 @@ export function attachGraphQLWebSocket(deps: WebSocketDeps): GraphQLWebSocket {
           if (refuse(socket, err)) return [];
           return [asSent(asGraphQLError(err))];
         }
-        const resolved = deps.persisted.resolve(
-          authenticated.caller.principal.tenantId,
-          payload.query,
-          payload.extensions,
-        );
+        // query, extensions and a `documentId` beside them (persisted.ts reads the payload's).
+        const resolved = deps.persisted.resolve(authenticated.caller.principal.tenantId, payload);
         if (resolved.error) return [asSent(resolved.error)];
         // What the heavy lanes watch: aborted when the operation or its socket ends.
         const ending = new AbortController();

@@ -59,7 +59,10 @@ const SCRIPTS = {
     file: "export.ts",
     usage: "usage: npm run export -- TENANT DIM [--format=csv|ndjson|json] [name=value …]",
   },
-  "schema:print": { file: "schema-print.ts", usage: "usage: npm run schema:print [-- FIXTURE.json]" },
+  "schema:print": {
+    file: "schema-print.ts",
+    usage: "usage: npm run schema:print [-- FIXTURE.json | --user=USER_ID]",
+  },
 } as const;
 
 describe("the commands' command lines: help and refusals, nothing touched", () => {
@@ -205,7 +208,7 @@ describe("the commands' command lines: help and refusals, nothing touched", () =
     expect(demo!.code, demo!.stderr).toBe(0);
     expect(demo!.stdout).toBe(`${printFixtureSchema(JSON.parse(await readFile(DEMO_FIXTURE, "utf8")))}\n`);
     expect(demo!.stdout).toContain("PO_create(");
-    expectRefusal(bogus!, usage, "Unknown option --all. The only option is --help.", "--all");
+    expectRefusal(bogus!, usage, "Unknown option --all. The options are --user=USER_ID and --help.", "--all");
     expectRefusal(two!, usage, "Expected at most 1 argument, got 2: a.json b.json.", "two files");
     expect(missing!.code).toBe(1);
     expect(missing!.stderr).toContain("no-such-fixture.json: ENOENT");

@@ -817,6 +817,25 @@ describe("gateway: a GraphQL POST running a query goes to read, anything else to
     expect((await gql(hashOnly, { at: fresh })).backend).toBe("write");
   });
 
+  it("a hash sent as `documentId` routes as the persistedQuery hash does; a malformed or conflicting one goes to write", async () => {
+    const query = `query LearnedById${Date.now()} { a }`;
+    const documentId = `sha256:${sha(query)}`;
+    expect((await gql({ documentId })).backend).toBe("write");
+    // Learnt from its text sent with the documentId, then known by either spelling.
+    expect((await gql({ query, documentId })).backend).toBe("read");
+    expect((await gql({ documentId })).backend).toBe("read");
+    expect((await gql({ query: "", documentId: sha(query) })).backend).toBe("read");
+    expect(
+      (await gql({ extensions: { persistedQuery: { version: 1, sha256Hash: sha(query) } } })).backend,
+    ).toBe("read");
+    // The backend refuses these (PERSISTED_QUERY_INVALID): write answers them.
+    expect((await gql({ documentId: "sha1:abc" })).backend).toBe("write");
+    const other = sha(`query OtherById${Date.now()} { a }`);
+    expect(
+      (await gql({ documentId, extensions: { persistedQuery: { version: 1, sha256Hash: other } } })).backend,
+    ).toBe("write");
+  });
+
   it("a trusted document's hash alone (GRAPHQL_TRUSTED_DOCUMENTS) goes where its operation runs", async () => {
     const query = "query Trusted { a }";
     const mutation = "mutation TrustedWrite { a }";
