@@ -4,7 +4,7 @@ import { loadConfig, startupWarnings } from "./config.ts";
 import { createLogger } from "./logger.ts";
 import type { Config } from "./types.ts";
 import { describeStartupError } from "./cli/startup-error.ts";
-import { loadDemoDataIfEmpty } from "./demo/load-demo.ts";
+import { demoLoginsBanner, loadDemoDataIfEmpty } from "./demo/load-demo.ts";
 import { startStatisticsJob } from "./db/statistics.ts";
 import { eventPartsOf, inProcessBusWarning, startEventRuntime } from "./events/runtime.ts";
 import { startHistoryRetention } from "./history/retention.ts";
@@ -19,14 +19,7 @@ async function main(): Promise<void> {
   const { logger } = services;
   if (config.loadDemoData) {
     const logins = await loadDemoDataIfEmpty(services);
-    if (logins) {
-      console.log("\nDemo data loaded. Log in with POST /auth/login {username, password}:");
-      for (const l of logins)
-        console.log(
-          `  ${l.user_id.padEnd(8)} ${l.password.padEnd(16)} tenant ${l.tenant_id}, peso ${l.peso}`,
-        );
-      console.log("");
-    }
+    if (logins) console.log(demoLoginsBanner(logins));
   }
   // PGlite has no autovacuum: the service keeps its planner statistics current itself.
   const statistics =

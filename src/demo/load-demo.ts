@@ -7,7 +7,7 @@ import type { Services } from "../services.ts";
 
 export const DEMO_FIXTURE_PATH = path.join(projectRoot(), "src/demo/demo-fixture.json");
 
-interface DemoLogin {
+export interface DemoLogin {
   user_id: string;
   password: string;
   tenant_id: string;
@@ -42,4 +42,17 @@ async function loadIfEmpty(services: Services): Promise<DemoLogin[] | null> {
     tenant_id,
     peso,
   }));
+}
+
+/**
+ * The start-up banner of a first load: every demo login of the fixture (README's demo users
+ * table lists the same), one a line.
+ */
+export function demoLoginsBanner(logins: readonly DemoLogin[]): string {
+  const lines = logins.map(
+    (l) => `  ${l.user_id.padEnd(8)} ${l.password.padEnd(16)} tenant ${l.tenant_id}, peso ${l.peso}`,
+  );
+  return ["", "Demo data loaded. Log in with POST /auth/login {username, password}:", ...lines, ""].join(
+    "\n",
+  );
 }

@@ -71,6 +71,25 @@ export interface OperationMeasure {
   introspection: number;
   /** The deepest nesting of lists and input objects written in an argument. */
   inputDepth: number;
+  /**
+   * The lists of the heaviest branch of values, outermost first: what a refusal over
+   * GRAPHQL_MAX_NODES names, so that the client knows which list to bound and how.
+   */
+  lists: SizedList[];
+}
+
+/** A list of the operation as the value estimate sized it. */
+export interface SizedList {
+  /** Response names from the root, `.`-separated (`PO.data.POL`). */
+  path: string;
+  /** The rows counted: for a nested list, per row of the list above it. */
+  size: number;
+  /** What set `size`: the argument as written, a variable (counted as the largest page), or no argument. */
+  by: "argument" | "variable" | "default";
+  /** The argument that sizes it (`limit` or `first`), when one does. */
+  argument?: string;
+  /** The variable given as that argument. */
+  variable?: string;
 }
 
 /**
@@ -119,7 +138,7 @@ export function sourceNesting(body: string): number {
   return deepest;
 }
 
-export function tooComplex(message: string, details: Record<string, number>): GraphQLError {
+export function tooComplex(message: string, details: Record<string, unknown>): GraphQLError {
   return new GraphQLError(message, {
     extensions: { code: "QUERY_TOO_COMPLEX", status: 400, details },
   });
@@ -153,9 +172,28 @@ export function fieldMergeLimit(error: GraphQLError): GraphQLError | null {
   );
 }
 
+/**
+ * The heaviest branch of a selection set's lists, kept as a chain of steps cheap to extend at its
+ * top (a fragment's measure, reused at every spread, is never changed): `names` are the response
+ * names from the step above (or the selection set) down to this list, outermost first.
+ */
+interface Chain {
+  names: Names;
+  /** Null while the list is a page's `data`: the field above it, its page, sizes it. */
+  list: Omit<SizedList, "path"> | null;
+  next: Chain | null;
+}
+interface Names {
+  name: string;
+  rest: Names | null;
+}
+
 /** A selection set's measure; `deferred` is the per-item size of lists sized by the enclosing field. */
-interface Measure extends OperationMeasure {
+interface Measure extends Omit<OperationMeasure, "lists"> {
   deferred: number;
+  /** Its heaviest branch of lists; `weight`, what the branch is chosen by among siblings. */
+  chain: Chain | null;
+  weight: number;
 }
 
 const zero = (): Measure => ({
@@ -166,9 +204,17 @@ const zero = (): Measure => ({
   introspection: 0,
   deferred: 0,
   inputDepth: 0,
+  chain: null,
+  weight: 0,
 });
 
 function add(into: Measure, m: Measure): void {
+  // The heaviest branch of the set: a page's `data` weighs its items at the default page.
+  const weight = m.nodes + m.deferred * DEFAULT_NUM_ROWS;
+  if (m.chain && weight > into.weight) {
+    into.chain = m.chain;
+    into.weight = weight;
+  }
   into.cost += m.cost;
   into.depth = Math.max(into.depth, m.depth);
   into.aliases += m.aliases;
@@ -297,6 +343,32 @@ function sizedByVariable(node: FieldNode): boolean {
   return arg?.value.kind === Kind.VARIABLE;
 }
 
+/** How a list of `size` rows was sized, for the message of a refusal. */
+function sizedList(node: FieldNode, size: number): Omit<SizedList, "path"> {
+  const arg = node.arguments?.find((a) => a.name.value === "limit" || a.name.value === "first");
+  if (!arg || arg.value.kind === Kind.NULL) return { size, by: "default" };
+  if (arg.value.kind === Kind.VARIABLE)
+    return { size, by: "variable", argument: arg.name.value, variable: arg.value.name.value };
+  return { size, by: "argument", argument: arg.name.value };
+}
+
+/** `names` followed by `rest`: a page's `data` (short) before the names of the list under it. */
+function prepend(names: Names | null, rest: Names): Names {
+  if (!names) return rest;
+  return { name: names.name, rest: prepend(names.rest, rest) };
+}
+
+/** A chain's lists with their paths from the root, a page's `data` left unsized at the root. */
+function flatten(chain: Chain | null): SizedList[] {
+  const lists: SizedList[] = [];
+  const path: string[] = [];
+  for (let step = chain; step; step = step.next) {
+    for (let n: Names | null = step.names; n; n = n.rest) path.push(n.name);
+    if (step.list) lists.push({ path: path.join("."), ...step.list });
+  }
+  return lists;
+}
+
 /** A list argument's length: as written, or `bound` for a variable (a single value is a list of one). */
 function listLength(node: FieldNode, name: string, bound: () => number): number {
   const value = node.arguments?.find((a) => a.name.value === name)?.value;
@@ -345,9 +417,9 @@ class Walker {
           ? this.schema.getMutationType()
           : this.schema.getSubscriptionType();
     const m = this.selectionSet(op.selectionSet, root ?? null);
-    const { deferred, ...measure } = m;
+    const { deferred, chain, weight: _, ...measure } = m;
     measure.nodes += deferred * DEFAULT_NUM_ROWS;
-    return measure;
+    return { ...measure, lists: flatten(chain) };
   }
 
   private selectionSet(set: SelectionSetNode, parent: GraphQLCompositeType | null): Measure {
@@ -405,6 +477,20 @@ class Walker {
       nodes: 0,
       introspection: 0,
       deferred: 0,
+      chain: null,
+      weight: 0,
+    };
+    const names: Names = { name: node.alias?.value ?? name, rest: null };
+    // The branch under this field, its own name on top: a list it sizes is a step of its own.
+    const through = (own: Omit<SizedList, "path"> | null): Chain | null => {
+      const under = sub.chain;
+      // A page's `data` under this field is sized by it: the page is the step, `data` leads below.
+      if (under && under.list === null) {
+        const next = under.next ? { ...under.next, names: prepend(under.names, under.next.names) } : null;
+        return { names, list: own ?? sizedList(node, limit ?? DEFAULT_NUM_ROWS), next };
+      }
+      if (own) return { names, list: own, next: under };
+      return under ? { ...under, names: { name: names.name, rest: under.names } } : null;
     };
     const list = type !== null && isListType(type);
     // A list that takes a `limit` of its own (a reverse relation) is sized by it, else by the
@@ -419,6 +505,7 @@ class Walker {
       m.nodes = 1;
       m.deferred = one;
       m.introspection = DEFAULT_NUM_ROWS * sub.introspection;
+      m.chain = { names, list: null, next: sub.chain };
     } else if (list && !node.selectionSet && def) {
       // A list of JSON objects: an aggregate's groups or `vars`'s values, counted by their members.
       m.nodes = 1 + this.jsonRows(node, def, parent, limit);
@@ -426,10 +513,13 @@ class Walker {
       // A page of groups (`D_aggregate { data meta }`): its `data` is JSON objects, sized by the
       // page's own arguments (limit or first, group_by, aggregate), counted here.
       m.nodes = 1 + one + this.jsonRows(node, def, parent, limit);
+      m.chain = { names, list: sizedList(node, limit ?? DEFAULT_NUM_ROWS), next: null };
     } else {
-      const size = list && node.selectionSet ? (limit ?? DEFAULT_RELATION_ROWS) : 1;
+      const sized = list && node.selectionSet;
+      const size = sized ? (limit ?? DEFAULT_RELATION_ROWS) : 1;
       m.nodes = 1 + size * one;
       m.introspection = size * sub.introspection;
+      m.chain = through(sized ? sizedList(node, size) : null);
     }
     return m;
   }
@@ -550,6 +640,45 @@ function operationsOf(document: DocumentNode): OperationDefinitionNode[] {
   );
 }
 
+/** The last response name of a path: the field as the document writes it. */
+const fieldOf = (path: string) => path.slice(path.lastIndexOf(".") + 1);
+
+/** Why a list counts as many rows as it does. */
+function sizeReason(list: SizedList, nested: boolean): string {
+  if (list.by === "variable")
+    return `\`${list.argument}: $${list.variable}\`: a page size given as a variable counts as the largest page, ${MAX_NUM_ROWS}, whatever value is sent, as the operation is checked once for every value of its variables`;
+  if (list.by === "argument") return `its \`${list.argument}\``;
+  return nested
+    ? `no \`limit\`: a reverse relation reads up to ${DEFAULT_RELATION_ROWS} per parent`
+    : `no \`limit\`: the default page`;
+}
+
+/**
+ * What a refusal over GRAPHQL_MAX_NODES adds: the lists of the heaviest branch with what sized
+ * each (a variable page size counts at the largest page), and what to change so that it runs.
+ */
+function whyLists(lists: readonly SizedList[]): string {
+  if (!lists.length) return "";
+  const counted = lists
+    .map((l, i) => `${l.path}: ${l.size} ${i ? "each" : "rows"} (${sizeReason(l, i > 0)})`)
+    .join(" × ");
+  const fixes: string[] = [];
+  // Bounding a nested list first: it holds whatever page size a request sends.
+  for (const [i, l] of lists.entries()) {
+    if (i > 0 && l.by === "default")
+      fixes.push(`give ${l.path} a \`limit\` (\`${fieldOf(l.path)}(limit: 10)\`)`);
+  }
+  for (const l of lists) {
+    if (l.by === "variable") fixes.push(`pass the \`${l.argument}\` of ${l.path} literally`);
+  }
+  if (!fixes.length) {
+    const largest = lists.reduce((a, b) => (b.size > a.size ? b : a));
+    fixes.push(`lower the \`${largest.argument ?? "limit"}\` of ${largest.path}`);
+  }
+  const advice = fixes.join(", or ");
+  return ` The largest lists: ${counted}. To run it, ${advice}.`;
+}
+
 const shown = (n: number) =>
   Number.isFinite(n) && n < Number.MAX_SAFE_INTEGER ? Math.round(n) : Number.MAX_SAFE_INTEGER;
 
@@ -588,9 +717,14 @@ export function checkComplexity(
       );
     }
     if (nodes > limits.maxNodes) {
+      const { lists } = measure;
       return tooComplex(
-        `The operation would resolve about ${shown(nodes)} values (lists counted at their limit); at most ${limits.maxNodes} are allowed.`,
-        { nodes: shown(nodes), max_nodes: limits.maxNodes },
+        `The operation would resolve about ${shown(nodes)} values (lists counted at their limit); at most ${limits.maxNodes} are allowed.${whyLists(lists)}`,
+        {
+          nodes: shown(nodes),
+          max_nodes: limits.maxNodes,
+          ...(lists.length ? { path: lists[lists.length - 1]!.path, lists } : {}),
+        },
       );
     }
     if (introspection > maxIntrospection) {

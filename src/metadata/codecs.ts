@@ -84,13 +84,23 @@ function numberOf(v: Literal, pattern: RegExp): number {
   return typeof v === "number" ? v : typeof v === "string" && pattern.test(v.trim()) ? Number(v) : Number.NaN;
 }
 
+/**
+ * A value as a message shows it. Typed a Literal, but GraphQL's Int64, Decimal and Date scalars
+ * pass any JSON through to the filter: an object or a list is named as one (String() made it
+ * "[object Object]" or its members run together).
+ */
 function describe(v: Literal): string {
-  return typeof v === "string" ? `'${v.length > 40 ? `${v.slice(0, 40)}…` : v}'` : String(v);
+  const value: unknown = v;
+  if (typeof value === "string") return `'${value.length > 40 ? `${value.slice(0, 40)}…` : value}'`;
+  if (Array.isArray(value)) return "a list";
+  if (typeof value === "object" && value !== null) return "an object";
+  return String(value);
 }
 
 /** A literal compared with a text-like column. */
 export function filterText(field: FieldDef, v: Literal): string {
-  if (typeof v === "boolean" || v === null) invalid(field, `expected text, got ${describe(v)}`);
+  // Not a string or a number: a boolean, null, or an object or list a JSON scalar let through.
+  if (typeof v !== "string" && typeof v !== "number") invalid(field, `expected text, got ${describe(v)}`);
   const s = typeof v === "number" ? String(v) : v;
   if (s.includes("\u0000")) invalid(field, "contains a NUL character");
   return s;

@@ -3,12 +3,13 @@
 // through the write pipeline (field rules, templates, cascades, event), recorded as a new revision
 // of operation `restore`. Needs the write grant.
 import { accessView } from "../../auth/access-view.ts";
-import { BadRequestError, NotFoundError } from "../../errors.ts";
+import { BadRequestError, NotFoundError, ValidationError } from "../../errors.ts";
 import { type Changes, revisionChanges } from "../../history/revisions.ts";
 import type { RequestContext, WriteOutcome } from "../../types.ts";
 import { runWrite, spendRecords, type WriteDeps, type WriteOptions } from "./pipeline.ts";
 import { withVisible } from "./present.ts";
 import { lockRecord } from "./record-store.ts";
+import { currentTrec } from "./state.ts";
 import { updateRecord } from "./update.ts";
 
 /** Revision numbers are INTEGER (TB_HISTORY.REVISION). */
@@ -37,12 +38,28 @@ export function parseRevision(raw: unknown): number {
 }
 
 /**
+ * The refusal of a revision's restore on a cancelled record: an update's own message ("only
+ * restored, by PATCH with TREC M") reads as if this restore were that, so this one says what
+ * to do, in both APIs' words: the `restore` command, then the revision.
+ */
+function cancelledRecord(dimCode: string, id: string | number, source: string | null): ValidationError {
+  const shownId = JSON.stringify(id);
+  const rest = `POST /api/v4/core/${dimCode}/command/restore${source ? `?source=${encodeURIComponent(source)}` : ""} with {"id": ${shownId}}`;
+  const graphql = `${dimCode}_command(${source ? `source: ${JSON.stringify(source)}, ` : ""}name: "restore", id: ${shownId})`;
+  return new ValidationError(
+    "INVALID_STATE_TRANSITION",
+    `${dimCode} ${String(id)} is cancelled (TREC C): restore the record first with the restore command (REST: ${rest}; GraphQL: ${graphql}), then restore its revision.`,
+    { field: "TREC", details: { from: "C", to: "M", command: "restore" } },
+  );
+}
+
+/**
  * Writes revision `rawRevision` of the record back. The values restored are the revision's
  * "after" values of the fields the caller may both read in detail (D: what the history shows it)
  * and modify (M); the id, TREC and the audit fields are never restored (a state moves only by
  * the moves of decisions.md §4), nor a MEDIA field (a file is uploaded, not written). A cancelled
- * record (TREC C) is refused like any update of one
- * (400 INVALID_STATE_TRANSITION): restore it first (the `restore` command), then its revision.
+ * record (TREC C) is refused (400 INVALID_STATE_TRANSITION) with a message naming what to do:
+ * restore it first (the `restore` command), then its revision.
  */
 export async function restoreRevision(
   deps: WriteDeps,
@@ -72,6 +89,7 @@ export async function restoreRevision(
         },
       );
     }
+    if (currentTrec(current) === "C") throw cancelledRecord(dim.code, id, ctx.source);
     const changes = revisionChanges(row.CHANGES);
     const rules = accessView(ctx, w.model).fields(dim);
     const body: Record<string, unknown> = {};
