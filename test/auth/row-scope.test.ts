@@ -683,4 +683,38 @@ describe("row scope in the demo data", () => {
     expect(await units("sara")).toEqual(["SHOP"]);
     expect(await units("pietro")).toEqual(["SHOP", "WH-NORTH", "WH-SOUTH"]);
   });
+
+  it("order lines are scoped with their orders: a clerk reads and writes only their warehouse's lines, and the lines of a new order are theirs", async () => {
+    const as = async (name: "nora" | "sven" | "pietro") =>
+      client(t.app, await loginAs(t.app, name, `${name}-demo-${{ nora: 5, sven: 6, pietro: 2 }[name]}`));
+    const [nora, sven, pietro] = [await as("nora"), await as("sven"), await as("pietro")];
+    const lines = async (c: typeof nora) => {
+      const res = await c.get(
+        "/api/v4/core/POL?source=purchasing-2&$fields=POL_ID,PO_ID,CENTRO_DETT&sort=POL_ID",
+      );
+      expect(res.status).toBe(200);
+      return (res.body as { data: Array<{ POL_ID: number; PO_ID: number; CENTRO_DETT: string }> }).data;
+    };
+    const all = await lines(pietro);
+    expect(all.map((l) => l.CENTRO_DETT).sort()).toEqual(["SHOP", "WH-NORTH", "WH-SOUTH"]);
+    expect((await lines(nora)).map((l) => l.CENTRO_DETT)).toEqual(["WH-NORTH"]);
+    const south = all.find((l) => l.CENTRO_DETT === "WH-SOUTH")!;
+    // Another warehouse's line is as absent as another tenant's: 404 to read and to write.
+    expect((await nora.get(`/api/v4/core/POL/${south.POL_ID}?source=purchasing-2`)).status).toBe(404);
+    expect(
+      (await nora.patch(`/api/v4/core/POL/${south.POL_ID}?source=purchasing-2`, { data: { QTY_KG: 1 } }))
+        .status,
+    ).toBe(404);
+    expect((await lines(sven)).map((l) => l.POL_ID)).toEqual([south.POL_ID]);
+    // A new order's lines (insert cascade) are stamped with the clerk's warehouse, as the order is.
+    const created = await nora.post("/api/v4/core/PO?source=purchasing-1", {
+      data: { SUPP_ID: 1, PO_DATE: "20261120", POL: [{ ITEM_ID: "GC-0001", QTY_KG: 10 }] },
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const mine = await lines(nora);
+    expect(mine.filter((l) => l.PO_ID === created.body.data.PO_ID).map((l) => l.CENTRO_DETT)).toEqual([
+      "WH-NORTH",
+    ]);
+    expect((await lines(sven)).map((l) => l.POL_ID)).toEqual([south.POL_ID]);
+  });
 });
