@@ -14,6 +14,12 @@ import { requestedHash } from "../graphql/persisted.ts";
 /** Hashes of query-only documents the gateway has seen with their text (about 100 bytes each). */
 const LEARNED_HASHES = 10_000;
 
+/**
+ * Documents parsed already, by their text (a client sends the same few again and again): at most
+ * this many characters of text, counted twice (the key and the document parsed from it).
+ */
+const PARSED_DOCUMENT_CHARS = 4 * 1024 * 1024;
+
 export interface GraphQLReadsOptions {
   /** GRAPHQL_MAX_DOCUMENT_BYTES: a longer document is the backend's 413, not parsed here. */
   maxDocumentBytes: number;
@@ -60,8 +66,19 @@ function onlyQueries(document: DocumentNode): boolean {
  */
 export function createGraphQLReads(opts: GraphQLReadsOptions): GraphQLReads {
   const learned = new LRUCache<string, true>({ max: LEARNED_HASHES });
-  const documentOf = (text: string): DocumentNode | null =>
-    Buffer.byteLength(text) > opts.maxDocumentBytes ? null : parsed(text);
+  const documents = new LRUCache<string, DocumentNode | false>({
+    maxSize: PARSED_DOCUMENT_CHARS,
+    sizeCalculation: (_document, text) => 2 * text.length + 1,
+  });
+  const documentOf = (text: string): DocumentNode | null => {
+    if (Buffer.byteLength(text) > opts.maxDocumentBytes) return null;
+    let document = documents.get(text);
+    if (document === undefined) {
+      document = parsed(text) ?? false;
+      documents.set(text, document);
+    }
+    return document || null;
+  };
 
   return {
     isQuery(body) {
