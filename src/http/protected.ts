@@ -17,6 +17,11 @@ declare module "fastify" {
   interface FastifyContextConfig {
     /** The request needs no caller (true, or true for the requests the function accepts). */
     public?: boolean | ((request: FastifyRequest) => boolean);
+    /**
+     * The route reads its body itself and takes its tenant's heavy lane when it needs it (an
+     * import: once its body is in a file), so a large body does not take the lane here.
+     */
+    ownsBodyLane?: boolean;
   }
 }
 
@@ -94,7 +99,12 @@ export function protectedScope(
       // (issue 35 §3–§4). Its caller is authenticated first, before a byte of the body is read.
       // A callback hook: the usual request (no large body) passes without a promise made.
       scope.addHook("preParsing", (request, reply, payload, done) => {
-        if (!isLargeBody(request, heavyBodies.bodyBytes) || isPublic(request)) return done(null, payload);
+        if (
+          !isLargeBody(request, heavyBodies.bodyBytes) ||
+          isPublic(request) ||
+          request.routeOptions.config.ownsBodyLane === true
+        )
+          return done(null, payload);
         auth
           .authenticate(request, reply)
           .then(async (caller) => {

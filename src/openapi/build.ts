@@ -367,7 +367,8 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
         },
         responses: {
           "200": {
-            description: "What the import did: rows received, created, updated, failed, the first 100 errors",
+            description:
+              "What the import did: rows received, created, updated, unchanged (upsert rows holding their stored values: nothing written), failed, the first 100 errors; warnings (absent if none): FIELDS_IGNORED, the system columns (TREC, audit, CENTRO_DETT) it did not write",
             content: {
               "application/json": {
                 schema: {
@@ -379,6 +380,7 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
                         received: { type: "integer" },
                         created: { type: "integer" },
                         updated: { type: "integer" },
+                        unchanged: { type: "integer" },
                         failed: { type: "integer" },
                         errors: {
                           type: "array",
@@ -392,6 +394,17 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
                             },
                           },
                         },
+                        warnings: {
+                          type: "array",
+                          items: {
+                            type: "object",
+                            properties: {
+                              code: { type: "string" },
+                              message: { type: "string" },
+                              details: { type: "object" },
+                            },
+                          },
+                        },
                       },
                     },
                   },
@@ -401,11 +414,11 @@ export function buildOpenApi(model: MetadataModel, request: RequestContext, serv
           },
           ...ERRORS,
           "413": errorResponse(
-            "The body is over IMPORT_MAX_BYTES, or an atomic import over IMPORT_ATOMIC_MAX_ROWS",
+            "The body is over IMPORT_MAX_BYTES, or an atomic import over IMPORT_ATOMIC_MAX_ROWS, or its events (one transaction) over REQUEST_EVENTS_MAX_BYTES",
           ),
           "415": errorResponse("The body is not text/csv or application/x-ndjson in UTF-8"),
           "503": errorResponse(
-            "SERVICE_CLOSING: the service shut down while the import was under way (details: the rows written before); IMPORT_SPOOL_FULL: the bodies of the imports under way hold IMPORT_SPOOL_MAX_BYTES, nothing written (Retry-After)",
+            "SERVICE_CLOSING: the service shut down while the import was under way (details: the rows written before); IMPORT_SPOOL_FULL: the bodies of the imports under way hold IMPORT_SPOOL_MAX_BYTES, nothing written (Retry-After); IMPORT_TURN_TIMEOUT: the body was received but got no turn in the tenant's heavy lane within IMPORT_WRITE_TIMEOUT_MS, nothing written (Retry-After)",
           ),
           "504": errorResponse(
             "IMPORT_WRITE_TIMEOUT: the rows took longer than IMPORT_WRITE_TIMEOUT_MS to write (details: the rows written before)",

@@ -262,7 +262,11 @@ function checkUnknown(params: QueryParams, known: ReadonlySet<string>): void {
  * the context parameters and the cache-buster `_` are taken everywhere. When the name is a field
  * of the dimension (`isField`: one the caller may know of), the message gives the filter's form.
  */
-function refuseUnknownNames(params: QueryParams, takes: ReadonlySet<string>, isField: FieldNamed): void {
+export function refuseUnknownNames(
+  params: QueryParams,
+  takes: ReadonlySet<string>,
+  isField: FieldNamed = NO_FIELD,
+): void {
   for (const key of Object.keys(params)) {
     if (takes.has(key) || CONTEXT_PARAMETERS.has(key) || key === CACHE_BUSTER || key.startsWith("filter"))
       continue;

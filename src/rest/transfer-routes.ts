@@ -1,16 +1,17 @@
 // Export and import over REST (decisions §20): GET /api/v4/core/{dim}/export streams every row a
 // list with the same parameters matches (CSV, NDJSON or a JSON array) at the client's pace, in its
 // tenant's heavy lane until the body ends or the client goes away; POST /api/v4/core/{dim}/import
-// receives a CSV or NDJSON body whole into a temporary file (src/rest/import-spool.ts), then
-// writes its rows from that file through the write pipeline, in its tenant's heavy lane
-// throughout. Both call resolvers (src/resolvers/read/export.ts, src/resolvers/write/import.ts);
-// nothing is decided here but the media types and the phases of an import.
+// receives a CSV or NDJSON body whole into a temporary file (src/rest/import-spool.ts), outside
+// the lane (receiving uses neither the event loop nor the database), then takes its turn in its
+// tenant's heavy lane and writes its rows from that file through the write pipeline. Both call
+// resolvers (src/resolvers/read/export.ts, src/resolvers/write/import.ts); nothing is decided
+// here but the media types, the parameters and the phases of an import.
 import { Readable } from "node:stream";
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { BadRequestError, ApiError } from "../errors.ts";
-import { httpLaneClient } from "../http/heavy-requests.ts";
+import { type HeavyRequests, httpLaneClient, type LaneClient } from "../http/heavy-requests.ts";
 import { contextOf } from "../http/protected.ts";
-import type { QueryParams } from "../query/rest-params.ts";
+import { type QueryParams, refuseReadParameters, refuseUnknownNames } from "../query/rest-params.ts";
 import { createReadContext } from "../resolvers/read/index.ts";
 import { exportQuery, exportRecords } from "../resolvers/read/export.ts";
 import { authorizeImport, importRecords, type ImportMode } from "../resolvers/write/import.ts";
@@ -58,6 +59,24 @@ function modeOf(query: QueryParams): ImportMode {
   return mode;
 }
 
+/** What an import's query string takes besides source and the context parameters. */
+const IMPORT_PARAMETERS: ReadonlySet<string> = new Set(["mode", "atomic"]);
+
+/**
+ * An import reads `mode` and `atomic` alone: any other parameter (`dry_run`, a list's `filter[…]`,
+ * `$num_rows`, `fields`, `format`) would be left unread while every row is written, so it is 400
+ * INVALID_PARAMETER naming it, as on reads (src/query/rest-params.ts).
+ */
+function refuseOtherImportParameters(query: QueryParams): void {
+  refuseReadParameters(
+    query,
+    IMPORT_PARAMETERS,
+    (name) =>
+      `${name} is a read parameter; an import writes every row of its body, and its query string takes only mode (create or upsert) and atomic, besides source and the context parameters.`,
+  );
+  refuseUnknownNames(query, IMPORT_PARAMETERS);
+}
+
 /** The import format of a request's media type: text/csv or application/x-ndjson, UTF-8. */
 function importFormatOf(request: FastifyRequest): ImportFormat {
   const header = request.headers["content-type"] ?? "";
@@ -72,10 +91,57 @@ function importFormatOf(request: FastifyRequest): ImportFormat {
       415,
       "UNSUPPORTED_MEDIA_TYPE",
       "UnsupportedMediaType",
-      "An import body is text/csv (a header row of field codes) or application/x-ndjson, in UTF-8.",
+      `An import body is text/csv (a header row of field codes) or application/x-ndjson, in UTF-8; got ${header ? `Content-Type ${header.slice(0, 80)}` : "no Content-Type"}.`,
+      { details: { accepted: [...IMPORT_MEDIA_TYPES] } },
     );
   }
   return essence === "text/csv" ? "csv" : "ndjson";
+}
+
+/**
+ * 503 IMPORT_TURN_TIMEOUT: the body was received, but the tenant's heavy lane gave the import no
+ * turn before IMPORT_WRITE_TIMEOUT_MS (counted from the body's arrival) had passed.
+ */
+function turnTimeout(timeoutMs: number): ApiError {
+  return new ApiError(
+    503,
+    "IMPORT_TURN_TIMEOUT",
+    "ServiceUnavailable",
+    `The import's body was received, but it waited IMPORT_WRITE_TIMEOUT_MS (${timeoutMs} ms) for its turn behind this tenant's other heavy requests (imports, exports) without getting one; nothing was written. Retry once they are done.`,
+    {
+      details: { timeout_ms: timeoutMs, received: 0, created: 0, updated: 0, unchanged: 0, failed: 0 },
+      headers: { "Retry-After": String(TURN_RETRY_S) },
+    },
+  );
+}
+
+/** Seconds a client is asked to wait when no turn came: the imports ahead take seconds to minutes. */
+const TURN_RETRY_S = 30;
+
+/**
+ * Waits for the import's turn in its tenant's heavy lane, until `deadline` (performance.now()):
+ * then 503 IMPORT_TURN_TIMEOUT. A client that goes away meanwhile leaves the queue, as any heavy
+ * request's does: nothing of its body was written yet, and no one waits for its answer.
+ */
+async function importTurn(
+  heavy: HeavyRequests,
+  tenantId: string,
+  client: LaneClient,
+  deadline: number,
+  timeoutMs: number,
+): Promise<() => void> {
+  const late = new AbortController();
+  const timer = setTimeout(
+    () => late.abort(turnTimeout(timeoutMs)),
+    Math.max(0, Math.min(deadline - performance.now(), 2 ** 31 - 1)),
+  );
+  try {
+    return await heavy.enter(tenantId, Number.POSITIVE_INFINITY, {
+      gone: AbortSignal.any([client.gone, late.signal]),
+    });
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** 503 SERVICE_CLOSING: the server closes; an import stops receiving, or before its next batch. */
@@ -89,9 +155,8 @@ function serviceClosing(): ApiError {
 }
 
 export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services, heavy, readGate }) => {
-  // Import bodies reach the handler as the request's stream, unread (this plugin's routes only):
-  // the import spools them to disk, then parses them as its rows are written.
-  app.addContentTypeParser([...IMPORT_MEDIA_TYPES], (_request, payload, done) => done(null, payload));
+  // Import bodies reach the handler as the request's stream, unread (the import's own scope,
+  // below): the import spools them to disk, then parses them as its rows are written.
   const spool = createImportSpool(services.config.importSpoolDir, {
     maxBytes: services.config.importSpoolMaxBytes,
   });
@@ -150,44 +215,69 @@ export const transferRoutes: FastifyPluginAsync<RouteDeps> = async (app, { servi
     }
   });
 
-  app.post<DimParams>("/api/v4/core/:dim/import", async (request, reply) => {
-    const query = request.query as QueryParams;
-    const mode = modeOf(query);
-    const atomic = flagOf(query, "atomic");
-    const format = importFormatOf(request);
-    const { importMaxBytes: max, importWriteTimeoutMs } = services.config;
-    const length = request.headers["content-length"];
-    // Refused from its announced length before a byte is read (the connection then closes).
-    if (length !== undefined && Number(length) > max) {
-      reply.header("connection", "close");
-      throw tooLarge(max);
-    }
-    // No body at all (Content-Length: 0) reaches no parser: no rows.
-    const body = request.body instanceof Readable ? request.body : Readable.from([]);
-    const ctx = contextOf(request);
-    const options = { mode, atomic, writeTimeoutMs: importWriteTimeoutMs, signal: closing.signal };
-    let spooled: SpooledBody | null = null;
-    let leave = () => {};
-    try {
-      const tenant = services.forTenant(ctx.principal.tenantId);
-      const target = await authorizeImport(tenant, ctx, request.params.dim, options);
-      leave = await heavy.enter(ctx.principal.tenantId, Number.POSITIVE_INFINITY, httpLaneClient(reply.raw));
-      // Receiving: the whole body into its file, within REQUEST_TIMEOUT_MS (Node's server cuts a
-      // request that has not fully arrived by then) and IMPORT_MAX_BYTES.
-      spooled = await spool.receive(body, max, closing.signal);
-      // Writing, from the file: bounded by IMPORT_WRITE_TIMEOUT_MS, not by the request timeout
-      // (which no longer runs once the body is in). A client that goes away meanwhile does not stop
-      // it: its body was received whole, and its rows are written as one that waited would have.
-      const result = await importRecords(tenant, ctx, target, importRows(spooled.open(), format), options);
-      return { data: result };
-    } catch (err) {
-      // The rest of a refused body is not read: the connection closes after the answer.
-      if (!body.readableEnded) reply.header("connection", "close");
-      throw err;
-    } finally {
-      await spooled?.remove();
-      leave();
-    }
+  // Its own parsers only: any other media type (application/json, a spreadsheet's
+  // application/vnd.ms-excel, none) reaches the handler too, whose 415 names the types it takes
+  // rather than the scope's "send application/json". Bodyless requests (the export) parse nothing.
+  app.register(async (imports) => {
+    imports.removeAllContentTypeParsers();
+    imports.addContentTypeParser([...IMPORT_MEDIA_TYPES], (_request, payload, done) => done(null, payload));
+    imports.addContentTypeParser("*", (_request, payload, done) => done(null, payload));
+    imports.post<DimParams>(
+      "/api/v4/core/:dim/import",
+      // The large body is not read in the tenant's lane (protectedScope): it goes to its file
+      // outside it, and the lane is taken only to write its rows.
+      { config: { ownsBodyLane: true } },
+      async (request, reply) => {
+        // No body at all (Content-Length: 0) reaches no parser: no rows.
+        const body = request.body instanceof Readable ? request.body : Readable.from([]);
+        const { importMaxBytes: max, importWriteTimeoutMs } = services.config;
+        let spooled: SpooledBody | null = null;
+        let leave = () => {};
+        try {
+          const query = request.query as QueryParams;
+          refuseOtherImportParameters(query);
+          const mode = modeOf(query);
+          const atomic = flagOf(query, "atomic");
+          const format = importFormatOf(request);
+          const length = request.headers["content-length"];
+          // Refused from its announced length before a byte is read (the connection then closes).
+          if (length !== undefined && Number(length) > max) throw tooLarge(max);
+          const ctx = contextOf(request);
+          const options = { mode, atomic, writeTimeoutMs: importWriteTimeoutMs, signal: closing.signal };
+          const tenant = services.forTenant(ctx.principal.tenantId);
+          const target = await authorizeImport(tenant, ctx, request.params.dim, options);
+          // Receiving: the whole body into its file, within REQUEST_TIMEOUT_MS (Node's server cuts
+          // a request that has not fully arrived by then) and IMPORT_MAX_BYTES, before the turn:
+          // a request waiting for its turn is no longer read (its body would wait in the socket,
+          // and REQUEST_TIMEOUT_MS cut it as too slow), and a slow upload holding the lane would
+          // hold every heavy request of its tenant behind it.
+          spooled = await spool.receive(body, max, closing.signal);
+          // From here IMPORT_WRITE_TIMEOUT_MS bounds the wait for the turn and the writing together
+          // (the gateway waits REQUEST_TIMEOUT_MS + IMPORT_WRITE_TIMEOUT_MS for an import).
+          const writeStartedAt = performance.now();
+          leave = await importTurn(
+            heavy,
+            ctx.principal.tenantId,
+            httpLaneClient(reply.raw),
+            writeStartedAt + importWriteTimeoutMs,
+            importWriteTimeoutMs,
+          );
+          // Writing, from the file: not bounded by the request timeout (which no longer runs once
+          // the body is in). A client that goes away meanwhile does not stop it: its body was
+          // received whole, and its rows are written as one that waited would have.
+          const rows = importRows(spooled.open(), format);
+          const result = await importRecords(tenant, ctx, target, rows, { ...options, writeStartedAt });
+          return { data: result };
+        } catch (err) {
+          // The rest of a refused body is not read: the connection closes after the answer.
+          if (!body.readableEnded) reply.header("connection", "close");
+          throw err;
+        } finally {
+          await spooled?.remove();
+          leave();
+        }
+      },
+    );
   });
 };
 

@@ -2,7 +2,7 @@
 // read the body, call the write resolver, shape the response. No rule is decided here.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { BadRequestError } from "../errors.ts";
-import { type QueryParams, refuseReadParameters } from "../query/rest-params.ts";
+import { type QueryParams, refuseReadParameters, refuseUnknownNames } from "../query/rest-params.ts";
 import type { MetadataWriteOp } from "../resolvers/metadata/input.ts";
 import { writeMetadata } from "../resolvers/metadata/write.ts";
 import { METADATA_TABLES } from "../metadata/tables.ts";
@@ -302,6 +302,10 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
   app.post<{ Params: { dim: string; id: string; revision: string } }>(
     `${CORE}/:dim/:id/history/:revision/restore`,
     async (request) => {
+      // It reads the revision from its path alone: `dry_run=true`, a filter… would be left unread
+      // while the revision is written back (400 INVALID_PARAMETER naming it, as on reads).
+      refuseReadParametersOnWrite(request, false);
+      refuseUnknownNames(request.query as QueryParams, TAKES_NO_READ_PARAMETER);
       const ctx = ctxOf(request);
       const { dim, id, revision } = request.params;
       const result = await restoreRevision(servicesOf(services, request), ctx, dim, id, revision);

@@ -232,7 +232,7 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
       expect(body.length).toBeGreaterThan(900 * 1024);
       const res = await slow.importNdjson(body);
       expect(res.body).toEqual({
-        data: { received: rows, created: rows, updated: 0, failed: 0, errors: [] },
+        data: { received: rows, created: rows, updated: 0, unchanged: 0, failed: 0, errors: [] },
       });
       expect(res.status).toBe(200);
       // The premise: the rows were written for longer than the request timeout after the body went.
@@ -308,7 +308,7 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
       const fits = await small.importNdjson(paddedRows("Fits", 10, 400));
       expect([fits.status, fits.body]).toEqual([
         200,
-        { data: { received: 10, created: 10, updated: 0, failed: 0, errors: [] } },
+        { data: { received: 10, created: 10, updated: 0, unchanged: 0, failed: 0, errors: [] } },
       ]);
     } finally {
       await small.close();
@@ -354,7 +354,7 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
     const after = await app.importNdjson(paddedRows("After", 3, 40));
     expect([after.status, after.body]).toEqual([
       200,
-      { data: { received: 3, created: 3, updated: 0, failed: 0, errors: [] } },
+      { data: { received: 3, created: 3, updated: 0, unchanged: 0, failed: 0, errors: [] } },
     ]);
   });
 
@@ -380,7 +380,7 @@ describe.each(BACKENDS)("import bodies spooled to disk (%s)", (backend) => {
     const after = await app.importNdjson(paddedRows("Later", 2, 40));
     expect([after.status, after.body]).toEqual([
       200,
-      { data: { received: 2, created: 2, updated: 0, failed: 0, errors: [] } },
+      { data: { received: 2, created: 2, updated: 0, unchanged: 0, failed: 0, errors: [] } },
     ]);
   }, 60_000);
 });

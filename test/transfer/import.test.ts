@@ -2,6 +2,7 @@
 // create and upsert, atomic imports, the answer's counts and errors, and the body's refusals.
 import { Readable } from "node:stream";
 import { parse as parseCsv } from "csv-parse/sync";
+import { stringify as stringifyCsv } from "csv-stringify/sync";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bearer, loginAs } from "../helpers/auth.ts";
 import { BACKENDS, createTestApp, type TestApp } from "../helpers/env.ts";
@@ -91,7 +92,9 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
       'NAME,CITY_ID,CREDIT_LIMIT,VIP,EMAIL\r\nCsv One,MI,1200.5,true,\r\n"Csv Two, Ltd",,,false,""\r\n',
     );
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ data: { received: 2, created: 2, updated: 0, failed: 0, errors: [] } });
+    expect(res.body).toEqual({
+      data: { received: 2, created: 2, updated: 0, unchanged: 0, failed: 0, errors: [] },
+    });
     const rows = await custNamed("Csv ");
     expect(rows).toMatchObject([
       {
@@ -133,6 +136,7 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
       received: 7,
       created: 2,
       updated: 0,
+      unchanged: 0,
       failed: 5,
       errors: [
         { row: 2, field: "NAME", code: "REQUIRED_FIELD_MISSING", message: expect.any(String) },
@@ -174,7 +178,14 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
       "&mode=upsert",
     );
     expect(res.status).toBe(200);
-    expect(res.body.data).toEqual({ received: 2, created: 1, updated: 1, failed: 0, errors: [] });
+    expect(res.body.data).toEqual({
+      received: 2,
+      created: 1,
+      updated: 1,
+      unchanged: 0,
+      failed: 0,
+      errors: [],
+    });
     const [renamed] = await custNamed("Csv One renamed");
     // An empty cell clears the field in an update.
     expect(renamed).toMatchObject({ CUST_ID: id, CREDIT_LIMIT: null, TREC: "M", LOWNER: "anna" });
@@ -333,7 +344,7 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
     expect(await custNamed("Denied")).toHaveLength(0);
   });
 
-  it("an exported CSV imports back (mode=upsert): the same records, updated", async () => {
+  it("an exported CSV imports back (mode=upsert): the same records, unchanged", async () => {
     const exported = await t.app.inject({
       method: "GET",
       url: "/api/v4/core/CUST/export?source=anag-1&format=csv&$fields=CUST_ID,NAME,CITY_ID,CREDIT_LIMIT,VIP&filter[NAME][$like]=All%25",
@@ -342,7 +353,7 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
     expect(exported.statusCode).toBe(200);
     const res = await csv(exported.body, "&mode=upsert&atomic=true");
     expect(res.status).toBe(200);
-    expect(res.body.data).toMatchObject({ received: 2, created: 0, updated: 2, failed: 0 });
+    expect(res.body.data).toMatchObject({ received: 2, created: 0, updated: 0, unchanged: 2, failed: 0 });
   });
 
   it("an export holding fields without M imports back (mode=upsert): equal values are left alone", async () => {
@@ -355,27 +366,35 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
     const before = await lastOutboxId(t.services);
     const res = await importInto("ORD", "sales-1", orders, "text/csv", "&mode=upsert&atomic=true");
     expect(res.status).toBe(200);
-    expect(res.body.data).toEqual({
+    // Every value as stored: nothing written, no event (the system columns said ignored).
+    expect(res.body.data).toMatchObject({
       received: rows.length,
       created: 0,
-      updated: rows.length,
+      updated: 0,
+      unchanged: rows.length,
       failed: 0,
       errors: [],
+      warnings: [{ code: "FIELDS_IGNORED" }],
     });
-    expect((await outboxRows(t.services, before)).map((e) => e.EVENT_TYPE)).toEqual(
-      rows.map(() => "ORDUpdated"),
-    );
+    expect(await outboxRows(t.services, before)).toEqual([]);
     // NDJSON: the values as JSON (numbers, not text).
     const nd = await exportOf("ORD", "sales-1", "&format=ndjson");
     const back = await importInto("ORD", "sales-1", nd, "application/x-ndjson", "&mode=upsert");
-    expect(back.body.data).toMatchObject({ received: rows.length, updated: rows.length, failed: 0 });
+    expect(back.body.data).toMatchObject({ received: rows.length, unchanged: rows.length, failed: 0 });
+    // A row that changes a field with M is updated, its equal fields without M (CODE) left alone.
     const customers = await exportOf("CUST", "anag-1", "&$filter=CUST_ID le 5");
-    const n = (parseCsv(customers, { columns: true }) as unknown[]).length;
+    const records = parseCsv(customers, { columns: true }) as Array<Record<string, string>>;
+    const n = records.length;
     expect(customers.split("\r\n")[0]).toMatch(/^CUST_ID,CODE,NAME,/);
-    expect((await importInto("CUST", "anag-1", customers, "text/csv", "&mode=upsert")).body.data).toEqual({
+    const renamed = stringifyCsv(
+      records.map((r) => ({ CUST_ID: r.CUST_ID, CODE: r.CODE, NAME: `${r.NAME} (renamed)` })),
+      { header: true },
+    );
+    expect((await importInto("CUST", "anag-1", renamed, "text/csv", "&mode=upsert")).body.data).toEqual({
       received: n,
       created: 0,
       updated: n,
+      unchanged: 0,
       failed: 0,
       errors: [],
     });
@@ -407,6 +426,7 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
       received: MAX_BATCH + 4,
       created: MAX_BATCH + 2,
       updated: 2,
+      unchanged: 0,
       failed: 0,
       errors: [],
     });
@@ -485,8 +505,8 @@ describe.each(BACKENDS)("import (%s)", (backend) => {
       errors: [{ row: 2, field: "IMAGE", code: "MEDIA_VALUE_NOT_ALLOWED" }],
     });
     expect(await snapshot(t.services)).toEqual(before);
-    // mode=upsert takes the record's own image back.
+    // mode=upsert takes the record's own image back (every value as stored: unchanged).
     const upsert = await importInto("PROD", "catalog-1", exported, "text/csv", "&mode=upsert");
-    expect(upsert.body.data).toMatchObject({ updated: 1, failed: 0 });
+    expect(upsert.body.data).toMatchObject({ updated: 0, unchanged: 1, failed: 0 });
   });
 });

@@ -1,9 +1,10 @@
 // Imports (decisions §20): rows read from a received body (the adapter parses CSV or NDJSON into
 // ImportRow values, src/rest/import-body.ts) written through the write pipeline that batch creates
 // use: each row a create (mode=create) or, with mode=upsert, an update (PATCH) of the record its id
-// field names when that record exists. Rows go in batches of MAX_BATCH_SIZE records, one
-// transaction each, every row in its own savepoint (batch.ts eachInSavepoint): a refused row is
-// counted and listed with its row number, the others are written. atomic=true reads every row
+// field names when that record exists (none when the row holds its stored values: unchanged).
+// Rows go in batches of at most MAX_BATCH_SIZE records whose events fit REQUEST_EVENTS_MAX_BYTES,
+// one transaction each, every row in its own savepoint (batch.ts eachInSavepoint): a refused row
+// is counted and listed with its row number, the others are written. atomic=true reads every row
 // first (at most IMPORT_ATOMIC_MAX_ROWS) and writes them in one transaction, all or none. The
 // writing is bounded on its own (IMPORT_WRITE_TIMEOUT_MS) and stops when its signal is aborted
 // (the server closing), in both cases before a batch, never inside one.
@@ -56,6 +57,11 @@ export interface ImportOptions extends WriteOptions {
    * 504 IMPORT_WRITE_TIMEOUT past it, the batches written before staying. None: unbounded.
    */
   writeTimeoutMs?: number;
+  /**
+   * When that bound started (performance.now()): the route starts it once the body is in, so that
+   * waiting for the tenant's heavy lane counts too. None: the call.
+   */
+  writeStartedAt?: number;
   /** Aborted (its reason an ApiError) to stop before the next batch: the server closing. */
   signal?: AbortSignal;
 }
@@ -77,9 +83,20 @@ export interface ImportResult {
   received: number;
   created: number;
   updated: number;
+  /** Upsert rows that named a record holding their values already: nothing written. */
+  unchanged: number;
   failed: number;
   /** The first MAX_LISTED_ERRORS refused rows. */
   errors: ImportRowError[];
+  /** What the import did not do that the body asked (columns it does not write); absent if nothing. */
+  warnings?: ImportWarning[];
+}
+
+/** A warning of an import's answer: the shape of a metadata write's (types.ts MetadataWarning). */
+export interface ImportWarning {
+  code: string;
+  message: string;
+  details?: Record<string, unknown>;
 }
 
 export const MAX_LISTED_ERRORS = 100;
@@ -103,11 +120,13 @@ function unknownColumn(dim: DimensionDef, name: string): ValidationError {
 
 /**
  * A row as the body of its write: CSV cells read by their field's codec (an empty unquoted cell
- * leaves the field out of a create and clears it in an update); the system's fields (TREC, audit)
- * left out, as imports do not move a record's state. An unknown CSV column refuses the whole import
- * (it names a column of every row); an unknown NDJSON member refuses its row (the pipeline says so).
+ * leaves the field out of a create and clears it in an update); the system's fields (TREC, audit,
+ * the row scope's CENTRO_DETT and AMBIENTE) left out, as no write of a caller sets them (an export
+ * holds them, and imports back), and added to `ignored` for the answer to say so. An unknown CSV
+ * column refuses the whole import (it names a column of every row); an unknown NDJSON member
+ * refuses its row (the pipeline says so).
  */
-function prepare(dim: DimensionDef, input: ImportRow, upsert: boolean): Prepared {
+function prepare(dim: DimensionDef, input: ImportRow, upsert: boolean, ignored: Set<string>): Prepared {
   const { row, values } = input;
   if (values === null || typeof values !== "object" || Array.isArray(values)) {
     return {
@@ -119,7 +138,10 @@ function prepare(dim: DimensionDef, input: ImportRow, upsert: boolean): Prepared
   const body: Body = {};
   for (const [key, value] of Object.entries(values as Body)) {
     const field = dim.fieldsByCode.get(key);
-    if (field?.system) continue;
+    if (field?.system) {
+      ignored.add(field.code);
+      continue;
+    }
     if (!input.textual) {
       body[key] = value;
       continue;
@@ -142,7 +164,17 @@ function createBody(body: Body): Body {
 }
 
 function tally(): ImportResult {
-  return { received: 0, created: 0, updated: 0, failed: 0, errors: [] };
+  return { received: 0, created: 0, updated: 0, unchanged: 0, failed: 0, errors: [] };
+}
+
+/** The answer's warning for the system fields the rows gave, which the import did not write. */
+function ignoredWarning(fields: ReadonlySet<string>): ImportWarning {
+  const list = [...fields];
+  return {
+    code: "FIELDS_IGNORED",
+    message: `${list.join(", ")} ${list.length === 1 ? "is a system field" : "are system fields"} (a record's state TREC, audit fields, the row scope's CENTRO_DETT and AMBIENTE) that no write of a caller sets; the import left ${list.length === 1 ? "it" : "them"} as stored (a create sets them itself).`,
+    details: { fields: list },
+  };
 }
 
 function listError(result: ImportResult, error: ImportRowError): void {
@@ -232,6 +264,33 @@ function updateBody(dim: AuthorizedDimension, body: Body, stored: Row): Body {
 }
 
 /**
+ * Whether an upsert row's update body (updateBody's) would change nothing of the stored record:
+ * every member a field the caller may read (L or D) holding its stored value, the id aside (it
+ * named the record). A member the caller may not read, or that names no field, goes to the
+ * pipeline (which refuses it): judging it here would tell what the record holds. A cancelled
+ * record (TREC C) too: the pipeline says it must be restored first, rather than "unchanged".
+ */
+function changesNothing(dim: AuthorizedDimension, body: Body, stored: Row): boolean {
+  if (stored.TREC === "C") return false;
+  for (const [key, value] of Object.entries(body)) {
+    const field = dim.fieldsByCode.get(key);
+    if (!field || field.system) return false;
+    if (field.isId) continue;
+    if (!dim.rules.allows(field, "L") && !dim.rules.allows(field, "D")) return false;
+    if (!isDeepStrictEqual(value, stored[key] ?? null)) return false;
+  }
+  return true;
+}
+
+/** A row's outcome: what the import did with it (the batch's result carries it). */
+type Imported = "created" | "updated" | "unchanged";
+
+/** Where a batch's writing got to: the index of the row being written (the one that failed). */
+interface BatchProgress {
+  at: number;
+}
+
+/**
  * Writes `rows` (prepared) in one transaction, each in its own savepoint; returns each row's
  * outcome. With mode=upsert, the records the rows' ids name are locked first (id order) and those
  * that exist are updated, as is a record an earlier row of the batch created (the same id twice
@@ -246,6 +305,7 @@ function writeRows(
   dim: AuthorizedDimension,
   rows: readonly Prepared[],
   opts: ImportOptions,
+  progress: BatchProgress,
   after?: (outcomes: readonly BatchItemResult[]) => void,
 ) {
   return inWriteTransaction(deps, ctx, model, opts, async (w) => {
@@ -276,13 +336,18 @@ function writeRows(
       rows,
       "created",
       () => null,
-      async (item) => {
+      async (item, index) => {
+        progress.at = index;
         const { body, refused } = item as Prepared;
         if (refused) throw refused;
         const id = upsert ? parseRecordId(dim, body[dim.idField]) : null;
         const held = id === null ? undefined : stored.get(String(id));
         if (id !== null && held) {
-          const result = await updateRecord(w, dim, id, updateBody(dim, body, held), "patch");
+          const patch = updateBody(dim, body, held);
+          // Its stored values again (an unchanged export imported back): no write, no revision, no
+          // event, where an update would move TREC N to M and stamp the audit fields for nothing.
+          if (changesNothing(dim, patch, held)) return unchangedResult(dim, id, held);
+          const result = await updateRecord(w, dim, id, patch, "patch");
           remember(result, String(id));
           return Object.assign(result, { imported: "updated" as const });
         }
@@ -298,14 +363,25 @@ function writeRows(
   });
 }
 
+/** An unchanged row's result in its batch: the record as stored, nothing written. */
+function unchangedResult(dim: DimensionDef, id: RecordId, stored: Row): WriteResult {
+  const change = { dim: dim.code, action: "updated" as const, recordId: id, record: stored, eventId: "" };
+  return Object.assign(
+    { ...change, force: false, children: [], cascaded: [] },
+    { imported: "unchanged" as const },
+  );
+}
+
 function count(result: ImportResult, rows: readonly Prepared[], outcomes: readonly BatchItemResult[]) {
   for (const o of outcomes) {
     const row = rows[o.index]!.row;
     if (o.status === "failed") {
       const e = o.error!;
       listError(result, { row, field: e.field ?? null, code: e.code, message: e.message });
-    } else if ((o.result as { imported?: string } | undefined)?.imported === "updated") result.updated++;
-    else result.created++;
+      continue;
+    }
+    const imported = (o.result as { imported?: Imported } | undefined)?.imported ?? "created";
+    result[imported]++;
   }
 }
 
@@ -323,6 +399,7 @@ function withProgress(err: ApiError, result: ImportResult, atomic: boolean): Api
       received: result.received,
       created: atomic ? 0 : result.created,
       updated: atomic ? 0 : result.updated,
+      unchanged: result.unchanged,
       failed: result.failed,
     },
     ...(err.headers ? { headers: err.headers } : {}),
@@ -344,7 +421,9 @@ function writeTimeout(timeoutMs: number): ApiError {
 function writeBound(opts: ImportOptions): () => ApiError | null {
   const { writeTimeoutMs, signal } = opts;
   const deadline =
-    writeTimeoutMs === undefined ? Number.POSITIVE_INFINITY : performance.now() + writeTimeoutMs;
+    writeTimeoutMs === undefined
+      ? Number.POSITIVE_INFINITY
+      : (opts.writeStartedAt ?? performance.now()) + writeTimeoutMs;
   return () => {
     if (signal?.aborted) {
       const reason: unknown = signal.reason;
@@ -366,6 +445,7 @@ function atomicFailure(result: ImportResult): ValidationError {
         received: result.received,
         created: 0,
         updated: 0,
+        unchanged: result.unchanged,
         failed: result.failed,
         errors: result.errors,
       },
@@ -389,6 +469,38 @@ export async function authorizeImport(
   return { model, dim };
 }
 
+/** Whether `err` is the refusal of events past REQUEST_EVENTS_MAX_BYTES (change-event.ts). */
+function eventsOverflow(err: unknown): err is PayloadTooLargeError {
+  return err instanceof PayloadTooLargeError && err.details?.max_event_bytes !== undefined;
+}
+
+/** A row whose events alone (its record's, its cascades') pass REQUEST_EVENTS_MAX_BYTES. */
+function rowEventsTooLarge(row: number, maxBytes: number): ImportRowError {
+  return {
+    row,
+    field: null,
+    code: "PAYLOAD_TOO_LARGE",
+    message: `Row ${row}'s events would exceed ${maxBytes} bytes (REQUEST_EVENTS_MAX_BYTES), the most one transaction writes, even alone; it was not written.`,
+  };
+}
+
+/** 413: an atomic import, one transaction, whose events pass REQUEST_EVENTS_MAX_BYTES. */
+function atomicEventsTooLarge(maxBytes: number, row: number): PayloadTooLargeError {
+  return new PayloadTooLargeError(
+    `The events of this import's rows would exceed ${maxBytes} bytes (REQUEST_EVENTS_MAX_BYTES) by row ${row}, the most one transaction writes, and atomic=true writes every row in one transaction: import without atomic=true (batches are then cut to fit), or split the rows into several atomic imports.`,
+    { max_event_bytes: maxBytes, row },
+  );
+}
+
+/**
+ * An estimate of the event bytes a row writes: its values as JSON, what its record's event holds
+ * at least (an update's holds the whole record, and the values it changes twice). Batches are cut
+ * by it beforehand; a batch whose events pass the bound all the same is cut where they did.
+ */
+function estimatedEventBytes(p: Prepared): number {
+  return p.refused ? 0 : Buffer.byteLength(JSON.stringify(p.body) ?? "");
+}
+
 /**
  * POST /{dim}/import, once authorized (authorizeImport): reads `rows` as they come, writing each
  * batch before reading on (the rows are not held in memory, atomic=true aside). The writing is
@@ -402,19 +514,48 @@ export async function importRecords(
   opts: ImportOptions,
 ): Promise<ImportResult> {
   const result = tally();
+  const ignored = new Set<string>();
   const maxRecords = deps.config.maxBatchSize;
+  const maxEventBytes = deps.config.requestEventsMaxBytes;
   const atomicMax = deps.config.importAtomicMaxRows;
   const stopped = writeBound(opts);
   let batch: Prepared[] = [];
   let records = 0;
+  let eventBytes = 0;
+  /**
+   * Writes `rows` as batches: one transaction, unless its events pass REQUEST_EVENTS_MAX_BYTES
+   * (rolled back whole), then the rows before the one that passed it and the rest as batches of
+   * their own; a row that passes it alone is refused, listed like any refused row.
+   */
+  const writeBatches = async (rows: Prepared[]) => {
+    const pending: Prepared[][] = [rows];
+    while (pending.length) {
+      const piece = pending.shift()!;
+      const stop = stopped();
+      if (stop) throw stop;
+      const progress: BatchProgress = { at: 0 };
+      try {
+        count(result, piece, await writeRows(deps, ctx, model, dim, piece, opts, progress));
+      } catch (err) {
+        if (!eventsOverflow(err)) throw err;
+        const cut = progress.at;
+        if (cut === 0) listError(result, rowEventsTooLarge(piece[0]!.row, maxEventBytes));
+        const rest = piece.slice(Math.max(cut, 1));
+        pending.unshift(...(cut === 0 ? [] : [piece.slice(0, cut)]), ...(rest.length ? [rest] : []));
+      }
+    }
+  };
   const flush = async () => {
     if (!batch.length) return;
-    const stop = stopped();
-    if (stop) throw stop;
     const rows = batch;
     batch = [];
     records = 0;
-    count(result, rows, await writeRows(deps, ctx, model, dim, rows, opts));
+    eventBytes = 0;
+    await writeBatches(rows);
+  };
+  const answer = () => {
+    if (ignored.size) result.warnings = [ignoredWarning(ignored)];
+    return result;
   };
   try {
     for await (const input of rows) {
@@ -425,11 +566,16 @@ export async function importRecords(
           { max_rows: atomicMax, row: input.row },
         );
       }
-      const prepared = prepare(dim, input, opts.mode === "upsert");
+      const prepared = prepare(dim, input, opts.mode === "upsert", ignored);
       const weight = prepared.refused ? 1 : recordsInCreate(model, dim.code, prepared.body);
-      if (!opts.atomic && records + weight > maxRecords) await flush();
+      const bytes = estimatedEventBytes(prepared);
+      // A batch ends before the row that would take it past MAX_BATCH_SIZE records or, by the
+      // estimate, past REQUEST_EVENTS_MAX_BYTES of events (each batch is a request's worth).
+      if (!opts.atomic && (records + weight > maxRecords || eventBytes + bytes > maxEventBytes))
+        await flush();
       batch.push(prepared);
       records += weight;
+      eventBytes += bytes;
     }
     if (!opts.atomic) await flush();
     else if (batch.length) {
@@ -440,14 +586,21 @@ export async function importRecords(
     if (err instanceof ApiError) throw withProgress(err, result, opts.atomic);
     throw err;
   }
-  if (!opts.atomic) return result;
-  // All or none: a refused row throws inside the transaction, which rolls every row back.
+  if (!opts.atomic) return answer();
+  // All or none: a refused row throws inside the transaction, which rolls every row back; so do
+  // events past REQUEST_EVENTS_MAX_BYTES, the bound of the one transaction (413 with the counts).
   if (batch.length) {
     const all = batch;
-    await writeRows(deps, ctx, model, dim, all, opts, (outcomes) => {
-      count(result, all, outcomes);
-      if (result.failed > 0) throw atomicFailure(result);
-    });
+    const progress: BatchProgress = { at: 0 };
+    try {
+      await writeRows(deps, ctx, model, dim, all, opts, progress, (outcomes) => {
+        count(result, all, outcomes);
+        if (result.failed > 0) throw atomicFailure(result);
+      });
+    } catch (err) {
+      if (!eventsOverflow(err)) throw err;
+      throw withProgress(atomicEventsTooLarge(maxEventBytes, all[progress.at]!.row), result, true);
+    }
   }
-  return result;
+  return answer();
 }
