@@ -13,7 +13,15 @@ import { loginAs } from "../helpers/auth.ts";
 import { BACKENDS } from "../helpers/env.ts";
 import { type Client, client } from "../write/http.ts";
 import { eventually, webhookReceiver } from "./support.ts";
-import { deliveryLogWith, type Receiver, sampleWithMasterDataAdmins, webhookSuite } from "./webhook-setup.ts";
+import {
+  deliveryLogWith,
+  type Receiver,
+  sampleWithMasterDataAdmins,
+  webhookSuite,
+  deliveryRows,
+  eventIdsOf,
+  receivedEvents,
+} from "./webhook-setup.ts";
 
 /** The fields of CUST a peso-3 user reads in detail (TB_COST D flag; CREDIT_LIMIT is weighted 2). */
 const CUST_DETAIL_PESO3 = [
@@ -75,21 +83,9 @@ describe.each(BACKENDS)("webhooks follow their registrant's read rights (%s)", (
   const db = () => suite.app.t.services.db;
   /** A receiver closed by the suite after the test. */
   const receiver = () => suite.receiver();
-  /** The registration's deliveries, by event id. */
-  const deliveries = async (webhookId: string) => {
-    const { rows } = await db().query<{ OUTBOX_ID: string; STATUS: string; ATTEMPTS: number }>(
-      `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "STATUS", "ATTEMPTS" FROM "TB_WEBHOOK_DELIVERY"
-        WHERE "WEBHOOK_ID" = $1 ORDER BY "OUTBOX_ID"`,
-      [Number(webhookId)],
-    );
-    return rows;
-  };
-  const eventIds = (r: Receiver) => r.requests.map((q) => q.body.event_id as string);
-  /** Waits until `r` got the events `ids` (and returns what it got). */
-  const received = (r: Receiver, ids: string[]) =>
-    eventually(() => ids.every((id) => eventIds(r).includes(id)) && r.requests, {
-      what: `events ${ids.join(", ")}`,
-    });
+  const deliveries = (webhookId: string) => deliveryRows(db(), webhookId);
+  const eventIds = eventIdsOf;
+  const received = receivedEvents;
   const createProd = async () => {
     const res = await anna.post("/api/v4/core/PROD?source=catalog-1", {
       data: { NAME: "Hooked product", UNIT_PRICE: 7 },

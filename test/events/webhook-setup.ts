@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { type EventRuntime, type EventRuntimeOptions, startEventRuntime } from "../../src/events/runtime.ts";
 import type { SampleUser } from "../helpers/auth.ts";
+import type { Queryable } from "../../src/types.ts";
 import { type Backend, createTestApp, SAMPLE_FIXTURE, type TestApp } from "../helpers/env.ts";
 import { type Client, clientFor, NO_RATE_LIMITS } from "../write/http.ts";
 import { eventually, type Respond, webhookReceiver } from "./support.ts";
@@ -111,6 +112,25 @@ export function deliveryLogWith(
 }
 
 export type Receiver = Awaited<ReturnType<typeof webhookReceiver>>;
+
+/** The event ids a receiver got, in the order they came. */
+export const eventIdsOf = (r: Receiver): string[] => r.requests.map((q) => q.body.event_id as string);
+
+/** Waits until `r` got the events `ids`; answers what it got. */
+export const receivedEvents = (r: Receiver, ids: string[]) =>
+  eventually(() => ids.every((id) => eventIdsOf(r).includes(id)) && r.requests, {
+    what: `events ${ids.join(", ")}`,
+  });
+
+/** A registration's deliveries (TB_WEBHOOK_DELIVERY), by event id. */
+export async function deliveryRows(db: Queryable, webhookId: string) {
+  const { rows } = await db.query<{ OUTBOX_ID: string; STATUS: string; ATTEMPTS: number; BODY: string }>(
+    `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "STATUS", "ATTEMPTS", "BODY" FROM "TB_WEBHOOK_DELIVERY"
+      WHERE "WEBHOOK_ID" = $1 ORDER BY "OUTBOX_ID"`,
+    [Number(webhookId)],
+  );
+  return rows;
+}
 
 /** A describe's webhook app (started before its tests, closed after them) and its tests' helpers. */
 export interface WebhookSuite<U extends SampleUser> {

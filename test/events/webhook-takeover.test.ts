@@ -11,7 +11,13 @@ import { loginAs } from "../helpers/auth.ts";
 import { BACKENDS } from "../helpers/env.ts";
 import { type Client, client } from "../write/http.ts";
 import { eventually, webhookReceiver } from "./support.ts";
-import { deliveryLogWith, type Receiver, sampleWithMasterDataAdmins, webhookSuite } from "./webhook-setup.ts";
+import {
+  deliveryLogWith,
+  sampleWithMasterDataAdmins,
+  webhookSuite,
+  deliveryRows,
+  receivedEvents,
+} from "./webhook-setup.ts";
 
 const signatureOf = (secret: string, raw: string) =>
   `sha256=${createHmac("sha256", secret).update(raw).digest("hex")}`;
@@ -33,19 +39,8 @@ describe.each(BACKENDS)("a webhook taken over by another administrator (%s)", (b
   });
 
   const db = () => suite.app.t.services.db;
-  const deliveries = async (webhookId: string) => {
-    const { rows } = await db().query<{ OUTBOX_ID: string; STATUS: string; BODY: string }>(
-      `SELECT "OUTBOX_ID"::text AS "OUTBOX_ID", "STATUS", "BODY" FROM "TB_WEBHOOK_DELIVERY"
-        WHERE "WEBHOOK_ID" = $1 ORDER BY "OUTBOX_ID"`,
-      [Number(webhookId)],
-    );
-    return rows;
-  };
-  const eventIds = (r: Receiver) => r.requests.map((q) => q.body.event_id as string);
-  const received = (r: Receiver, ids: string[]) =>
-    eventually(() => ids.every((id) => eventIds(r).includes(id)) && r.requests, {
-      what: `events ${ids.join(", ")}`,
-    });
+  const deliveries = (webhookId: string) => deliveryRows(db(), webhookId);
+  const received = receivedEvents;
   let customers = 0;
   const createCust = async () => {
     const res = await anna.post("/api/v4/core/CUST?source=anag-1", {
