@@ -169,12 +169,19 @@ export interface FieldRules {
   of(dim: DimensionDef): DimensionFields;
 }
 
-/** The flags `field` carries for a caller of `peso` in `centerDett`; null when peso hides it. */
+/**
+ * The flags `field` carries for a caller of `peso` in `centerDett`; null when peso hides it. The
+ * field's own weight (its default TB_COST row's COD_UTENTE) holds in every form: a form's row may
+ * weigh it further (hide it from more callers there), never lift it, since the form is the caller's
+ * choice (`center_dett`), so a form row without COD_UTENTE would otherwise show the field to anyone
+ * who names that form.
+ */
 export function fieldFlagsFor(
   field: FieldDef,
   peso: number,
   centerDett: string | null | undefined,
 ): ReadonlySet<Flag> | null {
+  if (!weightAllows(peso, field.config.codUtente)) return null;
   const cfg = fieldConfig(field, centerDett);
   return weightAllows(peso, cfg.codUtente) ? cfg.flags : null;
 }

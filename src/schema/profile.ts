@@ -60,11 +60,12 @@ export interface SchemaProfile {
 const NO_WRITES: DimensionWrites = Object.freeze({ create: false, update: false, delete: false });
 const ALL_WRITES: DimensionWrites = Object.freeze({ create: true, update: true, delete: true });
 
-/** Whether peso shows `field` in some form (the default TB_COST row or a CENTER_DETT one). */
+/**
+ * Whether peso shows `field` in some form: in the default one exactly when its own weight (the
+ * default TB_COST row's) allows it, which every form's row is held to (fieldFlagsFor).
+ */
 function shownInSomeForm(field: FieldDef, peso: number): boolean {
-  if (weightAllows(peso, field.config.codUtente)) return true;
-  for (const config of field.contextConfigs.values()) if (weightAllows(peso, config.codUtente)) return true;
-  return false;
+  return weightAllows(peso, field.config.codUtente);
 }
 
 /** The fields of `dim` a caller of `peso` is shown. */

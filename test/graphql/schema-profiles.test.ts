@@ -318,7 +318,8 @@ describe("GraphQL schema per access profile", () => {
 });
 
 describe("schema profiles of a model (no database)", () => {
-  // W: SECRET is peso 1 in every form; FORM_ONLY is peso 1 by default but open in form "desk".
+  // W: SECRET is peso 1 in every form; FORM_ONLY is peso 1 by default, and form "desk"'s row gives no
+  // weight (which does not lift the field's own: docs/decisions.md, "A form's row never lifts a weight").
   // Z: every field a caller may send is peso 1.
   const rows = fixtureMetadata(
     fixtureSchema.parse({
@@ -352,12 +353,12 @@ describe("schema profiles of a model (no database)", () => {
   ] as const;
   const grants = everything.map((g) => ({ ...g, OPERATIONS: [...g.OPERATIONS] }));
 
-  it("a field peso hides in every form is absent; one a form shows is there (the form is the caller's)", () => {
+  it("a field its own weight hides is absent, whatever a form's row says (the form is the caller's choice)", () => {
     const profile = profileOf(model, grants, 3);
     const w = profile.dimensions.get("W")!;
-    expect(w.shown.fields.map((f) => f.code)).toContain("FORM_ONLY");
+    expect(w.shown.fields.map((f) => f.code)).not.toContain("FORM_ONLY");
     expect(w.shown.fields.map((f) => f.code)).not.toContain("SECRET");
-    expect(w.shown.hidden).toBe("SECRET");
+    expect(w.shown.hidden).toBe("SECRET,FORM_ONLY");
     expect(profileOf(model, grants, 1).dimensions.get("W")!.shown.hidden).toBe("");
   });
 
