@@ -36,6 +36,7 @@ import {
   type ReadContext,
   type RelationTree,
   lookupValues,
+  MAX_LOOKUP_ITEMS,
   subscribeToEvents,
 } from "../resolvers/read/index.ts";
 import { getDocument } from "../resolvers/read/documents.ts";
@@ -729,15 +730,25 @@ export function graphqlResolvers(): SchemaResolvers<GraphQLContext> {
       () =>
       async (
         _root,
-        args: ContextArgs & { field: string; filter?: string | null; full_list?: boolean | null },
+        args: ContextArgs & {
+          field: string;
+          filter?: string | null;
+          full_list?: boolean | null;
+          limit?: number | null;
+          offset?: number | null;
+        },
         ctx,
       ) => {
         const field = args.field.trim();
         if (!field) throw invalidParameter("field", "field names the field whose values to list.");
+        // Paged as REST's $num_rows/$offset: a page shorter than `limit` is the last one (the list
+        // type has no room for REST's X-Has-More).
         return lookupValues(readContextFor(ctx, args), {
           field,
           filter: filterArg(args.filter),
           fullList: args.full_list === true,
+          limit: pagingArg("limit", args.limit, MAX_LOOKUP_ITEMS, MAX_LOOKUP_ITEMS),
+          offset: pagingArg("offset", args.offset, 0, Number.MAX_SAFE_INTEGER),
         });
       },
 

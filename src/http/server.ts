@@ -119,6 +119,9 @@ export async function buildHttpServer(opts: HttpServerOptions): Promise<FastifyI
       "X-RateLimit-Remaining",
       "X-RateLimit-Reset",
       "Retry-After",
+      // GET /vars's paging (src/rest/read-routes.ts): a select list on another origin must see it.
+      "X-Has-More",
+      "X-Next-Offset",
     ],
     maxAge: 86400,
   });

@@ -70,7 +70,7 @@ const LIST_PARAMETERS = new Set([
   "debug",
 ]);
 
-const LOOKUP_PARAMETERS = new Set(["field", "$filter", "getACList"]);
+const LOOKUP_PARAMETERS = new Set(["field", "$filter", "getACList", "$num_rows", "$offset"]);
 
 const RECORD_PARAMETERS = new Set(["$fields", "$select", "$expand", "include", "cond_trec", "debug"]);
 
@@ -500,11 +500,16 @@ function lookupFlag(value: string): boolean {
   );
 }
 
-/** GET /vars: `field` (required), `$filter`, `getACList=1`. */
+/**
+ * GET /vars: `field` (required), `$filter`, `getACList=1`, and the page: `$num_rows` (default and
+ * at most MAX_NUM_ROWS, the lookup's bound) and `$offset`, read as a list's.
+ */
 export function parseLookupParams(params: QueryParams): {
   field: string;
   filter: FilterExpr | null;
   fullList: boolean;
+  limit: number;
+  offset: number;
 } {
   checkUnknown(params, LOOKUP_PARAMETERS);
   // A list's parameters name nothing here, and would be left unread (the whole list answered).
@@ -513,7 +518,7 @@ export function parseLookupParams(params: QueryParams): {
     const name = key.slice(0, 60);
     throw invalidParameter(
       name,
-      `${name} is not taken by a lookup, which takes field, $filter (an expression on the key and display fields, e.g. $filter=NAME eq 'Rossi') and getACList.`,
+      `${name} is not taken by a lookup, which takes field, $filter (an expression on the key and display fields, e.g. $filter=NAME eq 'Rossi'), getACList, $num_rows and $offset.`,
     );
   }
   refuseUnknownNames(params, LOOKUP_PARAMETERS, NO_FIELD);
@@ -529,10 +534,14 @@ export function parseLookupParams(params: QueryParams): {
     });
   }
   const expression = one("$filter");
+  const numRows = one("$num_rows");
+  const offset = one("$offset");
   return {
     field,
     filter: expression ? parseFilterExpression(expression) : null,
     fullList: given.has("getACList") && lookupFlag(one("getACList")),
+    limit: given.has("$num_rows") ? nonNegativeInteger("$num_rows", numRows, MAX_NUM_ROWS) : MAX_NUM_ROWS,
+    offset: given.has("$offset") ? nonNegativeInteger("$offset", offset, Number.MAX_SAFE_INTEGER) : 0,
   };
 }
 

@@ -20,9 +20,9 @@ import {
   getRecord,
   listRecords,
   listRecordsBySort,
-  lookupValues,
   type ReadContext,
 } from "../resolvers/read/index.ts";
+import { lookupPage } from "../resolvers/read/lookup.ts";
 import { listHistory } from "../resolvers/read/history.ts";
 import { httpLaneClient } from "../http/heavy-requests.ts";
 import { contextOf } from "../http/protected.ts";
@@ -32,6 +32,10 @@ import { estimateListValues } from "./read-estimate.ts";
 import { createReadSerializers } from "./response/serializers.ts";
 
 type DimParams = { Params: { dim: string } };
+
+/** GET /vars's paging headers (exposed to browsers by the CORS setup, src/http/server.ts). */
+const LOOKUP_HAS_MORE_HEADER = "X-Has-More";
+const LOOKUP_NEXT_OFFSET_HEADER = "X-Next-Offset";
 
 /** The body to return from the handler, its media type set (docs/decisions.md, "Handlers return their body"). */
 function jsonBody(reply: FastifyReply, body: string): string {
@@ -89,9 +93,15 @@ export const readRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services,
       async () => jsonBody(reply, serializers.list(rc.model.version, await list())),
     );
 
-  // Foreign-key lookups (spec 4.4): a bare array of {key field, display field}.
-  app.get("/api/v4/core/vars", async (request) => {
-    return lookupValues(readContext(request), parseLookupParams(query(request)));
+  // Foreign-key lookups (spec 4.4): a bare array of {key field, display field}, at most 1000 per
+  // request. The array stays bare (spec 4.4's shape, what clients parse); whether it was cut is
+  // said in headers: X-Has-More (true or false, always) and, when true, X-Next-Offset, the
+  // $offset of the next page (docs/decisions.md, "Lookups are paged, never cut silently").
+  app.get("/api/v4/core/vars", async (request, reply) => {
+    const page = await lookupPage(readContext(request), parseLookupParams(query(request)));
+    reply.header(LOOKUP_HAS_MORE_HEADER, String(page.hasMore));
+    if (page.nextOffset !== null) reply.header(LOOKUP_NEXT_OFFSET_HEADER, String(page.nextOffset));
+    return page.items;
   });
 
   app.get<DimParams>("/api/v4/core/:dim", async (request, reply) => {

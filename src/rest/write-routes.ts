@@ -8,13 +8,14 @@ import { writeMetadata } from "../resolvers/metadata/write.ts";
 import { METADATA_TABLES } from "../metadata/tables.ts";
 import { batchCreate, batchDelete, batchUpdate } from "../resolvers/write/batch.ts";
 import { runCommand } from "../resolvers/write/commands.ts";
+import { refuseUnknownMembers } from "../resolvers/write/body-members.ts";
 import { runCoreBatch } from "../resolvers/write/core-batch.ts";
 import { createOne, deleteOne, updateOne } from "../resolvers/write/operations.ts";
 import { presentCascaded } from "../resolvers/write/present.ts";
 import { restoreRevision } from "../resolvers/write/restore.ts";
 import type { BatchResult, MetadataWriteResult, RequestContext, WriteResult } from "../types.ts";
 import { type RouteDeps, servicesOf } from "./deps.ts";
-import { agreedContextOf } from "./scope.ts";
+import { agreedContextOf, SCOPE_PARAMETERS } from "./scope.ts";
 
 const CORE = "/api/v4/core";
 
@@ -22,16 +23,30 @@ type Body = Record<string, unknown>;
 type DimParams = { Params: { dim: string } };
 type RecordParams = { Params: { dim: string; id: string }; Querystring: { force?: string } };
 
-function bodyObject(body: unknown): Body {
+/**
+ * The body as a JSON object whose members are all among `takes` (the route's own and the scope,
+ * spec 4.1): another one would be left unread (400 INVALID_REQUEST naming it, refuseUnknownMembers).
+ */
+function bodyObject(body: unknown, takes: readonly string[], where: string): Body {
   if (body === null || typeof body !== "object" || Array.isArray(body)) {
     throw new BadRequestError("INVALID_REQUEST", "The request body must be a JSON object.");
   }
+  refuseUnknownMembers(body, takes, where);
   return body as Body;
 }
 
+/** What a body carrying `members` takes: those, and the scope (spec 4.1, src/rest/scope.ts). */
+const bodyTaking = (...members: string[]): readonly string[] => [...members, ...SCOPE_PARAMETERS];
+
+const DATA_BODY = bodyTaking("data");
+const BATCH_DELETE_BODY = bodyTaking("ids", "force");
+const COMMAND_BODY = bodyTaking("id", "data");
+/** A metadata write's body; `fields` only with a new dimension (src/resolvers/metadata/input.ts). */
+const METADATA_BODY = bodyTaking("data", "fields");
+
 /** The `data` object of a write body ({data: {field: value}}). */
-function dataObject(body: unknown): Body {
-  const data = bodyObject(body).data;
+function dataObject(body: unknown, where: string): Body {
+  const data = bodyObject(body, DATA_BODY, where).data;
   if (data === null || typeof data !== "object" || Array.isArray(data)) {
     throw new BadRequestError("INVALID_REQUEST", "The body must be {data: {field: value, …}}.", {
       field: "data",
@@ -40,8 +55,8 @@ function dataObject(body: unknown): Body {
   return data as Body;
 }
 
-function arrayMember(body: unknown, member: string): unknown[] {
-  const list = bodyObject(body)[member];
+function arrayMember(body: Body, member: string): unknown[] {
+  const list = body[member];
   if (!Array.isArray(list)) {
     throw new BadRequestError("INVALID_REQUEST", `The body must carry ${member}: [ … ].`, { field: member });
   }
@@ -76,33 +91,28 @@ function refuseReadParametersOnWrite(request: FastifyRequest, forceToo: boolean)
   );
 }
 
-/** What a DELETE's body may name: the scope (spec 4.1, "source may also be sent in a write body"). */
-const DELETE_BODY_MEMBERS: ReadonlySet<string> = new Set(["source", "center_dett"]);
+/** What a body that carries nothing of its own (a DELETE's, a revision restore's) may name: the scope. */
+const SCOPE_BODY = bodyTaking();
 
 /**
  * A single DELETE reads `force` from the query string (spec 4.3), and from its body only the
  * scope: any other member would be left unread (`{"force": true}` answered by a soft delete, the
- * record still stored), so it is 400 INVALID_PARAMETER naming it.
+ * record still stored), so it is refused naming it, and a body's force is told where it goes. A
+ * revision's restore reads its body the same way. No body at all is fine.
  */
-function checkDeleteBody(body: unknown): void {
+function checkScopeOnlyBody(body: unknown, where: string): void {
   if (body === undefined || body === null) return;
   if (typeof body !== "object" || Array.isArray(body)) {
     throw new BadRequestError(
       "INVALID_REQUEST",
-      "A DELETE takes no body but {source, center_dett}; force goes in the query string (?force=true).",
+      `${where} takes no body but {source, center_dett}; a DELETE's force goes in the query string (?force=true).`,
     );
   }
-  for (const name of Object.keys(body)) {
-    if (DELETE_BODY_MEMBERS.has(name)) continue;
-    const shown = name.slice(0, 60);
-    throw new BadRequestError(
-      "INVALID_PARAMETER",
-      name === "force"
-        ? "force goes in the query string of a DELETE (?force=true, spec 4.3), not in its body; a body's force is not read."
-        : `${shown} is not read from a DELETE's body, which may carry only source and center_dett; force goes in the query string (?force=true).`,
-      { field: shown },
-    );
-  }
+  refuseUnknownMembers(body, SCOPE_BODY, where, (member) =>
+    member === "force"
+      ? " A DELETE's force goes in its query string (?force=true, spec 4.3), not in its body."
+      : "",
+  );
 }
 
 function withCascaded(body: Body, result: WriteResult): Body {
@@ -179,7 +189,9 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
     const keyPath = `${base}/${table.key.map((k) => `:${k}`).join("/")}`;
     const run = async (request: FastifyRequest, _reply: FastifyReply, op: MetadataWriteOp) => {
       const ctx = ctxOf(request);
-      const body = op === "delete" ? {} : bodyObject(request.body);
+      let body: Body = {};
+      if (op === "delete") checkScopeOnlyBody(request.body, `a DELETE body of ${table.code}`);
+      else body = bodyObject(request.body, METADATA_BODY, `a ${request.method} body of ${table.code}`);
       return writeMetadata(services, ctx, {
         code: table.code,
         op,
@@ -208,7 +220,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         servicesOf(services, request),
         ctx,
         request.params.dim,
-        arrayMember(request.body, "data"),
+        arrayMember(bodyObject(request.body, DATA_BODY, "a batch create body"), "data"),
       ),
     );
   });
@@ -219,7 +231,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         servicesOf(services, request),
         ctx,
         request.params.dim,
-        arrayMember(request.body, "data"),
+        arrayMember(bodyObject(request.body, DATA_BODY, "a batch update body"), "data"),
       ),
     );
   });
@@ -233,15 +245,16 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       );
     }
     const ctx = ctxOf(request);
-    const ids = arrayMember(request.body, "ids");
-    const force = parseFlag(bodyObject(request.body).force, "force");
+    const body = bodyObject(request.body, BATCH_DELETE_BODY, "a batch-delete body");
+    const ids = arrayMember(body, "ids");
+    const force = parseFlag(body.force, "force");
     return batchBody(await batchDelete(servicesOf(services, request), ctx, request.params.dim, ids, force));
   });
 
   // ---------------------------------------------------------------- commands (decisions §15)
   app.post<{ Params: { dim: string; name: string } }>(`${CORE}/:dim/command/:name`, async (request) => {
     const ctx = ctxOf(request);
-    const body = bodyObject(request.body);
+    const body = bodyObject(request.body, COMMAND_BODY, "a command body");
     const { dim, name } = request.params;
     const result = await runCommand(servicesOf(services, request), ctx, dim, name, {
       id: body.id,
@@ -265,7 +278,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       servicesOf(services, request),
       ctx,
       request.params.dim,
-      dataObject(request.body),
+      dataObject(request.body, "a create body"),
     );
     // The body returned, not the reply (docs/decisions.md, "Handlers return their body").
     reply.status(201);
@@ -286,7 +299,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
         ctx,
         dim,
         id,
-        dataObject(request.body),
+        dataObject(request.body, `a ${mode.toUpperCase()} body`),
         mode,
       );
       return withCascaded(
@@ -306,6 +319,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
       // while the revision is written back (400 INVALID_PARAMETER naming it, as on reads).
       refuseReadParametersOnWrite(request, false);
       refuseUnknownNames(request.query as QueryParams, TAKES_NO_READ_PARAMETER);
+      checkScopeOnlyBody(request.body, "a revision restore's body");
       const ctx = ctxOf(request);
       const { dim, id, revision } = request.params;
       const result = await restoreRevision(servicesOf(services, request), ctx, dim, id, revision);
@@ -325,7 +339,7 @@ export const writeRoutes: FastifyPluginAsync<RouteDeps> = async (app, { services
 
   app.delete<RecordParams>(`${CORE}/:dim/:id`, async (request, _reply) => {
     refuseReadParametersOnWrite(request, true);
-    checkDeleteBody(request.body);
+    checkScopeOnlyBody(request.body, "a DELETE body");
     const ctx = ctxOf(request);
     const { dim, id } = request.params;
     const force = parseFlag(request.query.force, "force");

@@ -243,6 +243,8 @@ export function buildProfileSchema<C>(profile: SchemaProfile, types: SharedTypes
           "startwith, endwith, contains, equals, and, or over the key and display fields.",
         ),
         full_list: input(GraphQLBoolean, "An AC field's whole list (getACList=1)."),
+        limit: input(GraphQLInt, "At most this many values (default and maximum 1000; $num_rows)."),
+        offset: input(GraphQLInt, "Values skipped, in the lookup's order ($offset): the next page."),
       },
       resolvers.vars(),
       "The values an AC or VARS field may take: {key field, display field} objects (REST GET /core/vars).",

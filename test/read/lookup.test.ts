@@ -127,7 +127,7 @@ describe.each(BACKENDS)("vars lookups (%s)", (backend) => {
       );
       expectInvalidParameter(res, {
         field: name!,
-        message: `${name} is not taken by a lookup, which takes field, $filter (an expression on the key and display fields, e.g. $filter=NAME eq 'Rossi') and getACList.`,
+        message: `${name} is not taken by a lookup, which takes field, $filter (an expression on the key and display fields, e.g. $filter=NAME eq 'Rossi'), getACList, $num_rows and $offset.`,
       });
     }
   });

@@ -7,13 +7,14 @@
 // nodes that serve the part's dimension the caller holds a read grant on; none is 403.
 import { type AccessView, accessView } from "../../auth/access-view.ts";
 import { authorizeRead } from "../../auth/authorize.ts";
-import { NotFoundError, ValidationError } from "../../errors.ts";
+import { ApiError, NotFoundError, ValidationError } from "../../errors.ts";
 import { relatedRequest } from "../../query/access.ts";
 import { invalidParameter } from "../../query/errors.ts";
 import { emptyListQuery, emptyRecordQuery, type FilterExpr, type FilterLiteral } from "../../query/types.ts";
 import { AUDIT_FIELDS } from "../../metadata/data-types.ts";
 import { documentDefinitionSchema } from "../../metadata/document-definition.ts";
-import type { MetadataModel, RequestContext } from "../../types.ts";
+import { codecOf } from "../../metadata/codecs.ts";
+import type { FieldDef, MetadataModel, RequestContext } from "../../types.ts";
 import type { DataRecord } from "./common.ts";
 import { createReadContext, type ReadDeps } from "./context.ts";
 import { recordNotFound } from "../write/record-store.ts";
@@ -148,6 +149,33 @@ export async function buildDocument(
   return { data: out };
 }
 
+/**
+ * 400 INVALID_PARAMETER naming the document's parameter `param` (the one the client sent, never
+ * the part's field it filters, which the definition keeps to itself) when `value` is empty or not
+ * a value of that field. An empty value filtered nothing (`item=` gave every line): a parameter
+ * left out is no filter, one given must say what to filter on.
+ */
+function checkParameterValue(param: string, value: string, field: FieldDef | undefined): void {
+  if (value === "") {
+    throw invalidParameter(
+      param,
+      `${param} is empty: give the value to filter on, or leave ${param} out for no filter.`,
+    );
+  }
+  // A field the definition names but the model lacks is the part's read to refuse (INVALID_FIELD).
+  if (!field) return;
+  try {
+    codecOf(field.dataType).castFilter(field, value);
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.field !== field.code) throw err;
+    // The codec's message is "<FIELD>: <what is wrong>"; the client knows the parameter.
+    const what = err.message.startsWith(`${field.code}: `)
+      ? err.message.slice(field.code.length + 2)
+      : err.message;
+    throw invalidParameter(param, `${param}: ${what.replace(/\.$/, "")}.`);
+  }
+}
+
 /** GET /api/v4/document/{name}/{key}: a TB_DOCUMENT definition with its query parameters. */
 export async function getDocument(
   deps: ReadDeps,
@@ -174,6 +202,7 @@ export async function getDocument(
         : `${shown} is not a parameter of document ${name}, which takes none (besides compact and the request's context, source among it).`,
     );
   }
+  const model = deps.metadata.current();
   return buildDocument(deps, request, {
     rootDim: doc.rootDim,
     key,
@@ -183,7 +212,9 @@ export async function getDocument(
       const where: Record<string, FilterLiteral> = {};
       for (const [param, field] of Object.entries(p.params ?? {})) {
         const v = params[param];
-        if (v !== undefined && v !== "") where[field] = v;
+        if (v === undefined) continue;
+        checkParameterValue(param, v, model.dimensions.get(p.dim)?.fieldsByCode.get(field));
+        where[field] = v;
       }
       return { name: p.name, dim: p.dim, join: p.join, fields: p.fields ?? null, where };
     }),

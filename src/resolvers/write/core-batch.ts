@@ -11,6 +11,7 @@ import type {
   RequestContext,
   WriteResult,
 } from "../../types.ts";
+import { refuseUnknownMembers } from "./body-members.ts";
 import type { WriteContext } from "./context.ts";
 import { createRecord } from "./create.ts";
 import { deleteRecord } from "./delete.ts";
@@ -47,6 +48,8 @@ const operationSchema = z
   .strict();
 
 const payloadSchema = z.object({ operations: z.array(z.unknown()) });
+/** The payload's members: the operations and the request's scope (spec 4.1). */
+const CORE_BATCH_MEMBERS = ["operations", "source", "center_dett"] as const;
 
 /** Checks the payload's shape (not its size, not its records); lists every problem. */
 export function parseCoreBatch(body: unknown): CoreBatchOperation[] {
@@ -56,6 +59,8 @@ export function parseCoreBatch(body: unknown): CoreBatchOperation[] {
       errors: [{ field: "operations", message: "an array of operations is required" }],
     });
   }
+  // The payload's own members as the operations' (strict): `{"atomic": false}` would be left unread.
+  refuseUnknownMembers(body as object, CORE_BATCH_MEMBERS, "a batch's body");
   const problems: Array<{ field: string; message: string }> = [];
   const ops: CoreBatchOperation[] = [];
   const refs = new Set<string>();

@@ -43,6 +43,7 @@ async function deleteLocked(
     // A force delete takes the record's history with it (decisions.md §19: recordChanged).
     change = await recordChanged(w, dim, "deleted", current, true);
   } else {
+    await refuseHalfCancel(w, dim, current);
     const columns = auditColumns(dim.auditStyle, "soft_delete", w.ctx.principal.userId, w.now, "C");
     const deleted = await updateRow(w, dim, id, columns);
     change = await recordChanged(w, dim, "deleted", deleted, false, {
@@ -58,14 +59,34 @@ async function deleteLocked(
  * A force delete removes the record for good: records of a dimension outside CASCADE_DELETE whose
  * foreign key names it would name nothing, ever (a soft delete keeps it for them, and a restore
  * brings it back): 409 KEY_IN_USE, naming them, and nothing is deleted, as for a key change
- * outside UPDATE_CASCADE (update.ts).
+ * outside UPDATE_CASCADE (update.ts). So would records of a CASCADE_DELETE dimension outside the
+ * caller's write scope, which the cascade does not reach (cancelled ones too).
  */
 function refuseOrphaningForceDelete(w: WriteContext, dim: DimensionDef, current: Row): Promise<void> {
   return refuseOrphaning(w, dim, {
-    spared: dim.cascadeDelete,
+    carried: dim.cascadeDelete,
     valueLost: (rel) => current[rel.toField],
-    advice: (rel) =>
-      `which ${dim.code} does not delete with it (CASCADE_DELETE). Nothing was deleted: delete it without force (a cancelled record stays for them to name), point those records elsewhere first, or list ${rel.fromDim} in ${dim.code}'s CASCADE_DELETE.`,
+    advice: (rel, outOfScope) =>
+      outOfScope
+        ? `which the delete cascade (CASCADE_DELETE) cannot delete for you. Nothing was deleted: a user whose grant covers those rows (all_rows) can delete it, or those records can be deleted or pointed elsewhere first.`
+        : `which ${dim.code} does not delete with it (CASCADE_DELETE). Nothing was deleted: delete it without force (a cancelled record stays for them to name), point those records elsewhere first, or list ${rel.fromDim} in ${dim.code}'s CASCADE_DELETE.`,
+  });
+}
+
+/**
+ * A soft delete cancels the live children of its CASCADE_DELETE dimensions with it: live children
+ * outside the caller's write scope, which the cascade does not reach, would stay live under a
+ * cancelled record. 409 KEY_IN_USE, naming their dimension, and nothing is cancelled. (Records of
+ * other dimensions may go on naming a cancelled record: it stays for them.)
+ */
+function refuseHalfCancel(w: WriteContext, dim: DimensionDef, current: Row): Promise<void> {
+  return refuseOrphaning(w, dim, {
+    carried: dim.cascadeDelete,
+    others: false,
+    liveOnly: true,
+    valueLost: (rel) => current[rel.toField],
+    advice: () =>
+      `which the delete cascade (CASCADE_DELETE) cannot cancel for you. Nothing was cancelled: a user whose grant covers those rows (all_rows) can delete it, or those records can be cancelled or pointed elsewhere first.`,
   });
 }
 

@@ -32,6 +32,8 @@ export interface KeyLookup {
   key: string;
   value: unknown;
   scope: PlannedFilter | null;
+  /** What to do when it names none, after the message (a restore's: restore the parent first). */
+  advice?: string;
 }
 
 /**
@@ -53,7 +55,7 @@ function lookupScope(w: WriteContext, target: DimensionDef): PlannedFilter | nul
 export function foreignKeyError(lookup: KeyLookup): BadRequestError {
   return new BadRequestError(
     "INVALID_FOREIGN_KEY",
-    `${lookup.field.code}: ${JSON.stringify(lookup.value)} does not exist in ${lookup.target.code}.`,
+    `${lookup.field.code}: ${JSON.stringify(lookup.value)} does not exist in ${lookup.target.code}.${lookup.advice ? ` ${lookup.advice}` : ""}`,
     { field: lookup.field.code },
   );
 }

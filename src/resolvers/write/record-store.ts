@@ -125,7 +125,8 @@ export async function lockRecordsWhere(
 ): Promise<Row[]> {
   const type = dim.fieldsByCode.get(field)?.dataType;
   if (type === "INTEGER" && !(typeof value === "number" && Number.isSafeInteger(value))) return [];
-  // A cascade touches only the children within the caller's scope (src/resolvers/write/row-scope.ts).
+  // A cascade touches only the children within the caller's scope (src/resolvers/write/row-scope.ts);
+  // children outside it that it would leave behind refuse the write first (naming-records.ts).
   const params: unknown[] = [w.ctx.principal.tenantId, type === "INTEGER" ? value : String(value)];
   const scope = writeScopeSql(w, dim, params);
   const res = await w.tx.query<Row>(

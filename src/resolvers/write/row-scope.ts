@@ -5,8 +5,10 @@
 //
 // Cascades reach a child dimension with the rule of the first TB_MENU node that serves it and lets
 // the caller write it; when none does, with the child's ROW_SCOPE keys alone (the caller's own
-// unit, environment or rows). A child outside the caller's scope is never touched: a cascade
-// delete leaves it in place, a cascade update leaves its key as it was.
+// unit, environment or rows). A child outside the caller's scope is never touched: a key change,
+// force delete or soft delete that it would leave behind (naming a key that is gone, or live
+// under a cancelled record) is refused with 409 KEY_IN_USE (naming-records.ts); a restore leaves
+// it cancelled.
 import { accessView } from "../../auth/access-view.ts";
 import { describeScope, scopeFields } from "../../auth/row-describe.ts";
 import { type RowRule, scopeValuesOf } from "../../auth/row-scope.ts";

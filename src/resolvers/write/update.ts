@@ -1,12 +1,13 @@
 // Update (PUT and PATCH): lock the record -> field rules and TREC move -> types and lengths ->
 // required fields -> foreign keys -> update with audit fields -> outbox row -> update cascade.
+import { BadRequestError } from "../../errors.ts";
 import type { DimensionDef, FieldDef, RecordChange, WriteResult } from "../../types.ts";
 import { type AuditEvent, auditColumns } from "./audit.ts";
 import { recordChanged } from "./change-event.ts";
 import { moveRevisions } from "../../history/revisions.ts";
 import { step, type WriteContext } from "./context.ts";
 import { checkUpdateBody, putClearedFields } from "./field-rules.ts";
-import { foreignKeyLookups } from "./foreign-keys.ts";
+import { foreignKeyLookups, type KeyLookup } from "./foreign-keys.ts";
 import { refuseOrphaning } from "./naming-records.ts";
 import { checkMediaValues } from "./media-values.ts";
 import { lockRecord, lockRecordsWhere, type RecordId, updateRow } from "./record-store.ts";
@@ -23,6 +24,24 @@ import {
 
 export type UpdateMode = "put" | "patch";
 
+/**
+ * 400 INVALID_REQUEST for a PATCH that changes nothing: no member, or only the record's own id
+ * (which an update body may repeat). A PATCH carries the changed fields (spec 4.3), and a write
+ * moves N → M, stamps the audit fields and emits an event (spec 3.1): a form saved untouched
+ * would have marked its record modified and fired webhooks for no change.
+ */
+function refuseEmptyPatch(dim: DimensionDef, rawId: unknown, body: Record<string, unknown>): void {
+  const members = Object.keys(body);
+  const idOnly =
+    members.length === 1 && members[0] === dim.idField && String(body[dim.idField]) === String(rawId);
+  if (members.length > 0 && !idOnly) return;
+  throw new BadRequestError(
+    "INVALID_REQUEST",
+    `A PATCH of ${dim.code} must change at least one field; its data names ${idOnly ? "only the record's id" : "none"}, so nothing was written.`,
+    { field: "data" },
+  );
+}
+
 type Row = Record<string, unknown>;
 
 export async function updateRecord(
@@ -34,6 +53,8 @@ export async function updateRecord(
   /** A command's precondition: the states the record must be in (else INVALID_STATE_TRANSITION). */
   expectFrom?: readonly Trec[],
 ): Promise<WriteResult> {
+  // A revision's restore restores what it may write, which can be nothing (decisions.md §19).
+  if (mode === "patch" && w.operation !== "restore") refuseEmptyPatch(dim, rawId, body);
   await step(w, "load");
   const current = await lockRecord(w, dim, rawId);
   const currentId = current[dim.idField] as RecordId;
@@ -65,9 +86,14 @@ export async function updateRecord(
   await step(w, "foreign_keys");
   // Looked up by the UPDATE itself (as a create's by its INSERT): no statement of their own. A key
   // sent with the value it holds is not looked up again: its parent may have been cancelled since
-  // (a cancelled record stays for its children to name), and a PUT must send it back.
+  // (a cancelled record stays for its children to name), and a PUT must send it back. A restore
+  // (C → M) looks up every key, as a create does: the record comes back among the live ones, and
+  // one naming a cancelled parent would be a live child of a cancelled record.
+  const restoring = from === "C" && to !== "C";
   const keysChanged = changed.filter((f) => String(values[f.code]) !== String(current[f.code] ?? ""));
-  const lookups = foreignKeyLookups(w, dim, values, new Set(keysChanged.map((f) => f.code)));
+  const lookups = restoring
+    ? restoredKeyLookups(w, dim, current, values, touched, assignments)
+    : foreignKeyLookups(w, dim, values, new Set(keysChanged.map((f) => f.code)));
 
   await step(w, "record");
   const event: AuditEvent = from === "C" ? "restore" : "update";
@@ -89,9 +115,36 @@ export async function updateRecord(
 }
 
 /**
+ * The key look-ups of a restore: every foreign key of the record as restored (the body's values
+ * over the stored ones), each refused as a create's would be (400 INVALID_FOREIGN_KEY) with what
+ * to do: restore the record it names first. A key the body does not write is assigned its own
+ * value, so that the UPDATE looks it up.
+ */
+function restoredKeyLookups(
+  w: WriteContext,
+  dim: DimensionDef,
+  current: Row,
+  values: Row,
+  touched: readonly FieldDef[],
+  assignments: Array<[string, unknown]>,
+): KeyLookup[] {
+  const restored: Row = { ...current, ...values };
+  const lookups = foreignKeyLookups(w, dim, restored).map((l) => ({
+    ...l,
+    advice: `A restored record's keys must name live records, as a create's: restore that ${l.target.code} record first if it is cancelled, or give ${l.field.code} another value.`,
+  }));
+  for (const l of lookups)
+    if (!touched.some((f) => f.code === l.field.code))
+      assignments.push([l.field.code, restored[l.field.code]]);
+  return lookups;
+}
+
+/**
  * A changed value that records of a dimension outside UPDATE_CASCADE point at (their foreign key
  * names it) would leave them naming nothing: 409 KEY_IN_USE, naming them, and the update rolls back.
  * Counted tenant-wide (referential integrity), cancelled records too (a restore brings them back).
+ * Records of an UPDATE_CASCADE dimension outside the caller's write scope, which the cascade does
+ * not reach, are refused the same way (decisions.md §17).
  */
 function refuseOrphaningKeyChange(
   w: WriteContext,
@@ -100,13 +153,15 @@ function refuseOrphaningKeyChange(
   after: Row,
 ): Promise<void> {
   return refuseOrphaning(w, dim, {
-    spared: dim.updateCascade,
+    carried: dim.updateCascade,
     valueLost: (rel) => {
       const old = before[rel.toField];
       return String(old) === String(after[rel.toField]) ? undefined : old;
     },
-    advice: (rel) =>
-      `which ${dim.code} does not update with it (UPDATE_CASCADE). Nothing was changed: list ${rel.fromDim} in ${dim.code}'s UPDATE_CASCADE, or point those records elsewhere first.`,
+    advice: (rel, outOfScope) =>
+      outOfScope
+        ? `which the update cascade (UPDATE_CASCADE) cannot change for you. Nothing was changed: a user whose grant covers those rows (all_rows) can change the key, or those records can be pointed elsewhere first.`
+        : `which ${dim.code} does not update with it (UPDATE_CASCADE). Nothing was changed: list ${rel.fromDim} in ${dim.code}'s UPDATE_CASCADE, or point those records elsewhere first.`,
   });
 }
 

@@ -59,8 +59,22 @@ export function isBlank(v: unknown): boolean {
 }
 
 /**
+ * Whether a required `field` has no value in `value`: blank (isBlank), or for text (STRING, TEXT)
+ * only whitespace, which a form shows as empty: `"   "` passed where `""` was refused.
+ */
+function lacksRequiredValue(field: FieldDef, value: unknown): boolean {
+  if (isBlank(value)) return true;
+  return (
+    (field.dataType === "STRING" || field.dataType === "TEXT") &&
+    typeof value === "string" &&
+    value.trim() === ""
+  );
+}
+
+/**
  * 422 REQUIRED_FIELD_MISSING when one of `fields` that is required (TB_COST.REQUIRED, or
- * NULLABLE false) has no value in `values`; every missing field is listed.
+ * NULLABLE false) has no value in `values` (whitespace-only text counts as none); every missing
+ * field is listed.
  */
 export function checkRequired(
   dim: DimensionDef,
@@ -75,7 +89,7 @@ export function checkRequired(
   caller?: { knows(field: FieldDef): boolean; sends(field: FieldDef): boolean },
 ): void {
   const all = fields.filter(
-    (f) => (fieldConfig(f, centerDett).required || !f.nullable) && isBlank(values[f.code]),
+    (f) => (fieldConfig(f, centerDett).required || !f.nullable) && lacksRequiredValue(f, values[f.code]),
   );
   const missing = caller ? all.filter((f) => caller.sends(f)) : all;
   if (caller && missing.length === 0 && all.length > 0) throw requiredNotSettable(dim, all, caller);
