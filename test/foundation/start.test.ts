@@ -60,7 +60,7 @@ describe("npm start on the embedded database", () => {
         headers: { authorization: `Bearer ${olga.body.data!.access_token}` },
       });
       expect(res.status).toBe(200);
-      expect(((await res.json()) as { meta: { total: number } }).meta.total).toBe(2);
+      expect(((await res.json()) as { meta: { total: number } }).meta.total).toBe(3);
 
       // The embedded database is this process's: an import at the same time is refused, clearly.
       const importer = spawnScript("src/cli/import.ts", [SAMPLE_FIXTURE], { DATA_DIR: dir });
