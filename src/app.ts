@@ -135,7 +135,11 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
         await scope.register(openApiRoutes, deps);
         await scope.register(graphqlRoutes, deps);
       },
-      { heavy: deps.heavy, bodyBytes: services.config.heavyRequests.bodyBytes },
+      {
+        heavy: deps.heavy,
+        bodyBytes: services.config.heavyRequests.bodyBytes,
+        bufferBytes: services.config.heavyRequests.bufferBytes,
+      },
     ),
   );
   return app;

@@ -315,6 +315,7 @@ const envSchema = z.object({
   TENANT_HEAVY_REQUESTS: count(1, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
   TENANT_HEAVY_WAITING: count(32),
   HEAVY_BODY_BYTES: bytes(262_144),
+  TENANT_BODY_BUFFER_BYTES: bytes(64 * 1024 * 1024, 1024),
   SUBSCRIPTIONS_MAX_PER_USER: count(20, 1).refine((n) => n >= 1, { message: "must be at least 1" }),
   SUBSCRIPTIONS_MAX_PER_PROCESS: count(2000, 1).refine((n) => n >= 1, {
     message: "must be at least 1",
@@ -660,6 +661,7 @@ export function loadConfig(
       perTenant: e.TENANT_HEAVY_REQUESTS,
       maxWaiting: e.TENANT_HEAVY_WAITING,
       bodyBytes: e.HEAVY_BODY_BYTES,
+      bufferBytes: e.TENANT_BODY_BUFFER_BYTES,
     },
     subscriptions: {
       maxPerUser: e.SUBSCRIPTIONS_MAX_PER_USER,

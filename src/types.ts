@@ -233,9 +233,16 @@ export interface Config {
   };
   /**
    * Heavy requests per tenant (src/http/heavy-requests.ts); `bodyBytes`: a body this large (or of
-   * unknown length) is read and parsed in the tenant's lane (0: never).
+   * unknown length) is read and parsed in the tenant's lane (0: never); `bufferBytes`: the most of
+   * such bodies a tenant may have received and held (arriving, or waiting for their turn) at once.
    */
-  heavyRequests: { thresholdValues: number; perTenant: number; maxWaiting: number; bodyBytes: number };
+  heavyRequests: {
+    thresholdValues: number;
+    perTenant: number;
+    maxWaiting: number;
+    bodyBytes: number;
+    bufferBytes: number;
+  };
   /** meta.total is exact up to this many matching records, the planner's estimate beyond. */
   countExactLimit: number;
   /** How long a process keeps a total it counted, at most (forgotten at once on any write); 0: none. */

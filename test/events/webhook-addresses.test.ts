@@ -3,7 +3,8 @@
 // IPv6 forms of refused IPv4 addresses and localhost names are refused at registration (400 naming
 // `url`) and at delivery time (a registration stored before, or a name that later points at
 // loopback), also when a name resolves to them; the delivery log the tenant reads says "address
-// not allowed" or "connection failed", never the resolved address, a DNS error or a port.
+// not allowed", "host not found or address not allowed" or "connection failed", never the resolved
+// address, a DNS error or a port.
 import type dns from "node:dns";
 import net from "node:net";
 import { describe, expect, it } from "vitest";
@@ -94,11 +95,15 @@ describe("a delivery to a name that resolves to a refused address", () => {
       const url = `http://hooks.internal.example:${receiver.port}/hook`;
       for (const address of ["127.0.0.1", "::ffff:127.0.0.1", "10.0.0.5", "192.0.2.1", "64:ff9b::a00:1"]) {
         const result = await attempt(url, resolvingTo(address));
-        expect(result, address).toMatchObject({ ok: false, httpStatus: null, error: "connection failed" });
+        expect(result, address).toMatchObject({
+          ok: false,
+          httpStatus: null,
+          error: "host not found or address not allowed",
+        });
       }
       expect(receiver.requests).toHaveLength(0);
       // A name that does not resolve reads the same: the log cannot tell the two apart.
-      expect((await attempt(url, resolvingTo(null))).error).toBe(DELIVERY_ERRORS.connection);
+      expect((await attempt(url, resolvingTo(null))).error).toBe(DELIVERY_ERRORS.unusableHost);
       // The same name and resolver with WEBHOOK_ALLOW_PRIVATE: the receiver is reached.
       expect(await attempt(url, resolvingTo("127.0.0.1"), true)).toEqual({
         ok: true,

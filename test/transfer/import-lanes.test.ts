@@ -10,6 +10,7 @@ import http from "node:http";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../events/support.ts";
 import { listenAndLogin, loginOverHttp, UNLIMITED_ENV } from "../helpers/auth.ts";
@@ -242,15 +243,24 @@ describe.each(BACKENDS.filter((b) => b === "postgres"))(
   },
 );
 
-describe("an import's wait for its turn", () => {
+// The turn held by a large request whose statement waits behind a table lock the test takes
+// (PostgreSQL): a large body takes its turn once it is received, and keeps it to its answer.
+describe.each(BACKENDS.filter((b) => b === "postgres"))("an import's wait for its turn (%s)", (backend) => {
   it("waits at most IMPORT_WRITE_TIMEOUT_MS for its turn: then 503 IMPORT_TURN_TIMEOUT with Retry-After, nothing written, no file left", async () => {
-    const app = await startApp({ IMPORT_WRITE_TIMEOUT_MS: "300" });
+    const app = await startApp({ IMPORT_WRITE_TIMEOUT_MS: "300" }, backend);
+    const db = app.t.services.db;
+    if (db.kind !== "postgres") throw new Error("PostgreSQL expected");
+    const lock = new pg.Client({ connectionString: db.connectionString });
+    await lock.connect();
     try {
-      // The tenant's turn held by an import whose body the test keeps unfinished (as a large
-      // body elsewhere would): a large GraphQL body takes its turn before it is read.
-      const graphql = '{"query":"{ __typename }","variables":{"pad":"' + "x".repeat(8 * KB) + '"}}';
+      await lock.query("BEGIN");
+      await lock.query('LOCK TABLE "TB_ANAG_CUST00" IN ACCESS EXCLUSIVE MODE');
+      const graphql =
+        '{"query":"{ CUST(source: \\"anag-1\\", limit: 1) { data { CUST_ID } } }","variables":{"pad":"' +
+        "x".repeat(8 * KB) +
+        '"}}';
       const holder = slowPost(app.port, "/graphql", app.token, "application/json", graphql.length);
-      holder.send(graphql.slice(0, 100));
+      holder.send(graphql);
       await eventually(async () => (await heavyGauge(app.t, "running")) === 1, {
         what: "the holder's turn",
       });
@@ -270,12 +280,12 @@ describe("an import's wait for its turn", () => {
         details: { timeout_ms: 300, received: 0, created: 0 },
       });
       expect(String(res.body.message)).toMatch(/^The import's body was received, but it waited/);
-      expect(await app.named("Late")).toEqual([]);
       expect(await spoolFiles(app.spool)).toEqual([]);
       expect(await heavyGauge(app.t, "waiting")).toBe(0);
       // The holder ends; the next import takes the turn.
-      holder.send(graphql.slice(100));
+      await lock.query("ROLLBACK");
       expect((await holder.answer).status).toBe(200);
+      expect(await app.named("Late")).toEqual([]);
       const after = await request(
         app.base,
         "POST",
@@ -285,6 +295,8 @@ describe("an import's wait for its turn", () => {
       );
       expect([after.status, (after.body.data as { created: number }).created]).toEqual([200, 2]);
     } finally {
+      await lock.query("ROLLBACK");
+      await lock.end();
       await app.close();
     }
   });

@@ -104,7 +104,44 @@ export function isRefusedHost(hostname: string): boolean {
   return name === "" || LOCAL_NAMES.has(name) || name.endsWith(".localhost");
 }
 
+/** A name resolved to an address webhooks may not reach (the message names it, for the operator). */
 export class AddressNotAllowedError extends Error {}
+
+/** What getaddrinfo answers for a name it cannot resolve (now or at all). */
+const UNRESOLVED_CODES = new Set([
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EAI_NONAME",
+  "EAI_NODATA",
+  "EAI_FAIL",
+  "ENODATA",
+]);
+
+/**
+ * Whether a request error means the URL's host name gave no address the service may call: it did
+ * not resolve, or it resolved to a refused address. The delivery log tells these apart from a
+ * refused connection, but not from each other (a tenant could otherwise map the internal names).
+ */
+export function isUnusableHostError(err: Error): boolean {
+  return (
+    err instanceof AddressNotAllowedError || UNRESOLVED_CODES.has(String((err as NodeJS.ErrnoException).code))
+  );
+}
+
+/** The kind of range a refused address is in, for the operator's log. */
+function refusedKind(address: string): string {
+  const bare = address.replace(/%.*$/, "");
+  const groups = net.isIP(bare) === 6 ? ipv6Groups(bare) : null;
+  const v4 = groups ? (embeddedIPv4(groups) ?? null) : net.isIP(bare) === 4 ? bare : null;
+  if (v4 !== null) {
+    if (v4.startsWith("127.")) return "loopback";
+    if (/^(10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.)/.test(v4)) return "private";
+    if (v4.startsWith("169.254.")) return "link-local";
+  } else if (groups?.slice(0, 7).every((g) => g === 0) && groups[7] === 1) return "loopback";
+  else if (groups && (groups[0]! & 0xfe00) === 0xfc00) return "private";
+  else if (groups && (groups[0]! & 0xffc0) === 0xfe80) return "link-local";
+  return "non-public";
+}
 
 type LookupCallback = (
   err: NodeJS.ErrnoException | null,
@@ -130,11 +167,17 @@ export function guardedLookup(allowPrivate: boolean, resolve: Resolve = dns.look
       const list = addresses as dns.LookupAddress[];
       const refused = allowPrivate ? undefined : list.find((a) => isPrivateAddress(a.address));
       if (refused) {
-        return callback(new AddressNotAllowedError(`${hostname} resolves to a refused address`), "");
+        return callback(
+          new AddressNotAllowedError(
+            `${hostname} resolves to ${refused.address}, a ${refusedKind(refused.address)} address, which webhooks may not reach (WEBHOOK_ALLOW_PRIVATE is off)`,
+          ),
+          "",
+        );
       }
       if (options.all) return callback(null, list);
       const first = list[0];
-      if (!first) return callback(new Error(`${hostname} has no address`), "");
+      if (!first)
+        return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENODATA" }), "");
       callback(null, first.address, first.family);
     });
   };

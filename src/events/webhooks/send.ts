@@ -4,7 +4,7 @@
 import { createHmac } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
-import { guardedLookup, isRefusedHost, type Resolve } from "./addresses.ts";
+import { guardedLookup, isRefusedHost, isUnusableHostError, type Resolve } from "./addresses.ts";
 
 export interface Attempt {
   url: string;
@@ -65,20 +65,24 @@ const USER_AGENT = "Dimensio-Webhooks/1";
 /**
  * The texts a failed attempt leaves in the delivery log, which the tenant reads. They never carry
  * the system's own words (`getaddrinfo ENOTFOUND db.internal`, `connect ECONNREFUSED
- * 10.0.0.5:5432`): a name that does not resolve, one that resolves to a refused address, and a host
- * that does not take the connection all read "connection failed", so the log cannot map the
- * internal network's names or ports. A literal refused address or localhost name, known without
- * asking DNS, reads "address not allowed".
+ * 10.0.0.5:5432`). A name that does not resolve and one that resolves to a refused address read the
+ * same, "host not found or address not allowed", so the log cannot map the internal network's
+ * names (does `db.internal` exist?); a host that does not take the connection reads "connection
+ * failed" (the name gave an allowed address: nothing internal is told). A literal refused address
+ * or localhost name, known without asking DNS, reads "address not allowed". All are retried as
+ * any failure is: a name can come to resolve elsewhere.
  */
 export const DELIVERY_ERRORS = {
   notAllowed: "address not allowed",
+  unusableHost: "host not found or address not allowed",
   connection: "connection failed",
   tls: "TLS handshake failed",
   invalidUrl: "invalid URL",
 } as const;
 
-/** The log text of a request error: TLS failures (after an allowed connection) apart, one text. */
+/** The log text of a request error: a name that gave no usable address, a TLS failure, or else one text. */
 function connectionError(err: Error): string {
+  if (isUnusableHostError(err)) return DELIVERY_ERRORS.unusableHost;
   const code = String((err as NodeJS.ErrnoException).code ?? "");
   const tls = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)/.test(code);
   return tls ? DELIVERY_ERRORS.tls : DELIVERY_ERRORS.connection;
