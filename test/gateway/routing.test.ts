@@ -31,6 +31,25 @@ interface Seen {
   bodyBytes: number;
 }
 
+/** What every gateway of these tests is set up with: the shared secret, quiet, no rate limits. */
+const GATEWAY_ENV = {
+  ROLE: "gateway",
+  GATEWAY_SECRET: "shared-secret",
+  LOG_LEVEL: "silent",
+  RATE_LIMIT_ANONYMOUS_PER_MINUTE: "0",
+  RATE_LIMIT_USER_PER_SECOND: "0",
+  RATE_LIMIT_USER_PER_MINUTE: "0",
+  RATE_LIMIT_USER_PER_HOUR: "0",
+};
+
+/** A gateway of `env` listening on loopback, pushed to `open` to be closed after the tests. */
+async function listeningGateway(env: Record<string, string>, open: FastifyInstance[]) {
+  const gw = await buildGateway(loadConfig(env), createLogger("silent"));
+  open.push(gw);
+  await gw.listen({ host: "127.0.0.1", port: 0 });
+  return { gw, base: `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}` };
+}
+
 /** A backend that answers with what it received; `hang` never answers. */
 async function backend(name: string, opts: { hang?: boolean } = {}) {
   const seen: Seen[] = [];
@@ -194,9 +213,7 @@ describe("gateway routing and failures", () => {
   let devGateway: FastifyInstance;
   let base: string;
   const env = () => ({
-    ROLE: "gateway",
-    GATEWAY_SECRET: "shared-secret",
-    LOG_LEVEL: "silent",
+    ...GATEWAY_ENV,
     READ_BACKEND_URL: b.read!.url,
     WRITE_BACKEND_URL: b.write!.url,
     AUTH_BACKEND_URL: b.auth!.url,
@@ -205,10 +222,6 @@ describe("gateway routing and failures", () => {
     MICROSERVICE_ROUTES: JSON.stringify({ pricing: b.pricing!.url }),
     DEVELOPER_ROUTES: JSON.stringify({ ada: b.ada!.url }),
     BACKEND_TIMEOUT_MS: "400",
-    RATE_LIMIT_ANONYMOUS_PER_MINUTE: "0",
-    RATE_LIMIT_USER_PER_SECOND: "0",
-    RATE_LIMIT_USER_PER_MINUTE: "0",
-    RATE_LIMIT_USER_PER_HOUR: "0",
   });
 
   beforeAll(async () => {
@@ -364,25 +377,14 @@ describe("gateway: Expect, import timeouts and upgrades", () => {
   let canary: Awaited<ReturnType<typeof upgradeBackend>>;
   const open: FastifyInstance[] = [];
   const env = (more: Record<string, string> = {}) => ({
-    ROLE: "gateway",
-    GATEWAY_SECRET: "shared-secret",
-    LOG_LEVEL: "silent",
+    ...GATEWAY_ENV,
     READ_BACKEND_URL: read.url,
     WRITE_BACKEND_URL: write.url,
     AUTH_BACKEND_URL: read.url,
-    RATE_LIMIT_ANONYMOUS_PER_MINUTE: "0",
-    RATE_LIMIT_USER_PER_SECOND: "0",
-    RATE_LIMIT_USER_PER_MINUTE: "0",
-    RATE_LIMIT_USER_PER_HOUR: "0",
     ...more,
   });
   /** A gateway listening on loopback, closed after the tests; its base URL. */
-  const start = async (more: Record<string, string> = {}) => {
-    const gw = await buildGateway(loadConfig(env(more)), createLogger("silent"));
-    open.push(gw);
-    await gw.listen({ host: "127.0.0.1", port: 0 });
-    return { gw, base: `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}` };
-  };
+  const start = (more: Record<string, string> = {}) => listeningGateway(env(more), open);
 
   beforeAll(async () => {
     read = await backend("read");
@@ -616,27 +618,16 @@ describe("gateway: a GraphQL POST running a query goes to read, anything else to
   const open: FastifyInstance[] = [];
   let dir: string;
   const env = (more: Record<string, string> = {}) => ({
-    ROLE: "gateway",
-    GATEWAY_SECRET: "shared-secret",
-    LOG_LEVEL: "silent",
+    ...GATEWAY_ENV,
     READ_BACKEND_URL: b.read!.url,
     WRITE_BACKEND_URL: b.write!.url,
     AUTH_BACKEND_URL: b.auth!.url,
     CANARY_READ_URL: b.canaryRead!.url,
     CANARY_WRITE_URL: b.canaryWrite!.url,
     MICROSERVICE_ROUTES: JSON.stringify({ pricing: b.pricing!.url }),
-    RATE_LIMIT_ANONYMOUS_PER_MINUTE: "0",
-    RATE_LIMIT_USER_PER_SECOND: "0",
-    RATE_LIMIT_USER_PER_MINUTE: "0",
-    RATE_LIMIT_USER_PER_HOUR: "0",
     ...more,
   });
-  const start = async (more: Record<string, string> = {}) => {
-    const gw = await buildGateway(loadConfig(env(more)), createLogger("silent"));
-    open.push(gw);
-    await gw.listen({ host: "127.0.0.1", port: 0 });
-    return `http://127.0.0.1:${(gw.server.address() as AddressInfo).port}`;
-  };
+  const start = async (more: Record<string, string> = {}) => (await listeningGateway(env(more), open)).base;
   let base: string;
 
   beforeAll(async () => {
@@ -909,16 +900,10 @@ describe("gateway: metadata writes that may build indexes wait for the backend's
   const open: FastifyInstance[] = [];
   const backends: Array<{ close: () => Promise<void> }> = [];
   const env = (writeUrl: string, more: Record<string, string> = {}) => ({
-    ROLE: "gateway",
-    GATEWAY_SECRET: "shared-secret",
-    LOG_LEVEL: "silent",
+    ...GATEWAY_ENV,
     READ_BACKEND_URL: writeUrl,
     WRITE_BACKEND_URL: writeUrl,
     AUTH_BACKEND_URL: writeUrl,
-    RATE_LIMIT_ANONYMOUS_PER_MINUTE: "0",
-    RATE_LIMIT_USER_PER_SECOND: "0",
-    RATE_LIMIT_USER_PER_MINUTE: "0",
-    RATE_LIMIT_USER_PER_HOUR: "0",
     ...more,
   });
   const start = async (writeUrl: string, more: Record<string, string> = {}) => {

@@ -260,22 +260,27 @@ if (TEST_DATABASE_URL)
       await t?.close();
     });
 
+    /**
+     * Tenant A's first large body (anna's), its turn taken and its statement held behind the table
+     * lock the test holds: answered once the lock goes.
+     */
+    const takeTurn = async () => {
+      const first = rawPost(
+        port,
+        graphqlBody(BODY_BYTES * 4, '{ CUST(source: "anag-1", limit: 1) { data { CUST_ID } } }'),
+        { token: tokens.anna! },
+      );
+      await eventually(async () => (await heavyGauge(t, "running")) === 1, { what: "A's first large body" });
+      return first;
+    };
+
     it("a tenant's second large body waits for its first; its third is refused; others go on", async () => {
       const large = graphqlBody(BODY_BYTES * 4);
       await lock.query("BEGIN");
       await lock.query('LOCK TABLE "TB_ANAG_CUST00" IN ACCESS EXCLUSIVE MODE');
       try {
         // Tenant A's first large body: received, its turn taken, its statement held by the lock.
-        const first = rawPost(
-          port,
-          graphqlBody(BODY_BYTES * 4, '{ CUST(source: "anag-1", limit: 1) { data { CUST_ID } } }'),
-          {
-            token: tokens.anna!,
-          },
-        );
-        await eventually(async () => (await heavyGauge(t, "running")) === 1, {
-          what: "A's first large body",
-        });
+        const first = await takeTurn();
         // Its second waits in the lane, its body received.
         const second = rawPost(port, large, { token: tokens.marco! });
         await eventually(async () => (await heavyGauge(t, "waiting")) === 1, { what: "A's second waiting" });
@@ -303,16 +308,7 @@ if (TEST_DATABASE_URL)
       await lock.query("BEGIN");
       await lock.query('LOCK TABLE "TB_ANAG_CUST00" IN ACCESS EXCLUSIVE MODE');
       try {
-        const first = rawPost(
-          port,
-          graphqlBody(BODY_BYTES * 4, '{ CUST(source: "anag-1", limit: 1) { data { CUST_ID } } }'),
-          {
-            token: tokens.anna!,
-          },
-        );
-        await eventually(async () => (await heavyGauge(t, "running")) === 1, {
-          what: "A's first large body",
-        });
+        const first = await takeTurn();
         const socket = net.connect(port, "127.0.0.1");
         const large = graphqlBody(BODY_BYTES * 4);
         socket.write(
